@@ -1,0 +1,1 @@
+"""Release assembly: Parquet configs, the dataset card, validation, publishing, the `datasets` builder."""

@@ -1,0 +1,56 @@
+"""Bad input: one error type that names where it is, and a rejects file for runs that go on."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+class InputError(ValueError):
+    """A record that cannot be used, with its file, line (or row) and field."""
+
+    def __init__(self, path: str | Path, line: int, message: str, field: str | None = None,
+                 record_id: str | None = None):
+        self.path, self.line, self.message = str(path), line, message
+        self.field, self.record_id = field, record_id
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}"
+        if self.record_id is not None:
+            where += f" (id {self.record_id})"
+        field = f" field {self.field!r}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.path, "line": self.line, "id": self.record_id, "field": self.field,
+                "error": self.message}
+
+
+class Rejects:
+    """Stops at the first bad record, or, given a path, writes each one there as JSON and goes on."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+        self.count = 0
+        self._file = None
+
+    def reject(self, error: InputError, raw: Any) -> None:
+        if self.path is None:
+            raise error
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("w", encoding="utf-8")
+        self._file.write(json.dumps({**error.as_dict(), "record": raw}, ensure_ascii=False, default=str) + "\n")
+        self.count += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "Rejects":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,137 @@
+"""Profiles: YAML files holding every protocol knob, validated strictly.
+
+`paper` follows the paper's text (seeds/000), `crux-code` the authors' released code, `demo` runs on
+the bundled sample on a CPU. A profile is named (bundled under generation/profiles/) or a path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BM25(Strict):
+    k1: float = Field(gt=0)
+    b: float = Field(ge=0, le=1)
+    depth: int = Field(ge=1, description="hits retrieved per query")
+    query: Literal["question", "subquestions"] = Field(description="what the BM25 query is built from")
+    stemmer: Literal["porter", "krovetz", "none"] = "porter"
+    threads: int = Field(default=1, ge=1)
+
+
+class Rerank(Strict):
+    backend: Literal["transformers", "vllm", "bi-encoder"]
+    model: str = Field(min_length=1, description="Hub name or local path")
+    instruction: str = Field(min_length=1)
+    query_builder: Literal["join-subquestions", "crux-code-list"]
+    query_separator: str = " "
+    max_subquestions: int | None = Field(default=None, ge=1, description="crux-code keeps the first 10")
+    depth: int = Field(ge=1, description="BM25 hits reranked per question")
+    max_doc_words: int | None = Field(default=None, ge=1, description="cut the document to its first N words")
+    max_length: int = Field(ge=64, description="max tokens of the whole reranker input")
+    batch_size: int = Field(default=16, ge=1)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+
+
+class Pool(Strict):
+    rule: Literal["union", "sequential"] = Field(
+        description="union: top-k BM25 + top-k reranked + clicked; sequential: fill in that order, no repeats")
+    bm25_top: int = Field(ge=0)
+    rerank_top: int = Field(ge=0)
+    include_clicked: bool = True
+
+
+class Judge(Strict):
+    backend: Literal["vllm", "transformers", "ray", "bi-encoder"]
+    model: str = Field(min_length=1)
+    prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"]
+    mode: Literal["generate", "distribution"]
+    chat_template: bool
+    context_words: int = Field(ge=1, description="the document is cut to its first N whitespace words")
+    max_new_tokens: int = Field(ge=1)
+    temperature: float = Field(ge=0)
+    max_model_len: int = Field(ge=256)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "bfloat16"
+    quantization: Literal["fp8"] | None = None
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    enable_prefix_caching: bool = True
+    batch_size: int = Field(default=64, ge=1)
+    chunk_size: int = Field(default=4096, ge=1, description="pairs per checkpointed chunk")
+    cut_points: list[float] | None = Field(
+        default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
+
+    @model_validator(mode="after")
+    def _cut_points_fit(self) -> "Judge":
+        if self.backend == "bi-encoder":
+            if not self.cut_points:
+                raise ValueError("backend bi-encoder needs cut_points")
+        if self.cut_points is not None:
+            if any(b <= a for a, b in zip(self.cut_points, self.cut_points[1:])):
+                raise ValueError("cut_points must be strictly increasing")
+            if any(not -1 <= c <= 1 for c in self.cut_points):
+                raise ValueError("cut_points are cosines: each in [-1, 1]")
+        return self
+
+
+class Profile(Strict):
+    name: str
+    description: str
+    bm25: BM25
+    rerank: Rerank
+    pool: Pool
+    judge: Judge
+
+    def config_hash(self, *sections: str) -> str:
+        """A stable hash of the named sections (all when none), for refusing to mix shards."""
+        data = self.model_dump(include=set(sections) if sections else None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def bundled_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        return path
+    bundled = PROFILE_DIR / f"{name_or_path}.yaml"
+    if not bundled.exists():
+        raise ProfileError(f"no profile {name_or_path!r}: not a file, and bundled ones are {bundled_profiles()}")
+    return bundled
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    path = profile_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+            message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            value = "" if err["type"] in {"missing", "extra_forbidden"} else f" (got {err.get('input')!r})"
+            problems.append(f"{path}: key {key}: {message}{value}")
+        raise ProfileError("\n".join(problems)) from None

@@ -1,0 +1,203 @@
+"""Researchy Questions records (as on the Hub: JSONL, JSONL.gz or Parquet) -> questions + subquestions.
+
+Record fields used: `id`, `question`, `DocStream` (clicked documents) and `gpt4_decomposition`
+(`subquestions`, a flat list of "- "-prefixed strings, and `headers`, lists of a header question
+followed by its " - "-prefixed bullets).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow.parquet as pq
+
+from generation.errors import InputError, Rejects
+from generation.storage import ParquetSink
+
+
+class Decomposition(str, Enum):
+    subquestions = "subquestions"  # the flat list, as the paper judged (default)
+    headers = "headers"  # only the header questions (depth 1)
+    both = "both"  # the flat list plus header-structure entries missing from it
+
+
+@dataclass
+class ReadSummary:
+    questions: int = 0
+    subquestions: int = 0
+    clicked: int = 0
+    rejected: int = 0
+    outputs: list[Path] = field(default_factory=list)
+
+
+def strip_bullet(text: str) -> str:
+    text = text.strip()
+    if text.startswith("-"):
+        text = text[1:].strip()
+    return text
+
+
+def _normalised(text: str) -> str:
+    return " ".join(strip_bullet(text).split()).casefold()
+
+
+def iter_raw_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yields (line or row number, record dict or the InputError that replaced it)."""
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        row = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
+            for record in batch.to_pylist():
+                row += 1
+                yield row, record
+        return
+    if not (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")
+            or name.endswith(".json.gz")):
+        raise InputError(path, 0, "unknown format: expected .jsonl, .jsonl.gz or .parquet")
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield lineno, InputError(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})")
+                continue
+            if not isinstance(record, dict):
+                yield lineno, InputError(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+                continue
+            yield lineno, record
+
+
+class _Record:
+    """Typed access to one record's fields; every failure names the field by its full path."""
+
+    def __init__(self, record: dict, path: Path, line: int):
+        self.record, self.path, self.line = record, path, line
+        raw_id = record.get("id")
+        self.qid = str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) else None
+
+    def fail(self, label: str, message: str) -> InputError:
+        return InputError(self.path, self.line, message, field=label, record_id=self.qid)
+
+    def check(self, label: str, value: Any, kind: type | tuple[type, ...], allow_none: bool = False) -> Any:
+        if value is None and allow_none:
+            return None
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.fail(label, f"expected {expected}, got {type(value).__name__}")
+        return value
+
+    def get(self, container: dict, key: str, label: str, kind, allow_none: bool = False) -> Any:
+        if key not in container:
+            raise self.fail(label, "missing")
+        return self.check(label, container[key], kind, allow_none)
+
+
+def _clicked(rec: _Record) -> list[dict]:
+    stream = rec.get(rec.record, "DocStream", "DocStream", list, allow_none=True) or []
+    clicked = []
+    for i, doc in enumerate(stream):
+        name = f"DocStream[{i}]"
+        rec.check(name, doc, dict)
+        url_hash = rec.get(doc, "CluewebURLHash", f"{name}.CluewebURLHash", str)
+        if len(url_hash) != 32 or any(c not in "0123456789abcdefABCDEF" for c in url_hash):
+            raise rec.fail(f"{name}.CluewebURLHash", f"expected 32 hex characters, got {url_hash!r}")
+        url = rec.get(doc, "Url", f"{name}.Url", str, allow_none=True)
+        clicks = rec.get(doc, "Click_Cnt", f"{name}.Click_Cnt", int, allow_none=True)
+        clicked.append({"url_hash": url_hash.upper(), "url": url, "click_cnt": clicks})
+    return clicked
+
+
+def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
+    decomposition = rec.get(rec.record, "gpt4_decomposition", "gpt4_decomposition", dict)
+    flat = rec.get(decomposition, "subquestions", "gpt4_decomposition.subquestions", list)
+    headers = rec.get(decomposition, "headers", "gpt4_decomposition.headers", list, allow_none=True) or []
+
+    structure: list[tuple[str, str, int, str]] = []  # (text, header, depth, fallback id)
+    for j, block in enumerate(headers):
+        name = f"gpt4_decomposition.headers[{j}]"
+        rec.check(name, block, list)
+        if not block:
+            raise rec.fail(name, "empty header block")
+        lines = [strip_bullet(rec.check(f"{name}[{i}]", line, str)) for i, line in enumerate(block)]
+        structure.append((lines[0], lines[0], 1, f"{rec.qid}-h{j}"))
+        structure.extend((text, lines[0], 2, f"{rec.qid}-h{j}-{i}") for i, text in enumerate(lines[1:], 1))
+    placement = {}
+    for text, header, depth, _ in structure:
+        placement.setdefault(_normalised(text), (header, depth))
+
+    rows, seen = [], {}
+    for k, item in enumerate(flat):
+        name = f"gpt4_decomposition.subquestions[{k}]"
+        text = strip_bullet(rec.check(name, item, str))
+        if not text:
+            raise rec.fail(name, "empty sub-question")
+        header, depth = placement.get(_normalised(text), (None, None))
+        rows.append({"subq_id": f"{rec.qid}-{k}", "qid": rec.qid, "text": text, "header": header, "depth": depth})
+        seen.setdefault(_normalised(text), rows[-1]["subq_id"])
+    if mode is Decomposition.subquestions:
+        return rows
+    extra = [
+        {"subq_id": seen.get(_normalised(text), fallback_id), "qid": rec.qid, "text": text,
+         "header": header, "depth": depth}
+        for text, header, depth, fallback_id in structure
+    ]
+    if mode is Decomposition.headers:
+        return [r for r in extra if r["depth"] == 1]
+    return rows + [r for r in extra if _normalised(r["text"]) not in seen]
+
+
+def parse_record(record: dict, path: Path, line: int, split: str,
+                 mode: Decomposition = Decomposition.subquestions) -> tuple[dict, list[dict]]:
+    """One Researchy record -> (questions row, subquestions rows). Raises InputError naming the field."""
+    rec = _Record(record, path, line)
+    if rec.qid is None:
+        rec.get(record, "id", "id", (str, int))  # raises "missing" or the wrong type
+    if not rec.qid.strip():
+        raise rec.fail("id", "empty id")
+    question = rec.get(record, "question", "question", str)
+    if not question.strip():
+        raise rec.fail("question", "empty question")
+    question_row = {"qid": rec.qid, "question": question, "split": split, "clicked": _clicked(rec)}
+    return question_row, _subquestion_rows(rec, mode)
+
+
+def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
+                   decomposition: Decomposition = Decomposition.subquestions,
+                   rejects_path: Path | None = None, progress=None) -> ReadSummary:
+    """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
+    out_dir = Path(out_dir)
+    summary = ReadSummary()
+    first_line: dict[str, str] = {}
+    with Rejects(rejects_path) as rejects, \
+            ParquetSink(out_dir / "questions.parquet", "questions") as questions, \
+            ParquetSink(out_dir / "subquestions.parquet", "subquestions") as subquestions:
+        for path in map(Path, inputs):
+            for line, record in iter_raw_records(path):
+                if progress is not None:
+                    progress()
+                try:
+                    if isinstance(record, InputError):
+                        raise record
+                    question_row, subq_rows = parse_record(record, path, line, split, decomposition)
+                    if question_row["qid"] in first_line:
+                        raise InputError(path, line, f"duplicate id, first seen at {first_line[question_row['qid']]}",
+                                         field="id", record_id=question_row["qid"])
+                except InputError as error:
+                    rejects.reject(error, record if not isinstance(record, InputError) else None)
+                    continue
+                first_line[question_row["qid"]] = f"{path}:{line}"
+                questions.write_rows([question_row])
+                subquestions.write_rows(subq_rows)
+                summary.questions += 1
+                summary.subquestions += len(subq_rows)
+                summary.clicked += len(question_row["clicked"])
+        summary.rejected = rejects.count
+    summary.outputs = [out_dir / "questions.parquet", out_dir / "subquestions.parquet"]
+    return summary

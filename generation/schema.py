@@ -1,0 +1,109 @@
+"""Every column of every table the kit reads or writes, defined once.
+
+The Arrow schemas (what the stages write with pyarrow) and the `datasets.Features` (what
+`load_dataset` reports) are both derived from `TABLES`, so they cannot drift apart.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    description: str
+    nullable: bool = True
+
+
+CLICKED_DOC = pa.struct([
+    pa.field("url_hash", pa.string()),
+    pa.field("url", pa.string()),
+    pa.field("click_cnt", pa.int32()),
+])
+
+RANK_COLUMNS = (
+    Column("bm25_rank", pa.int32(), "1-based rank in the BM25 run; null when not retrieved in the pool's BM25 depth"),
+    Column("rerank_rank", pa.int32(), "1-based rank after reranking; null when not in the pool's rerank depth"),
+    Column("clicked", pa.bool_(), "the document was clicked for the question in Researchy Questions", False),
+)
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "questions": (
+        Column("qid", pa.string(), "Researchy Questions id", False),
+        Column("question", pa.string(), "the original question text", False),
+        Column("split", pa.string(), "Researchy Questions split: train or test", False),
+        Column("clicked", pa.list_(CLICKED_DOC), "clicked ClueWeb22 documents, most-clicked first (DocStream)", False),
+    ),
+    "subquestions": (
+        Column("subq_id", pa.string(), "{qid}-{k}, k = 0-based position in gpt4_decomposition.subquestions", False),
+        Column("qid", pa.string(), "the question this sub-question decomposes", False),
+        Column("text", pa.string(), "sub-question text without its leading '- '", False),
+        Column("header", pa.string(), "the header question it sits under in gpt4_decomposition.headers"),
+        Column("depth", pa.int8(), "1 = a header question, 2 = a bullet under a header; null when not in headers"),
+    ),
+    "corpus": (
+        Column("docid", pa.string(), "ClueWeb22-ID, e.g. clueweb22-en0000-00-00000", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash), 32 upper-case hex", False),
+        Column("url", pa.string(), "document URL"),
+        Column("text", pa.string(), "Clean-Text; never published (ClueWeb22 licence)", False),
+    ),
+    "runs": (
+        Column("qid", pa.string(), "question id", False),
+        Column("docid", pa.string(), "ClueWeb22-ID", False),
+        Column("rank", pa.int32(), "1-based rank", False),
+        Column("score", pa.float32(), "retrieval or reranker score", False),
+        Column("stage", pa.string(), "bm25 or rerank", False),
+    ),
+    "candidates": (
+        Column("qid", pa.string(), "question id", False),
+        Column("docid", pa.string(), "ClueWeb22-ID", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash", False),
+        *RANK_COLUMNS,
+        Column("click_cnt", pa.int32(), "clicks in Researchy Questions' DocStream; null when not clicked"),
+    ),
+    "judgments": (
+        Column("subq_id", pa.string(), "sub-question id", False),
+        Column("qid", pa.string(), "question id", False),
+        Column("docid", pa.string(), "ClueWeb22-ID of the judged document", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document", False),
+        Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
+        Column("raw", pa.string(), "the judge's raw output text"),
+        Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),
+        Column("expected", pa.float32(), "sum of p(level) x level; null in generate mode"),
+        *RANK_COLUMNS,
+    ),
+    "qrels": (
+        Column("query-id", pa.string(), "sub-question id (subq_id)", False),
+        Column("corpus-id", pa.string(), "ClueWeb22-ID (docid)", False),
+        Column("score", pa.int32(), "relevance level 0-5", False),
+    ),
+}
+
+
+def columns(table: str) -> tuple[Column, ...]:
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise KeyError(f"unknown table {table!r}; known: {', '.join(TABLES)}") from None
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    fields = [
+        pa.field(c.name, c.type, nullable=c.nullable, metadata={"description": c.description})
+        for c in columns(table)
+    ]
+    return pa.schema(fields, metadata={"table": table})
+
+
+def features(table: str):
+    """The `datasets.Features` that `load_dataset` reports for a Parquet file of this table."""
+    from datasets import Features
+
+    return Features.from_arrow_schema(arrow_schema(table))
+
+
+def empty_table(table: str) -> pa.Table:
+    return arrow_schema(table).empty_table()

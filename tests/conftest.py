@@ -1,0 +1,55 @@
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def hub_record(qid="1051893", **overrides):
+    """A record shaped exactly like corbyrosset/researchy_questions rows on the Hub."""
+    record = {
+        "id": qid,
+        "question": "why do cats purr",
+        "intrinsic_scores": {"ambiguous": 2, "incompleteness": 3, "assumptive": 0, "multi-faceted": 8,
+                             "knowledge-intensive": 7, "subjective": 1, "reasoning-intensive": 6, "harmful": 0},
+        "DocStream": [
+            {"Url": "https://www.catscience.org/why-cats-purr", "CluewebURLHash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5",
+             "UrlLanguage": "en", "Title": "Why Cats Purr", "Snippet": "Cats purr when...", "Click_Cnt": 41},
+            {"Url": "https://pets.example.com/purring", "CluewebURLHash": "00FF00FF00FF00FF00FF00FF00FF00FF",
+             "UrlLanguage": "en", "Title": "Purring", "Snippet": "", "Click_Cnt": 3},
+        ],
+        "gpt4_decomposition": {
+            "llm": "gpt-4", "type": "decomposition",
+            "headers": [
+                ["What is purring?", " - How do cats produce the purring sound?", " - Which cats can purr?",
+                 " - Do big cats purr?"],
+                ["Why do cats purr?", " - Do cats purr when they are happy?"],
+            ],
+            "subquestions": ["- What is purring?", "- How do cats produce the purring sound?",
+                             "- Which cats can purr?", "- Do big cats purr?", "- Why do cats purr?",
+                             "- Do cats purr when they are happy?", "- Does purring heal bones?"],
+            "queries": ["why do cats purr", "how do cats purr"],
+        },
+        "decompositional_score": 0.83,
+        "nonfactoid_score": 0.91,
+    }
+    record.update(overrides)
+    return record
+
+
+@pytest.fixture
+def write_jsonl(tmp_path):
+    def write(records, name="records.jsonl", raw_lines=()):
+        path = tmp_path / name
+        lines = [json.dumps(r) for r in records] + list(raw_lines)
+        if name.endswith(".gz"):
+            import gzip
+            with gzip.open(path, "wt") as f:
+                f.write("\n".join(lines) + "\n")
+        else:
+            path.write_text("\n".join(lines) + "\n")
+        return path
+    return write

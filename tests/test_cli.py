@@ -1,0 +1,35 @@
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from conftest import hub_record
+from generation.cli import app
+
+runner = CliRunner()
+
+
+def test_questions_command(tmp_path, write_jsonl):
+    path = write_jsonl([hub_record("1"), hub_record("2")])
+    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out"),
+                                 "--split", "test"])
+    assert result.exit_code == 0, result.output
+    assert "2 questions, 14 sub-questions" in result.output
+    assert pq.read_table(tmp_path / "out" / "questions.parquet").column("split").to_pylist() == ["test", "test"]
+
+
+def test_questions_command_stops_on_malformed_record(tmp_path, write_jsonl):
+    bad = hub_record("2")
+    del bad["question"]
+    path = write_jsonl([hub_record("1"), bad])
+    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert f"{path}:2 (id 2): field 'question': missing" in " ".join(result.output.split())
+    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out"),
+                                 "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert result.exit_code == 0 and "1 malformed records" in result.output
+
+
+def test_profiles_command_reports_bad_profile(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: p\n")
+    result = runner.invoke(app, ["profiles", str(bad)])
+    assert result.exit_code == 1 and "key description" in result.output

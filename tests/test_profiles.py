@@ -1,0 +1,61 @@
+import pytest
+
+from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path
+
+
+def test_bundled_profiles_load():
+    assert bundled_profiles() == ["crux-code", "demo", "paper"]
+    for name in bundled_profiles():
+        assert load_profile(name).name == name
+
+
+def test_paper_and_code_differ_where_design_table_says():
+    paper, code = load_profile("paper"), load_profile("crux-code")
+    assert (paper.bm25.k1, paper.bm25.b, paper.bm25.depth) == (0.9, 0.4, 100) == (code.bm25.k1, code.bm25.b, code.bm25.depth)
+    assert paper.rerank.model == code.rerank.model == "Qwen/Qwen3-Reranker-0.6B"
+    assert paper.rerank.instruction == code.rerank.instruction == (
+        "Given the list of questions as query, retrieve relevant passages that answer the questions.")
+    assert (paper.rerank.query_builder, code.rerank.query_builder) == ("join-subquestions", "crux-code-list")
+    assert (code.rerank.max_doc_words, code.rerank.max_length, code.rerank.max_subquestions) == (5000, 8192, 10)
+    assert (paper.pool.rule, paper.pool.bm25_top, paper.pool.rerank_top) == ("union", 20, 20)
+    assert (code.pool.rule, code.pool.bm25_top, code.pool.rerank_top) == ("sequential", 5, 20)
+    assert (paper.judge.prompt, code.judge.prompt) == ("crux-paper", "crux-code")
+    for judge in (paper.judge, code.judge):
+        assert judge.model.startswith("meta-llama/Llama-3.3-70B")
+        assert (judge.context_words, judge.max_new_tokens, judge.temperature) == (2048, 3, 0.0)
+        assert (judge.tensor_parallel_size, judge.max_model_len, judge.dtype) == (4, 8192, "bfloat16")
+    assert paper.config_hash() != code.config_hash()
+    assert paper.config_hash("bm25") == code.config_hash("bm25")
+
+
+def write(tmp_path, text):
+    path = tmp_path / "custom.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_key_names_file_and_key(tmp_path):
+    text = profile_path("demo").read_text().replace("  k1: 0.9", "  k1: 0.9\n  k3: 7")
+    path = write(tmp_path, text)
+    with pytest.raises(ProfileError, match=rf"{path}: key bm25.k3: unknown key"):
+        load_profile(path)
+
+
+def test_bad_value_names_file_key_and_value(tmp_path):
+    path = write(tmp_path, profile_path("demo").read_text().replace("rule: union", "rule: everything"))
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert f"{path}: key pool.rule:" in str(caught.value) and "'everything'" in str(caught.value)
+
+
+def test_cut_points_must_increase(tmp_path):
+    path = write(tmp_path, profile_path("demo").read_text().replace("[0.15, 0.3, 0.4, 0.5, 0.6]", "[0.5, 0.3]"))
+    with pytest.raises(ProfileError, match="key judge: .*strictly increasing"):
+        load_profile(path)
+
+
+def test_broken_yaml_and_unknown_name(tmp_path):
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        load_profile(write(tmp_path, "bm25: [unclosed\n"))
+    with pytest.raises(ProfileError, match="bundled ones are"):
+        load_profile("papre")
