@@ -8,7 +8,11 @@ import typer
 from rich.table import Table
 
 from generation.errors import InputError
+from generation.index import IndexBuildError
+from generation.java import JavaError
+from generation.models import ModelNotAvailable
 from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path
+from generation.shards import Shard, ShardError
 from generation.progress import console, counter
 from generation.researchy import Decomposition, read_researchy
 
@@ -44,6 +48,145 @@ def questions(
         console.print(f"{summary.rejected:,} malformed records -> {rejects}")
 
 
+SHARD = typer.Option(0, "--shard", help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank")
+NUM_SHARDS = typer.Option(1, "--num-shards", help="how many shards the stage is cut into")
+PROFILE = typer.Option(..., "--profile", help="bundled profile name (paper, crux-code, demo) or a YAML path")
+
+
+def shard_of(index: int, count: int) -> Shard:
+    try:
+        return Shard(index, count)
+    except ShardError as e:
+        fail(str(e))
+
+
+def profile_of(name: str):
+    try:
+        return load_profile(name)
+    except ProfileError as e:
+        fail(str(e))
+
+
+def run_stage(description: str, unit: str, work, total: int | None = None):
+    """Runs a stage's library call with a progress bar; known failures become one clear error line."""
+    try:
+        with counter(description, total=total, unit=unit) as advance:
+            return work(advance)
+    except (InputError, ShardError, FileNotFoundError, JavaError, IndexBuildError, ModelNotAvailable) as e:
+        fail(str(e))
+
+
+def report_skipped(summary) -> None:
+    if summary.skipped_shards:
+        console.print("shard already complete under this config: skipped (delete its _done record to redo it)")
+
+
+@app.command()
+def corpus(
+    input: List[Path] = typer.Option(..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"),
+    out: Path = typer.Option(..., "--out"),
+    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+    rejects: Optional[Path] = typer.Option(None, help="write each rejected line here, with its reason"),
+) -> None:
+    """Read ClueWeb22 txt records or JSONL into corpus shards and a URL-hash -> docid map."""
+    from generation.corpus import build_corpus, write_url_map
+
+    part = shard_of(shard, num_shards)
+    summary = run_stage(f"corpus shard {part.label}", "docs",
+                        lambda advance: build_corpus(input, out, part, rejects, advance))
+    report_skipped(summary)
+    rejected = ", ".join(f"{n:,} {reason}" for reason, n in summary.rejected.items()) or "none"
+    console.print(f"corpus: {summary.documents:,} documents from {summary.files:,} input files; rejected: {rejected}"
+                  f" -> {out}")
+    try:
+        path, rows = write_url_map(out)
+        console.print(f"url-hash map: {rows:,} entries -> {path}")
+    except ShardError:
+        console.print("url-hash map: waiting for the other corpus shards")
+    except InputError as e:
+        fail(str(e))
+
+
+@app.command()
+def index(
+    corpus: Path = typer.Option(..., "--corpus", help="folder of corpus shards"),
+    index: Path = typer.Option(..., "--index", help="where the Lucene index goes"),
+    threads: int = typer.Option(2, "--threads"),
+    memory_mb: int = typer.Option(2048, "--memory-mb", help="Java heap for Anserini"),
+) -> None:
+    """Build the Lucene index with Anserini (Porter stemming, raw JSON stored)."""
+    from generation.index import build_index
+
+    summary = run_stage("exporting corpus to Anserini", "docs",
+                        lambda advance: build_index(corpus, index, threads, memory_mb=memory_mb, progress=advance))
+    state = "already built" if summary.skipped else "built"
+    console.print(f"index: {summary.documents:,} documents {state} -> {summary.path}")
+
+
+@app.command()
+def retrieve(
+    profile: str = PROFILE,
+    questions: Path = typer.Option(..., "--questions", help="folder from `researchy-subq questions`"),
+    index: Path = typer.Option(..., "--index"),
+    out: Path = typer.Option(..., "--out", help="runs folder"),
+    threads: Optional[int] = typer.Option(None, help="search threads (default: the profile's)"),
+    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+) -> None:
+    """BM25 top-k per question with Pyserini's batch search; writes runs shards and TREC run files."""
+    from generation.retrieve import retrieve as run_bm25
+
+    config, part = profile_of(profile), shard_of(shard, num_shards)
+    summary = run_stage(f"bm25 shard {part.label}", "queries",
+                        lambda advance: run_bm25(config, questions, index, out, part, threads, progress=advance))
+    report_skipped(summary)
+    console.print(f"bm25: {summary.queries:,} queries, {summary.rows:,} hits "
+                  f"(k1={config.bm25.k1}, b={config.bm25.b}, depth {config.bm25.depth}) -> {out}")
+
+
+@app.command(name="rerank")
+def rerank_command(
+    profile: str = PROFILE,
+    questions: Path = typer.Option(..., "--questions"),
+    runs: Path = typer.Option(..., "--runs", help="folder with the bm25 runs"),
+    index: Path = typer.Option(..., "--index"),
+    out: Path = typer.Option(..., "--out", help="runs folder for the rerank run (may be --runs)"),
+    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+) -> None:
+    """Rerank each question's top BM25 hits with the profile's reranker."""
+    from generation.rerank import rerank
+
+    config, part = profile_of(profile), shard_of(shard, num_shards)
+    if config.rerank.backend == "bi-encoder":
+        console.print(f"[yellow]reranker: {config.rerank.model} is a STAND-IN (MiniLM bi-encoder cosine), "
+                      "not Qwen3-Reranker[/]")
+    summary = run_stage(f"rerank shard {part.label}", "questions",
+                        lambda advance: rerank(config, questions, runs, index, out, part, progress=advance))
+    report_skipped(summary)
+    console.print(f"rerank: {summary.queries:,} questions, {summary.rows:,} documents scored -> {out}")
+
+
+@app.command()
+def pool(
+    profile: str = PROFILE,
+    questions: Path = typer.Option(..., "--questions"),
+    runs: Path = typer.Option(..., "--runs", help="folder with the bm25 and rerank runs"),
+    corpus: Path = typer.Option(..., "--corpus", help="corpus folder (its URL-hash map finds clicked documents)"),
+    out: Path = typer.Option(..., "--out"),
+    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+) -> None:
+    """Candidate pool per question by the profile's rule, with provenance; reports missing clicked documents."""
+    from generation.pool import build_pool
+
+    config, part = profile_of(profile), shard_of(shard, num_shards)
+    summary = run_stage(f"pool shard {part.label}", "questions",
+                        lambda advance: build_pool(config, questions, runs, corpus, out, part, progress=advance))
+    report_skipped(summary)
+    sources = ", ".join(f"{n:,} {s}" for s, n in summary.by_source.items())
+    console.print(f"pool ({config.pool.rule}): {summary.candidates:,} candidates for {summary.questions:,} questions "
+                  f"({sources}); clicked documents missing from the corpus: {summary.clicked_missing:,} of "
+                  f"{summary.clicked_total:,} -> {out}")
+
+
 @app.command()
 def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path")) -> None:
     """List the bundled profiles, or validate and print one."""
@@ -65,11 +208,11 @@ def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage w
     from generation.demo import run_demo
 
     written = run_demo(out)
-    table = Table(title="researchy-subq demo: what was written")
+    table = Table(title=f"researchy-subq demo: what was written under {out}")
     for column in ("stage", "output", "rows"):
         table.add_column(column)
     for stage, path, rows in written:
-        table.add_row(stage, str(path), f"{rows:,}" if rows is not None else "")
+        table.add_row(stage, str(path.relative_to(out)), f"{rows:,}" if rows is not None else "")
     console.print(table)
 
 

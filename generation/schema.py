@@ -25,8 +25,8 @@ CLICKED_DOC = pa.struct([
 ])
 
 RANK_COLUMNS = (
-    Column("bm25_rank", pa.int32(), "1-based rank in the BM25 run; null when not retrieved in the pool's BM25 depth"),
-    Column("rerank_rank", pa.int32(), "1-based rank after reranking; null when not in the pool's rerank depth"),
+    Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),
+    Column("rerank_rank", pa.int32(), "1-based rank after reranking; null when it was not reranked"),
     Column("clicked", pa.bool_(), "the document was clicked for the question in Researchy Questions", False),
 )
 
@@ -46,7 +46,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     ),
     "corpus": (
         Column("docid", pa.string(), "ClueWeb22-ID, e.g. clueweb22-en0000-00-00000", False),
-        Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash), 32 upper-case hex", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash), 32 upper-case hex; "
+               "null for plain JSONL documents without a URL"),
         Column("url", pa.string(), "document URL"),
         Column("text", pa.string(), "Clean-Text; never published (ClueWeb22 licence)", False),
     ),
@@ -60,15 +61,16 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "candidates": (
         Column("qid", pa.string(), "question id", False),
         Column("docid", pa.string(), "ClueWeb22-ID", False),
-        Column("url_hash", pa.string(), "ClueWeb22 URL-hash", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash"),
         *RANK_COLUMNS,
         Column("click_cnt", pa.int32(), "clicks in Researchy Questions' DocStream; null when not clicked"),
+        Column("source", pa.string(), "what admitted it to the pool first: bm25, rerank or clicked", False),
     ),
     "judgments": (
         Column("subq_id", pa.string(), "sub-question id", False),
         Column("qid", pa.string(), "question id", False),
         Column("docid", pa.string(), "ClueWeb22-ID of the judged document", False),
-        Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document"),
         Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
         Column("raw", pa.string(), "the judge's raw output text"),
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),

@@ -1,0 +1,62 @@
+"""transformers backend: batched, left-padded causal LM forward passes on CPU or GPU."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask and position_ids for left padding, so every last position is real and
+    each sequence sees the positions it would see alone."""
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        mask[row, width - len(seq):] = 1
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return ids, mask, positions
+
+
+class TransformersBackend:
+    def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        torch_dtype = DTYPES[dtype]
+        if torch_dtype == "auto" and self.device == "cpu":
+            torch_dtype = torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch_dtype).to(self.device).eval()
+        self.batch_size = batch_size
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
+
+    def _batches(self, sequences: Sequence[Sequence[int]]):
+        """Length-sorted batches (less padding), yielded with the original positions."""
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        for start in range(0, len(order), self.batch_size):
+            chosen = order[start:start + self.batch_size]
+            yield chosen, [sequences[i] for i in chosen]
+
+    @torch.inference_mode()
+    def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> torch.Tensor:
+        """log p(token | sequence) over the full vocabulary at the last position, for each of `token_ids`."""
+        out = torch.empty((len(sequences), len(token_ids)), dtype=torch.float64)
+        wanted = torch.tensor(list(token_ids), dtype=torch.long)
+        for positions, batch in self._batches(sequences):
+            ids, mask, pos = (t.to(self.device) for t in left_pad(batch, self.pad_id))
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1, :]
+            logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+            out[positions] = logprobs[:, wanted].double()
+        return out

@@ -1,0 +1,152 @@
+"""ClueWeb22 txt trees and plain JSONL -> corpus shards (docid, url_hash, url, text) + a URL-hash map.
+
+ClueWeb22 txt records: `ClueWeb22-ID`, `URL` (with a trailing newline), `URL-hash`, `Language`,
+`Clean-Text`. Plain JSONL: `id`, `contents`, optionally `url` and `url_hash`. Input files are split
+round-robin over shards. Bad lines (undecodable, not JSON, missing fields), empty texts and duplicate
+ids are counted by reason and, when asked, written to a rejects file; none vanishes unreported.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from generation.errors import InputError, Rejects
+from generation.shards import Shard, StageOutput, read_stage
+from generation.storage import ParquetSink, commit
+
+NAME = "corpus"
+URL_MAP = "url_hash_map.parquet"
+SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
+
+
+@dataclass
+class CorpusSummary:
+    documents: int = 0
+    files: int = 0
+    skipped_shards: int = 0
+    rejected: Counter = field(default_factory=Counter)
+    outputs: list[Path] = field(default_factory=list)
+
+
+def input_files(inputs: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in map(Path, inputs):
+        if path.is_dir():
+            files.extend(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError(path, 0, "no such file or folder")
+    return sorted(set(files))
+
+
+def url_hash_of(url: str) -> str:
+    return hashlib.md5(url.encode("utf-8")).hexdigest().upper()
+
+
+def parse_line(line: bytes, path: Path, lineno: int) -> dict:
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(path, lineno, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(record, dict):
+        raise InputError(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+    if "ClueWeb22-ID" in record:
+        docid, text, url, url_hash = (record.get("ClueWeb22-ID"), record.get("Clean-Text"), record.get("URL"),
+                                      record.get("URL-hash"))
+        id_field, text_field = "ClueWeb22-ID", "Clean-Text"
+    elif "id" in record:
+        docid, text, url, url_hash = record.get("id"), record.get("contents"), record.get("url"), record.get("url_hash")
+        id_field, text_field = "id", "contents"
+        if url_hash is None and isinstance(url, str):
+            url_hash = url_hash_of(url.strip())
+    else:
+        raise InputError(path, lineno, "neither a ClueWeb22 record (ClueWeb22-ID) nor JSONL (id, contents)",
+                         field="ClueWeb22-ID")
+    if not isinstance(docid, str) or not docid.strip():
+        raise InputError(path, lineno, "missing or not a string", field=id_field)
+    if not isinstance(text, str):
+        raise InputError(path, lineno, "missing or not a string", field=text_field, record_id=docid)
+    return {"docid": docid.strip(), "url_hash": url_hash.upper() if isinstance(url_hash, str) else None,
+            "url": url.strip() if isinstance(url, str) else None, "text": text, "_text_field": text_field}
+
+
+def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                doc = parse_line(line, path, lineno)
+            except InputError as error:
+                rejects.reject(error, line.decode("utf-8", "replace")[:2000], reason="undecodable or malformed")
+                continue
+            if not doc["text"].strip():
+                rejects.reject(InputError(path, lineno, "empty text", doc.pop("_text_field"), doc["docid"]),
+                               doc["docid"], reason="empty text")
+                continue
+            doc.pop("_text_field")
+            doc["_where"] = f"{path}:{lineno}"
+            yield doc
+
+
+def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
+                 progress=None) -> CorpusSummary:
+    out = Path(out)
+    files = input_files(inputs)
+    if not files:
+        raise InputError(inputs[0] if inputs else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
+    stage = StageOutput(out, NAME, config_hash="corpus-v1")
+    summary = CorpusSummary(files=len(files))
+    if stage.is_done(shard):
+        summary.skipped_shards = 1
+        summary.outputs.append(stage.path(shard))
+        return summary
+    if rejects_path is not None and shard.count > 1:
+        rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")
+    seen: dict[str, str] = {}
+    with Rejects(rejects_path, stop=False) as rejects, ParquetSink(stage.path(shard), "corpus") as sink:
+        for path in shard.take(files):
+            for doc in iter_documents(path, rejects):
+                where = doc.pop("_where")
+                if doc["docid"] in seen:
+                    rejects.reject(InputError(path, int(where.rsplit(":", 1)[1]),
+                                              f"duplicate id, first at {seen[doc['docid']]}", "id", doc["docid"]),
+                                   doc["docid"], reason="duplicate id")
+                    continue
+                seen[doc["docid"]] = where
+                sink.write_rows([doc])
+                summary.documents += 1
+                if progress is not None:
+                    progress()
+    summary.rejected = rejects.reasons
+    stage.mark_done(shard, rejected=dict(rejects.reasons), files=[str(p) for p in shard.take(files)])
+    summary.outputs.append(stage.path(shard))
+    return summary
+
+
+def write_url_map(out: Path) -> tuple[Path, int]:
+    """url_hash -> docid over all corpus shards, sorted by url_hash; refuses ids duplicated across shards."""
+    table = read_stage(out, NAME).to_table(columns=["url_hash", "docid"])
+    if pc.count_distinct(table["docid"]).as_py() != table.num_rows:
+        counts = pa.table({"docid": table["docid"]}).group_by("docid").aggregate([("docid", "count")])
+        dupes = counts.filter(pc.greater(counts["docid_count"], 1))["docid"].to_pylist()
+        raise InputError(out, 0, f"{len(dupes)} docids appear in more than one corpus shard, e.g. {dupes[:3]}")
+    table = table.filter(pc.is_valid(table["url_hash"])).sort_by("url_hash")
+    path = out / URL_MAP
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    commit(tmp, path)
+    return path, table.num_rows

@@ -1,0 +1,42 @@
+"""Document text and url_hash by docid, read back from the Lucene index's stored raw JSON."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+
+class MissingDocument(KeyError):
+    pass
+
+
+def cut_words(text: str, max_words: int | None) -> str:
+    """The first `max_words` whitespace-separated words (all when None), joined by single spaces."""
+    if max_words is None:
+        return text
+    words = text.split()
+    return text if len(words) <= max_words else " ".join(words[:max_words])
+
+
+class DocStore:
+    def __init__(self, index: Path, cache_size: int = 4096):
+        from generation.java import lucene_searcher_class
+
+        self.index = Path(index)
+        self._searcher = lucene_searcher_class()(str(index))
+        self._get = lru_cache(maxsize=cache_size)(self._fetch)
+
+    def _fetch(self, docid: str) -> dict:
+        doc = self._searcher.doc(docid)
+        if doc is None:
+            raise MissingDocument(f"{docid}: not in the index {self.index}")
+        return json.loads(doc.raw())
+
+    def text(self, docid: str) -> str:
+        return self._get(docid)["contents"]
+
+    def url_hash(self, docid: str) -> str | None:
+        return self._get(docid).get("url_hash") or None
+
+    def __len__(self) -> int:
+        return self._searcher.num_docs

@@ -1,0 +1,96 @@
+"""Corpus shards -> a Lucene index built by Anserini (Pyserini's bundled jar), Porter-stemmed BM25.
+
+Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}; the raw
+JSON is stored (-storeRaw) so later stages read the text and url_hash back by docid, and url_hash is
+also an indexed field (-fields url_hash). The index is built beside its target and renamed into place
+only when Anserini succeeds, with a completion record naming the corpus shards it was built from.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from generation.java import anserini_jar, java_binary
+from generation.shards import sha256_file, stage_files
+from generation.storage import commit
+
+RECORD = "researchy_subq_index.json"
+
+
+class IndexBuildError(RuntimeError):
+    pass
+
+
+@dataclass
+class IndexSummary:
+    documents: int
+    path: Path
+    skipped: bool
+
+
+def export_jsonl(corpus_files: list[Path], folder: Path, progress=None) -> int:
+    """Stream the corpus into Anserini JsonCollection files, one per corpus shard."""
+    count = 0
+    for n, path in enumerate(corpus_files):
+        with open(folder / f"part-{n:05d}.jsonl", "w", encoding="utf-8") as f:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
+                for row in batch.to_pylist():
+                    f.write(json.dumps({"id": row["docid"], "contents": row["text"], "url_hash": row["url_hash"] or "",
+                                        "url": row["url"] or ""}, ensure_ascii=False) + "\n")
+                count += batch.num_rows
+                if progress is not None:
+                    progress(batch.num_rows)
+    return count
+
+
+def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,
+                progress=None, log=None) -> IndexSummary:
+    corpus, index = Path(corpus), Path(index)
+    files = stage_files(corpus, "corpus")
+    sources = {p.name: sha256_file(p) for p in files}
+    record_path = index / RECORD
+    if record_path.exists():
+        record = json.loads(record_path.read_text())
+        if record["corpus"] == sources and record["stemmer"] == stemmer:
+            return IndexSummary(record["documents"], index, skipped=True)
+        raise IndexBuildError(f"{index}: an index built from other corpus shards or settings is there; "
+                          "remove it or choose another --index")
+    if index.exists() and any(index.iterdir()):
+        raise IndexBuildError(f"{index}: exists and is not an index this kit finished; remove it or choose another")
+    index.parent.mkdir(parents=True, exist_ok=True)
+    building = index.with_name(f".{index.name}.building")
+    shutil.rmtree(building, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="anserini-input-", dir=index.parent) as staging:
+        documents = export_jsonl(files, Path(staging), progress)
+        command = [str(java_binary()), f"-Xmx{memory_mb}m", "-cp", str(anserini_jar()),
+                   "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
+                   "-generator", "DefaultLuceneDocumentGenerator", "-input", staging, "-index", str(building),
+                   "-threads", str(threads), "-stemmer", stemmer, "-storeRaw", "-fields", "url_hash",
+                   "-memoryBuffer", str(min(memory_mb // 2, 4096))]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if log is not None:
+            Path(log).write_text(result.stdout + result.stderr)
+        output = result.stdout + result.stderr
+        indexed = re.search(r"Total ([\d,]+) documents indexed", output)
+        if result.returncode != 0 or not indexed or int(indexed.group(1).replace(",", "")) != documents:
+            shutil.rmtree(building, ignore_errors=True)
+            tail = "\n".join(output.splitlines()[-15:])
+            count = indexed.group(1) if indexed else "no"
+            raise IndexBuildError(f"Anserini IndexCollection exited {result.returncode} having indexed {count} of "
+                              f"{documents:,} documents:\n{tail}")
+    if index.exists():
+        index.rmdir()
+    os.replace(building, index)
+    tmp = record_path.with_name(f".{RECORD}.tmp")
+    tmp.write_text(json.dumps({"documents": documents, "corpus": sources, "stemmer": stemmer,
+                               "anserini": anserini_jar().name}, indent=1))
+    commit(tmp, record_path)
+    return IndexSummary(documents, index, skipped=False)
