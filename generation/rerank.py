@@ -115,6 +115,7 @@ def rerank(profile: Profile, questions: Path, runs: Path, index: Path, out: Path
                                   [docs.text(d) for d in docids]) if docids else []
             ranked = rank_by_score(docids, scores)
             writer.write(topic.qid, ranked)
+            writer.flush()
             summary.queries += 1
             summary.rows += len(ranked)
             if progress is not None:

