@@ -188,6 +188,67 @@ def pool(
 
 
 @app.command()
+def judge(
+    profile: str = PROFILE,
+    subquestions: Path = typer.Option(..., "--subquestions", help="folder from `researchy-subq questions`"),
+    candidates: Path = typer.Option(..., "--candidates", help="folder of candidate pool shards"),
+    index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
+    out: Path = typer.Option(..., "--out"),
+    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+) -> None:
+    """Grade every (sub-question x candidate) pair; resumable chunk by chunk."""
+    from generation.judge import run_judge
+
+    config, part = profile_of(profile), shard_of(shard, num_shards)
+    if config.judge.backend == "bi-encoder":
+        console.print(f"[yellow]judge: {config.judge.model} is a STAND-IN (MiniLM bi-encoder cosine cut into levels), "
+                      "not the paper's Llama-3.3-70B judge[/]")
+    summary = run_stage(f"judge shard {part.label}", "pairs",
+                        lambda advance: run_judge(config, subquestions, candidates, index, out, part, progress=advance))
+    report_skipped(summary)
+    if summary.chunks_done_before:
+        console.print(f"resumed: {summary.chunks_done_before} chunks were already judged")
+    levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
+    console.print(f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); "
+                  f"levels {levels or '-'}; unparsed (Other): {summary.unparsed:,}"
+                  + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if config.judge.prompt == "r3a" else "")
+                  + f" -> {out}", highlight=False)
+
+
+@app.command()
+def plan(
+    profile: str = PROFILE,
+    subquestions: Path = typer.Option(..., "--subquestions"),
+    candidates: Path = typer.Option(..., "--candidates"),
+    index: Path = typer.Option(..., "--index"),
+    sample: int = typer.Option(200, help="pairs whose prompts are tokenized"),
+    tokenizer: Optional[str] = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
+    utilisation: float = typer.Option(0.4, help="model FLOPs utilisation assumed"),
+) -> None:
+    """Count pairs, measure prompt tokens and print the FLOPs and H100 GPU-hours of judging them."""
+    from generation.plan import H100_PEAK, PAPER_PAIRS, ModelSize, measure
+
+    config = profile_of(profile)
+    result = run_stage("measuring prompts", "pairs",
+                       lambda advance: measure(config, subquestions, candidates, index, sample, tokenizer))
+    model = ModelSize()
+    console.print(f"{result.pairs:,} pairs over {result.subquestions:,} sub-questions; prompts measured on "
+                  f"{result.sampled} pairs with the {result.tokenizer} tokenizer: mean {result.mean_prompt_tokens:,.0f} "
+                  f"tokens ({result.mean_shared_prefix_tokens:,.0f} shared per sub-question), "
+                  f"{result.new_tokens} new tokens", highlight=False)
+    table = Table(title=f"{model.name} ({model.params / 1e9:.1f}B) on H100 SXM at {utilisation:.0%} utilisation")
+    for column in ("pairs", "precision", "PFLOPs", "GPU-hours", "GPU-hours, prefix cached"):
+        table.add_column(column, justify="right")
+    for label, pairs in (("these", result.pairs), ("paper scale", PAPER_PAIRS)):
+        for precision in H100_PEAK:
+            table.add_row(f"{pairs:,} ({label})", precision,
+                          f"{pairs * result.flops_per_pair(model) / 1e15:,.1f}",
+                          f"{result.gpu_hours(pairs, model, precision, utilisation):,.1f}",
+                          f"{result.gpu_hours(pairs, model, precision, utilisation, prefix_cached=True):,.1f}")
+    console.print(table)
+
+
+@app.command()
 def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path")) -> None:
     """List the bundled profiles, or validate and print one."""
     if name is None:

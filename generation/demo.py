@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from generation.corpus import build_corpus, write_url_map
 from generation.index import build_index
+from generation.judge import run_judge
 from generation.pool import build_pool
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
@@ -89,6 +90,14 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
         pooled = build_pool(profile, questions, runs, out / "corpus", out / "candidates" / split)
         console.print(f"{pooled.candidates} candidates ({pooled.by_source}); clicked documents missing from the "
                       f"corpus: {pooled.clicked_missing} of {pooled.clicked_total}")
+        console.print(f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
+                      "into levels 0-5, not Llama-3.3-70B.[/]")
+        step(f"judge --profile {PROFILE} --subquestions {questions} --candidates {out / 'candidates' / split} "
+             f"--index {out / 'index'} --out {out / 'judgments' / split}")
+        judged = run_judge(profile, questions, out / "candidates" / split, out / "index", out / "judgments" / split)
+        levels = ", ".join(f"{lv}: {judged.levels[lv]}" for lv in sorted(judged.levels, reverse=True))
+        console.print(f"{judged.pairs:,} pairs judged by {judged.judge}; levels {levels}; unparsed {judged.unparsed}")
+        record(f"judgments ({split}, stand-in)", judged.outputs)
         record(f"bm25 ({split})", bm25.outputs)
         record(f"rerank ({split}, stand-in)", reranked.outputs)
         record(f"candidates ({split})", pooled.outputs)

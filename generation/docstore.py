@@ -20,17 +20,17 @@ def cut_words(text: str, max_words: int | None) -> str:
 
 class DocStore:
     def __init__(self, index: Path, cache_size: int = 4096):
-        from generation.java import lucene_searcher_class
+        from generation.java import java_class
 
         self.index = Path(index)
-        self._searcher = lucene_searcher_class()(str(index))
+        self._searcher = java_class("io.anserini.search.SimpleSearcher")(str(index))
         self._get = lru_cache(maxsize=cache_size)(self._fetch)
 
     def _fetch(self, docid: str) -> dict:
         doc = self._searcher.doc(docid)
         if doc is None:
             raise MissingDocument(f"{docid}: not in the index {self.index}")
-        return json.loads(doc.raw())
+        return json.loads(doc.get("raw"))
 
     def text(self, docid: str) -> str:
         return self._get(docid)["contents"]
@@ -39,4 +39,4 @@ class DocStore:
         return self._get(docid).get("url_hash") or None
 
     def __len__(self) -> int:
-        return self._searcher.num_docs
+        return self._searcher.get_total_num_docs()

@@ -91,3 +91,11 @@ def lucene_searcher_class():
         if placeholder:
             del os.environ["OPENAI_API_KEY"]
     return LuceneSearcher
+
+
+def java_class(name: str):
+    """A Java class through pyjnius, on our JVM (no pyserini import: it starts in about a second)."""
+    start_jvm()
+    from jnius import autoclass
+
+    return autoclass(name)

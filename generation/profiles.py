@@ -53,12 +53,16 @@ class Pool(Strict):
 
 class Judge(Strict):
     backend: Literal["vllm", "transformers", "ray", "bi-encoder"]
+    ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
+    ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
+    device: str = "auto"
     model: str = Field(min_length=1)
     prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"]
     mode: Literal["generate", "distribution"]
     chat_template: bool
     context_words: int = Field(ge=1, description="the document is cut to its first N whitespace words")
-    max_new_tokens: int = Field(ge=1)
+    max_new_tokens: int | None = Field(default=None, ge=1, description="default: the prompt's token budget")
+    auxiliary_documents: int = Field(default=3, ge=1, description="r3a: top-ranked candidates shown in round one")
     temperature: float = Field(ge=0)
     max_model_len: int = Field(ge=256)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "bfloat16"

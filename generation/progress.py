@@ -25,12 +25,18 @@ class RateColumn(ProgressColumn):
 @contextmanager
 def counter(description: str, total: int | None = None, unit: str = "records",
             enabled: bool = True) -> Iterator[Callable[..., None]]:
-    """Yields advance(n=1) for a bar (or a spinner when the total is unknown)."""
+    """Yields advance(n=1, total=None) for a bar (a spinner until a total is known)."""
     if not enabled:
-        yield lambda n=1: None
+        yield lambda n=1, total=None: None
         return
     columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                RateColumn(unit), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(description, total=total)
-        yield lambda n=1: progress.advance(task, n)
+
+        def advance(n: int = 1, total: int | None = None) -> None:
+            if total is not None:
+                progress.update(task, total=total)
+            progress.advance(task, n)
+
+        yield advance

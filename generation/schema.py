@@ -76,6 +76,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),
         Column("expected", pa.float32(), "sum of p(level) x level; null in generate mode"),
         *RANK_COLUMNS,
+        Column("extract_verbatim", pa.bool_(), "r3a only: the <extract> is verbatim in the document or 'None'"),
     ),
     "qrels": (
         Column("query-id", pa.string(), "sub-question id (subq_id)", False),

@@ -49,7 +49,7 @@ def test_bad_value_names_file_key_and_value(tmp_path):
 
 
 def test_cut_points_must_increase(tmp_path):
-    path = write(tmp_path, profile_path("demo").read_text().replace("[0.15, 0.3, 0.4, 0.5, 0.6]", "[0.5, 0.3]"))
+    path = write(tmp_path, profile_path("demo").read_text().replace("[0.37, 0.46, 0.585, 0.63, 0.72]", "[0.5, 0.3]"))
     with pytest.raises(ProfileError, match="key judge: .*strictly increasing"):
         load_profile(path)
 

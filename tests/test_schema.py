@@ -16,7 +16,7 @@ EXAMPLE_ROWS = {
                    "clicked": True, "click_cnt": 4, "source": "clicked"},
     "judgments": {"subq_id": "1-0", "qid": "1", "docid": "d", "url_hash": "A" * 32, "level": None, "raw": "N/A",
                   "probs": [0.1, 0.1, 0.2, 0.2, 0.2, 0.2], "expected": 2.7, "bm25_rank": 1, "rerank_rank": 2,
-                  "clicked": False},
+                  "clicked": False, "extract_verbatim": None},
     "qrels": {"query-id": "1-0", "corpus-id": "d", "score": 5},
 }
 

@@ -60,3 +60,15 @@ class TransformersBackend:
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             out[positions] = logprobs[:, wanted].double()
         return out
+
+    @torch.inference_mode()
+    def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
+        """Greedy continuation of each sequence, decoded without special tokens."""
+        texts: list[str] = [""] * len(sequences)
+        for positions, batch in self._batches(sequences):
+            ids, mask, _ = (t.to(self.device) for t in left_pad(batch, self.pad_id))
+            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                      do_sample=False, pad_token_id=self.pad_id)
+            for row, position in enumerate(positions):
+                texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
+        return texts
