@@ -1,0 +1,113 @@
+"""The dataset card (README.md with `configs` and `dataset_info` YAML), its statistics section, the
+level plot and manifest.json, all from the numbers computed while building."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from datasets.info import DatasetInfo, DatasetInfosDict
+from datasets.splits import SplitDict, SplitInfo
+from huggingface_hub import DatasetCard, DatasetCardData
+
+from builder.layout import CONFIGS, DEFAULT_CONFIG
+from generation.schema import features
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "cards" / "dataset_card.md"
+PLOT = "level_distribution.png"
+STATS_BEGIN, STATS_END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
+
+
+def splits_with_rows(rows: dict, config_name: str, splits: list[str]) -> list[str]:
+    return [s for s in splits if rows.get(config_name, {}).get(s, 0) > 0]
+
+
+def published_configs(rows: dict, splits: list[str]):
+    """Configs with at least one row (load_dataset refuses a config or split with no data)."""
+    return [c for c in CONFIGS if splits_with_rows(rows, c.name, splits)]
+
+
+def card_data(rows: dict, splits: list[str], pretty_name: str) -> DatasetCardData:
+    configs = published_configs(rows, splits)
+    data = DatasetCardData(
+        language=["en"], license="other", pretty_name=pretty_name, task_categories=["text-retrieval"],
+        tags=["relevance-judgments", "llm-as-judge", "researchy-questions", "clueweb22", "sub-questions"],
+        size_categories=[size_category(rows.get("judgments", {}))],
+        configs=[{"config_name": c.name, **({"default": True} if c.name == DEFAULT_CONFIG else {}),
+                  "data_files": [{"split": s, "path": c.pattern(s)} for s in splits_with_rows(rows, c.name, splits)]}
+                 for c in configs],
+    )
+    infos = DatasetInfosDict({
+        c.name: DatasetInfo(features=features(c.table), splits=SplitDict(
+            {s: SplitInfo(name=s, num_examples=rows[c.name][s], num_bytes=0)
+             for s in splits_with_rows(rows, c.name, splits)}))
+        for c in configs})
+    infos.to_dataset_card_data(data)
+    return data
+
+
+def size_category(rows_by_split: dict) -> str:
+    n = sum(rows_by_split.values())
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
+                         (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M")):
+        if n < limit:
+            return label
+    return "100M<n<1B"
+
+
+def stats_markdown(stats: dict) -> str:
+    """The card's statistics section; `validate` recomputes it from the data and compares it verbatim."""
+    lines = [STATS_BEGIN]
+    for split, s in stats.items():
+        lines += [f"### {split}", "",
+                  f"{s['judgments']:,} judgments over {s['subquestions']:,} sub-questions "
+                  f"({s['subquestions_judged']:,} with at least one judgment).", "",
+                  "| level | count | per sub-question |", "| --- | ---: | ---: |"]
+        lines += [f"| {r['level']} | {r['count']:,} | {r['per_subquestion']} |" for r in s["table1"]]
+        per = s["judgments_per_subquestion"]
+        share, clicked = s["provenance_share"], s["clicked"]
+        lines += ["", f"Judgments per sub-question: mean {per['mean']}, min {per['min']:,}, max {per['max']:,}.", "",
+                  f"Share of judgments whose document came from BM25: {share['bm25']:.2%}, from the reranker: "
+                  f"{share['rerank']:.2%}, was clicked: {share['clicked']:.2%} (a document can have several).", "",
+                  f"Clicked documents judged: {clicked['judged']:,} of {clicked['in_questions']:,} "
+                  f"({clicked['coverage']:.2%}); the rest are not in the indexed corpus.", ""]
+    lines.append(STATS_END)
+    return "\n".join(lines)
+
+
+def config_rows(rows: dict, splits: list[str]) -> list[dict]:
+    return [{"name": c.name, "description": c.description + ("" if c in published_configs(rows, splits)
+                                                            else " (no rows in this release: not published)"),
+             "rows": " / ".join(f"{rows.get(c.name, {}).get(s, 0):,}" for s in splits)} for c in CONFIGS]
+
+
+def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
+    data = card_data(rows, splits, "Researchy Questions sub-question judgments")
+    card = DatasetCard.from_template(data, template_path=str(TEMPLATE), statistics=stats_markdown(stats),
+                                     configs=config_rows(rows, splits), splits=splits, **context)
+    path = Path(out) / "README.md"
+    card.save(path)
+    return path
+
+
+def plot_levels(out: Path, stats: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
+    width = 0.8 / max(len(stats), 1)
+    for i, (split, s) in enumerate(stats.items()):
+        labels = [r["level"] for r in s["table1"]]
+        total = s["judgments"] or 1
+        ax.bar([x + i * width for x in range(len(labels))], [r["count"] / total for r in s["table1"]], width,
+               label=f"{split} ({s['judgments']:,})")
+        ax.set_xticks([x + width * (len(stats) - 1) / 2 for x in range(len(labels))], labels)
+    ax.set_xlabel("level")
+    ax.set_ylabel("share of judgments")
+    ax.set_title("Judgments by level")
+    ax.legend()
+    fig.tight_layout()
+    path = Path(out) / PLOT
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,63 @@
+"""The release folder = the Hub repository: its configs, where each config's Parquet files live, and
+which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
+and `unparsed` are globs over one partition, `judgments` over all of them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LEVELS = tuple(range(6))
+PARTITIONS = tuple(f"level_{n}" for n in LEVELS) + ("unparsed",)
+SPLITS = ("train", "test")
+FILE_NAME = re.compile(r"^(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    table: str  # the schema-module table its rows follow
+    folders: tuple[str, ...]  # folders under data/ holding its files
+    description: str
+
+    def pattern(self, split: str) -> str:
+        folder = "judgments/*" if self.name == "judgments" else self.folders[0]
+        return f"data/{folder}/{split}-*.parquet"
+
+    def files(self, release: Path, split: str) -> list[Path]:
+        return sorted(p for folder in self.folders for p in (release / "data" / folder).glob(f"{split}-*.parquet"))
+
+
+def partition_of(level: int | None) -> str:
+    return "unparsed" if level is None else f"level_{level}"
+
+
+def config_of_partition(partition: str) -> str:
+    return "unparsed" if partition == "unparsed" else f"level-{partition.removeprefix('level_')}"
+
+
+CONFIGS: tuple[Config, ...] = (
+    Config("judgments", "judgments", tuple(f"judgments/{p}" for p in PARTITIONS),
+           "every judgment: (sub-question, document, level) with the judge's output and provenance"),
+    *(Config(f"level-{n}", "judgments", (f"judgments/level_{n}",), f"the judgments of level {n}") for n in LEVELS),
+    Config("unparsed", "judgments", ("judgments/unparsed",), "judgments whose output had no usable digit ('Other')"),
+    Config("subquestions", "subquestions", ("subquestions",), "the GPT-4 sub-questions of each question"),
+    Config("questions", "questions", ("questions",), "the Researchy Questions questions and their clicked documents"),
+    Config("qrels", "qrels", ("qrels",), "BEIR/MTEB-style qrels: query-id = subq_id, corpus-id = docid, score = level"),
+)
+DEFAULT_CONFIG = "judgments"
+
+
+def config(name: str) -> Config:
+    for c in CONFIGS:
+        if c.name == name:
+            return c
+    raise KeyError(f"unknown config {name!r}; known: {', '.join(c.name for c in CONFIGS)}")
+
+
+def present_splits(release: Path) -> list[str]:
+    return [s for s in SPLITS if config("questions").files(release, s)]
+
+
+def data_files(release: Path) -> list[Path]:
+    return sorted((release / "data").rglob("*.parquet"))
