@@ -120,6 +120,37 @@ def present(questions: pa.Table) -> list[str]:
     return [s for s in SPLITS if s in splits]
 
 
+def route_by_split(judgments: list[Path], questions: pa.Table, splits: list[str], progress=None):
+    """Yields (split, rows) for every record batch of the judgment shards, in input order."""
+    qid_values = questions["qid"]
+    split_codes = pa.array([splits.index(s) for s in questions["split"].to_pylist()], pa.int8())
+    for folder in judgments:
+        for batch in read_stage(folder, "judgments").to_batches(batch_size=BATCH_ROWS):
+            table = pa.Table.from_batches([batch])
+            codes = split_of_rows(table["qid"], qid_values, split_codes, str(folder))
+            for code, split in enumerate(splits):
+                rows = table.filter(pc.equal(codes, code))
+                if rows.num_rows:
+                    yield split, rows
+            if progress is not None:
+                progress(table.num_rows)
+
+
+def split_by_level(rows: pa.Table):
+    """Yields (partition, rows of that level), partitions in release order."""
+    for level in (*LEVELS, None):
+        mask = pc.is_null(rows["level"]) if level is None else pc.equal(rows["level"], level)
+        part = rows.filter(mask)
+        if part.num_rows:
+            yield partition_of(level), part
+
+
+def as_qrels(rows: pa.Table) -> pa.Table:
+    graded = rows.filter(pc.is_valid(rows["level"]))
+    return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
+                     "score": pc.cast(graded["level"], pa.int32())})
+
+
 def build_release(judgments: list[Path], questions: list[Path], out: Path, profile=None,
                   rows_per_file: int = ROWS_PER_FILE, progress=None) -> ReleaseSummary:
     """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py)."""
@@ -131,8 +162,6 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     summary = ReleaseSummary()
     write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary)
 
-    qid_values = question_table["qid"]
-    split_codes = pa.array([splits.index(s) for s in question_table["split"].to_pylist()], pa.int8())
     stats = {s: SplitStats() for s in splits}
     for split in splits:
         in_split = question_table.filter(pc.equal(question_table["split"], split))
@@ -142,25 +171,11 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     writers = {(p, s): RollingWriter(out / "data" / "judgments" / p, s, "judgments", rows_per_file)
                for p in PARTITIONS for s in splits}
     qrels = {s: RollingWriter(out / "data" / "qrels", s, "qrels", rows_per_file) for s in splits}
-    for folder in judgments:
-        for batch in read_stage(folder, "judgments").to_batches(batch_size=BATCH_ROWS):
-            table = pa.Table.from_batches([batch])
-            codes = split_of_rows(table["qid"], qid_values, split_codes, str(folder))
-            for code, split in enumerate(splits):
-                rows = table.filter(pc.equal(codes, code))
-                if rows.num_rows == 0:
-                    continue
-                stats[split].add(rows, pool.bm25_top if pool else None, pool.rerank_top if pool else None)
-                for level in (*LEVELS, None):
-                    mask = pc.is_null(rows["level"]) if level is None else pc.equal(rows["level"], level)
-                    part = rows.filter(mask)
-                    if part.num_rows:
-                        writers[(partition_of(level), split)].write(part)
-                graded = rows.filter(pc.is_valid(rows["level"]))
-                qrels[split].write(pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
-                                             "score": pc.cast(graded["level"], pa.int32())}))
-            if progress is not None:
-                progress(table.num_rows)
+    for split, rows in route_by_split(judgments, question_table, splits, progress):
+        stats[split].add(rows, pool.bm25_top if pool else None, pool.rerank_top if pool else None)
+        for partition, part in split_by_level(rows):
+            writers[(partition, split)].write(part)
+        qrels[split].write(as_qrels(rows))
     for (partition, split), writer in writers.items():
         summary.files += writer.close()
         for name in ("judgments", config_of_partition(partition)):

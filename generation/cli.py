@@ -283,3 +283,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# The release commands live with the release code; importing registers them on `app`.
+from builder import cli as _release_commands  # noqa: E402,F401

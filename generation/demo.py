@@ -101,4 +101,38 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
         record(f"bm25 ({split})", bm25.outputs)
         record(f"rerank ({split}, stand-in)", reranked.outputs)
         record(f"candidates ({split})", pooled.outputs)
+    written += release_demo(out)
     return written
+
+
+def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
+    """Build the sample's release, validate it, and load two configs the way a user would."""
+    from datasets import load_dataset
+
+    from builder.package import package_release
+    from builder.validate import validate
+
+    release = out / "release"
+    judgments = [out / "judgments" / s for s in RESEARCHY]
+    questions = [out / "questions" / s for s in RESEARCHY]
+    step(f"build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
+         + " ".join(f"--questions {q}" for q in questions) + f" --out {release}")
+    summary, card = package_release(judgments, questions, release, PROFILE, repo="demo/researchy-subq-judgments")
+    step(f"validate {release}")
+    report = validate(release)
+    for check in report.checks:
+        console.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""))
+    if not report.ok:
+        raise SystemExit("the demo release did not validate")
+    for config in ("judgments", "level-5"):
+        console.print(f"\n[bold]datasets.load_dataset({str(release)!r}, {config!r})[/]", highlight=False)
+        dataset = load_dataset(str(release), config)
+        console.print(dataset)
+        for row in dataset["train"].select(range(3)):
+            console.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
+                          highlight=False)
+    text = card.read_text()
+    console.print("\n[bold]The card's statistics[/]")
+    console.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
+                  highlight=False, markup=False)
+    return [("release", p, None) for p in (card, release / "manifest.json", release / "level_distribution.png")]

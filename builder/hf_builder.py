@@ -1,0 +1,68 @@
+"""A `datasets` builder (ArrowBasedBuilder) that builds the release's configs on a user's machine from
+the same inputs as `build-release`: judgment shard folders and question folders.
+
+    builder = ResearchySubqJudgments(config_name="level-5", judgments=["work/judgments"],
+                                     questions=["work/questions/train", "work/questions/test"])
+    builder.download_and_prepare()
+    dataset = builder.as_dataset()
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import pyarrow.compute as pc
+
+from builder.layout import CONFIGS, DEFAULT_CONFIG, config
+from builder.release import as_qrels, load_questions, present, route_by_split, split_by_level
+from generation.schema import arrow_schema, features
+
+
+class ResearchySubqConfig(datasets.BuilderConfig):
+    def __init__(self, *args, judgments=(), questions=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.judgments = tuple(str(p) for p in judgments)
+        self.questions = tuple(str(p) for p in questions)
+
+
+class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
+    BUILDER_CONFIG_CLASS = ResearchySubqConfig
+    BUILDER_CONFIGS = [ResearchySubqConfig(name=c.name, description=c.description) for c in CONFIGS]
+    DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
+
+    def _info(self) -> datasets.DatasetInfo:
+        return datasets.DatasetInfo(description=config(self.config.name).description,
+                                    features=features(config(self.config.name).table))
+
+    def _split_generators(self, dl_manager):
+        if not self.config.questions:
+            raise ValueError("pass questions=[folders from `researchy-subq questions`] (and judgments=[...])")
+        questions, _ = load_questions([Path(p) for p in self.config.questions])
+        return [datasets.SplitGenerator(name=s, gen_kwargs={"split": s}) for s in present(questions)]
+
+    def _generate_tables(self, split: str):
+        spec = config(self.config.name)
+        questions, subquestions = load_questions([Path(p) for p in self.config.questions])
+        schema = arrow_schema(spec.table)
+        if spec.table == "questions":
+            yield 0, questions.filter(pc.equal(questions["split"], split)).cast(schema)
+            return
+        if spec.table == "subquestions":
+            qids = questions.filter(pc.equal(questions["split"], split))["qid"]
+            yield 0, subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids)).cast(schema)
+            return
+        splits = present(questions)
+        key = 0
+        # One pass per partition, so rows come in the order the release's files are read.
+        for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
+            partition = folder.split("/")[-1]
+            for row_split, rows in route_by_split([Path(p) for p in self.config.judgments], questions, splits):
+                if row_split != split:
+                    continue
+                if spec.table == "qrels":
+                    table = as_qrels(rows)
+                else:
+                    table = next((part for p, part in split_by_level(rows) if p == partition), None)
+                if table is not None and table.num_rows:
+                    yield key, table.cast(schema)
+                    key += 1
