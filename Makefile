@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean sample
+.PHONY: demo test install clean sample check-workflows
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/researchy-subq demo --out demo-output
 
-test: $(STAMP)
+test: $(STAMP) check-workflows
 	$(BIN)/python -m pytest -q
+
+check-workflows: $(STAMP)
+	$(BIN)/zizmor --offline --min-severity medium .github/workflows/
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 sample: $(STAMP)
 	$(BIN)/python scripts/make_sample.py

@@ -1,0 +1,124 @@
+"""publish, tested up to the network boundary: a recording stand-in for HfApi answers as the Hub would.
+The Hub itself is never contacted in these tests."""
+import shutil
+import types
+
+import httpx2 as httpx
+import pytest
+from huggingface_hub.errors import RepositoryNotFoundError
+from huggingface_hub.hf_api import RepoFile
+
+from builder.publish import PublishRefused, git_blob_sha1, publish, release_files
+from generation.shards import sha256_file
+
+TOKEN = "hf_ThisTokenMustNeverBePrinted0123456789"
+
+
+class RecordingHub:
+    """Answers repo_info / list_repo_tree like the Hub for a given remote state, and records every write."""
+
+    def __init__(self, remote_files=None):
+        self.remote = remote_files  # None: the repository does not exist
+        self.calls = []
+
+    def repo_info(self, repo_id, repo_type=None, revision=None):
+        if self.remote is None:
+            request = httpx.Request("GET", f"https://huggingface.co/api/datasets/{repo_id}")
+            raise RepositoryNotFoundError("not found", response=httpx.Response(404, request=request))
+        return types.SimpleNamespace(sha="a" * 40)
+
+    def list_repo_tree(self, repo_id, repo_type=None, revision=None, recursive=False):
+        return list(self.remote)
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        self.calls.append(("create_commit", repo_id, [(type(o).__name__, o.path_in_repo) for o in operations], kwargs))
+        return types.SimpleNamespace(oid="b" * 40, pr_url=None)
+
+    def create_tag(self, repo_id, **kwargs):
+        self.calls.append(("create_tag", repo_id, kwargs))
+
+
+def remote_copy_of(release):
+    files = []
+    for name in release_files(release):
+        path = release / name
+        lfs = {"size": path.stat().st_size, "oid": sha256_file(path), "pointerSize": 130} if name.endswith(
+            (".parquet", ".png")) else None
+        files.append(RepoFile(path=name, size=path.stat().st_size, oid=git_blob_sha1(path), lfs=lfs))
+    return files
+
+
+@pytest.fixture
+def release(tmp_path):
+    from builder.package import package_release
+    from builder.synthetic import synthesize
+
+    inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
+    out = tmp_path / "researchy-subq-judgments"
+    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
+    return out
+
+
+def test_new_repository(release, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    hub = RecordingHub(remote_files=None)
+    said = []
+    plan = publish(release, "org/rsj", tag="v1.0.0", yes=True, api=hub, say=said.append)
+    assert plan.parent_commit is None and sorted(plan.uploads) == sorted(release_files(release))
+    assert [c[0] for c in hub.calls] == ["create_repo", "create_commit", "create_tag"]
+    commit = hub.calls[1]
+    assert commit[3]["parent_commit"] is None and commit[3]["repo_type"] == "dataset"
+    assert sorted(p for _, p in commit[2]) == sorted(release_files(release))
+    assert hub.calls[2][2] == {"tag": "v1.0.0", "revision": "b" * 40, "repo_type": "dataset"}
+    assert TOKEN not in "\n".join(said) + capsys.readouterr().out
+
+
+def test_unchanged_release_uploads_nothing_and_stale_shards_are_deleted(release, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    stale = RepoFile(path="data/judgments/level_5/train-00000-of-00009.parquet", size=1, oid="c" * 40,
+                     lfs={"size": 1, "oid": "d" * 64, "pointerSize": 130})
+    hub = RecordingHub(remote_files=remote_copy_of(release) + [stale])
+    plan = publish(release, "org/rsj", tag="v1.0.1", yes=True, api=hub, say=lambda line: None)
+    assert plan.uploads == [] and len(plan.unchanged) == len(release_files(release))
+    assert plan.deletions == [stale.path]
+    commit = hub.calls[0]
+    assert commit[0] == "create_commit" and commit[2] == [("CommitOperationDelete", stale.path)]
+    assert commit[3]["parent_commit"] == "a" * 40
+
+
+def test_changed_file_is_uploaded_and_dry_run_sends_nothing(release):
+    remote = remote_copy_of(release)
+    readme = next(f for f in remote if f.path == "README.md")
+    readme.blob_id = "0" * 40
+    hub = RecordingHub(remote_files=remote)
+    said = []
+    plan = publish(release, "org/rsj", tag="v2.0.0", api=hub, say=said.append)
+    assert plan.uploads == ["README.md"] and hub.calls == []
+    assert said[-1].startswith("dry run") and any("upload  README.md" in line for line in said)
+
+
+def test_invalid_release_is_refused(release, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(release, broken)
+    (broken / "rsj.py").write_text("")
+    hub = RecordingHub(remote_files=[])
+    with pytest.raises(PublishRefused, match="no loading script"):
+        publish(broken, "org/rsj", yes=True, api=hub)
+    assert hub.calls == []
+
+
+def test_cli_never_prints_the_token(release, monkeypatch):
+    from typer.testing import CliRunner
+
+    import builder.publish as publish_module
+    from generation.cli import app
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setattr("huggingface_hub.HfApi", lambda *a, **k: RecordingHub(remote_files=None))
+    result = CliRunner().invoke(app, ["publish", str(release), "--repo", "org/rsj", "--tag", "v1"])
+    assert result.exit_code == 0, result.output
+    assert "dry run" in result.output and TOKEN not in result.output
+    assert publish_module.ROOT_FILES[0] == "README.md"

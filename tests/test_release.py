@@ -1,0 +1,158 @@
+import json
+import shutil
+
+import datasets
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from builder.hf_builder import ResearchySubqJudgments
+from builder.layout import CONFIGS
+from builder.package import package_release
+from builder.synthetic import synthesize
+from builder.validate import validate
+from generation.schema import features
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("synthetic")
+    return synthesize(root, subquestions=1500, judgments=28_000, test_share=0.25, shards=3, seed=3, unparsed_share=0.004)
+
+
+@pytest.fixture(scope="module")
+def release(inputs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "researchy-subq-judgments"
+    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper",
+                    repo="org/researchy-subq-judgments", rows_per_file=4000)
+    return out
+
+
+def input_rows(inputs):
+    return pq.read_table(sorted(inputs["judgments"].glob("judgments-*.parquet"))).to_pylist()
+
+
+def test_level_partitions_hold_each_row_once(release, inputs):
+    counts = {lv: pq.read_table(sorted((release / "data" / "judgments" / part).glob("*.parquet"))).num_rows
+              for lv, part in [(n, f"level_{n}") for n in range(6)] + [(None, "unparsed")]}
+    assert counts == inputs["levels"]
+    assert sum(counts.values()) == inputs["judgments_total"] == 28_000
+    assert len(list((release / "data" / "judgments" / "level_2").glob("train-*-of-*.parquet"))) > 1, "rolled files"
+
+
+@pytest.mark.parametrize("config", [c.name for c in CONFIGS])
+def test_load_dataset_returns_what_the_builder_class_builds(release, inputs, tmp_path, config):
+    loaded = datasets.load_dataset(str(release), config)
+    table = next(c for c in CONFIGS if c.name == config).table
+    builder = ResearchySubqJudgments(config_name=config, judgments=[inputs["judgments"]],
+                                     questions=list(inputs["questions"].values()), cache_dir=str(tmp_path / "cache"))
+    builder.download_and_prepare()
+    built = builder.as_dataset()
+    assert set(loaded) == set(built) == {"train", "test"}
+    for split in loaded:
+        assert loaded[split].features == features(table) == built[split].features
+        assert loaded[split].to_list() == built[split].to_list()
+
+
+def test_judgments_config_is_every_input_row_routed_to_its_split(release, inputs):
+    rows = input_rows(inputs)
+    test_qids = set(pq.read_table(inputs["questions"]["test"] / "questions.parquet")["qid"].to_pylist())
+    loaded = datasets.load_dataset(str(release), "judgments")
+    key = lambda r: (r["subq_id"], r["docid"])  # noqa: E731
+    assert sorted(map(key, loaded["test"])) == sorted(key(r) for r in rows if r["qid"] in test_qids)
+    assert sorted(map(key, loaded["train"])) == sorted(key(r) for r in rows if r["qid"] not in test_qids)
+    level5 = datasets.load_dataset(str(release), "level-5", split="train")
+    assert set(level5["level"]) == {5}
+    qrels = datasets.load_dataset(str(release), "qrels", split="test")
+    assert qrels.column_names == ["query-id", "corpus-id", "score"]
+    assert len(qrels) == sum(1 for r in rows if r["qid"] in test_qids and r["level"] is not None)
+
+
+def test_card_numbers_and_manifest(release, inputs):
+    manifest = json.loads((release / "manifest.json").read_text())
+    total = sum(manifest["rows"]["judgments"].values())
+    assert total == inputs["judgments_total"]
+    unparsed = sum(s["table1"][-1]["count"] for s in manifest["stats"].values())
+    assert unparsed == inputs["levels"][None]
+    text = (release / "README.md").read_text()
+    train = manifest["stats"]["train"]
+    assert f"| 5 | {train['table1'][0]['count']:,} | {train['table1'][0]['per_subquestion']} |" in text
+    assert "![Level distribution](level_distribution.png)" in text and (release / "level_distribution.png").exists()
+    assert "Instruction: Determine whether the question can be answered" in text
+    assert manifest["prompt"]["id"] == "crux-paper" and len(manifest["prompt"]["sha256"]) == 64
+    assert all(len(f["sha256"]) == 64 for f in manifest["files"].values())
+
+
+def test_fresh_release_validates(release):
+    report = validate(release)
+    assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
+    assert len(report.checks) >= 12
+
+
+def rewrite(path, change):
+    table = change(pq.read_table(path))
+    pq.write_table(table, path)
+
+
+def first_file(release, folder, split="train"):
+    return sorted((release / "data" / folder).glob(f"{split}-*.parquet"))[0]
+
+
+def set_column(table, name, values):
+    return table.set_column(table.schema.get_field_index(name), name, values)
+
+
+FAULTS = {
+    "wrong dtype": (lambda r: rewrite(first_file(r, "judgments/level_3"),
+                                      lambda t: set_column(t, "level", pc.cast(t["level"], pa.int32()))),
+                    "Arrow schema"),
+    "duplicate pair": (lambda r: rewrite(first_file(r, "judgments/level_2"), lambda t: pa.concat_tables([t, t.slice(0, 1)])),
+                       "pairs are unique"),
+    "orphan subq_id": (lambda r: rewrite(first_file(r, "judgments/level_1"), lambda t: set_column(
+        t, "subq_id", pa.concat_arrays([pa.array(["999-0"]), t["subq_id"].combine_chunks().slice(1)]))), "exist in subquestions"),
+    "level 7": (lambda r: rewrite(first_file(r, "judgments/level_5"), lambda t: set_column(
+        t, "level", pa.concat_arrays([pa.array([7], pa.int8()), t["level"].combine_chunks().slice(1)]))), "on the scale"),
+    "card count off by one": (lambda r: (r / "README.md").write_text(
+        (r / "README.md").read_text().replace(
+            f"| 5 | {json.loads((r / 'manifest.json').read_text())['stats']['train']['table1'][0]['count']:,} |",
+            f"| 5 | {json.loads((r / 'manifest.json').read_text())['stats']['train']['table1'][0]['count'] + 1:,} |")),
+        "statistics equals the data"),
+    "missing shard": (lambda r: first_file(r, "judgments/level_2").unlink(), "listed but missing"),
+    "root loading script": (lambda r: (r / "researchy-subq-judgments.py").write_text("import datasets\n"),
+                            "no loading script"),
+    "broken YAML": (lambda r: (r / "README.md").write_text(
+        (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)), "YAML parses"),
+    "num_examples mismatch": (lambda r: (r / "README.md").write_text(
+        (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)), "num_examples"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_validate_names_each_injected_fault(release, tmp_path, fault):
+    broken = tmp_path / "researchy-subq-judgments"
+    shutil.copytree(release, broken)
+    inject, expected_check = FAULTS[fault]
+    inject(broken)
+    report = validate(broken, load=fault in {"broken YAML", "num_examples mismatch"})
+    failed = [c for c in report.checks if not c.ok]
+    assert any(expected_check in c.name or any(expected_check in str(e) for e in c.examples) for c in failed), \
+        [(c.name, c.examples) for c in failed]
+    assert not report.ok
+
+
+def test_level_share_far_off_its_bound(release, tmp_path):
+    bounds = tmp_path / "bounds.yaml"
+    bounds.write_text("levels:\n  5: [0.40, 0.60]\n  2: [0.25, 0.40]\nunparsed_max: 0.01\n")
+    report = validate(release, expect=bounds, load=False)
+    failed = {c.name: c.examples for c in report.checks if not c.ok}
+    assert list(failed) == ["per-level shares within the expected bounds or the previous release"]
+    assert all("level 5 share" in e for e in failed["per-level shares within the expected bounds or the previous release"])
+    assert validate(release, against=release, load=False).ok, "a release is within tolerance of itself"
+
+
+def test_unparsed_bound(release, tmp_path):
+    bounds = tmp_path / "strict.yaml"
+    bounds.write_text("unparsed_max: 0.0001\n")
+    report = validate(release, expect=bounds, load=False)
+    assert [c.name for c in report.checks if not c.ok] == ["unparsed ('Other') share under its bound"]
