@@ -22,13 +22,14 @@ def build_release_command(
     profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
     rows_per_file: Optional[int] = typer.Option(None, help="rows per Parquet file (default 5,000,000)"),
+    agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
     from builder.package import package_release
 
     try:
         summary, card = run_stage("building release", "judgments", lambda advance: package_release(
-            judgments, questions, out, profile, repo, rows_per_file, progress=advance))
+            judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file))
     except ProfileError as e:
         fail(str(e))
     for split, stats in summary.stats.items():
@@ -82,6 +83,59 @@ def publish(
         run_publish(release, repo, tag, revision, create_pr, yes, say=lambda line: console.print(line, highlight=False))
     except PublishRefused as e:
         fail(str(e))
+
+
+@app.command()
+def agreement(
+    judgments: Path = typer.Option(..., "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file"),
+    against: Path = typer.Option(..., "--against", help="labels B: the same kinds"),
+    map_a: Optional[str] = typer.Option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3"),
+    map_b: Optional[str] = typer.Option(None, help="scale mapping for B"),
+    binary_at: Optional[int] = typer.Option(None, help="after mapping, grade >= T counts as relevant (1)"),
+    runs: Optional[Path] = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
+    resamples: int = typer.Option(1000, help="bootstrap resamples for the 95% intervals (0: none)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result as JSON here"),
+) -> None:
+    """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
+    import json
+
+    from builder.agreement import agreement as measure
+    from builder.labels import parse_mapping
+
+    try:
+        result = measure(judgments, against, parse_mapping(map_a), parse_mapping(map_b), binary_at,
+                         sorted(runs.glob("*")) if runs else None, resamples)
+    except (ValueError, InputError, ShardError) as e:
+        fail(str(e))
+    print_agreement(result)
+    if json_out:
+        json_out.write_text(json.dumps(result, indent=1))
+        console.print(f"-> {json_out}")
+
+
+def print_agreement(result: dict) -> None:
+    coverage = result["coverage"]
+    console.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only in B",
+                  highlight=False)
+    table = Table(title="agreement (A vs B)")
+    for column in ("measure", "value", "95% interval"):
+        table.add_column(column, justify="right")
+    for name, value in result["measures"].items():
+        low, high = result.get("confidence_95", {}).get(name, (None, None))
+        table.add_row(name, f"{value:.3f}", f"[{low:.3f}, {high:.3f}]" if low is not None else "")
+    console.print(table)
+    levels = result["confusion"]["levels"]
+    matrix = Table(title="confusion (rows A, columns B)")
+    matrix.add_column("A \\ B")
+    for lv in levels:
+        matrix.add_column(str(lv), justify="right")
+    for lv, row in zip(levels, result["confusion"]["rows_a_columns_b"]):
+        matrix.add_row(str(lv), *(f"{v:,}" for v in row))
+    console.print(matrix)
+    binary = ", ".join(f">={t}: {v['agreement']:.3f} (kappa {v['kappa']:.3f})" for t, v in result["binary"].items())
+    console.print(f"binary agreement at each threshold: {binary}", highlight=False)
+    if "system_ranking" in result:
+        console.print(f"system ranking Kendall tau: {result['system_ranking']['kendall_tau']}")
 
 
 __all__ = ["build_release_command", "validate", "publish", "InputError", "ShardError"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from builder.agreement import agreement_markdown
 from builder.card import plot_levels, render_card
 from builder.release import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
@@ -41,7 +42,7 @@ def differences(profile: Profile) -> str:
 
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
-                    progress=None, extra_sections: str = "") -> tuple[ReleaseSummary, Path]:
+                    progress=None, agreement: Path | None = None) -> tuple[ReleaseSummary, Path]:
     profile = load_profile(profile_name)
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
@@ -56,7 +57,8 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
         "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256,
                                          "text": prompt.render("{question}", "{context}")},
-        "differences": differences(profile) + extra_sections,
+        "differences": differences(profile),
+        "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
     }
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)

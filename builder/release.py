@@ -19,7 +19,7 @@ from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, part
 from builder.stats import SplitStats
 from generation.errors import InputError
 from generation.schema import arrow_schema
-from generation.shards import read_stage, sha256_file
+from generation.shards import sha256_file, stage_files
 from generation.storage import COMPRESSION
 from generation.topics import question_files
 
@@ -120,12 +120,18 @@ def present(questions: pa.Table) -> list[str]:
     return [s for s in SPLITS if s in splits]
 
 
+def iter_batches(files: list[Path]):
+    """Record batches, one file after the other: no read-ahead, so memory stays at a few batches."""
+    for path in files:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+
+
 def route_by_split(judgments: list[Path], questions: pa.Table, splits: list[str], progress=None):
     """Yields (split, rows) for every record batch of the judgment shards, in input order."""
     qid_values = questions["qid"]
     split_codes = pa.array([splits.index(s) for s in questions["split"].to_pylist()], pa.int8())
     for folder in judgments:
-        for batch in read_stage(folder, "judgments").to_batches(batch_size=BATCH_ROWS):
+        for batch in iter_batches(stage_files(folder, "judgments")):
             table = pa.Table.from_batches([batch])
             codes = split_of_rows(table["qid"], qid_values, split_codes, str(folder))
             for code, split in enumerate(splits):

