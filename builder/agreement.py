@@ -177,7 +177,10 @@ def agreement_markdown(result: dict) -> str:
         low_high = f" [{ci[name][0]:.3f}, {ci[name][1]:.3f}]" if name in ci else ""
         return f"{m[name]:.3f}{low_high}"
 
-    lines = [f"Labels `{Path(result['a']).name}` against `{Path(result['b']).name}` on {result['coverage']['both']:,} "
+    def short(path: str) -> str:
+        return "/".join(Path(path).parts[-2:])
+
+    lines = [f"Labels `{short(result['a'])}` against `{short(result['b'])}` on {result['coverage']['both']:,} "
              f"shared pairs ({result['coverage']['only_a']:,} only in the first, {result['coverage']['only_b']:,} "
              "only in the second); 95% bootstrap intervals in brackets.", "",
              "| measure | value |", "| --- | --- |"]
