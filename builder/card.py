@@ -69,6 +69,15 @@ def stats_markdown(stats: dict) -> str:
                   f"{share['rerank']:.2%}, was clicked: {share['clicked']:.2%} (a document can have several).", "",
                   f"Clicked documents judged: {clicked['judged']:,} of {clicked['in_questions']:,} "
                   f"({clicked['coverage']:.2%}); the rest are not in the indexed corpus.", ""]
+        c = s.get("complexity", {})
+        if c.get("questions"):
+            q1, median, q3 = c["completeness_quartiles"]
+            lines += [f"Retrieval complexity ({c['questions']:,} questions, seeds/003 with sub-questions as parts): "
+                      f"{c['answerable_share']:.2%} answerable by one document; on average "
+                      f"{c['mean_subquestions_answerable']:.2%} of a question's sub-questions are answered by some "
+                      f"candidate; completeness quartiles {q1} / {median} / {q3}; "
+                      f"{c['retrieval_complex_share']:.2%} retrieval-complex (columns `answerable`, "
+                      "`answerable_share`, `completeness`, `retrieval_complex` of the `questions` config).", ""]
     lines.append(STATS_END)
     return "\n".join(lines)
 

@@ -13,16 +13,20 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
+from builder.complexity import add_columns, complexity
 from builder.layout import CONFIGS, DEFAULT_CONFIG, config
 from builder.release import as_qrels, load_questions, present, route_by_split, split_by_level
+from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
+from generation.shards import stage_files
 
 
 class ResearchySubqConfig(datasets.BuilderConfig):
-    def __init__(self, *args, judgments=(), questions=(), **kwargs):
+    def __init__(self, *args, judgments=(), questions=(), profile="paper", **kwargs):
         super().__init__(*args, **kwargs)
         self.judgments = tuple(str(p) for p in judgments)
         self.questions = tuple(str(p) for p in questions)
+        self.profile = profile  # its complexity thresholds fill the questions' analysis columns
 
 
 class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
@@ -45,7 +49,10 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         questions, subquestions = load_questions([Path(p) for p in self.config.questions])
         schema = arrow_schema(spec.table)
         if spec.table == "questions":
-            yield 0, questions.filter(pc.equal(questions["split"], split)).cast(schema)
+            settings = load_profile(self.config.profile).complexity
+            files = [f for folder in self.config.judgments for f in stage_files(Path(folder), "judgments")]
+            values = complexity(files, subquestions, settings.answer_level, settings.completeness_threshold)
+            yield 0, add_columns(questions.filter(pc.equal(questions["split"], split)), values).cast(schema)
             return
         if spec.table == "subquestions":
             qids = questions.filter(pc.equal(questions["split"], split))["qid"]

@@ -16,9 +16,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, partition_of
+from builder.complexity import add_columns, complexity
+from builder.complexity import summary as complexity_summary
 from builder.stats import SplitStats
+from generation.profiles import Complexity
 from generation.errors import InputError
-from generation.schema import arrow_schema
+from generation.schema import arrow_schema, conform
 from generation.shards import sha256_file, stage_files
 from generation.storage import COMPRESSION
 from generation.topics import question_files
@@ -83,8 +86,8 @@ def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
     questions, subquestions = [], []
     for folder in folders:
         q_path, s_path = question_files(folder)
-        questions.append(pq.read_table(q_path))
-        subquestions.append(pq.read_table(s_path))
+        questions.append(conform(pq.read_table(q_path), "questions"))
+        subquestions.append(conform(pq.read_table(s_path), "subquestions"))
     return pa.concat_tables(questions), pa.concat_tables(subquestions)
 
 
@@ -98,8 +101,10 @@ def split_of_rows(qids: pa.Array, qid_values: pa.Array, split_codes: pa.Array, w
 
 
 def write_topic_tables(questions: pa.Table, subquestions: pa.Table, out: Path, rows_per_file: int,
-                       summary: ReleaseSummary) -> None:
+                       summary: ReleaseSummary, names: tuple[str, ...] = ("questions", "subquestions")) -> None:
     for name, table in (("questions", questions), ("subquestions", subquestions)):
+        if name not in names:
+            continue
         for split in present(questions):
             if name == "questions":
                 part = table.filter(pc.equal(table["split"], split))
@@ -166,7 +171,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     question_table, subquestion_table = load_questions(questions)
     splits = present(question_table)
     summary = ReleaseSummary()
-    write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary)
+    write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("subquestions",))
 
     stats = {s: SplitStats() for s in splits}
     for split in splits:
@@ -190,8 +195,22 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for split, writer in qrels.items():
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[split] = writer.rows
+    question_table = with_complexity(question_table, subquestion_table, out, splits, profile)
+    write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("questions",))
     summary.stats = {s: stats[s].summary() for s in splits}
+    for split in splits:
+        summary.stats[split]["complexity"] = complexity_summary(
+            question_table.filter(pc.equal(question_table["split"], split)))
     return summary
+
+
+def with_complexity(questions: pa.Table, subquestions: pa.Table, out: Path, splits: list[str], profile) -> pa.Table:
+    settings = profile.complexity if profile is not None else Complexity()
+    values: dict = {}
+    for split in splits:
+        files = sorted((out / "data" / "judgments").glob(f"*/{split}-*.parquet"))
+        values.update(complexity(files, subquestions, settings.answer_level, settings.completeness_threshold))
+    return add_columns(questions, values)
 
 
 def file_manifest(release: Path) -> dict:

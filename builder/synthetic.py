@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.schema import arrow_schema
+from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
 from generation.storage import COMPRESSION
 
@@ -56,9 +56,9 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
         folder.mkdir(parents=True, exist_ok=True)
         clicked = [[{"url_hash": url_hashes[int(doc_offsets[q])].as_py(), "url": None, "click_cnt": 3}]
                    for q in np.flatnonzero(mask)]
-        pq.write_table(pa.table({"qid": qids[mask].tolist(), "question": [f"question {q}" for q in qids[mask]],
-                                 "split": [split] * int(mask.sum()), "clicked": clicked}, schema=arrow_schema("questions")),
-                       folder / "questions.parquet")
+        questions = pa.table({"qid": qids[mask].tolist(), "question": [f"question {q}" for q in qids[mask]],
+                              "split": [split] * int(mask.sum()), "clicked": clicked})
+        pq.write_table(conform(questions, "questions"), folder / "questions.parquet")
         subq_mask = mask[q_of_subq]
         pq.write_table(pa.table({"subq_id": subq_ids.filter(pa.array(subq_mask)),
                                  "qid": pa.array(qids[q_of_subq[subq_mask]].tolist()),

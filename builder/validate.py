@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
+from builder.complexity import summary as complexity_summary
 from builder.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.layout import CONFIGS, FILE_NAME, LEVELS, config, partition_of
 from builder.package import MANIFEST
@@ -168,6 +169,8 @@ def _check_rows(release: Path, manifest: dict, splits: list[str], report: Report
                     scale.fail(f"{path.relative_to(release)}: level {values[0]} in partition {partition}", len(values))
         _find_duplicates(release, split, np.concatenate(hashes) if hashes else np.array([], np.uint64), unique)
         stats[split] = acc.summary()
+        stats[split]["complexity"] = complexity_summary(pa.concat_tables(
+            [pq.read_table(p) for p in config("questions").files(release, split)]))
     return stats
 
 

@@ -87,6 +87,19 @@ class Judge(Strict):
         return self
 
 
+class Complexity(Strict):
+    """Retrieval complexity per question, after seeds/003 with sub-questions as the parts of the question."""
+    answer_level: int = Field(default=4, ge=0, le=5, description="a document answers a sub-question at this level")
+    completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
+
+
+class Bandit(Strict):
+    """Budgeted judging (seeds/002)."""
+    relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
+    top_k: int = Field(default=3, ge=1)
+    hierarchical: bool = False
+
+
 class Profile(Strict):
     name: str
     description: str
@@ -94,6 +107,8 @@ class Profile(Strict):
     rerank: Rerank
     pool: Pool
     judge: Judge
+    complexity: Complexity = Complexity()
+    bandit: Bandit = Bandit()
 
     def config_hash(self, *sections: str) -> str:
         """A stable hash of the named sections (all when none), for refusing to mix shards."""

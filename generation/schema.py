@@ -36,6 +36,11 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("question", pa.string(), "the original question text", False),
         Column("split", pa.string(), "Researchy Questions split: train or test", False),
         Column("clicked", pa.list_(CLICKED_DOC), "clicked ClueWeb22 documents, most-clicked first (DocStream)", False),
+        Column("answerable", pa.bool_(), "one candidate answers every sub-question (level >= the profile's); "
+               "null before judging"),
+        Column("answerable_share", pa.float32(), "share of sub-questions some candidate answers"),
+        Column("completeness", pa.float32(), "mean normalised entropy of each candidate's levels across sub-questions"),
+        Column("retrieval_complex", pa.bool_(), "not answerable by one document and incomplete (seeds/003)"),
     ),
     "subquestions": (
         Column("subq_id", pa.string(), "{qid}-{k}, k = 0-based position in gpt4_decomposition.subquestions", False),
@@ -110,3 +115,18 @@ def features(table: str):
 
 def empty_table(table: str) -> pa.Table:
     return arrow_schema(table).empty_table()
+
+
+def conform(table: pa.Table, name: str) -> pa.Table:
+    """A table of an earlier layout of `name`: missing nullable columns are added as nulls, order and
+    types set to the schema's. A missing non-nullable column is an error."""
+    schema = arrow_schema(name)
+    columns = []
+    for field in schema:
+        if field.name in table.column_names:
+            columns.append(table[field.name].cast(field.type))
+        elif field.nullable:
+            columns.append(pa.nulls(table.num_rows, field.type))
+        else:
+            raise KeyError(f"{name} table lacks the column {field.name!r}")
+    return pa.table(columns, schema=schema)

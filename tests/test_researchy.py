@@ -37,6 +37,7 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
              "click_cnt": 41},
             {"url_hash": "00FF00FF00FF00FF00FF00FF00FF00FF", "url": "https://pets.example.com/purring", "click_cnt": 3},
         ],
+        "answerable": None, "answerable_share": None, "completeness": None, "retrieval_complex": None,
     }]
     rows = read(tmp_path / "out" / "subquestions.parquet")
     assert [(r["subq_id"], r["text"], r["header"], r["depth"]) for r in rows] == GOLDEN_SUBQUESTIONS

@@ -8,7 +8,8 @@ from generation.storage import ParquetSink
 
 EXAMPLE_ROWS = {
     "questions": {"qid": "1", "question": "q", "split": "train",
-                  "clicked": [{"url_hash": "A" * 32, "url": "https://x", "click_cnt": 4}]},
+                  "clicked": [{"url_hash": "A" * 32, "url": "https://x", "click_cnt": 4}], "answerable": True,
+                  "answerable_share": 0.5, "completeness": 0.25, "retrieval_complex": False},
     "subquestions": {"subq_id": "1-0", "qid": "1", "text": "t", "header": None, "depth": 2},
     "corpus": {"docid": "clueweb22-en0000-00-00000", "url_hash": "A" * 32, "url": None, "text": "x"},
     "runs": {"qid": "1", "docid": "d", "rank": 1, "score": 1.5, "stage": "bm25"},

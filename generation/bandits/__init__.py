@@ -1,0 +1,1 @@
+"""Sub-questions as bandit arms (seeds/002): which (sub-question, document) pair to judge next."""
