@@ -195,11 +195,15 @@ def judge(
     index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
     out: Path = typer.Option(..., "--out"),
     shard: int = SHARD, num_shards: int = NUM_SHARDS,
+    budget: Optional[float] = typer.Option(None, help="judge only this share of the pairs, chosen by --policy"),
+    policy: str = typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)"),
 ) -> None:
-    """Grade every (sub-question x candidate) pair; resumable chunk by chunk."""
+    """Grade every (sub-question x candidate) pair, or a budget of them chosen by a bandit; resumable."""
     from generation.judge import run_judge
 
     config, part = profile_of(profile), shard_of(shard, num_shards)
+    if budget is not None:
+        return judge_on_budget(config, subquestions, candidates, index, out, part, budget, policy)
     if config.judge.backend == "bi-encoder":
         console.print(f"[yellow]judge: {config.judge.model} is a STAND-IN (MiniLM bi-encoder cosine cut into levels), "
                       "not the paper's Llama-3.3-70B judge[/]")
@@ -213,6 +217,23 @@ def judge(
                   f"levels {levels or '-'}; unparsed (Other): {summary.unparsed:,}"
                   + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if config.judge.prompt == "r3a" else "")
                   + f" -> {out}", highlight=False)
+
+
+def judge_on_budget(config, subquestions, candidates, index, out, part, budget, policy) -> None:
+    from generation.budgeted import run_budgeted_judge
+
+    try:
+        summary = run_stage(f"budgeted judge shard {part.label}", "pairs", lambda advance: run_budgeted_judge(
+            config, subquestions, candidates, index, out, budget, policy, part, progress=advance))
+    except ValueError as e:
+        fail(str(e))
+    report_skipped(summary)
+    share = summary.judged / summary.full_pairs if summary.full_pairs else 0
+    console.print(f"budgeted judge ({policy}, budget {budget:.0%}): judged {summary.judged:,} of {summary.full_pairs:,} "
+                  f"pairs ({share:.1%} of what full judging would cost; {summary.judged_now:,} now) for "
+                  f"{summary.questions:,} questions; found {summary.relevant:,} relevant pairs (level >= "
+                  f"{config.bandit.relevant_level}) over {summary.relevant_documents:,} documents -> {out}",
+                  highlight=False)
 
 
 @app.command()
@@ -287,3 +308,4 @@ if __name__ == "__main__":
 
 # The release commands live with the release code; importing registers them on `app`.
 from builder import cli as _release_commands  # noqa: E402,F401
+from builder import cli_analysis as _analysis_commands  # noqa: E402,F401
