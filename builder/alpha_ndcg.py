@@ -63,7 +63,7 @@ def parse_metric(name: str) -> tuple[str, int | None, float]:
 
 
 def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str], threshold: int = 4) -> dict:
-    aspects = release_aspects(release, threshold)
+    aspects = {q: a for q, a in release_aspects(release, threshold).items() if q in run}  # questions the run answers
     results = {}
     for name in metrics:
         _, depth, alpha = parse_metric(name)

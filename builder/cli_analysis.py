@@ -132,7 +132,7 @@ def print_simulation(results: dict, questions: int, runs: int, threshold: int) -
         for policy, by_budget in results.items():
             table.add_row(policy, *(f"{by_budget[b][metric]['mean']:.3f}\u00b1{by_budget[b][metric]['high'] - by_budget[b][metric]['mean']:.3f}"
                                     for b in budgets))
-        console.print(table)
+        console.print(table, width=max(console.width, 40 + 14 * len(budgets)))
 
 
 @app.command()

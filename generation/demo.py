@@ -111,7 +111,7 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     """Judge the train split a second way (the stand-in shown only each document's first 64 words) and
     measure how the two judging configurations agree."""
     from builder.agreement import agreement
-    from builder.cli import print_agreement
+    from builder.cli_analysis import print_agreement
 
     short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
@@ -122,6 +122,22 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     print_agreement(result)
     (out / "agreement.json").write_text(json.dumps(result, indent=1))
     return [("agreement (stand-in judges)", out / "agreement.json", None)]
+
+
+def simulation_demo(release: Path, out: Path) -> None:
+    """seeds/002 on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
+    from builder.cli_analysis import document_embeddings, print_simulation
+    from builder.simulate import load_instances, plot, simulate
+    from generation.bandits.policies import POLICIES
+
+    step(f"simulate --release {release} --runs 3 --index {out / 'index'} --out {out / 'simulation'}")
+    instances = load_instances(release, "train")
+    embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
+    budgets = [round(0.1 * i, 1) for i in range(1, 11)]
+    results = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding)
+    print_simulation({p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in results.items()}, len(instances), 3, 4)
+    (out / "simulation").mkdir(exist_ok=True)
+    console.print(f"plot -> {plot(results, out / 'simulation' / 'simulation.png')}")
 
 
 def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
@@ -151,6 +167,7 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
         for row in dataset["train"].select(range(3)):
             console.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
                           highlight=False)
+    simulation_demo(release, out)
     text = card.read_text()
     console.print("\n[bold]The card's statistics[/]")
     console.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
