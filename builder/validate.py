@@ -15,7 +15,7 @@ import yaml
 
 from builder.complexity import summary as complexity_summary
 from builder.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
-from builder.layout import CONFIGS, FILE_NAME, LEVELS, config, partition_of
+from builder.layout import CONFIGS, FILE_NAME, LEVELS, config
 from builder.package import MANIFEST
 from builder.stats import SplitStats
 from generation.schema import arrow_schema, features

@@ -19,7 +19,7 @@ from generation.docstore import DocStore, cut_words
 from generation.judge import NAME, PAIR_COLUMNS, make_judge, plan_pairs
 from generation.judges import Judge, Pair
 from generation.profiles import Profile
-from generation.shards import Shard, StageOutput
+from generation.shards import Shard, StageOutput, skip_if_done
 from generation.storage import ParquetSink
 
 MAX_LEVEL = 5
@@ -100,9 +100,7 @@ def run_budgeted_judge(profile: Profile, subquestions: Path, candidates: Path, i
     config_hash = profile.config_hash("bm25", "rerank", "pool", "judge", "bandit") + f"-{policy}-{budget}-{seed}"
     stage = StageOutput(out, NAME, config_hash)
     summary = BudgetSummary()
-    if stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(stage.path(shard))
+    if skip_if_done(stage, shard, summary):
         return summary
     pairs = plan_pairs(subquestions, candidates, shard)
     docs = DocStore(index)

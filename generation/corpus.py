@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects
-from generation.shards import Shard, StageOutput, read_stage
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done
 from generation.storage import ParquetSink, commit
 
 NAME = "corpus"
@@ -110,9 +110,7 @@ def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_
         raise InputError(inputs[0] if inputs else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
     stage = StageOutput(out, NAME, config_hash="corpus-v1")
     summary = CorpusSummary(files=len(files))
-    if stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(stage.path(shard))
+    if skip_if_done(stage, shard, summary):
         return summary
     if rejects_path is not None and shard.count > 1:
         rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")

@@ -22,7 +22,7 @@ from generation.judges import BiEncoderJudge, Judge, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.profiles import Judge as JudgeConfig
 from generation.profiles import Profile
-from generation.shards import Shard, ShardError, StageOutput, read_stage
+from generation.shards import Shard, ShardError, StageOutput, read_stage, skip_if_done
 from generation.storage import ParquetSink, commit
 from generation.topics import question_files
 
@@ -171,9 +171,7 @@ def run_judge(profile: Profile, subquestions: Path, candidates: Path, index: Pat
               shard: Shard = Shard(), judge: Judge | None = None, progress=None) -> JudgeSummary:
     summary = JudgeSummary(judge=judge.description if judge else describe(profile.judge))
     job = ShardJob(profile, subquestions, candidates, index, out, shard)
-    if job.stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(job.stage.path(shard))
+    if skip_if_done(job.stage, shard, summary):
         return summary
     job.prepare()
     pending = job.pending()

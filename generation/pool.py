@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from generation.corpus import URL_MAP
 from generation.profiles import Pool, Profile
-from generation.shards import Shard, StageOutput, read_stage
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done
 from generation.storage import ParquetSink, commit
 from generation.topics import Topic, load_topics
 
@@ -87,9 +87,7 @@ def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out:
     config = profile.pool
     stage = StageOutput(out, NAME, profile.config_hash("bm25", "rerank", "pool"))
     summary = PoolSummary()
-    if stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(stage.path(shard))
+    if skip_if_done(stage, shard, summary):
         return summary
     topics = load_topics(questions, shard)
     qids = [t.qid for t in topics]

@@ -16,7 +16,7 @@ from generation.models import resolve_model
 from generation.profiles import Profile, Rerank
 from generation.reranker import RerankEncoder, rerank_query
 from generation.retrieve import RunSummary, RunWriter
-from generation.shards import Shard, StageOutput, read_stage
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done
 from generation.topics import load_topics
 
 NAME = "rerank"
@@ -94,9 +94,7 @@ def rerank(profile: Profile, questions: Path, runs: Path, index: Path, out: Path
     config = profile.rerank
     stage = StageOutput(out, NAME, profile.config_hash("bm25", "rerank"))
     summary = RunSummary()
-    if stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(stage.path(shard))
+    if skip_if_done(stage, shard, summary):
         return summary
     topics = load_topics(questions, shard)
     bm25 = read_stage(runs, "bm25").to_table(

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from pyarrow import csv
 
 from generation.profiles import BM25, Profile
-from generation.shards import Shard, StageOutput
+from generation.shards import Shard, StageOutput, skip_if_done
 from generation.storage import ParquetSink, commit
 from generation.topics import Topic, load_topics
 
@@ -103,9 +103,7 @@ def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: S
     config = profile.bm25
     stage = StageOutput(out, NAME, profile.config_hash("bm25"))
     summary = RunSummary()
-    if stage.is_done(shard):
-        summary.skipped_shards = 1
-        summary.outputs.append(stage.path(shard))
+    if skip_if_done(stage, shard, summary):
         return summary
     topics = load_topics(questions, shard)
     searcher = open_searcher(index, config)

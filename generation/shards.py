@@ -124,6 +124,15 @@ class StageOutput:
         return record
 
 
+def skip_if_done(stage: StageOutput, shard: Shard, summary) -> bool:
+    """True (and the summary says so) when the shard is already complete under this config."""
+    if not stage.is_done(shard):
+        return False
+    summary.skipped_shards = 1
+    summary.outputs.append(stage.path(shard))
+    return True
+
+
 def stage_files(folder: str | Path, name: str) -> list[Path]:
     """The completed shard files of a stage, refusing a folder whose shards are missing or unfinished."""
     folder = Path(folder)
