@@ -139,10 +139,11 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=120)
-    for policy, by_budget in results.items():
+    for n, (policy, by_budget) in enumerate(results.items()):
         budgets = sorted(by_budget)
         means = [by_budget[b][metric]["mean"] for b in budgets]
-        ax.plot([b * 100 for b in budgets], means, marker="o", markersize=3, label=policy)
+        ax.plot([b * 100 for b in budgets], means, marker="o", markersize=3, label=policy,
+                linestyle="-" if n < 10 else "--")  # the colour cycle has 10 colours
         ax.fill_between([b * 100 for b in budgets], [by_budget[b][metric]["low"] for b in budgets],
                         [by_budget[b][metric]["high"] for b in budgets], alpha=0.15)
     ax.set_xlabel("budget (% of sub-question x document pairs judged)")

