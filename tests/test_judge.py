@@ -128,7 +128,7 @@ def judge_command(profile_path, pipeline, out):
 def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pipeline, tmp_path):
     import yaml
 
-    profile = judge_profile(small_pipeline["profile"], chunk_size=24)
+    profile = judge_profile(small_pipeline["profile"], chunk_size=12)
     profile_path = tmp_path / "kill.yaml"
     profile_path.write_text(yaml.safe_dump(profile.model_dump()))
     reference = run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
