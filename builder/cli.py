@@ -8,10 +8,8 @@ import typer
 from rich.table import Table
 
 from generation.cli import app, fail, run_stage
-from generation.errors import InputError
 from generation.profiles import ProfileError
 from generation.progress import console
-from generation.shards import ShardError
 
 
 @app.command(name="build-release")
@@ -84,5 +82,3 @@ def publish(
     except PublishRefused as e:
         fail(str(e))
 
-
-__all__ = ["build_release_command", "validate", "publish", "InputError", "ShardError"]

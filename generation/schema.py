@@ -113,10 +113,6 @@ def features(table: str):
     return Features.from_arrow_schema(arrow_schema(table))
 
 
-def empty_table(table: str) -> pa.Table:
-    return arrow_schema(table).empty_table()
-
-
 def conform(table: pa.Table, name: str) -> pa.Table:
     """A table of an earlier layout of `name`: missing nullable columns are added as nulls, order and
     types set to the schema's. A missing non-nullable column is an error."""

@@ -13,7 +13,7 @@ import os
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence, TypeVar
+from typing import Sequence, TypeVar
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -50,9 +50,6 @@ class Shard:
         """Round-robin assignment of an ordered list (input files) to shards."""
         return list(items[self.index::self.count])
 
-
-def all_shards(count: int) -> list[Shard]:
-    return [Shard(i, count) for i in range(count)]
 
 
 @dataclass(frozen=True)
@@ -153,10 +150,3 @@ def stage_files(folder: str | Path, name: str) -> list[Path]:
 
 def read_stage(folder: str | Path, name: str) -> ds.Dataset:
     return ds.dataset(stage_files(folder, name), format="parquet")
-
-
-def iter_stage_rows(folder: str | Path, name: str, columns: Iterable[str] | None = None,
-                    batch_size: int = 65_536) -> Iterable[dict]:
-    for batch in read_stage(folder, name).to_batches(columns=list(columns) if columns else None,
-                                                      batch_size=batch_size):
-        yield from batch.to_pylist()

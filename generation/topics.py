@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -42,7 +41,3 @@ def load_topics(folder: Path, shard: Shard = Shard()) -> list[Topic]:
         subqs[qid].append(text)
     return [Topic(r["qid"], r["question"], tuple(subqs[r["qid"]]), tuple(r["clicked"]))
             for r in questions.to_pylist()]
-
-
-def iter_topics(folder: Path, shard: Shard = Shard()) -> Iterator[Topic]:
-    yield from load_topics(folder, shard)
