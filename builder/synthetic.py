@@ -54,7 +54,7 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
         mask = splits == split
         folder = out / "questions" / split
         folder.mkdir(parents=True, exist_ok=True)
-        clicked = [[{"url_hash": url_hashes[int(doc_offsets[q])].as_py(), "url": None, "click_cnt": 3}]
+        clicked = [[{"url_hash": url_hashes[int(doc_offsets[q])].as_py(), "url": None, "click_share": 1.0}]
                    for q in np.flatnonzero(mask)]
         questions = pa.table({"qid": qids[mask].tolist(), "question": [f"question {q}" for q in qids[mask]],
                               "split": [split] * int(mask.sum()), "clicked": clicked})

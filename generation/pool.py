@@ -99,7 +99,7 @@ def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out:
     missing_tmp = missing_path.with_name(f".{missing_path.name}.tmp")
     with ParquetSink(stage.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
         missing = csv.writer(missing_file, delimiter="\t")
-        missing.writerow(["qid", "url_hash", "url", "click_cnt"])
+        missing.writerow(["qid", "url_hash", "url", "click_share"])
         for topic in topics:
             clicks = {}
             for doc in topic.clicked:
@@ -107,16 +107,16 @@ def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out:
                 docid = by_hash.get(doc["url_hash"])
                 if docid is None:
                     summary.clicked_missing += 1
-                    missing.writerow([topic.qid, doc["url_hash"], doc["url"], doc["click_cnt"]])
+                    missing.writerow([topic.qid, doc["url_hash"], doc["url"], doc["click_share"]])
                 else:
-                    clicks.setdefault(docid, doc["click_cnt"])
+                    clicks.setdefault(docid, doc["click_share"])
             bm25_rank = {d: r for r, d in enumerate(bm25.get(topic.qid, []), 1)}
             rerank_rank = {d: r for r, d in enumerate(reranked.get(topic.qid, []), 1)}
             chosen = select(config, bm25.get(topic.qid, []), reranked.get(topic.qid, []), list(clicks))
             sink.write_rows({
                 "qid": topic.qid, "docid": docid, "url_hash": hash_of.get(docid),
                 "bm25_rank": bm25_rank.get(docid), "rerank_rank": rerank_rank.get(docid), "clicked": docid in clicks,
-                "click_cnt": clicks.get(docid), "source": source,
+                "click_share": clicks.get(docid), "source": source,
             } for docid, source in chosen)
             for _, source in chosen:
                 summary.by_source[source] += 1

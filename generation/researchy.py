@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -100,7 +101,7 @@ class _Record:
 
 
 def _clicked(rec: _Record) -> list[dict]:
-    stream = rec.get(rec.record, "DocStream", "DocStream", list, allow_none=True) or []
+    stream = rec.check("DocStream", rec.record.get("DocStream"), list, allow_none=True) or []
     clicked = []
     for i, doc in enumerate(stream):
         name = f"DocStream[{i}]"
@@ -109,15 +110,19 @@ def _clicked(rec: _Record) -> list[dict]:
         if len(url_hash) != 32 or any(c not in "0123456789abcdefABCDEF" for c in url_hash):
             raise rec.fail(f"{name}.CluewebURLHash", f"expected 32 hex characters, got {url_hash!r}")
         url = rec.get(doc, "Url", f"{name}.Url", str, allow_none=True)
-        clicks = rec.get(doc, "Click_Cnt", f"{name}.Click_Cnt", int, allow_none=True)
-        clicked.append({"url_hash": url_hash.upper(), "url": url, "click_cnt": clicks})
+        # A float share on the Hub (the card: "normalized to be a probability distribution"); integers accepted.
+        share = rec.check(f"{name}.Click_Cnt", doc.get("Click_Cnt"), (float, int), allow_none=True)
+        if share is not None and not (math.isfinite(share) and share >= 0):
+            raise rec.fail(f"{name}.Click_Cnt", f"expected a finite share >= 0, got {share!r}")
+        clicked.append({"url_hash": url_hash.upper(), "url": url,
+                        "click_share": None if share is None else float(share)})
     return clicked
 
 
 def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
     decomposition = rec.get(rec.record, "gpt4_decomposition", "gpt4_decomposition", dict)
     flat = rec.get(decomposition, "subquestions", "gpt4_decomposition.subquestions", list)
-    headers = rec.get(decomposition, "headers", "gpt4_decomposition.headers", list, allow_none=True) or []
+    headers = rec.check("gpt4_decomposition.headers", decomposition.get("headers"), list, allow_none=True) or []
 
     structure: list[tuple[str, str, int, str]] = []  # (text, header, depth, fallback id)
     for j, block in enumerate(headers):

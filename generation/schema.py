@@ -18,11 +18,27 @@ class Column:
     nullable: bool = True
 
 
+# Researchy Questions' DocStream `Click_Cnt` is a float: the dataset card says "The click preferences in the
+# DocStream are normalized to be a probability distribution" (0.6, 0.25, ...). Stored as the share it is.
 CLICKED_DOC = pa.struct([
     pa.field("url_hash", pa.string()),
     pa.field("url", pa.string()),
-    pa.field("click_cnt", pa.int32()),
+    pa.field("click_share", pa.float32()),
 ])
+
+# What became of a judged pair. `ok`: a level on the scale. The authors' parser
+# (`re.findall(r"\d|-\d", output + "-1")[0]`, crux/augmentation/gen_ratings.py) yields a first digit, a
+# negative digit or the "-1" it appended; their request failure is the string "-2". Every other class
+# keeps level null and is counted in the summary, the card and `validate`.
+JUDGMENT_STATUSES = (
+    "ok",              # a level on the prompt's scale
+    "no_digit",        # no digit in the output (the authors' "-1")
+    "negative",        # a negative digit first, e.g. "-3"
+    "out_of_scale",    # a first digit above the scale, e.g. "7"
+    "request_failed",  # the authors' "-2": the request itself failed
+    "engine_error",    # the engine refused or failed this pair; `raw` holds the error text
+    "not_verbatim",    # r3a: the <extract> is not verbatim in the document (seeds/004's format failure)
+)
 
 RANK_COLUMNS = (
     Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),
@@ -68,7 +84,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("docid", pa.string(), "ClueWeb22-ID", False),
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash"),
         *RANK_COLUMNS,
-        Column("click_cnt", pa.int32(), "clicks in Researchy Questions' DocStream; null when not clicked"),
+        Column("click_share", pa.float32(), "the document's share of the question's clicks (DocStream Click_Cnt, "
+               "normalised to a distribution); null when not clicked"),
         Column("source", pa.string(), "what admitted it to the pool first: bm25, rerank or clicked", False),
     ),
     "judgments": (
@@ -77,10 +94,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("docid", pa.string(), "ClueWeb22-ID of the judged document", False),
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document"),
         Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
-        Column("raw", pa.string(), "the judge's raw output text"),
+        Column("raw", pa.string(), "the judge's raw output text (the engine's error text when status is engine_error)"),
+        Column("status", pa.string(), "ok, or why level is null: " + ", ".join(JUDGMENT_STATUSES[1:])),
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),
         Column("expected", pa.float32(), "sum of p(level) x level; null in generate mode"),
         *RANK_COLUMNS,
+        Column("source", pa.string(), "what admitted the document to the pool first: bm25, rerank or clicked"),
+        Column("context_cut_by_tokens", pa.bool_(), "the context was cut further, by tokens, to fit max_model_len"),
         Column("extract_verbatim", pa.bool_(), "r3a only: the <extract> is verbatim in the document or 'None'"),
     ),
     "qrels": (

@@ -124,11 +124,16 @@ def researchy_record(rng, qid, topic, topic_pages_, missing_click):
     headers = [[h["q"], *[f" - {b}" for b in h["bullets"]]] for h in topic["headers"]]
     flat = [f"- {line.strip().removeprefix('- ')}" for block in headers for line in block]
     clicked_pages = rng.sample(topic_pages_[: len(topic["headers"]) * PASSAGES_PER_HEADER], 4)
-    clicks = sorted((rng.randint(1, 80) for _ in clicked_pages), reverse=True)
+    counts = sorted((rng.randint(1, 80) for _ in clicked_pages), reverse=True)
+    if missing_click:
+        counts.insert(1, counts[1])
+    # Click_Cnt on the Hub is each page's share of the question's clicks ("normalized to be a probability
+    # distribution", the dataset card), a float; the id is an integer.
+    clicks = [round(c / sum(counts), 4) for c in counts]
     stream = [
         {"Url": p["url"], "CluewebURLHash": url_hash(p["url"]), "UrlLanguage": "en", "Title": p["title"],
          "Snippet": p["text"].split("\n", 1)[1][:160], "Click_Cnt": c}
-        for p, c in zip(clicked_pages, clicks)
+        for p, c in zip(clicked_pages, clicks[:1] + clicks[2:] if missing_click else clicks)
     ]
     if missing_click:  # a clicked page outside ClueWeb22-B, as for about half the real clicks
         url = f"https://www.{topic['site'][0]}/archive/{slug(topic['question'])}"
@@ -173,7 +178,7 @@ def build() -> dict[Path, bytes]:
         own = topic_pages(rng, t_index, topic, filler)
         pages.extend(own)
         split = "test" if t_index % TEST_EVERY == TEST_EVERY - 1 else "train"
-        qid = str(1_000_000 + 7919 * (t_index + 1))
+        qid = 1_000_000 + 7919 * (t_index + 1)  # an integer, as on the Hub
         records[split].append(researchy_record(rng, qid, topic, own, t_index in MISSING_CLICK_TOPICS))
     pages.extend(filler_pages(rng, topics, filler))
     rng.shuffle(pages)

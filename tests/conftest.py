@@ -8,8 +8,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def hub_record(qid="1051893", **overrides):
-    """A record shaped exactly like corbyrosset/researchy_questions rows on the Hub."""
+def hub_record(qid=1051893, **overrides):
+    """A record shaped exactly like corbyrosset/researchy_questions rows on the Hub: an integer id, and
+    `Click_Cnt` a float share (the card: "normalized to be a probability distribution")."""
     record = {
         "id": qid,
         "question": "why do cats purr",
@@ -17,9 +18,9 @@ def hub_record(qid="1051893", **overrides):
                              "knowledge-intensive": 7, "subjective": 1, "reasoning-intensive": 6, "harmful": 0},
         "DocStream": [
             {"Url": "https://www.catscience.org/why-cats-purr", "CluewebURLHash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5",
-             "UrlLanguage": "en", "Title": "Why Cats Purr", "Snippet": "Cats purr when...", "Click_Cnt": 41},
+             "UrlLanguage": "en", "Title": "Why Cats Purr", "Snippet": "Cats purr when...", "Click_Cnt": 0.75},
             {"Url": "https://pets.example.com/purring", "CluewebURLHash": "00FF00FF00FF00FF00FF00FF00FF00FF",
-             "UrlLanguage": "en", "Title": "Purring", "Snippet": "", "Click_Cnt": 3},
+             "UrlLanguage": "en", "Title": "Purring", "Snippet": "", "Click_Cnt": 0.25},
         ],
         "gpt4_decomposition": {
             "llm": "gpt-4", "type": "decomposition",

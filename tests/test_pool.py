@@ -42,8 +42,8 @@ def write_stage(folder, name, table_name, rows):
 def handmade(tmp_path):
     questions = tmp_path / "questions"
     questions.mkdir()
-    clicked = [{"url_hash": f"H{d.upper():>31}".replace(" ", "0"), "url": f"https://x/{d}", "click_cnt": c}
-               for d, c in (("d9", 30), ("gone", 20), ("d12", 5))]
+    clicked = [{"url_hash": f"H{d.upper():>31}".replace(" ", "0"), "url": f"https://x/{d}", "click_share": c}
+               for d, c in (("d9", 0.5), ("gone", 0.375), ("d12", 0.125))]
     pq.write_table(pa.Table.from_pylist([{"qid": "q1", "question": "q?", "split": "train", "clicked": clicked}],
                                         schema=__import__("generation.schema").schema.arrow_schema("questions")),
                    questions / "questions.parquet")
@@ -77,10 +77,10 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
     assert [r["docid"] for r in rows] == expected
     by_doc = {r["docid"]: r for r in rows}
     assert (by_doc["d9"]["bm25_rank"], by_doc["d9"]["rerank_rank"], by_doc["d9"]["clicked"],
-            by_doc["d9"]["click_cnt"]) == (None, 4, True, 30)
-    assert (by_doc["d12"]["source"], by_doc["d12"]["rerank_rank"], by_doc["d12"]["click_cnt"]) == ("clicked", None, 5)
+            by_doc["d9"]["click_share"]) == (None, 4, True, 0.5)
+    assert (by_doc["d12"]["source"], by_doc["d12"]["rerank_rank"], by_doc["d12"]["click_share"]) == ("clicked", None, 0.125)
     assert by_doc["d1"]["url_hash"] == "H" + "D1".rjust(31, "0")
-    assert not by_doc["d1"]["clicked"] and by_doc["d1"]["click_cnt"] is None
+    assert not by_doc["d1"]["clicked"] and by_doc["d1"]["click_share"] is None
     assert (summary.clicked_total, summary.clicked_missing) == (3, 1)
     missing = (out / "missing_clicked-00000-of-00001.tsv").read_text().splitlines()
-    assert missing[1].split("\t") == ["q1", "H" + "GONE".rjust(31, "0"), "https://x/gone", "20"]
+    assert missing[1].split("\t") == ["q1", "H" + "GONE".rjust(31, "0"), "https://x/gone", "0.375"]

@@ -34,8 +34,8 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
         "qid": "1051893", "question": "why do cats purr", "split": "train",
         "clicked": [
             {"url_hash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5", "url": "https://www.catscience.org/why-cats-purr",
-             "click_cnt": 41},
-            {"url_hash": "00FF00FF00FF00FF00FF00FF00FF00FF", "url": "https://pets.example.com/purring", "click_cnt": 3},
+             "click_share": 0.75},
+            {"url_hash": "00FF00FF00FF00FF00FF00FF00FF00FF", "url": "https://pets.example.com/purring", "click_share": 0.25},
         ],
         "answerable": None, "answerable_share": None, "completeness": None, "retrieval_complex": None,
     }]
@@ -46,7 +46,7 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
 
 def test_parquet_input_as_on_the_hub(tmp_path):
     path = tmp_path / "train-00000-of-00001.parquet"
-    pq.write_table(pa.Table.from_pylist([hub_record(), hub_record("77")]), path)
+    pq.write_table(pa.Table.from_pylist([hub_record(), hub_record(77)]), path)
     summary = read_researchy([path], tmp_path / "out", split="test")
     assert summary.questions == 2 and summary.subquestions == 14
     rows = read(tmp_path / "out" / "subquestions.parquet")
@@ -78,7 +78,7 @@ def test_decomposition_modes_keep_ids_stable(tmp_path, write_jsonl):
      "gpt4_decomposition.subquestions[3]", "expected str, got int"),
     (lambda r: r["gpt4_decomposition"].update(headers="What is purring?"),
      "gpt4_decomposition.headers", "expected list, got str"),
-    (lambda r: r["DocStream"][1].update(Click_Cnt="3"), "DocStream[1].Click_Cnt", "expected int, got str"),
+    (lambda r: r["DocStream"][1].update(Click_Cnt="3"), "DocStream[1].Click_Cnt", "expected float or int, got str"),
     (lambda r: r["DocStream"][0].update(CluewebURLHash="abc"), "DocStream[0].CluewebURLHash", "32 hex"),
     (lambda r: r["gpt4_decomposition"]["subquestions"].__setitem__(0, " - "), "gpt4_decomposition.subquestions[0]",
      "empty sub-question"),
@@ -130,3 +130,21 @@ def test_reads_the_bundled_sample(tmp_path):
     rows = read(tmp_path / "out" / "subquestions.parquet")
     assert {r["depth"] for r in rows} == {1, 2}
     assert all(not r["text"].startswith("-") for r in rows)
+
+
+def test_published_types_and_optional_fields(tmp_path, write_jsonl):
+    """Integer and string ids, float Click_Cnt shares, extra fields, no DocStream, no headers: as the Hub has them."""
+    no_stream = hub_record("rq-7", extra_field={"anything": 1})
+    del no_stream["DocStream"]
+    no_headers = hub_record(12)
+    del no_headers["gpt4_decomposition"]["headers"]
+    path = write_jsonl([hub_record(), no_stream, no_headers])
+    summary = read_researchy([path], tmp_path / "out")
+    assert (summary.questions, summary.subquestions, summary.clicked, summary.rejected) == (3, 21, 4, 0)
+    questions = pq.read_table(tmp_path / "out" / "questions.parquet")
+    assert questions["qid"].to_pylist() == ["1051893", "rq-7", "12"]
+    assert questions.schema.field("clicked").type.value_type.field("click_share").type == pa.float32()
+    assert [c["click_share"] for c in questions["clicked"][0].as_py()] == [0.75, 0.25]
+    assert questions["clicked"][1].as_py() == []
+    rows = read(tmp_path / "out" / "subquestions.parquet")
+    assert {(r["header"], r["depth"]) for r in rows if r["qid"] == "12"} == {(None, None)}

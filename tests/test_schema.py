@@ -8,13 +8,13 @@ from generation.storage import ParquetSink
 
 EXAMPLE_ROWS = {
     "questions": {"qid": "1", "question": "q", "split": "train",
-                  "clicked": [{"url_hash": "A" * 32, "url": "https://x", "click_cnt": 4}], "answerable": True,
+                  "clicked": [{"url_hash": "A" * 32, "url": "https://x", "click_share": 0.5}], "answerable": True,
                   "answerable_share": 0.5, "completeness": 0.25, "retrieval_complex": False},
     "subquestions": {"subq_id": "1-0", "qid": "1", "text": "t", "header": None, "depth": 2},
     "corpus": {"docid": "clueweb22-en0000-00-00000", "url_hash": "A" * 32, "url": None, "text": "x"},
     "runs": {"qid": "1", "docid": "d", "rank": 1, "score": 1.5, "stage": "bm25"},
     "candidates": {"qid": "1", "docid": "d", "url_hash": "A" * 32, "bm25_rank": 3, "rerank_rank": None,
-                   "clicked": True, "click_cnt": 4, "source": "clicked"},
+                   "clicked": True, "click_share": 0.5, "source": "clicked"},
     "judgments": {"subq_id": "1-0", "qid": "1", "docid": "d", "url_hash": "A" * 32, "level": None, "raw": "N/A",
                   "probs": [0.1, 0.1, 0.2, 0.2, 0.2, 0.2], "expected": 2.7, "bm25_rank": 1, "rerank_rank": 2,
                   "clicked": False, "extract_verbatim": None},
