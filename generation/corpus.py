@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects
 from generation.shards import Shard, StageOutput, read_stage, skip_if_done
-from generation.storage import ParquetSink, commit
+from generation.storage import ParquetSink, commit, tmp_path
 
 NAME = "corpus"
 URL_MAP = "url_hash_map.parquet"
@@ -137,14 +137,14 @@ def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_
 
 def write_url_map(out: Path) -> tuple[Path, int]:
     """url_hash -> docid over all corpus shards, sorted by url_hash; refuses ids duplicated across shards."""
-    table = read_stage(out, NAME).to_table(columns=["url_hash", "docid"])
+    table = read_stage(out, NAME, full=False).to_table(columns=["url_hash", "docid"])
     if pc.count_distinct(table["docid"]).as_py() != table.num_rows:
         counts = pa.table({"docid": table["docid"]}).group_by("docid").aggregate([("docid", "count")])
         dupes = counts.filter(pc.greater(counts["docid_count"], 1))["docid"].to_pylist()
         raise InputError(out, 0, f"{len(dupes)} docids appear in more than one corpus shard, e.g. {dupes[:3]}")
     table = table.filter(pc.is_valid(table["url_hash"])).sort_by("url_hash")
     path = out / URL_MAP
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = tmp_path(path)  # corpus shards finishing together each write their own, then rename
     pq.write_table(table, tmp, compression="zstd")
     commit(tmp, path)
     return path, table.num_rows
