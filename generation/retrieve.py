@@ -37,9 +37,10 @@ def bm25_query(topic: Topic, config: BM25) -> str:
 
 
 def open_searcher(index: Path, config: BM25):
+    from generation.docstore import require_index
     from generation.java import lucene_searcher_class
 
-    searcher = lucene_searcher_class()(str(index))
+    searcher = lucene_searcher_class()(str(require_index(index)))
     searcher.set_bm25(config.k1, config.b)
     return searcher
 
