@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import click
 import typer
+from typer.exceptions import TyperException
 from rich.table import Table
 from rich.text import Text
 
@@ -80,7 +81,7 @@ def guarded(callback):
     def run(*args, **kwargs):
         try:
             return callback(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.ClickException, KeyboardInterrupt, SystemExit):
+        except (typer.Exit, typer.Abort, TyperException, click.ClickException, KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - the one place errors become lines
             if os.environ.get(DEBUG_ENV) == "1":
