@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from builder.expectations import ExpectationError
-from generation.cli import fail, guard_commands, new_app, run_stage
+from generation.cli import run_stage
+from generation.cli_support import fail, guard_commands, new_app
 from generation.progress import console
 from generation.storage import MARKER, OwnershipError, claim_folder
 

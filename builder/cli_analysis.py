@@ -10,7 +10,8 @@ import typer
 
 from builder.cli import RELEASE, existing_release
 from generation.bandits.policies import NEEDS_EMBEDDINGS
-from generation.cli import fail, guard_commands, new_app, policy_names, positive
+from generation.cli import policy_names
+from generation.cli_support import fail, guard_commands, new_app, positive
 from generation.progress import console, counter
 
 app = new_app("Analysis commands: agreement, simulate, evaluate.")

@@ -12,7 +12,7 @@ from rich.table import Table
 from builder import cli as release_commands
 from builder import cli_analysis as analysis_commands
 from generation import cli as stage_commands
-from generation.cli import check_folder_arg, guard_commands, new_app, version_callback
+from generation.cli_support import check_folder_arg, guard_commands, new_app, version_callback
 from generation.progress import console
 
 app = new_app("Regenerate, package, validate and publish the Researchy Questions sub-question judgments.")

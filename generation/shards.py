@@ -12,6 +12,7 @@ Concurrency: a worker holds `{out}/_locks/{name}-{label}.lock` (host, pid, since
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -139,6 +140,7 @@ class ShardLock:
                                  f"gone, remove {self.path})")
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps({**self.me, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+            atexit.register(self.release)  # a run that fails frees its shard; only a kill leaves a (stale) lock
             return
         raise ShardError(f"{self.path}: could not take the lock; try again")
 
