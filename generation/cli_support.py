@@ -58,6 +58,11 @@ def describe(error: BaseException) -> str:
         return f"{where}{error.strerror or error}"
     if type(error).__module__.startswith("pyarrow"):
         return f"an input is not readable Parquet/Arrow data: {str(error).splitlines()[0]}"
+    module = type(error).__module__
+    if module.startswith(("httpx", "httpcore", "requests", "urllib3")):
+        return f"cannot reach the network ({str(error).splitlines()[0]}); check the connection, or HF_ENDPOINT"
+    if module.startswith("huggingface_hub"):
+        return f"Hugging Face Hub: {str(error).splitlines()[0]}"
     if type(error).__name__ == "JavaException":  # pyjnius
         return f"Java: {str(error).splitlines()[0]}"
     return f"internal error {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} " \

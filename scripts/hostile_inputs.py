@@ -56,6 +56,7 @@ def cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     q, idx, corpus, runs, cands, release = (env[k] for k in ("questions", "index", "corpus", "runs", "candidates",
                                                             "release"))
     small = env["small_profile"]
+    w.mkdir(parents=True, exist_ok=True)
     a_file = w / "a-file.txt"
     a_file.write_text("x")
     foreign = w / "foreign"
