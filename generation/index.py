@@ -11,7 +11,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,15 @@ RECORD = "researchy_subq_index.json"
 
 class IndexBuildError(RuntimeError):
     pass
+
+
+def die_with_parent() -> None:
+    """In the Java child: exit when the Python parent dies (Linux), so a killed `index` leaves no orphan
+    still writing into the folder the next run cleans."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -92,7 +103,7 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
                    "-generator", "DefaultLuceneDocumentGenerator", "-input", staging, "-index", str(building),
                    "-threads", str(threads), "-stemmer", stemmer, "-storeRaw", "-fields", "url_hash",
                    "-memoryBuffer", str(min(memory_mb // 2, 4096))]
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, capture_output=True, text=True, preexec_fn=die_with_parent)
         if log is not None:
             Path(log).write_text(result.stdout + result.stderr)
         output = result.stdout + result.stderr

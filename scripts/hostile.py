@@ -124,7 +124,7 @@ def parquet_files(folder: Path) -> list[str]:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return [str(p.relative_to(folder)) for p in folder.rglob("*") if ".tmp" in p.name or p.suffix == ".lock"
+    return [str(p.relative_to(folder)) for p in folder.rglob("*") if ".tmp" in p.name or p.parent.name == "_locks"
             or "anserini-input" in p.name or p.name.endswith(".building")]
 
 

@@ -213,7 +213,7 @@ def wait_for(predicate, seconds=120):
 
 
 def leftovers(out):
-    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp" in p.name or p.suffix == ".lock")
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp" in p.name or p.parent.name == "_locks")
 
 
 def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
