@@ -18,10 +18,21 @@ def test_union_rule():
                       ("d12", "clicked")]
 
 
-def test_sequential_rule_fills_rerank_slots_with_new_documents():
+def test_sequential_rule_takes_the_rerank_top_k_by_rank_minus_those_in():
+    # RERANK[:3] = d3, d8, d1; d1 is already in from BM25, so two new, and d9 (rerank rank 4) is not taken:
+    # the authors load the reranked run's ranks <= k (crux/tools/generic/ir_utils.py lines 17-18) and drop what
+    # the BM25 pass judged (crux/augmentation/gen_ratings_offload.py line 80).
     chosen = select(Pool(rule="sequential", bm25_top=2, rerank_top=3), BM25, RERANK, CLICKED)
-    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "rerank"),
+    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "clicked"),
                       ("d12", "clicked")]
+
+
+def test_sequential_rule_never_goes_below_rerank_rank_k():
+    reranked = [f"r{i}" for i in range(1, 31)]
+    bm25 = ["r1", "r2", "r3", "r4", "r5"]  # the BM25 top-5 are the reranker's top 5
+    chosen = select(Pool(rule="sequential", bm25_top=5, rerank_top=20), bm25, reranked, [])
+    assert [d for d, source in chosen if source == "rerank"] == [f"r{i}" for i in range(6, 21)]
+    assert len(chosen) == 20
 
 
 def test_clicked_can_be_left_out():

@@ -23,21 +23,22 @@ Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen an
 
 Rating:"""
 
-CRUX_CODE = """Instruction: Determine whether the question can be answered based on the provided context? Rate the context with on a scale from 0 to 5 according to the guideline below. Do not write anything except the rating.
-
-Guideline:
-- 5: The context is highly relevant, complete, and accurate to the question.
-- 4: The context is mostly relevant and complete but may have minor gaps or inaccuracies to the question.
-- 3: The context is partially relevant and complete, with noticeable gaps or inaccuracies to the question.
-- 2: The context has limited relevance and completeness, with significant gaps or inaccuracies to the question.
-- 1: The context is minimally relevant or complete, with substantial shortcomings to the question.
-- 0: The context is not relevant or complete at all.
-
-Question: How do neonicotinoids affect honey bees?
-
-Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar.
-
-Rating: """
+# DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39, rendered with `prompt_template.format(question=...,
+# context=...)` (line 104). Written with escapes so that the trailing spaces ("Guideline: ", after the context,
+# "Rating: ") are visible and cannot be lost by an editor.
+CRUX_CODE = (
+    "Instruction:\nDetermine whether the question can be answered based on the provided context. Rate the context on "
+    "a scale from 0 to 5 according to the guideline below. Do not write anything except the rating.\n\n"
+    "Guideline: \n"
+    "- 5: The context is highly relevant, complete, and accurate to the question.\n"
+    "- 4: The context is mostly relevant and complete but may have minor gaps or inaccuracies to the question.\n"
+    "- 3: The context is partially relevant and complete, with noticeable gaps or inaccuracies to the question.\n"
+    "- 2: The context has limited relevance and completeness, with significant gaps or inaccuracies to the question.\n"
+    "- 1: The context is minimally relevant or complete, with substantial shortcomings to the question.\n"
+    "- 0: The context is not relevant or complete at all.\n\n"
+    "Question: How do neonicotinoids affect honey bees?\n"
+    "Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar. \n\n"
+    "Rating: ")
 
 # seeds/004 Appendix D.
 UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
