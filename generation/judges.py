@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from generation.docstore import cut_words
-from generation.parsing import Parsed, extract_is_verbatim, parse_first_digit, parse_intent
+from generation.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_intent
 from generation.profiles import Judge as JudgeConfig
 from generation.prompts import Prompt, get_prompt, r3a_intent_turn
 
@@ -26,6 +26,7 @@ class Grade:
     probs: list[float] | None = None
     expected: float | None = None
     extract_verbatim: bool | None = None
+    status: str = "ok"  # one of schema.JUDGMENT_STATUSES
 
 
 class Judge(Protocol):
@@ -85,8 +86,9 @@ class LLMJudge:
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
-            if self.prompt.id == "r3a":
-                raise ValueError("prompt r3a reasons before its score: use mode: generate")
+            if not self.prompt.grade_first:
+                raise ValueError(f"mode distribution reads the grade from the answer's first token, and prompt "
+                                 f"{self.prompt.id!r} answers '<think> ...' before its score: use mode: generate")
             self.digit_ids = digit_token_ids(tokenizer, self.prompt.levels)
 
     def context(self, pair: Pair) -> str:
@@ -103,7 +105,7 @@ class LLMJudge:
                 grades.append(Grade(level, str(level), probs, expected))
             return grades
         texts = self.backend.generate(sequences, self.max_new_tokens)
-        return [Grade(self._parse(t).level, t) for t in texts]
+        return [Grade(parsed.level, t, status=parsed.status) for t, parsed in zip(texts, map(self._parse, texts))]
 
     def _parse(self, text: str) -> Parsed:
         if self.prompt.parser is parse_first_digit:
@@ -123,10 +125,10 @@ class LLMJudge:
         texts = self.backend.generate(sequences, self.max_new_tokens)
         grades = []
         for pair, text, key in zip(pairs, texts, [(p.question, p.auxiliary) for p in pairs]):
-            parsed = self._parse(text)
+            parsed = check_r3a_extract(self._parse(text), self.context(pair))
             intent = parse_intent(intents[keys.index(key)]) or ""
             grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
-                                extract_is_verbatim(parsed.extract, self.context(pair))))
+                                extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status))
         return grades
 
 
