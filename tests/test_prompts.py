@@ -181,3 +181,24 @@ def test_r3a_non_verbatim_extract_is_a_format_failure(extract, level, status):
 ])
 def test_r3a_extract_check(extract, verbatim):
     assert extract_is_verbatim(extract, CONTEXT) is verbatim
+
+
+def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_path():
+    """crux/llm/litellm_api.py lines 91-97: apply_chat_template([{"role": "user", "content": prompt}],
+    tokenize=False, add_generation_prompt=True) with Llama-3.3-70B-Instruct's tokenizer. The template trims
+    the user turn, so the completion prompt's trailing "Rating: " space does not reach the model."""
+    from conftest import tiny_tokenizer
+
+    from generation.judges import PromptEncoder
+    from generation.profiles import load_profile
+
+    config = load_profile("crux-code").judge
+    assert config.chat_template is True
+    encoder = PromptEncoder(tiny_tokenizer("llama3"), config.chat_template)
+    rendered = encoder.render(get_prompt(config.prompt).messages(QUESTION, CONTEXT))
+    assert rendered == ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\n" + CRUX_CODE.rstrip(" ") +
+                        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    ids = encoder.encode(get_prompt(config.prompt).messages(QUESTION, CONTEXT))
+    assert ids.count(encoder.tokenizer.bos_token_id) == 1, "the template's BOS only"
