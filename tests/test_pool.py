@@ -4,7 +4,7 @@ import pytest
 
 from generation.corpus import URL_MAP
 from generation.pool import build_pool, select
-from generation.profiles import Pool, load_profile
+from generation.profiles import Pool, load_profile, profile_path
 from generation.shards import Shard, StageOutput
 
 BM25 = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
@@ -95,3 +95,25 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
     assert (summary.clicked_total, summary.clicked_missing) == (3, 1)
     missing = (out / "missing_clicked-00000-of-00001.tsv").read_text().splitlines()
     assert missing[1].split("\t") == ["q1", "H" + "GONE".rjust(31, "0"), "https://x/gone", "0.375"]
+
+
+def test_the_papers_rule_cannot_give_its_18_87_judgments_per_subquestion():
+    """seeds/000 section 4: 24,316,320 judgments over 1,288,976 sub-questions = 18.87 each. Every candidate of a
+    question is judged for each of its sub-questions, so a sub-question gets as many judgments as its question
+    has candidates, and the paper's rule never gives fewer than 20 (BM25 returns 100 hits over ClueWeb22-B)."""
+    import random
+
+    from builder.package import differences
+
+    assert round(24_316_320 / 1_288_976, 2) == 18.87
+    rule = load_profile("paper").pool
+    rng = random.Random(0)
+    for _ in range(200):
+        bm25 = [f"d{i}" for i in rng.sample(range(150), 100)]
+        reranked = rng.sample(bm25, 100)  # the reranker reorders BM25's hits
+        clicked = [f"c{i}" for i in range(rng.randint(0, 5))]
+        assert len(select(rule, bm25, reranked, clicked)) >= 20
+    card = differences(load_profile("paper"))
+    assert "24,316,320 judgments over 1,288,976 sub-questions, 18.87 per sub-question" in card
+    assert "cannot be below 20" in card
+    assert "18.87" in profile_path("paper").read_text()
