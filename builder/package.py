@@ -33,7 +33,8 @@ def differences(profile: Profile) -> str:
             if paper[section].get(key) != value:
                 lines.append(f"- `{section}.{key}`: {value!r} here, {paper[section].get(key)!r} in the `paper` profile.")
     lines += [
-        "- The paper reports 24,316,320 judgments over 1,288,976 sub-questions, 18.87 per sub-question. Its stated "
+        "- The paper reports 24,316,320 judgments over 1,288,976 sub-questions: 18.86 per sub-question (it prints "
+        "18.87). Its stated "
         "pool (top 20 BM25 + top 20 reranked + clicked documents, each judged for every sub-question of its question) "
         "gives every sub-question at least 20 judgments (the 20 BM25 documents alone), so the average cannot be below "
         "20: the paper's data did not follow its stated rule exactly.",
