@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -115,6 +116,17 @@ Input
 [document to be evaluated]: {context}"""
 
 
+AUTHORS_BULLET = re.compile(r"(\s)*-\s")
+
+
+def authors_subquestion(text: str) -> str:
+    """The sub-question text the authors' code used: crux/tools/researchy/ir_utils.py line 35 applies
+    remove_header (crux/tools/researchy/text_utils.py lines 8-10), which deletes EVERY dash followed by white
+    space, with the white space before it, not only the leading bullet: "the pros - and cons" -> "the prosand
+    cons". Applied to our text (the leading "- " already removed) it gives theirs."""
+    return AUTHORS_BULLET.sub("", text).strip()
+
+
 @dataclass(frozen=True)
 class Prompt:
     id: str
@@ -126,6 +138,7 @@ class Prompt:
     system: str | None = None
     rounds: tuple[str, ...] = field(default=())  # extra user turns before `user` (r3a's intent round)
     grade_first: bool = True  # the answer's first token is the grade (what distribution mode reads)
+    question_text: Callable[[str], str] | None = None  # how the sub-question text enters the prompt
 
     @property
     def levels(self) -> list[int]:
@@ -133,10 +146,15 @@ class Prompt:
 
     @property
     def sha256(self) -> str:
-        payload = json.dumps({"system": self.system, "rounds": self.rounds, "user": self.user}, sort_keys=True)
+        fields = {"system": self.system, "rounds": self.rounds, "user": self.user}
+        if self.question_text is not None:
+            fields["question_text"] = self.question_text.__name__
+        payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def render(self, question: str, context: str) -> str:
+        if self.question_text is not None:
+            question = self.question_text(question)
         return self.user.format(question=question, context=context)
 
     def messages(self, question: str, context: str, history: list[dict] | None = None) -> list[dict]:
@@ -147,7 +165,8 @@ class Prompt:
 
 REGISTRY: dict[str, Prompt] = {
     "crux-paper": Prompt("crux-paper", "seeds/000 Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
-    "crux-code": Prompt("crux-code", "the authors' released code (DESIGN.md)", CRUX_CODE, 5, parse_first_digit, 3),
+    "crux-code": Prompt("crux-code", "the authors' released code, crux/augmentation/gen_ratings.py", CRUX_CODE, 5,
+                        parse_first_digit, 3, question_text=authors_subquestion),
     # both answer "<think> ..." before their score
     "umbrela": Prompt("umbrela", "seeds/004 Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM,
                       grade_first=False),

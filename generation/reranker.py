@@ -20,6 +20,7 @@ from typing import Sequence
 
 from generation.docstore import cut_words
 from generation.profiles import Rerank
+from generation.prompts import authors_subquestion
 
 SYSTEM = ("Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
           "Note that the answer can only be \"yes\" or \"no\".")
@@ -38,8 +39,10 @@ def rerank_query(config: Rerank, question: str, subquestions: Sequence[str]) -> 
     if config.query_builder == "join-subquestions":  # the paper's Figure 1: {join(subquestions)}
         chosen = subquestions[: config.max_subquestions] if config.max_subquestions else subquestions
         return config.query_separator.join(chosen)
-    # the authors' code: "[" + ", ".join([question] + subquestions[:10]) + "]"
-    return "[" + ", ".join([question, *subquestions[: config.max_subquestions or len(subquestions)]]) + "]"
+    # the authors' code (rerank-candidates.py lines 101-102): "[" + ", ".join([question] + subquestions[:10]) + "]",
+    # the sub-questions as their loader gives them (prompts.authors_subquestion)
+    chosen = subquestions[: config.max_subquestions or len(subquestions)]
+    return "[" + ", ".join([question, *map(authors_subquestion, chosen)]) + "]"
 
 
 @dataclass

@@ -202,3 +202,14 @@ def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_p
                         "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
     ids = encoder.encode(get_prompt(config.prompt).messages(QUESTION, CONTEXT))
     assert ids.count(encoder.tokenizer.bos_token_id) == 1, "the template's BOS only"
+
+
+@pytest.mark.parametrize("raw, theirs", [
+    ("What are the pros - and cons of nuclear power?", "What are the prosand cons of nuclear power?"),
+    ("Is self-driving safe?", "Is self-driving safe?"),
+    ("Costs -  benefits -\tand risks?", "Costs benefitsand risks?"),  # one white space after the dash goes
+])
+def test_crux_code_sees_the_subquestion_as_the_authors_loader_gave_it(raw, theirs):
+    """crux/tools/researchy/text_utils.py lines 8-10 (remove_header) deletes every dash followed by white space."""
+    assert get_prompt("crux-code").render(raw, CONTEXT).split("\n")[-4] == f"Question: {theirs}"
+    assert get_prompt("crux-paper").render(raw, CONTEXT).split("\n")[-5] == f"Question: {raw}"

@@ -10,7 +10,7 @@ from conftest import tiny_tokenizer
 from generation.profiles import load_profile
 from generation.rerank import QwenRerankerScorer
 from generation.reranker import (PREFIX, SUFFIX, SYSTEM, AuthorsRerankEncoder, RerankEncoder, format_middle,
-                                 make_encoder)
+                                 make_encoder, rerank_query)
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUERY = "[why are bees declining, What harms bees?]"
@@ -89,3 +89,10 @@ def test_crux_code_scores_on_a_tiny_qwen3_with_the_published_template(chat_qwen3
     assert isinstance(scorer.encoder, AuthorsRerankEncoder)
     scores = scorer.score(INSTRUCTION, QUERY, [DOCUMENT, "bees " * 300, "varroa mites"])
     assert all(0.0 < s < 1.0 for s in scores) and len(set(scores)) == 3
+
+
+def test_crux_code_query_holds_the_subquestions_as_the_authors_loader_gave_them():
+    subquestions = ["What are the pros - and cons?", "Is self-driving safe?"]
+    code, paper = load_profile("crux-code").rerank, load_profile("paper").rerank
+    assert rerank_query(code, "why nuclear", subquestions) == "[why nuclear, What are the prosand cons?, Is self-driving safe?]"
+    assert rerank_query(paper, "why nuclear", subquestions) == "What are the pros - and cons? Is self-driving safe?"
