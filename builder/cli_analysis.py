@@ -142,6 +142,7 @@ def evaluate(
     metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
                                 help="alpha-ndcg@K, alpha-ndcg@K:ALPHA (default 0.5) or ndcg@K"),
     threshold: int = typer.Option(4, help="a sub-question (aspect) is covered at level >= threshold"),
+    split: Optional[str] = typer.Option(None, help="average over this split's questions only (default: all)"),
 ) -> None:
     """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
     averaged over every question of the release (a question missing from the run scores 0)."""
@@ -155,7 +156,7 @@ def evaluate(
             ranked = read_run(run).ranked
         for warning in caught:
             console.print(f"warning: {warning.message}", highlight=False)
-        results = evaluate_run(ranked, release, parse_list(metrics), threshold)
+        results = evaluate_run(ranked, release, parse_list(metrics), threshold, split)
     except (ValueError, OSError) as e:
         fail(str(e))
     for name, result in results["metrics"].items():

@@ -74,22 +74,23 @@ def read_run(path: Path) -> Run:
     return run
 
 
-def judgment_files(release: Path) -> list[Path]:
-    files = sorted((Path(release) / "data" / "judgments").glob("*/*.parquet"))
+def judgment_files(release: Path, split: str | None = None) -> list[Path]:
+    pattern = f"*/{split}-*.parquet" if split else "*/*.parquet"
+    files = sorted((Path(release) / "data" / "judgments").glob(pattern))
     if not files:
-        raise FileNotFoundError(f"{release}: no judgment files under data/judgments/")
+        raise FileNotFoundError(f"{release}: no judgment files matching data/judgments/{pattern}")
     return files
 
 
-def release_questions(release: Path) -> list[str]:
-    """Every question id with judgments in the release."""
-    table = ds.dataset(judgment_files(release), format="parquet").to_table(columns=["qid"])
+def release_questions(files: list[Path]) -> list[str]:
+    """Every question id with judgments in these files."""
+    table = ds.dataset(files, format="parquet").to_table(columns=["qid"])
     return sorted(pc.unique(table["qid"]).to_pylist())
 
 
-def release_labels(release: Path, qids: Sequence[str]) -> pa.Table:
+def release_labels(files: list[Path], qids: Sequence[str]) -> pa.Table:
     """(qid, subq_id, docid, level) of the given questions' judgments that have a level."""
-    return ds.dataset(judgment_files(release), format="parquet").to_table(
+    return ds.dataset(files, format="parquet").to_table(
         columns=["qid", "subq_id", "docid", "level"],
         filter=pc.field("qid").isin(list(qids)) & pc.field("level").is_valid())
 
@@ -130,16 +131,18 @@ def parse_metric(name: str) -> tuple[str, int | None, float]:
     return metric, int(depth), float(alpha) if alpha else 0.5
 
 
-def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str], threshold: int = 4) -> dict:
-    """Each metric's mean over every question of the release, with per-question values, and how many run
-    query ids are no question of the release."""
+def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str], threshold: int = 4,
+                 split: str | None = None) -> dict:
+    """Each metric's mean over every question of the release (of `split` when given), with per-question
+    values, and how many run query ids are no such question."""
     parsed = {name: parse_metric(name) for name in metrics}
-    questions = release_questions(release)
+    files = judgment_files(release, split)
+    questions = release_questions(files)
     answered = sorted(set(run) & set(questions))
     if not answered:
         raise ValueError(f"no query id of the run is a question of {release} (run ids like "
                          f"{sorted(run)[:3]}, release question ids like {questions[:3]})")
-    labels = release_labels(release, answered)
+    labels = release_labels(files, answered)
     aspects = aspects_of(labels, threshold) if any(m == "alpha-ndcg" for m, _, _ in parsed.values()) else {}
     gains = gains_of(labels) if any(m == "ndcg" for m, _, _ in parsed.values()) else {}
     results = {}

@@ -99,6 +99,17 @@ def test_questions_missing_from_the_run_score_zero(tmp_path):
     assert result["ignored_run_queries"] == 1
 
 
+def test_split_restricts_the_questions(tmp_path):
+    rows = [{"qid": q, "subq_id": f"{q}-0", "docid": f"{q}-d", "level": 5} for q in ("a", "b")]
+    release = make_release(tmp_path / "release", rows)
+    folder = release / "data" / "judgments" / "level_5"
+    table = pq.read_table(folder / "train-00000-of-00001.parquet")
+    pq.write_table(table.filter(pa.compute.equal(table["qid"], "b")), folder / "test-00000-of-00001.parquet")
+    pq.write_table(table.filter(pa.compute.equal(table["qid"], "a")), folder / "train-00000-of-00001.parquet")
+    assert evaluate_run({"a": ["a-d"]}, release, ["ndcg@10"], split="train")["metrics"]["ndcg@10"]["mean"] == 1.0
+    assert evaluate_run({"a": ["a-d"]}, release, ["ndcg@10"])["metrics"]["ndcg@10"]["mean"] == 0.5
+
+
 def test_a_run_that_matches_no_question_is_an_error(tmp_path):
     release = make_release(tmp_path / "release", [{"qid": "1051893", "subq_id": "1051893-0", "docid": "d", "level": 5}])
     with pytest.raises(ValueError, match=r"no query id of the run is a question of .*run ids like \['1051893-0'\]"):
