@@ -117,4 +117,4 @@ def test_the_papers_rule_cannot_give_its_18_86_judgments_per_subquestion():
     card = differences(load_profile("paper"))
     assert "24,316,320 judgments over 1,288,976 sub-questions: 18.86 per sub-question" in card
     assert "cannot be below 20" in card
-    assert "= 18.86 per" in profile_path("paper").read_text()
+    assert "1,288,976 sub-questions = 18.86" in profile_path("paper").read_text()
