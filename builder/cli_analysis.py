@@ -128,13 +128,14 @@ def simulate(
 
 
 def parse_metrics(text: str) -> list[str]:
-    """alpha-ndcg@K[:ALPHA] with K >= 1 and ALPHA in (0, 1]; checked here, scored by builder.alpha_ndcg."""
+    """alpha-ndcg@K[:ALPHA] or ndcg@K with K >= 1 and ALPHA in (0, 1]; checked here, scored by builder.evaluate."""
     metrics = parse_list(text, "--metrics")
     for name in metrics:
         metric, _, rest = name.partition("@")
         depth, _, alpha = rest.partition(":")
-        if metric != "alpha-ndcg" or not depth.isdigit() or int(depth) < 1:
-            raise typer.BadParameter(f"{name!r}: expected alpha-ndcg@K or alpha-ndcg@K:ALPHA with K >= 1",
+        if metric not in {"alpha-ndcg", "ndcg"} or (metric == "ndcg" and alpha) or not depth.isdigit() \
+                or int(depth) < 1:
+            raise typer.BadParameter(f"{name!r}: expected alpha-ndcg@K, alpha-ndcg@K:ALPHA or ndcg@K with K >= 1",
                                      param_hint="--metrics")
         if alpha:
             try:
@@ -149,12 +150,15 @@ def parse_metrics(text: str) -> list[str]:
 def evaluate(
     release: Path = RELEASE,
     run: Path = typer.Option(..., "--run", help="TREC run file whose query ids are question ids"),
-    metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20", help="comma-separated alpha-ndcg@K or "
-                                "alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], default 0.5)"),
+    metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
+                                help="comma-separated alpha-ndcg@K, alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], "
+                                     "default 0.5) or ndcg@K"),
     threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
+    split: Optional[str] = typer.Option(None, help="average over this split's questions only (default: all)"),
 ) -> None:
-    """alpha-nDCG of any TREC run against the release, with sub-questions as aspects."""
-    from builder.alpha_ndcg import evaluate_run
+    """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
+    averaged over every question of the release (a question missing from the run scores 0)."""
+    from builder.evaluate import evaluate_run
     from builder.labels import read_trec_run
 
     names = parse_metrics(metrics)
@@ -163,15 +167,15 @@ def evaluate(
     if not ranking:
         fail(f"{run}: holds no ranked documents")
     try:
-        results = evaluate_run(ranking, release, names, threshold)
-    except ValueError as e:
+        results = evaluate_run(ranking, release, names, threshold, split)
+    except (ValueError, OSError) as e:
         fail(str(e))
-    if not any(result["queries"] for result in results.values()):
-        fail(f"none of the {len(ranking):,} query ids of {run} is a question of {release} with a document at level "
-             f">= {threshold}: nothing to score (the run's query ids must be question ids)")
-    for name, result in results.items():
-        console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions", highlight=False,
-                      markup=False)
+    for name, result in results["metrics"].items():
+        console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions "
+                      f"({result['in_run']:,} in the run)", highlight=False, markup=False)
+    if results["ignored_run_queries"]:
+        console.print(f"{results['ignored_run_queries']:,} run query ids are no question of the release: ignored",
+                      highlight=False, markup=False)
 
 
 guard_commands(app)

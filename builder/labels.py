@@ -34,33 +34,29 @@ def read_trec_qrels(path: Path) -> pa.Table:
 
 
 def read_trec_run(path: Path) -> dict[str, list[str]]:
-    """A TREC run (`qid Q0 docid rank score tag`) -> qid -> docids by descending score. A malformed line or
-    a document listed twice for one query is an error naming the line (a ranking cannot hold it twice)."""
+    """A TREC run -> qid -> docids in trec_eval's order (builder.evaluate.read_run), refusing what that reader
+    leaves out with a warning: a malformed line, or a document listed twice for one query (a ranking cannot
+    hold it twice). The error names the file and the first such line."""
+    import warnings
+
+    from builder.evaluate import read_run
+
     path = Path(path)
     if not path.is_file():
         raise InputError(path, 0, "no such run file" if not path.exists() else "not a file")
-    ranked: dict[str, dict[str, tuple[float, int]]] = {}
-    lineno = 0
-    with open(path, encoding="utf-8", errors="strict") as f:
-        try:
-            for lineno, line in enumerate(f, start=1):
-                parts = line.split()
-                if not parts:
-                    continue
-                if len(parts) != 6:
-                    raise InputError(path, lineno, f"expected 'qid Q0 docid rank score tag', got {len(parts)} fields")
-                try:
-                    score = float(parts[4])
-                except ValueError:
-                    raise InputError(path, lineno, f"score {parts[4]!r} is not a number", field="score") from None
-                docs = ranked.setdefault(parts[0], {})
-                if parts[2] in docs:
-                    raise InputError(path, lineno, f"document {parts[2]} listed twice for query {parts[0]} "
-                                     f"(first at line {docs[parts[2]][1]})", field="docid")
-                docs[parts[2]] = (score, lineno)
-        except UnicodeDecodeError as e:
-            raise InputError(path, lineno + 1, f"not UTF-8 ({e.reason})") from None
-    return {q: sorted(docs, key=lambda d: (-docs[d][0], d)) for q, docs in ranked.items()}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = read_run(path)
+    except UnicodeDecodeError as e:
+        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    if run.malformed:
+        raise InputError(path, run.malformed[0], f"expected 'qid Q0 docid rank score tag' ({len(run.malformed):,} "
+                                                 "such lines)")
+    if run.duplicates:
+        raise InputError(path, run.duplicates[0], f"a document listed twice for one query ({len(run.duplicates):,} "
+                                                  "such lines)", field="docid")
+    return run.ranked
 
 
 def judgment_paths(path: Path) -> list[Path]:
