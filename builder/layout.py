@@ -44,6 +44,13 @@ CONFIGS: tuple[Config, ...] = (
     Config("subquestions", "subquestions", ("subquestions",), "the GPT-4 sub-questions of each question"),
     Config("questions", "questions", ("questions",), "the Researchy Questions questions and their clicked documents"),
     Config("qrels", "qrels", ("qrels",), "BEIR/MTEB-style qrels: query-id = subq_id, corpus-id = docid, score = level"),
+    Config("qrels-binary", "qrels", ("qrels_binary",),
+           "qrels with score 1 where level >= the binary threshold, else 0 (for tools that count score >= 1 as relevant)"),
+    Config("queries", "queries", ("queries",), "BEIR/MTEB-style queries: _id = subq_id, text = the sub-question"),
+    Config("corpus-ids", "corpus_ids", ("corpus_ids",),
+           "every judged document: _id = docid, url_hash, url (no text: ClueWeb22's licence)"),
+    Config("diversity-qrels", "diversity_qrels", ("diversity_qrels",),
+           "question-level diversity qrels for alpha-nDCG: query-id = qid, subtopic = sub-question, corpus-id, score"),
 )
 DEFAULT_CONFIG = "judgments"
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, partition_of
 from builder.complexity import add_columns, complexity
+from builder.configs import binary_threshold, write_derived_configs
 from builder.complexity import summary as complexity_summary
 from builder.stats import SplitStats
 from generation.profiles import Complexity
@@ -195,6 +196,8 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for split, writer in qrels.items():
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[split] = writer.rows
+    write_derived_configs(out, question_table, subquestion_table, splits, rows_per_file, summary,
+                          binary_threshold(profile))
     question_table = with_complexity(question_table, subquestion_table, out, splits, profile)
     write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("questions",))
     summary.stats = {s: stats[s].summary() for s in splits}
