@@ -28,6 +28,23 @@ class Config:
         return sorted(p for folder in self.folders for p in (release / "data" / folder).glob(f"{split}-*.parquet"))
 
 
+def open_parquet_writer(path: Path, schema):
+    """A Parquet writer as `datasets`' own (datasets/arrow_writer.py `ParquetWriter`, datasets 5.x): content-defined
+    chunking with `datasets.config.DEFAULT_CDC_OPTIONS`, so an edit re-uploads only the pages it touches through
+    Xet, and a page index, so the viewer and readers seek to a page; zstd as every other file of the kit."""
+    import json
+
+    import pyarrow.parquet as pq
+    from datasets.config import DEFAULT_CDC_OPTIONS
+
+    from generation.storage import COMPRESSION
+
+    writer = pq.ParquetWriter(path, schema, compression=COMPRESSION, use_content_defined_chunking=DEFAULT_CDC_OPTIONS,
+                              write_page_index=True)
+    writer.add_key_value_metadata({"content_defined_chunking": json.dumps(DEFAULT_CDC_OPTIONS)})
+    return writer
+
+
 def partition_of(level: int | None) -> str:
     return "unparsed" if level is None else f"level_{level}"
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, partition_of
+from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, open_parquet_writer, partition_of
 from builder.complexity import add_columns, complexity
 from builder.configs import binary_threshold, write_derived_configs
 from builder.complexity import summary as complexity_summary
@@ -24,7 +24,6 @@ from generation.profiles import Complexity
 from generation.errors import InputError
 from generation.schema import arrow_schema, conform
 from generation.shards import sha256_file, stage_files
-from generation.storage import COMPRESSION
 from generation.topics import question_files
 
 ROWS_PER_FILE = 5_000_000
@@ -60,7 +59,7 @@ class RollingWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f".{self.split}-{len(self.files):05d}.parquet.tmp"
         self.files.append(path)
-        self._writer = pq.ParquetWriter(path, self.schema, compression=COMPRESSION)
+        self._writer = open_parquet_writer(path, self.schema)
         self._in_file = 0
 
     def close(self) -> list[Path]:
