@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from builder.agreement import agreement_markdown
 from builder.card import plot_levels, render_card
+from builder.configs import binary_threshold
 from builder.release import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
 from generation.profiles import Profile, load_profile
@@ -21,6 +23,11 @@ def judge_descriptions(judgment_dirs: list[Path]) -> list[str]:
         for record in (Path(folder) / DONE_DIR).glob("judgments-*.json"):
             found.add(json.loads(record.read_text()).get("extra", {}).get("judge", "unknown"))
     return sorted(found)
+
+
+def rubric(prompt_text: str) -> list[tuple[int, str]]:
+    """The prompt's guideline lines ("- 5: The context is ...") as (level, text), highest first."""
+    return [(int(m[1]), m[2].strip()) for m in re.finditer(r"^- (\d): (.+)$", prompt_text, re.MULTILINE)]
 
 
 def differences(profile: Profile) -> str:
@@ -55,9 +62,10 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     context = {
         "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
         "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
-        "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256,
+        "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
                                          "text": prompt.render("{question}", "{context}")},
-        "differences": differences(profile),
+        "differences": differences(profile), "binary_threshold": binary_threshold(profile),
+        "rubric": rubric(prompt.user),
         "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
     }
     plot_levels(out, summary.stats)

@@ -117,7 +117,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "corpus_ids": (
         Column("_id", pa.string(), "ClueWeb22-ID (docid), the qrels' corpus-id", False),
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash)"),
-        Column("url", pa.string(), "document URL; null when neither a clicked record nor the corpus gave it"),
+        Column("url", pa.string(), "document URL from Researchy's click records (DocStream); null for documents nobody clicked"),
     ),
     # TREC Web-track diversity qrels (topic, subtopic, docno, judgment) as ndeval and ir-measures' alpha_nDCG
     # read them: ir-measures takes the subtopic from the qrel's `iteration` field.
