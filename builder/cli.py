@@ -16,7 +16,8 @@ from generation.progress import console
 def build_release_command(
     judgments: List[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
     questions: List[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
-    out: Path = typer.Option(..., "--out", help="the release folder (= the Hub repository)"),
+    out: Path = typer.Option(Path("researchy-subq-judgments"), "--out",
+                             help="the release folder (= the Hub repository; its name is the dataset's name)"),
     profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
     rows_per_file: Optional[int] = typer.Option(None, help="rows per Parquet file (default 5,000,000)"),
