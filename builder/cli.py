@@ -71,15 +71,17 @@ def publish(
     release: Path = typer.Argument(...),
     repo: str = typer.Option(..., "--repo", help="ORG/NAME on the Hub"),
     tag: Optional[str] = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
-    revision: str = typer.Option("main"),
-    create_pr: bool = typer.Option(False, "--create-pr"),
+    revision: str = typer.Option("main", help="branch to commit to; created from main when missing"),
+    create_pr: bool = typer.Option(False, "--create-pr", help="open a pull request instead of committing"),
+    private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
     yes: bool = typer.Option(False, "--yes", help="really publish (default: a dry run)"),
 ) -> None:
     """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login."""
     from builder.publish import PublishRefused, publish as run_publish
 
     try:
-        run_publish(release, repo, tag, revision, create_pr, yes, say=lambda line: console.print(line, highlight=False))
+        run_publish(release, repo, tag, revision, create_pr, yes, say=lambda line: console.print(line, highlight=False),
+                    private=private)
     except PublishRefused as e:
         fail(str(e))
 
