@@ -22,13 +22,16 @@ def build_release_command(
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
     rows_per_file: Optional[int] = typer.Option(None, help="rows per Parquet file (default 5,000,000)"),
     agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
+    shards_revision: Optional[str] = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
+                                                  "recorded in manifest.json"),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
     from builder.package import package_release
 
     try:
         summary, card = run_stage("building release", "judgments", lambda advance: package_release(
-            judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file))
+            judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file,
+            shards_revision=shards_revision))
     except ProfileError as e:
         fail(str(e))
     for split, stats in summary.stats.items():

@@ -49,7 +49,8 @@ def differences(profile: Profile) -> str:
 
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
-                    progress=None, agreement: Path | None = None) -> tuple[ReleaseSummary, Path]:
+                    progress=None, agreement: Path | None = None,
+                    shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
     profile = load_profile(profile_name)
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
@@ -74,6 +75,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "repo": repo, "code_version": __version__, "profile": profile.model_dump(), "profile_hash": profile.config_hash(),
         "models": {"reranker": reranker, "judge": judge}, "prompt": {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
+        "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card

@@ -18,6 +18,7 @@ from builder.package import package_release
 from builder.synthetic import synthesize
 
 REPO = "org/researchy-subq-judgments"
+SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def inputs(tmp_path_factory):
 def release(inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("rel") / "researchy-subq-judgments"
     package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO,
-                    rows_per_file=1500)
+                    rows_per_file=1500, shards_revision=SHARDS)
     return out
 
 
@@ -147,3 +148,14 @@ def test_subtopics_do_not_need_contiguous_questions():
 
     table = pa.table({"subq_id": ["a-0", "b-0", "a-1", "b-1", "a-2"], "qid": ["a", "b", "a", "b", "a"]})
     assert subtopics(table)["subtopic"].to_pylist() == [1, 1, 2, 2, 3]
+
+
+def test_manifest_and_commit_description_name_the_shards_revision(release):
+    import json
+
+    from builder.publish import commit_description
+
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["shards_revision"] == SHARDS
+    description = commit_description(manifest)
+    assert f"Judgment shards: revision {SHARDS}." in description and "profile `paper`" in description
