@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from generation.errors import InputError
 from generation.schema import arrow_schema
 
 JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level"]
@@ -54,8 +55,9 @@ def diversity_qrels(rows: pa.Table, numbers: pa.Table) -> pa.Table:
     graded = rows.filter(pc.is_valid(rows["level"]))
     index = pc.index_in(graded["subq_id"], value_set=numbers["subq_id"])
     if index.null_count:
-        missing = pc.filter(graded["subq_id"], pc.is_null(index))[0]
-        raise KeyError(f"judgment of sub-question {missing} which is not in the subquestions table")
+        missing = pc.filter(graded["subq_id"], pc.is_null(index))
+        raise InputError("judgments", 0, f"{len(missing)} judgments of sub-questions not in the subquestions tables, "
+                         f"e.g. {missing[0]}", field="subq_id")
     return pa.table({"query-id": graded["qid"], "subtopic": pc.take(numbers["subtopic"], index),
                      "corpus-id": graded["docid"], "score": pc.cast(graded["level"], pa.int32()),
                      "subq_id": graded["subq_id"]}, schema=arrow_schema("diversity_qrels"))

@@ -159,3 +159,14 @@ def test_manifest_and_commit_description_name_the_shards_revision(release):
     assert manifest["shards_revision"] == SHARDS
     description = commit_description(manifest)
     assert f"Judgment shards: revision {SHARDS}." in description and "profile `paper`" in description
+
+
+def test_judgment_of_an_unknown_subquestion_is_named():
+    from builder.configs import diversity_qrels, subtopics
+    from generation.errors import InputError
+
+    numbers = subtopics(pa.table({"subq_id": ["a-0"], "qid": ["a"]}))
+    rows = pa.table({"subq_id": ["a-0", "a-7"], "qid": ["a", "a"], "docid": ["d1", "d2"],
+                     "level": pa.array([3, 4], pa.int8())})
+    with pytest.raises(InputError, match="1 judgments of sub-questions not in the subquestions tables, e.g. a-7"):
+        diversity_qrels(rows, numbers)

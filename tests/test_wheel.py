@@ -28,7 +28,8 @@ def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=SKIP)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", tmp / "dist",
+    # An isolated build, as `python -m build` and CI do: the build requirements come from pyproject, not this venv.
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", tmp / "dist",
          source], cwd=tmp)
     wheel = next((tmp / "dist").glob("researchy_subq_judgments-*.whl"))
     venv = tmp / "venv"
