@@ -51,14 +51,34 @@ def binary_qrels(rows: pa.Table, threshold: int) -> pa.Table:
                     schema=arrow_schema("qrels"))
 
 
-def diversity_qrels(rows: pa.Table, numbers: pa.Table) -> pa.Table:
+class Subtopics:
+    """subq_id -> subtopic number. The sub-questions are sorted by question once, with each question's row
+    range in a dict; a batch looks its sub-question ids up among the sub-questions of its own questions only,
+    so no lookup table over every sub-question of the split is rebuilt per batch."""
+
+    def __init__(self, subquestions: pa.Table):
+        table = subtopics(subquestions)
+        table = pa.table({"qid": subquestions["qid"], "subq_id": table["subq_id"], "subtopic": table["subtopic"]})
+        self.table = table.sort_by("qid")
+        qids = self.table["qid"].to_pylist()
+        starts = [i for i in range(len(qids)) if i == 0 or qids[i] != qids[i - 1]]
+        self.ranges = dict(zip((qids[i] for i in starts), zip(starts, starts[1:] + [len(qids)])))
+
+    def of(self, qids, subq_ids) -> pa.Array:
+        spans = [self.ranges.get(q, (0, 0)) for q in pc.unique(qids).to_pylist()]
+        rows = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.array([], np.int64)
+        candidates = self.table.take(pa.array(rows, pa.int64()))
+        index = pc.index_in(subq_ids, value_set=candidates["subq_id"])
+        if index.null_count:
+            missing = pc.filter(subq_ids, pc.is_null(index))
+            raise InputError("judgments", 0, f"{len(missing)} judgments of sub-questions not in the subquestions "
+                             f"tables, e.g. {missing[0]}", field="subq_id")
+        return pc.take(candidates["subtopic"], index)
+
+
+def diversity_qrels(rows: pa.Table, numbers: Subtopics) -> pa.Table:
     graded = rows.filter(pc.is_valid(rows["level"]))
-    index = pc.index_in(graded["subq_id"], value_set=numbers["subq_id"])
-    if index.null_count:
-        missing = pc.filter(graded["subq_id"], pc.is_null(index))
-        raise InputError("judgments", 0, f"{len(missing)} judgments of sub-questions not in the subquestions tables, "
-                         f"e.g. {missing[0]}", field="subq_id")
-    return pa.table({"query-id": graded["qid"], "subtopic": pc.take(numbers["subtopic"], index),
+    return pa.table({"query-id": graded["qid"], "subtopic": numbers.of(graded["qid"], graded["subq_id"]),
                      "corpus-id": graded["docid"], "score": pc.cast(graded["level"], pa.int32()),
                      "subq_id": graded["subq_id"]}, schema=arrow_schema("diversity_qrels"))
 
@@ -77,20 +97,20 @@ class CorpusIds:
     def add(self, rows: pa.Table) -> None:
         self.parts.append(self._distinct(rows.select(["docid", "url_hash"])))
         self.pending += self.parts[-1].num_rows
-        if self.pending > 4 * BATCH_ROWS:
+        if self.pending > 8 * BATCH_ROWS:
             self.parts = [self._distinct(pa.concat_tables(self.parts))]
             self.pending = 0
 
     @staticmethod
     def _distinct(table: pa.Table) -> pa.Table:
-        # url_hash follows from docid; "min" keeps a non-null one when a shard left it empty.
-        return table.group_by("docid", use_threads=False).aggregate([("url_hash", "min")]).rename_columns(
-            ["docid", "url_hash"])
+        """The first row of each docid (a document's url_hash is the same in every row)."""
+        codes = pc.dictionary_encode(table["docid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+        _, first = np.unique(codes, return_index=True)
+        return table.take(pa.array(first))
 
     def table(self) -> pa.Table:
-        docs = self._distinct(pa.concat_tables(self.parts)) if self.parts else pa.table(
-            {"docid": pa.array([], pa.string()), "url_hash": pa.array([], pa.string())})
-        docs = docs.sort_by("docid")
+        empty = pa.table({"docid": pa.array([], pa.string()), "url_hash": pa.array([], pa.string())})
+        docs = self._distinct(pa.concat_tables(self.parts)).sort_by("docid") if self.parts else empty
         url = pc.take(self.urls["url_min"], pc.index_in(docs["url_hash"], value_set=self.urls["url_hash"]))
         return pa.table({"_id": docs["docid"], "url_hash": docs["url_hash"], "url": url},
                         schema=arrow_schema("corpus_ids"))
@@ -116,7 +136,7 @@ def write_derived_configs(out: Path, questions: pa.Table, subquestions: pa.Table
     for split in splits:
         qids = questions.filter(pc.equal(questions["split"], split))["qid"]
         split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids))
-        numbers = subtopics(split_subqs)
+        numbers = Subtopics(split_subqs)
         docs = CorpusIds(questions.filter(pc.equal(questions["split"], split)))
         writers = {name: writer(name, split) for name in ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")}
         writers["queries"].write(queries(split_subqs))

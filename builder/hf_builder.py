@@ -88,7 +88,7 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         if spec.name == "queries":
             yield 0, configs.queries(split_subqs)
             return
-        numbers, docs = configs.subtopics(split_subqs), configs.CorpusIds(in_split)
+        numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
         threshold = configs.binary_threshold(load_profile(self.config.profile))
         key = 0
         for partition in PARTITIONS:
