@@ -33,13 +33,15 @@ def installed(tmp_path_factory):
          source], cwd=tmp)
     wheel = next((tmp / "dist").glob("researchy_subq_judgments-*.whl"))
     venv = tmp / "venv"
-    run([sys.executable, "-m", "venv", venv], cwd=tmp)
-    python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], cwd=tmp)
-    purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp).split()[0])
-    (purelib / "shared-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no source tree, no egg-info, on the path
     env.update(HF_HOME=str(tmp / "hf"), HF_HUB_OFFLINE="1")
+    run([sys.executable, "-m", "venv", venv], cwd=tmp, env=env)
+    python = venv / "bin" / "python"
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], cwd=tmp, env=env)
+    purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp,
+                       env=env).split()[0])
+    assert (purelib / "builder" / "cards" / "dataset_card.md").is_file(), "the wheel was not installed into the venv"
+    (purelib / "shared-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return {"wheel": wheel, "venv": venv, "python": python, "purelib": purelib, "env": env, "work": tmp / "work"}
 
 
