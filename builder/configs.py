@@ -60,9 +60,11 @@ class Subtopics:
         table = subtopics(subquestions)
         table = pa.table({"qid": subquestions["qid"], "subq_id": table["subq_id"], "subtopic": table["subtopic"]})
         self.table = table.sort_by("qid")
-        qids = self.table["qid"].to_pylist()
-        starts = [i for i in range(len(qids)) if i == 0 or qids[i] != qids[i - 1]]
-        self.ranges = dict(zip((qids[i] for i in starts), zip(starts, starts[1:] + [len(qids)])))
+        qids = self.table["qid"].combine_chunks() if self.table.num_rows else pa.array([], pa.string())
+        changes = pc.not_equal(qids[1:], qids[:-1]).to_numpy(zero_copy_only=False) if len(qids) > 1 else np.array([])
+        starts = np.concatenate([[0], np.flatnonzero(changes) + 1]) if len(qids) else np.array([], np.int64)
+        ends = np.append(starts[1:], len(qids))
+        self.ranges = dict(zip(qids.take(pa.array(starts, pa.int64())).to_pylist(), zip(starts.tolist(), ends.tolist())))
 
     def of(self, qids, subq_ids) -> pa.Array:
         spans = [self.ranges.get(q, (0, 0)) for q in pc.unique(qids).to_pylist()]
@@ -97,7 +99,7 @@ class CorpusIds:
     def add(self, rows: pa.Table) -> None:
         self.parts.append(self._distinct(rows.select(["docid", "url_hash"])))
         self.pending += self.parts[-1].num_rows
-        if self.pending > 8 * BATCH_ROWS:
+        if self.pending > 2 * BATCH_ROWS:
             self.parts = [self._distinct(pa.concat_tables(self.parts))]
             self.pending = 0
 
