@@ -101,7 +101,7 @@ def test_argument_validation_of_the_analysis_commands(tmp_path):
     typo.write_text("levles:\n  5: [0.0, 1.0]\n")
     assert_one_line_error(*cli("validate", release, "--expect", typo), "unknown keys ['levles']")
     code, output = cli("publish", release, "--repo", "not a repo id")
-    assert_one_line_error(code, output, "not a Hub repository id")
+    assert_one_line_error(code, output, "is not a Hub repo id")
 
 
 def test_decomposition_both_cannot_give_two_subquestions_one_id(tmp_path, write_jsonl):
