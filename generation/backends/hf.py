@@ -56,7 +56,10 @@ class TransformersBackend:
         wanted = torch.tensor(list(token_ids), dtype=torch.long)
         for positions, batch in self._batches(sequences):
             ids, mask, pos = (t.to(self.device) for t in left_pad(batch, self.pad_id))
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1, :]
+            # logits_to_keep=1: the LM head runs on the last position only (left padding makes it real for every
+            # row), not on all of them; no KV cache is kept for a single step.
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1,
+                                use_cache=False).logits[:, -1, :]
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             out[positions] = logprobs[:, wanted].double()
         return out
