@@ -96,11 +96,14 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                     "qid": pa.array(qids, type=pa.string()).take(pa.array(question_of_pair[start:stop])),
                     "docid": docids.take(idx), "url_hash": url_hashes.take(idx),
                     "level": levels[start:stop], "raw": raw_choices.take(pa.array(level_code[start:stop])),
+                    "status": pa.array(np.where(level_code[start:stop] == 6, "no_digit", "ok")),
                     "probs": pa.nulls(stop - start, pa.list_(pa.float32())),
                     "expected": pa.nulls(stop - start, pa.float32()),
                     "bm25_rank": pa.array(np.where(rank <= 20, rank, 0).astype(np.int32), mask=rank > 20),
                     "rerank_rank": pa.array(((rank * 7) % 23 + 1).astype(np.int32)),
                     "clicked": pa.array(rank == 1),
+                    "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
+                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
                 }, schema=arrow_schema("judgments")))
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")

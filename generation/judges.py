@@ -95,23 +95,24 @@ def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budg
 
 
 def isolate_failures(call: Callable[[list], list], items: list) -> list:
-    """`call(items)`; when the engine fails on the batch, each item again alone, so one bad prompt costs only
-    itself: its place in the result holds the exception. When every item fails alone the failure is not the
-    items' (engine down, out of memory): the first error is raised."""
-    try:
-        return list(call(items))
-    except Exception as batch_error:  # noqa: BLE001 - the engine's errors are not one type
-        if len(items) == 1:
-            raise batch_error
-    results = []
-    for item in items:
-        try:
-            results.extend(call([item]))
-        except Exception as error:  # noqa: BLE001
-            results.append(error)
-    if all(isinstance(r, Exception) for r in results):
+    """`call(items)`; when the engine fails on the batch, the halves are tried again, down to single items,
+    so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
+    result holds the exception. When every item fails the failure is not the items' (engine down, out of
+    memory): the first error is raised."""
+    results = _bisect(call, items)
+    if results and all(isinstance(r, Exception) for r in results):
         raise results[0]
     return results
+
+
+def _bisect(call: Callable[[list], list], items: list) -> list:
+    try:
+        return list(call(items))
+    except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
+        if len(items) == 1:
+            return [error]
+    middle = len(items) // 2
+    return _bisect(call, items[:middle]) + _bisect(call, items[middle:])
 
 
 def failed(error: Exception) -> Grade:

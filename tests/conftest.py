@@ -127,11 +127,34 @@ def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: in
     return directory
 
 
+def answer_with_digits(directory) -> None:
+    """Make a saved tiny causal LM's greedy answer start with a digit 0-5, whatever the prompt: its LM head is
+    zero except the rows of "0".."5", which are three random vectors and their negatives, so one digit's logit
+    is positive for any hidden state. Everything before the head stays random; the grade still depends on the
+    prompt."""
+    import torch
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32)
+    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(6)]
+    generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        head.zero_()
+        for pair in range(3):
+            vector = torch.randn(head.shape[1], generator=generator)
+            head[digits[2 * pair]], head[digits[2 * pair + 1]] = vector, -vector
+    model.save_pretrained(directory)
+
+
 @pytest.fixture(scope="session")
 def chat_llama(tmp_path_factory):
-    """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens."""
-    return save_tiny_causal_lm(tmp_path_factory.mktemp("chat-llama"), "LlamaConfig", "LlamaForCausalLM", 2,
-                               chat="llama3", max_position_embeddings=4096)
+    """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, answering with a digit."""
+    directory = save_tiny_causal_lm(tmp_path_factory.mktemp("chat-llama"), "LlamaConfig", "LlamaForCausalLM", 2,
+                                    chat="llama3", max_position_embeddings=4096)
+    answer_with_digits(directory)
+    return directory
 
 
 @pytest.fixture(scope="session")
