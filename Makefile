@@ -43,8 +43,10 @@ demo: $(STAMP)
 test: $(STAMP) check-workflows
 	$(BIN)/python -m pytest -q
 
+# The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
 test-vllm: $(VLLM_STAMP)
-	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_backends.py tests/test_reranker.py
+	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_*.py \
+		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
 
 # `.[gpu]` must resolve together with the base requirements, as a GPU user installs it (README, "GPU").
 check-gpu-extra: $(STAMP)

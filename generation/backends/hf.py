@@ -77,7 +77,7 @@ class TransformersBackend:
         prefix = None
         if shared >= MIN_SHARED_PREFIX:
             prefix = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device),
-                                use_cache=True).past_key_values
+                                use_cache=True, logits_to_keep=1).past_key_values
         else:
             shared = 0
         for positions, batch in self._batches(sequences):
