@@ -117,7 +117,9 @@ def main() -> None:
     parser.add_argument("--subquestions", type=int, default=8)
     parser.add_argument("--documents", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (vLLM's CPU engine serves with 1); 1 keeps a shared machine's noise down")
     args = parser.parse_args()
 
     import torch
@@ -125,6 +127,7 @@ def main() -> None:
 
     from conftest import save_tiny_causal_lm
 
+    torch.set_num_threads(args.threads)
     pairs = make_pairs(args.subquestions, args.documents)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
