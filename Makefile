@@ -58,8 +58,9 @@ bench-judge: $(STAMP) $(VLLM_STAMP)
 	$(VLLM_ENV) $(VLLM_BIN)/python scripts/bench_judge.py --backend vllm
 
 check-workflows: $(STAMP)
-	$(BIN)/zizmor --offline --min-severity medium .github/workflows/
+	$(BIN)/zizmor --offline --min-severity medium .github/
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(BIN)/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 
 sample: $(STAMP)
 	$(BIN)/python scripts/make_sample.py

@@ -13,12 +13,16 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
+from builder import configs
 from builder.complexity import add_columns, complexity
-from builder.layout import CONFIGS, DEFAULT_CONFIG, config
+from builder.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
 from builder.release import as_qrels, load_questions, present, route_by_split, split_by_level
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
 from generation.shards import stage_files
+
+
+DERIVED = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
 
 
 class ResearchySubqConfig(datasets.BuilderConfig):
@@ -58,6 +62,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             qids = questions.filter(pc.equal(questions["split"], split))["qid"]
             yield 0, subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids)).cast(schema)
             return
+        if spec.name in DERIVED:
+            yield from self._derived_tables(spec, split, questions, subquestions)
+            return
         splits = present(questions)
         key = 0
         # One pass per partition, so rows come in the order the release's files are read.
@@ -73,3 +80,29 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                 if table is not None and table.num_rows:
                     yield key, table.cast(schema)
                     key += 1
+
+    def _derived_tables(self, spec, split: str, questions, subquestions):
+        """As `builder.configs.write_derived_configs` writes them: level partition by partition."""
+        in_split = questions.filter(pc.equal(questions["split"], split))
+        split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
+        if spec.name == "queries":
+            yield 0, configs.queries(split_subqs)
+            return
+        numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
+        threshold = configs.binary_threshold(load_profile(self.config.profile))
+        key = 0
+        for partition in PARTITIONS:
+            for row_split, rows in route_by_split([Path(p) for p in self.config.judgments], questions, present(questions)):
+                part = next((t for p, t in split_by_level(rows) if p == partition), None) if row_split == split else None
+                if part is None:
+                    continue
+                if spec.name == "corpus-ids":
+                    docs.add(part)
+                    continue
+                table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
+                    else configs.diversity_qrels(part, numbers)
+                if table.num_rows:
+                    yield key, table
+                    key += 1
+        if spec.name == "corpus-ids":
+            yield 0, docs.table()

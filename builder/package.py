@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from builder.agreement import agreement_markdown
 from builder.card import plot_levels, render_card
+from builder.configs import binary_threshold
 from builder.release import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
 from generation.profiles import Profile, load_profile
@@ -21,6 +23,11 @@ def judge_descriptions(judgment_dirs: list[Path]) -> list[str]:
         for record in (Path(folder) / DONE_DIR).glob("judgments-*.json"):
             found.add(json.loads(record.read_text()).get("extra", {}).get("judge", "unknown"))
     return sorted(found)
+
+
+def rubric(prompt_text: str) -> list[tuple[int, str]]:
+    """The prompt's guideline lines ("- 5: The context is ...") as (level, text), highest first."""
+    return [(int(m[1]), m[2].strip()) for m in re.finditer(r"^- (\d): (.+)$", prompt_text, re.MULTILINE)]
 
 
 def differences(profile: Profile) -> str:
@@ -48,7 +55,8 @@ def differences(profile: Profile) -> str:
 
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
-                    progress=None, agreement: Path | None = None) -> tuple[ReleaseSummary, Path]:
+                    progress=None, agreement: Path | None = None,
+                    shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
     profile = load_profile(profile_name)
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
@@ -61,9 +69,10 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     context = {
         "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
         "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
-        "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256,
+        "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
                                          "text": prompt.render("{question}", "{context}")},
-        "differences": differences(profile),
+        "differences": differences(profile), "binary_threshold": binary_threshold(profile),
+        "rubric": rubric(prompt.user),
         "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
     }
     plot_levels(out, summary.stats)
@@ -72,6 +81,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "repo": repo, "code_version": __version__, "profile": profile.model_dump(), "profile_hash": profile.config_hash(),
         "models": {"reranker": reranker, "judge": judge}, "prompt": {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
+        "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card

@@ -15,15 +15,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, partition_of
+from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, open_parquet_writer, partition_of
 from builder.complexity import add_columns, complexity
+from builder.configs import binary_threshold, write_derived_configs
 from builder.complexity import summary as complexity_summary
 from builder.stats import SplitStats
 from generation.profiles import Complexity
 from generation.errors import InputError
 from generation.schema import arrow_schema, conform
 from generation.shards import sha256_file, stage_files
-from generation.storage import COMPRESSION
 from generation.topics import question_files
 
 ROWS_PER_FILE = 5_000_000
@@ -59,7 +59,7 @@ class RollingWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f".{self.split}-{len(self.files):05d}.parquet.tmp"
         self.files.append(path)
-        self._writer = pq.ParquetWriter(path, self.schema, compression=COMPRESSION)
+        self._writer = open_parquet_writer(path, self.schema)
         self._in_file = 0
 
     def close(self) -> list[Path]:
@@ -195,6 +195,8 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for split, writer in qrels.items():
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[split] = writer.rows
+    write_derived_configs(out, question_table, subquestion_table, splits, rows_per_file, summary,
+                          binary_threshold(profile))
     question_table = with_complexity(question_table, subquestion_table, out, splits, profile)
     write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("questions",))
     summary.stats = {s: stats[s].summary() for s in splits}

@@ -105,6 +105,9 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                     "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
                     "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
+                    "status": pa.array(np.where(level_code[start:stop] == 6, "no_digit", "ok")),
+                    "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
+                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, bool)),
                 }, schema=arrow_schema("judgments")))
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}

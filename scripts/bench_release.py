@@ -49,6 +49,35 @@ def timed(body: str) -> tuple[float, float]:
     return float(seconds), float(megabytes)
 
 
+def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, int]]:
+    """Rewrites the release's judgment files with plain zstd and with the release writer (content-defined
+    chunking + page index): seconds and bytes of each, what the CDC option costs."""
+    import pyarrow.parquet as pq
+
+    from builder.layout import open_parquet_writer
+    from generation.storage import COMPRESSION
+
+    files = sorted((release / "data" / "judgments").rglob("*.parquet"))
+    writers = {"plain zstd": lambda path, schema: pq.ParquetWriter(path, schema, compression=COMPRESSION),
+               "CDC + page index": open_parquet_writer}
+    scratch.mkdir(parents=True, exist_ok=True)
+    cost = {}
+    for name, open_writer in writers.items():
+        seconds, size = 0.0, 0
+        for i, path in enumerate(files):
+            source = pq.ParquetFile(path)
+            target = scratch / f"{i}.parquet"
+            start = time.perf_counter()
+            with open_writer(target, source.schema_arrow) as writer:
+                for batch in source.iter_batches(batch_size=262_144):
+                    writer.write_batch(batch)
+            seconds += time.perf_counter() - start
+            size += target.stat().st_size
+            target.unlink()
+        cost[name] = (seconds, size)
+    return cost
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the paper's size")
@@ -72,6 +101,12 @@ def main() -> None:
     table.add_row("validate", f"{check[0]:.1f} s", f"{check[1]:,.0f} MB")
     table.add_row("together", f"{build[0] + check[0]:.1f} s", f"{max(build[1], check[1]):,.0f} MB (max)")
     Console().print(table)
+    files = Table(title="writing the judgment files again (read time included)")
+    for column in ("writer", "wall time", "bytes"):
+        files.add_column(column, justify="right")
+    for name, (seconds, size) in parquet_write_cost(out, work / "rewrite").items():
+        files.add_row(name, f"{seconds:.1f} s", f"{size:,}")
+    Console().print(files)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
