@@ -13,12 +13,10 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
-from builder.complexity import add_columns, complexity
-from builder.layout import CONFIGS, DEFAULT_CONFIG, config
-from builder.release import as_qrels, load_questions, present, route_by_split, split_by_level
+from builder.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
+from builder.release import as_qrels, judgment_inputs, load_questions, present, route, topic_index, with_complexity
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
-from generation.shards import stage_files
 
 
 class ResearchySubqConfig(datasets.BuilderConfig):
@@ -48,28 +46,26 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         spec = config(self.config.name)
         questions, subquestions = load_questions([Path(p) for p in self.config.questions])
         schema = arrow_schema(spec.table)
+        splits = present(questions)
+        index = topic_index(questions, subquestions, splits)
+        files = judgment_inputs([Path(p) for p in self.config.judgments])
         if spec.table == "questions":
             settings = load_profile(self.config.profile).complexity
-            files = [f for folder in self.config.judgments for f in stage_files(Path(folder), "judgments")]
-            values = complexity(files, subquestions, settings.answer_level, settings.completeness_threshold)
-            yield 0, add_columns(questions.filter(pc.equal(questions["split"], split)), values).cast(schema)
+            table = with_complexity(questions, index, files, settings)
+            yield 0, table.filter(pc.equal(table["split"], split)).cast(schema)
             return
         if spec.table == "subquestions":
             qids = questions.filter(pc.equal(questions["split"], split))["qid"]
             yield 0, subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids)).cast(schema)
             return
-        splits = present(questions)
-        key = 0
+        key, code = 0, splits.index(split)
         # One pass per partition, so rows come in the order the release's files are read.
         for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
-            partition = folder.split("/")[-1]
-            for row_split, rows in route_by_split([Path(p) for p in self.config.judgments], questions, splits):
-                if row_split != split:
-                    continue
+            partition = PARTITIONS.index(folder.split("/")[-1]) if spec.table == "judgments" else None
+            for _, routed in route(files, index):
+                table = routed.rows(code, partition).table
                 if spec.table == "qrels":
-                    table = as_qrels(rows)
-                else:
-                    table = next((part for p, part in split_by_level(rows) if p == partition), None)
-                if table is not None and table.num_rows:
+                    table = as_qrels(table)
+                if table.num_rows:
                     yield key, table.cast(schema)
                     key += 1
