@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -124,6 +125,12 @@ class SplitScan:
     graded_print: int = 0  # sum of mix(subq, doc, level) over graded judgments, mod 2^64
 
 
+def first_occurrences(table: pa.Table, key: str) -> pa.Table:
+    """The table without repeated keys (reported by the caller), so positions are unambiguous."""
+    repeated = pd.Index(table[key].to_numpy(zero_copy_only=False), dtype=object).duplicated()
+    return table.filter(pa.array(~repeated)) if repeated.any() else table
+
+
 def scan_topics(release: Path, splits: list[str], files: Readable, checks: dict):
     """Questions and sub-questions of every split; a question (or sub-question) in two splits or twice,
     a sub-question of a question not in its split, NaN in a float column: each a report line."""
@@ -144,6 +151,7 @@ def scan_topics(release: Path, splits: list[str], files: Readable, checks: dict)
             checks["splits"].fail(f"{name}: {key} {value} appears {len(where)} times ({', '.join(where)})")
         if len(repeated) > 5:
             checks["splits"].fail(f"{name}: {len(repeated) - 5} more repeated {key}s", len(repeated) - 5)
+    questions, subquestions = first_occurrences(questions, "qid"), first_occurrences(subquestions, "subq_id")
     wrong_split = pc.not_equal(questions["split"], questions["release_split"])
     for qid in questions.filter(wrong_split)["qid"][:5].to_pylist():
         checks["splits"].fail(f"questions: qid {qid} stored under another split than its `split` column")
