@@ -22,7 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-PAIR = np.dtype([("q", np.int64), ("d", np.uint64)])
+from builder.topic_index import mix
+
+PAIR = np.dtype([("key", np.uint64), ("q", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
 FORMULA = ("completeness = (1/|D+|) * sum_{d in D+} log(m_d) / log(K), where m_d is the number of the question's K "
            "sub-questions that candidate d answers (level >= answer_level) and D+ the candidates with m_d >= 1")
@@ -42,10 +44,9 @@ class ComplexityAccumulator:
         self.judged[question] = True
         answers = pc.greater_equal(level, self.answer_level).fill_null(False).to_numpy(zero_copy_only=False)
         self.answered[subquestion[answers]] = True
-        pairs = np.empty(int(answers.sum()), dtype=PAIR)
-        pairs["q"], pairs["d"] = question[answers], document[answers]
-        unique, counts = np.unique(pairs, return_counts=True)
-        self._pairs.append(unique)
+        question, document = question[answers], document[answers]
+        keys, first, counts = np.unique(mix(question, document), return_index=True, return_counts=True)
+        self._pairs.append(np.rec.fromarrays([keys, question[first]], dtype=PAIR))
         self._counts.append(counts)
 
     def result(self) -> dict[str, np.ndarray]:
@@ -54,10 +55,10 @@ class ComplexityAccumulator:
         k = self.subquestions_of.astype(np.float64)
         answered = np.bincount(self.subq_question[self.answered], minlength=n)
         pairs = np.concatenate(self._pairs) if self._pairs else np.empty(0, dtype=PAIR)
-        unique, where = np.unique(pairs, return_inverse=True)
+        keys, first, where = np.unique(pairs["key"], return_index=True, return_inverse=True)
         m = np.bincount(where, weights=np.concatenate(self._counts) if self._counts else None,
-                        minlength=len(unique)).astype(np.int64)  # m_d per (question, document) with an answer
-        q = unique["q"]
+                        minlength=len(keys)).astype(np.int64)  # m_d per (question, document) with an answer
+        q = pairs["q"][first]
         with np.errstate(divide="ignore", invalid="ignore"):
             spread = np.where(k[q] > 1, np.log(m) / np.log(np.maximum(k[q], 2)), 1.0)
         documents = np.bincount(q, minlength=n)

@@ -111,6 +111,13 @@ class Routed:
             return self.slice(0, 0)
         return self.slice(min(self.bounds[k][0] for k in keys), max(self.bounds[k][1] for k in keys))
 
+    def graded(self, split: int) -> Batch:
+        """The split's rows with a level: partitions 0-5 sort before the unparsed one."""
+        keys = [k for k in self.bounds if k[0] == split and k[1] != UNPARSED]
+        if not keys:
+            return self.slice(0, 0)
+        return self.slice(min(self.bounds[k][0] for k in keys), max(self.bounds[k][1] for k in keys))
+
     def slice(self, start: int, stop: int) -> Batch:
         b = self.batch
         return Batch(b.table.slice(start, stop - start), b.question[start:stop], b.subquestion[start:stop],
@@ -161,10 +168,14 @@ def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Pat
     return add_columns(question_table, np.arange(question_table.num_rows), complexity.result(), complexity.judged)
 
 
-def as_qrels(rows: pa.Table) -> pa.Table:
-    graded = rows.filter(pc.is_valid(rows["level"]))
+def qrels_of(graded: pa.Table) -> pa.Table:
+    """BEIR/MTEB qrels of judgments that all have a level."""
     return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
                      "score": pc.cast(graded["level"], pa.int32())})
+
+
+def as_qrels(rows: pa.Table) -> pa.Table:
+    return qrels_of(rows.filter(pc.is_valid(rows["level"])))
 
 
 def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary) -> None:
@@ -208,7 +219,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
             rows = routed.rows(s)
             if rows.table.num_rows:
                 stats[split].add(rows)
-                qrels[s].write(as_qrels(rows.table))
+                qrels[s].write(qrels_of(routed.graded(s).table))
         if progress is not None:
             progress(b.table.num_rows)
     for (p, s), writer in writers.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -29,32 +30,33 @@ class Batch:
     bm25_top: int | None = None
     rerank_top: int | None = None
 
-    def in_top(self, column: str, top: int | None) -> pa.Array:
+    def in_top(self, column: str, top: int | None) -> np.ndarray:
         ranks = self.table[column]
         valid = pc.is_valid(ranks)
-        return valid if top is None else pc.and_(valid, pc.less_equal(ranks.fill_null(0), top))
+        mask = valid if top is None else pc.and_(valid, pc.less_equal(ranks.fill_null(0), top))
+        return mask.to_numpy(zero_copy_only=False)
+
+    @cached_property
+    def bm25(self) -> np.ndarray:
+        return self.in_top("bm25_rank", self.bm25_top)
+
+    @cached_property
+    def rerank(self) -> np.ndarray:
+        return self.in_top("rerank_rank", self.rerank_top)
+
+    @cached_property
+    def clicked(self) -> np.ndarray:
+        return self.table["clicked"].fill_null(False).to_numpy(zero_copy_only=False)
 
 
-def _bm25(b: Batch):
-    return b.in_top("bm25_rank", b.bm25_top)
-
-
-def _rerank(b: Batch):
-    return b.in_top("rerank_rank", b.rerank_top)
-
-
-def _clicked(b: Batch):
-    return b.table["clicked"].fill_null(False)
-
-
-ROW_CLASSES: dict[str, Callable[[Batch], pa.Array]] = {
+ROW_CLASSES: dict[str, Callable[[Batch], np.ndarray]] = {
     # a document can have several sources: these three overlap
-    "bm25": _bm25, "rerank": _rerank, "clicked": _clicked,
+    "bm25": lambda b: b.bm25, "rerank": lambda b: b.rerank, "clicked": lambda b: b.clicked,
     # and these four partition the rows (BM25-top-k only, reranker-top-k only, both, clicked only)
-    "bm25_only": lambda b: pc.and_(_bm25(b), pc.invert(_rerank(b))),
-    "rerank_only": lambda b: pc.and_(_rerank(b), pc.invert(_bm25(b))),
-    "bm25_and_rerank": lambda b: pc.and_(_bm25(b), _rerank(b)),
-    "clicked_only": lambda b: pc.and_(_clicked(b), pc.invert(pc.or_(_bm25(b), _rerank(b)))),
+    "bm25_only": lambda b: b.bm25 & ~b.rerank,
+    "rerank_only": lambda b: b.rerank & ~b.bm25,
+    "bm25_and_rerank": lambda b: b.bm25 & b.rerank,
+    "clicked_only": lambda b: b.clicked & ~(b.bm25 | b.rerank),
 }
 VALUE_COUNTS = ("status", "source")  # string columns counted by value ("null" for a missing value)
 
@@ -79,13 +81,13 @@ class SplitStats:
         counts = np.bincount(batch.subquestion, minlength=self.n_subquestions)
         self.per_subquestion = counts if self.per_subquestion is None else self.per_subquestion + counts
         for name, mask in ROW_CLASSES.items():
-            self.rows[name] += pc.sum(mask(batch)).as_py() or 0
+            self.rows[name] += int(np.count_nonzero(mask(batch)))
         for column in VALUE_COUNTS:
             counter = self.values.setdefault(column, Counter())
             if column in table.column_names:
                 for value, count in _value_counts(table[column].fill_null("null")):
                     counter[value] += count
-        clicked = _clicked(batch).to_numpy(zero_copy_only=False)
+        clicked = batch.clicked
         if clicked.any():
             self._clicked_keys.append(np.unique(mix(batch.question[clicked], batch.document[clicked])))
 

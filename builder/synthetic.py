@@ -17,6 +17,7 @@ from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
 from generation.storage import COMPRESSION
 
+ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)
 JUDGMENT_SECTIONS = ("bm25", "rerank", "pool", "judge")  # what the judge stage's config hash covers
 
 
@@ -115,7 +116,7 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                     "source": pa.array(np.where(rank <= 20, "bm25", np.where(rank == 1, "clicked", "rerank"))),
                     "context_cut_by_tokens": pa.array(np.zeros(stop - start, bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
-                }, schema=arrow_schema("judgments")))
+                }, schema=arrow_schema("judgments")), row_group_size=ROW_GROUP_ROWS)
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
     return {"questions": folders["questions"], "judgments": folders["judgments"], "levels": counts,
