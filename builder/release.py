@@ -204,6 +204,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
         stats[split] = SplitStats(len(subq_split), subquestions=int((subq_split == code).sum()),
                                   clicked_total=int(pc.sum(pc.list_value_length(question_table.filter(
                                       pc.equal(question_table["split"], split))["clicked"])).as_py() or 0))
+    del subquestion_table  # written; from here on sub-questions are positions in `index`
     settings = profile.complexity if profile is not None else Complexity()
     complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
                                        settings.completeness_threshold)

@@ -1,9 +1,10 @@
 """Integer positions of questions and sub-questions, so that per-row work on judgments is numpy arithmetic.
 
-Looking up a column of a record batch costs one dictionary encoding plus one hash probe per distinct
-value: judgments are laid out sub-question by sub-question, so a 262k-row batch holds ~14k distinct
-sub-questions. The hash tables of the question and sub-question ids are built once (pandas caches an
-Index's table), never once per batch as `pc.is_in(value_set=...)` does.
+Looking up a column of a record batch costs one dictionary encoding plus one probe per distinct value:
+judgments are laid out sub-question by sub-question, so a 262k-row batch holds ~14k distinct
+sub-questions. The ids are indexed once as sorted 64-bit hashes (8 bytes an id, not a Python string and
+a hash-table slot), never once per batch as `pc.is_in(value_set=...)` does; a probe's hit is confirmed
+by comparing the strings, so a hash collision can never map a value to another id.
 """
 from __future__ import annotations
 
@@ -15,8 +16,47 @@ import pyarrow.compute as pc
 MISSING = -1
 
 
-def _index(values: pa.Array | pa.ChunkedArray) -> pd.Index:
-    return pd.Index(values.to_numpy(zero_copy_only=False), dtype=object)
+class IdIndex:
+    """Positions of the strings of an id column, by sorted 64-bit hashes."""
+
+    BLOCK = 262_144
+
+    def __init__(self, ids: pa.Array | pa.ChunkedArray):
+        self.ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        hashes = np.concatenate([pd.util.hash_array(self.ids.slice(i, self.BLOCK).to_numpy(zero_copy_only=False))
+                                 for i in range(0, len(self.ids), self.BLOCK)] or [np.zeros(0, np.uint64)])
+        self.order = np.argsort(hashes, kind="stable")
+        self.sorted = hashes[self.order]
+        self.unique = len(self.sorted) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
+        self._fallback = None
+        if not self.unique:  # equal hashes: repeated ids (or, at odds of 2^-64, a collision): look up by string
+            strings = pd.Index(self.ids.to_numpy(zero_copy_only=False), dtype=object)
+            self._first = np.flatnonzero(~strings.duplicated())
+            self._fallback = strings[self._first]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def get_indexer(self, values: np.ndarray | pa.Array) -> np.ndarray:
+        """Position of each value, MISSING for values not in the index (first position for repeated ids)."""
+        array = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+        if self._fallback is not None:
+            found = self._fallback.get_indexer(array.to_numpy(zero_copy_only=False))
+            return np.where(found >= 0, self._first[np.maximum(found, 0)], MISSING).astype(np.int64)
+        if len(array) == 0 or len(self.sorted) == 0:
+            return np.full(len(array), MISSING, np.int64)
+        hashes = pd.util.hash_array(array.to_numpy(zero_copy_only=False))
+        slot = np.minimum(np.searchsorted(self.sorted, hashes), len(self.sorted) - 1)
+        found = np.where(self.sorted[slot] == hashes, self.order[slot], MISSING).astype(np.int64)
+        hit = found != MISSING
+        if hit.any():
+            same = pc.equal(array.filter(pa.array(hit)), self.ids.take(pa.array(found[hit]))).to_numpy(zero_copy_only=False)
+            found[np.flatnonzero(hit)[~same]] = MISSING
+        return found
+
+
+def _index(values: pa.Array | pa.ChunkedArray) -> IdIndex:
+    return IdIndex(values)
 
 
 def _encoded(column: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
@@ -24,10 +64,10 @@ def _encoded(column: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
     return encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
 
 
-def positions(column: pa.Array | pa.ChunkedArray, index: pd.Index) -> np.ndarray:
+def positions(column: pa.Array | pa.ChunkedArray, index: IdIndex) -> np.ndarray:
     """Position of each value in `index`; MISSING (-1) for values it lacks (and for nulls)."""
     encoded = _encoded(column)
-    found = index.get_indexer(encoded.dictionary.to_numpy(zero_copy_only=False))
+    found = index.get_indexer(encoded.dictionary)
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     if encoded.indices.null_count:
         codes = encoded.indices.fill_null(0).to_numpy()

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from generation.schema import arrow_schema
 from generation.storage import COMPRESSION
 
-ROW_GROUP_ROWS = 131_072  # rows buffered per writer before a row group is written
+ROW_GROUP_ROWS = 65_536  # rows buffered per writer before a row group is written
 
 
 def writer_options() -> dict:
