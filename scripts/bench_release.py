@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,17 +24,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench_common import timed
 from builder.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
-STEP = """
-import resource, sys, time
-from pathlib import Path
-start = time.perf_counter()
-{body}
-elapsed = time.perf_counter() - start
-usage = resource.getrusage(resource.RUSAGE_SELF)
-print(f"RESULT {{elapsed:.2f}} {{usage.ru_utime + usage.ru_stime:.2f}} {{usage.ru_maxrss / 1024:.0f}}")
-"""
 FLOOR = """
 import pyarrow.compute as pc, pyarrow.parquet as pq
 from generation.schema import arrow_schema
@@ -66,16 +56,6 @@ bad = [(c.name, c.examples) for c in report.checks if not c.ok]
 if bad:
     raise SystemExit(f"checks failed: {{bad}}")
 """
-
-
-def timed(body: str) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak MB) of `body` run in a fresh interpreter."""
-    result = subprocess.run([sys.executable, "-c", STEP.format(body=body)], capture_output=True, text=True)
-    line = next((l for l in result.stdout.splitlines() if l.startswith("RESULT")), None)
-    if result.returncode != 0 or line is None:
-        raise SystemExit(f"step failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    _, wall, cpu, megabytes = line.split()
-    return float(wall), float(cpu), float(megabytes)
 
 
 def run_scale(work: Path, scale: float) -> dict:

@@ -1,0 +1,32 @@
+"""Shared by the bench_* scripts: run a snippet in a fresh interpreter and read back its wall time, CPU time
+(user + system) and peak memory (max RSS)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+STEP = """
+import resource, sys, time
+from pathlib import Path
+start = time.perf_counter()
+{body}
+elapsed = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(f"RESULT {{elapsed:.2f}} {{usage.ru_utime + usage.ru_stime:.2f}} {{usage.ru_maxrss / 1024:.0f}}")
+"""
+
+
+def timed(body: str, env: dict | None = None) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MB) of `body` run in a fresh interpreter."""
+    result = subprocess.run([sys.executable, "-c", STEP.format(body=body)], capture_output=True, text=True,
+                            env={**os.environ, **(env or {})})
+    line = next((l for l in result.stdout.splitlines() if l.startswith("RESULT")), None)
+    if result.returncode != 0 or line is None:
+        raise SystemExit(f"step failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    _, wall, cpu, megabytes = line.split()
+    return float(wall), float(cpu), float(megabytes)
+
+
+def load_line() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
