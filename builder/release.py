@@ -145,7 +145,7 @@ def route(files: list[Path], index: TopicIndex, pool=None):
             level = table["level"]
             partition = level.fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
             code = split * len(PARTITIONS) + partition
-            order = np.argsort(code, kind="stable")
+            order = np.argsort(code.astype(np.int8), kind="stable")  # a radix sort on 8-bit codes
             code = code[order]
             starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if len(code) else np.zeros(0, np.int64)
             stops = np.r_[starts[1:], len(code)]

@@ -23,7 +23,7 @@ class IdIndex:
 
     def __init__(self, ids: pa.Array | pa.ChunkedArray):
         self.ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-        hashes = np.concatenate([pd.util.hash_array(self.ids.slice(i, self.BLOCK).to_numpy(zero_copy_only=False))
+        hashes = np.concatenate([pd.util.hash_array(self.ids.slice(i, self.BLOCK).to_numpy(zero_copy_only=False), categorize=False)
                                  for i in range(0, len(self.ids), self.BLOCK)] or [np.zeros(0, np.uint64)])
         self.order = np.argsort(hashes, kind="stable")
         self.sorted = hashes[self.order]
@@ -45,7 +45,7 @@ class IdIndex:
             return np.where(found >= 0, self._first[np.maximum(found, 0)], MISSING).astype(np.int64)
         if len(array) == 0 or len(self.sorted) == 0:
             return np.full(len(array), MISSING, np.int64)
-        hashes = pd.util.hash_array(array.to_numpy(zero_copy_only=False))
+        hashes = pd.util.hash_array(array.to_numpy(zero_copy_only=False), categorize=False)
         slot = np.minimum(np.searchsorted(self.sorted, hashes), len(self.sorted) - 1)
         found = np.where(self.sorted[slot] == hashes, self.order[slot], MISSING).astype(np.int64)
         hit = found != MISSING
@@ -80,7 +80,7 @@ def positions(column: pa.Array | pa.ChunkedArray, index: IdIndex) -> np.ndarray:
 def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """64-bit hashes of strings (equal strings hash equally); collisions are for the caller to re-check."""
     encoded = _encoded(column)
-    hashed = pd.util.hash_array(encoded.dictionary.to_numpy(zero_copy_only=False).astype(object))
+    hashed = pd.util.hash_array(encoded.dictionary.to_numpy(zero_copy_only=False).astype(object), categorize=False)
     return hashed[encoded.indices.fill_null(0).to_numpy()] if len(hashed) else np.zeros(len(encoded), np.uint64)
 
 
