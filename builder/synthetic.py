@@ -90,7 +90,6 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
     level_code = rng.choice(7, size=len(subq_of_pair), p=weights / weights.sum())
     levels = pa.array(np.where(level_code == 6, 0, level_code).astype(np.int8), mask=level_code == 6)
     raw_choices = pa.array(["0", "1", "2", "3", "4", "5", "I cannot rate this."])
-    statuses = pa.array(["ok"] * 6 + ["no_digit"])
     stage = StageOutput(folders["judgments"], "judgments", judgment_config_hash(load_profile(profile)))
     folders["judgments"].mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, len(subq_of_pair), shards + 1).astype(np.int64)
@@ -107,14 +106,14 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                     "qid": pa.array(qids, type=pa.string()).take(pa.array(question_of_pair[start:stop])),
                     "docid": docids.take(idx), "url_hash": url_hashes.take(idx),
                     "level": levels[start:stop], "raw": raw_choices.take(pa.array(level_code[start:stop])),
-                    "status": statuses.take(pa.array(level_code[start:stop])),
+                    "status": pa.array(np.where(level_code[start:stop] == 6, "no_digit", "ok")),
                     "probs": pa.nulls(stop - start, pa.list_(pa.float32())),
                     "expected": pa.nulls(stop - start, pa.float32()),
                     "bm25_rank": pa.array(np.where(rank <= 20, rank, 0).astype(np.int32), mask=rank > 20),
                     "rerank_rank": pa.array(((rank * 7) % 23 + 1).astype(np.int32)),
                     "clicked": pa.array(rank == 1),
-                    "source": pa.array(np.where(rank <= 20, "bm25", np.where(rank == 1, "clicked", "rerank"))),
-                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, bool)),
+                    "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
+                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
                 }, schema=arrow_schema("judgments")), row_group_size=ROW_GROUP_ROWS)
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")

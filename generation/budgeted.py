@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
 from generation.docstore import DocStore, cut_words
-from generation.judge import NAME, PAIR_COLUMNS, make_judge, plan_pairs
+from generation.judge import NAME, judgment_row, make_judge, plan_pairs
 from generation.judges import Judge, Pair
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput, skip_if_done
@@ -138,8 +138,7 @@ def run_budgeted_judge(profile: Profile, subquestions: Path, candidates: Path, i
         new = [(q, row) for q, row in picked if (row["subq_id"], row["docid"]) not in cache]
         if new:
             grades = judge.grade([Pair(row["text"], docs.text(row["docid"])) for _, row in new])
-            judged = [{**{c: row[c] for c in PAIR_COLUMNS}, "level": g.level, "raw": g.raw, "probs": g.probs,
-                       "expected": g.expected, "extract_verbatim": g.extract_verbatim} for (_, row), g in zip(new, grades)]
+            judged = [judgment_row(row, g) for (_, row), g in zip(new, grades)]
             with ParquetSink(chunks / f"round-{round_no:06d}.parquet", NAME) as sink:
                 sink.write_rows(judged)
             cache.update({(r["subq_id"], r["docid"]): r for r in judged})

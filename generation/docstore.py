@@ -11,11 +11,12 @@ class MissingDocument(KeyError):
 
 
 def cut_words(text: str, max_words: int | None) -> str:
-    """The first `max_words` whitespace-separated words (all when None), joined by single spaces."""
+    """The first `max_words` whitespace-separated words joined by single spaces, as the authors' code does
+    (`" ".join(text.split()[:2048])`, crux/augmentation/gen_ratings.py), short texts included; the text
+    untouched when `max_words` is None."""
     if max_words is None:
         return text
-    words = text.split()
-    return text if len(words) <= max_words else " ".join(words[:max_words])
+    return " ".join(text.split()[:max_words])
 
 
 class DocStore:

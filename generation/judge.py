@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from generation.docstore import DocStore
-from generation.judges import BiEncoderJudge, Judge, LLMJudge, Pair
+from generation.judges import BiEncoderJudge, Grade, Judge, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.profiles import Judge as JudgeConfig
 from generation.profiles import Profile
@@ -27,7 +27,7 @@ from generation.storage import ParquetSink, commit
 from generation.topics import question_files
 
 NAME = "judgments"
-PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked"]
+PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
 
 @dataclass
@@ -38,6 +38,8 @@ class JudgeSummary:
     levels: Counter = field(default_factory=Counter)
     unparsed: int = 0
     not_verbatim: int = 0
+    statuses: Counter = field(default_factory=Counter)  # schema.JUDGMENT_STATUSES -> judgments
+    cut_by_tokens: int = 0  # contexts cut further, by tokens, to fit max_model_len
     skipped_shards: int = 0
     judge: str = ""
     outputs: list[Path] = field(default_factory=list)
@@ -49,7 +51,7 @@ def plan_pairs(subquestions: Path, candidates: Path, shard: Shard) -> list[dict]
     subqs = pq.read_table(subq_path, columns=["subq_id", "qid", "text"])
     subqs = subqs.filter([shard.owns_key(q) for q in subqs["qid"].to_pylist()])
     pool = read_stage(candidates, "candidates").to_table(
-        columns=["qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked"],
+        columns=[c for c in PAIR_COLUMNS if c != "subq_id"],
         filter=pc.field("qid").isin(subqs["qid"].unique()))
     by_qid: dict[str, list[dict]] = {}
     for row in pool.to_pylist():
@@ -59,6 +61,13 @@ def plan_pairs(subquestions: Path, candidates: Path, shard: Shard) -> list[dict]
         for cand in by_qid.get(qid, []):
             pairs.append({"subq_id": subq_id, "text": text, **cand})
     return pairs
+
+
+def judgment_row(pair: dict, grade: Grade) -> dict:
+    """One judgments row: the pair's ids and provenance, and what the judge made of it."""
+    return {**{c: pair[c] for c in PAIR_COLUMNS}, "level": grade.level, "raw": grade.raw, "status": grade.status,
+            "probs": grade.probs, "expected": grade.expected, "extract_verbatim": grade.extract_verbatim,
+            "context_cut_by_tokens": grade.context_cut_by_tokens}
 
 
 def auxiliary_docids(pairs: list[dict], k: int) -> dict[str, tuple[str, ...]]:
@@ -140,9 +149,7 @@ class ShardJob:
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
         with ParquetSink(self.chunk_path(k), NAME) as sink:
-            sink.write_rows({**{c: r[c] for c in PAIR_COLUMNS}, "level": g.level, "raw": g.raw, "probs": g.probs,
-                             "expected": g.expected, "extract_verbatim": g.extract_verbatim}
-                            for r, g in zip(rows, grades))
+            sink.write_rows(judgment_row(r, g) for r, g in zip(rows, grades))
         return len(rows)
 
     def merge(self, summary: JudgeSummary) -> Path:
@@ -153,8 +160,11 @@ class ShardJob:
                 summary.levels.update(v for v in table["level"].to_pylist() if v is not None)
                 summary.unparsed += table["level"].null_count
                 summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
+                summary.statuses.update(table["status"].to_pylist())
+                summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
         self.stage.mark_done(self.shard, judge=summary.judge, pairs=len(self.pairs), unparsed=summary.unparsed,
-                             levels=dict(summary.levels), not_verbatim=summary.not_verbatim)
+                             levels=dict(summary.levels), not_verbatim=summary.not_verbatim,
+                             statuses=dict(summary.statuses), cut_by_tokens=summary.cut_by_tokens)
         shutil.rmtree(self.chunks_dir)
         return self.stage.path(self.shard)
 

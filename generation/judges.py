@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from generation.docstore import cut_words
 from generation.parsing import Parsed, extract_is_verbatim, parse_first_digit, parse_intent
@@ -26,6 +26,8 @@ class Grade:
     probs: list[float] | None = None
     expected: float | None = None
     extract_verbatim: bool | None = None
+    status: str = "ok"  # one of schema.JUDGMENT_STATUSES
+    context_cut_by_tokens: bool = False
 
 
 class Judge(Protocol):
@@ -41,19 +43,80 @@ class TokenBackend(Protocol):
 
 
 class PromptEncoder:
-    """Prompt text -> token ids, through the model's chat template or as plain text."""
+    """Prompt messages -> text -> token ids, through the model's chat template or as plain text.
+
+    A chat prompt is rendered to text with `add_generation_prompt=True` and tokenized without adding special
+    tokens, since the rendered template already holds them (BOS for Llama 3): what vLLM's `LLM.chat` and an
+    OpenAI-compatible server (the authors' litellm path) do. `apply_chat_template(tokenize=True)` returns a
+    `BatchEncoding` in transformers 5, which is why the text goes through `render` first."""
 
     def __init__(self, tokenizer, chat_template: bool):
         self.tokenizer, self.chat_template = tokenizer, chat_template
         if chat_template and not getattr(tokenizer, "chat_template", None):
             raise ValueError("the profile asks for a chat template but the tokenizer has none")
 
-    def encode(self, messages: list[dict]) -> list[int]:
+    def render(self, messages: list[dict]) -> str:
         if self.chat_template:
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
-        text = "\n\n".join(m["content"] for m in messages)
-        return self.tokenizer.encode(text, add_special_tokens=True)
+            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return "\n\n".join(m["content"] for m in messages)
+
+    def encode(self, messages: list[dict]) -> list[int]:
+        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=not self.chat_template))
+
+
+def cut_tokens(tokenizer, text: str, keep: int) -> str:
+    """`text` cut after its first `keep` tokens, at the character where that token ends (the original text
+    kept as it is, where the tokenizer gives offsets)."""
+    if keep <= 0:
+        return ""
+    if getattr(tokenizer, "is_fast", False):
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return text if keep >= len(offsets) else text[: offsets[keep - 1][1]]
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return text if keep >= len(ids) else tokenizer.decode(ids[:keep])
+
+
+class PromptTooLong(ValueError):
+    pass
+
+
+def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budget: int) -> tuple[list[int], str]:
+    """Token ids of `build(context)` within `budget` tokens, cutting the end of `context` by tokens as needed.
+    Returns (ids, the context used). Raises PromptTooLong when even an empty context overflows."""
+    ids = build(context)
+    while len(ids) > budget:
+        if not context:
+            raise PromptTooLong(f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
+                                "(max_model_len - max_new_tokens)")
+        length = len(tokenizer.encode(context, add_special_tokens=False))
+        context = cut_tokens(tokenizer, context, length - (len(ids) - budget))
+        ids = build(context)
+    return ids, context
+
+
+def isolate_failures(call: Callable[[list], list], items: list) -> list:
+    """`call(items)`; when the engine fails on the batch, the halves are tried again, down to single items,
+    so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
+    result holds the exception. When every item fails the failure is not the items' (engine down, out of
+    memory): the first error is raised."""
+    results = _bisect(call, items)
+    if results and all(isinstance(r, Exception) for r in results):
+        raise results[0]
+    return results
+
+
+def _bisect(call: Callable[[list], list], items: list) -> list:
+    try:
+        return list(call(items))
+    except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
+        if len(items) == 1:
+            return [error]
+    middle = len(items) // 2
+    return _bisect(call, items[:middle]) + _bisect(call, items[middle:])
+
+
+def failed(error: Exception) -> Grade:
+    return Grade(None, f"{type(error).__name__}: {error}"[:2000], status="engine_error")
 
 
 def digit_token_ids(tokenizer, levels: Sequence[int]) -> list[int]:
@@ -92,41 +155,110 @@ class LLMJudge:
     def context(self, pair: Pair) -> str:
         return cut_words(pair.document, self.config.context_words)
 
+    @property
+    def budget(self) -> int:
+        """Prompt tokens that leave room for the answer within max_model_len."""
+        return self.config.max_model_len - self.max_new_tokens
+
+    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int], bool]:
+        """The pair's prompt ids, its context cut by tokens (after the word cut) when the prompt would not fit;
+        and whether it was."""
+        context = self.context(pair)
+        ids, used = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
+            self.prompt.messages(pair.question, c, history)), context, self.budget)
+        return ids, used != context
+
+    def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
+        encoded = []
+        for i, pair in enumerate(pairs):
+            try:
+                encoded.append(self.encode_pair(pair, histories[i] if histories else None))
+            except PromptTooLong as error:
+                encoded.append(error)
+        return encoded
+
+    def _run(self, call, encoded: list) -> list:
+        """The backend's answers for the encoded prompts; an exception in place of each one that failed."""
+        ready = [i for i, e in enumerate(encoded) if not isinstance(e, Exception)]
+        answers = isolate_failures(call, [encoded[i][0] for i in ready]) if ready else []
+        results = list(encoded)
+        for i, answer in zip(ready, answers):
+            results[i] = answer
+        return results
+
     def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
         if self.prompt.id == "r3a":
             return self._grade_r3a(pairs)
-        sequences = [self.encoder.encode(self.prompt.messages(p.question, self.context(p))) for p in pairs]
+        encoded = self._encode_all(pairs)
         if self.config.mode == "distribution":
-            grades = []
-            for row in self.backend.next_token_logprobs(sequences, self.digit_ids):
-                probs, level, expected = distribution([float(x) for x in row], self.prompt.levels)
-                grades.append(Grade(level, str(level), probs, expected))
-            return grades
-        texts = self.backend.generate(sequences, self.max_new_tokens)
-        return [Grade(self._parse(t).level, t) for t in texts]
+            rows = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
+            return [failed(row) if isinstance(row, Exception) else self._distribution_grade(row, enc[1])
+                    for row, enc in zip(rows, encoded)]
+        texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
+        return [failed(text) if isinstance(text, Exception) else self._text_grade(text, enc[1])
+                for text, enc in zip(texts, encoded)]
+
+    def _distribution_grade(self, row, cut: bool) -> Grade:
+        probs, level, expected = distribution([float(x) for x in row], self.prompt.levels)
+        return Grade(level, str(level), probs, expected, context_cut_by_tokens=cut)
+
+    def _text_grade(self, text: str, cut: bool) -> Grade:
+        parsed = self._parse(text)
+        return Grade(parsed.level, text, status=parsed.status, context_cut_by_tokens=cut)
 
     def _parse(self, text: str) -> Parsed:
         if self.prompt.parser is parse_first_digit:
             return parse_first_digit(text, self.prompt.max_level)
         return self.prompt.parser(text)
 
+    def _intent_messages(self, question: str, documents: list[str]) -> list[dict]:
+        return [{"role": "system", "content": self.prompt.system},
+                {"role": "user", "content": r3a_intent_turn(question, documents)}]
+
+    def _encode_intent(self, question: str, auxiliary: tuple[str, ...]) -> tuple[list[int], list[dict]]:
+        """Round one's prompt ids and messages within the budget: the last auxiliary documents are cut by tokens
+        first, then dropped."""
+        docs = [cut_words(d, self.config.context_words) for d in auxiliary]
+        for j in reversed(range(len(docs) + 1)):
+            head = docs[:j]
+            try:
+                ids, last = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
+                    self._intent_messages(question, head[:-1] + [c] if head else [])),
+                    head[-1] if head else "", self.budget)
+            except PromptTooLong:
+                if not head:
+                    raise
+                continue
+            return ids, self._intent_messages(question, head[:-1] + [last] if head else [])
+        raise AssertionError("unreachable: the loop ends with no documents, which raises or returns")
+
     def _grade_r3a(self, pairs: Sequence[Pair]) -> list[Grade]:
         """Round one per distinct (question, auxiliary documents); round two per pair, with the intent turn."""
         keys = list(dict.fromkeys((p.question, p.auxiliary) for p in pairs))
-        system = [{"role": "system", "content": self.prompt.system}]
-        firsts = {key: [*system, {"role": "user", "content": r3a_intent_turn(key[0], [
-            cut_words(d, self.config.context_words) for d in key[1]])}] for key in keys}
-        intents = self.backend.generate([self.encoder.encode(firsts[k]) for k in keys], self.max_new_tokens)
-        history = {k: firsts[k][1:] + [{"role": "assistant", "content": text}] for k, text in zip(keys, intents)}
-        sequences = [self.encoder.encode(self.prompt.messages(p.question, self.context(p),
-                                                              history[(p.question, p.auxiliary)])) for p in pairs]
-        texts = self.backend.generate(sequences, self.max_new_tokens)
+        firsts = {}
+        for question, auxiliary in keys:
+            try:
+                firsts[(question, auxiliary)] = self._encode_intent(question, auxiliary)
+            except PromptTooLong as error:
+                firsts[(question, auxiliary)] = error
+        answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens),
+                            [f if isinstance(f, Exception) else (f[0], False) for f in firsts.values()])
+        intents = dict(zip(keys, answers))
+        histories = [None if isinstance(intents[key], Exception) else
+                     [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]
+                     for key in ((p.question, p.auxiliary) for p in pairs)]
+        encoded = [intents[(p.question, p.auxiliary)] if h is None else enc
+                   for p, h, enc in zip(pairs, histories, self._encode_all(pairs, histories))]
+        texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
         grades = []
-        for pair, text, key in zip(pairs, texts, [(p.question, p.auxiliary) for p in pairs]):
+        for pair, text, enc in zip(pairs, texts, encoded):
+            if isinstance(text, Exception):
+                grades.append(failed(text))
+                continue
             parsed = self._parse(text)
-            intent = parse_intent(intents[keys.index(key)]) or ""
+            intent = parse_intent(intents[(pair.question, pair.auxiliary)]) or ""
             grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
-                                extract_is_verbatim(parsed.extract, self.context(pair))))
+                                extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))
         return grades
 
 

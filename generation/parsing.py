@@ -12,6 +12,7 @@ class Parsed:
     level: int | None  # None = unparsed ("Other" in the paper's Table 1)
     extract: str | None = None
     intent: str | None = None
+    status: str = "ok"  # one of schema.JUDGMENT_STATUSES: why level is None
 
 
 def parse_first_digit(text: str, max_level: int = 5) -> Parsed:
@@ -19,9 +20,9 @@ def parse_first_digit(text: str, max_level: int = 5) -> Parsed:
     A first digit above the scale (6-9) is also unparsed, so every stored level is on the scale."""
     match = FIRST_DIGIT.search(text or "")
     if match is None:
-        return Parsed(None)
+        return Parsed(None, status="no_digit")
     level = int(match.group())
-    return Parsed(level if level <= max_level else None)
+    return Parsed(level) if level <= max_level else Parsed(None, status="out_of_scale")
 
 
 def _tag(text: str, name: str) -> str | None:

@@ -1,7 +1,7 @@
 """Candidate pool per question, by the profile's rule, with provenance.
 
 union (the paper): top-k BM25 + top-k reranked + the question's clicked documents.
-sequential (the authors' code): top-k BM25, then the best reranked not yet in until k more are in,
+sequential (the authors' code): top-k BM25, then the reranker's top k not yet in (at most k new),
 then clicked documents not yet in. Clicked documents missing from the corpus are skipped and reported.
 """
 from __future__ import annotations
@@ -43,14 +43,9 @@ def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: 
     if config.rule == "union":
         for docid in reranked[: config.rerank_top]:
             chosen.setdefault(docid, "rerank")
-    else:
-        added = 0
-        for docid in reranked:
-            if added == config.rerank_top:
-                break
-            if docid not in chosen:
-                chosen[docid] = "rerank"
-                added += 1
+    else:  # the authors load the reranker's top k BY RANK and drop what is already in: never rank k+1
+        for docid in reranked[: config.rerank_top]:
+            chosen.setdefault(docid, "rerank")
     if config.include_clicked:
         for docid in clicked:
             chosen.setdefault(docid, "clicked")

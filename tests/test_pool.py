@@ -18,9 +18,11 @@ def test_union_rule():
                       ("d12", "clicked")]
 
 
-def test_sequential_rule_fills_rerank_slots_with_new_documents():
+def test_sequential_rule_takes_the_rerank_top_k_by_rank_never_beyond():
+    """The authors load the reranker's top k by rank and drop what BM25 already gave (at most k new):
+    with k = 3, d1 (rerank 3) is already in, and d9 (rerank 4) is never reached; it enters as clicked."""
     chosen = select(Pool(rule="sequential", bm25_top=2, rerank_top=3), BM25, RERANK, CLICKED)
-    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "rerank"),
+    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "clicked"),
                       ("d12", "clicked")]
 
 

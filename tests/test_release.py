@@ -43,7 +43,7 @@ def test_level_partitions_hold_each_row_once(release, inputs):
 
 @pytest.mark.parametrize("config", [c.name for c in CONFIGS])
 def test_load_dataset_returns_what_the_builder_class_builds(release, inputs, tmp_path, config):
-    loaded = datasets.load_dataset(str(release), config)
+    loaded = datasets.load_dataset(str(release), config, cache_dir=str(tmp_path / "load-cache"))
     table = next(c for c in CONFIGS if c.name == config).table
     builder = ResearchySubqJudgments(config_name=config, judgments=[inputs["judgments"]],
                                      questions=list(inputs["questions"].values()), cache_dir=str(tmp_path / "cache"))
