@@ -25,7 +25,7 @@ def judgment_records(folders: list[Path]) -> list[tuple[Path, dict]]:
     return records
 
 
-def release_profile(folders: list[Path], requested: str | Path | None = None) -> tuple[Profile, list[str]]:
+def release_profile(folders: list[Path], requested: str | Path | Profile | None = None) -> tuple[Profile, list[str]]:
     """The profile the judgments were made under (checked against `requested` when given) and the judge
     descriptions their records name."""
     records = judgment_records(folders)
@@ -37,7 +37,7 @@ def release_profile(folders: list[Path], requested: str | Path | None = None) ->
     matching = [name for name in bundled_profiles() if judgment_config_hash(load_profile(name)) == made_under]
     hint = f"the bundled profile that matches is {matching[0]!r}" if matching else "no bundled profile matches"
     if requested is not None:
-        profile = load_profile(requested)
+        profile = requested if isinstance(requested, Profile) else load_profile(requested)
         if judgment_config_hash(profile) != made_under:
             raise InputError(records[0][0], 0, f"the judgments were made under config {made_under}, profile "
                              f"{profile.name!r} has {judgment_config_hash(profile)} ({hint}); pass the profile "

@@ -32,7 +32,7 @@ def differences(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str,
+def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None) -> tuple[ReleaseSummary, Path]:
     profile, judges = release_profile(judgments, profile_name)
