@@ -14,7 +14,7 @@ import datasets
 import pyarrow.compute as pc
 
 from builder.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
-from builder.release import as_qrels, judgment_inputs, load_questions, present, route, topic_index, with_complexity
+from builder.release import judgment_inputs, load_questions, present, qrels_of, route, topic_index, with_complexity
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
 
@@ -63,9 +63,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
             partition = PARTITIONS.index(folder.split("/")[-1]) if spec.table == "judgments" else None
             for _, routed in route(files, index):
-                table = routed.rows(code, partition).table
+                table = routed.graded(code) if spec.table == "qrels" else routed.rows(code, partition).table
                 if spec.table == "qrels":
-                    table = as_qrels(table)
+                    table = qrels_of(table)
                 if table.num_rows:
                     yield key, table.cast(schema)
                     key += 1

@@ -1,8 +1,8 @@
 """Judgment shards + question tables -> the release folder (Parquet by config and split, card, manifest).
 
 One streaming pass over the judgment shards in 262k-row record batches: each batch is looked up by
-integer position (`topic_index`), sorted once by (split, level partition) and its slices appended to
-one writer per partition and split; statistics and retrieval complexity are accumulated from the same
+integer position (`topic_index`) and its rows of each (split, level partition) appended to one writer
+per partition and split; statistics and retrieval complexity are accumulated from the same
 batch, so nothing re-reads the release. Memory follows the number of questions and sub-questions.
 """
 from __future__ import annotations
@@ -100,28 +100,34 @@ def judgment_inputs(folders: list[Path]) -> list[Path]:
 
 @dataclass
 class Routed:
-    """One input batch sorted by (split, partition), with each row's positions."""
+    """One input batch, in input order, with each row's positions, split and level partition."""
     batch: Batch
     split: np.ndarray  # split code per row
-    bounds: dict  # (split code, partition code) -> (start, stop)
+    partition: np.ndarray  # level partition code per row (UNPARSED for a null level)
+
+    def _mask(self, keep: np.ndarray) -> Batch:
+        if keep.all():
+            return self.batch
+        b, mask = self.batch, pa.array(keep)
+        return Batch(b.table.filter(mask), b.question[keep], b.subquestion[keep], b.document[keep],
+                     b.bm25_top, b.rerank_top)
 
     def rows(self, split: int, partition: int | None = None) -> Batch:
-        keys = [k for k in self.bounds if k[0] == split and (partition is None or k[1] == partition)]
-        if not keys:
-            return self.slice(0, 0)
-        return self.slice(min(self.bounds[k][0] for k in keys), max(self.bounds[k][1] for k in keys))
+        keep = self.split == split
+        return self._mask(keep if partition is None else keep & (self.partition == partition))
 
-    def graded(self, split: int) -> Batch:
-        """The split's rows with a level: partitions 0-5 sort before the unparsed one."""
-        keys = [k for k in self.bounds if k[0] == split and k[1] != UNPARSED]
-        if not keys:
-            return self.slice(0, 0)
-        return self.slice(min(self.bounds[k][0] for k in keys), max(self.bounds[k][1] for k in keys))
+    def parts(self, split: int):
+        """(partition code, rows) of the split's rows, one filter per partition present."""
+        in_split = self.split == split
+        for code in np.unique(self.partition[in_split]):
+            keep = in_split & (self.partition == code)
+            yield int(code), self.batch.table if keep.all() else self.batch.table.filter(pa.array(keep))
 
-    def slice(self, start: int, stop: int) -> Batch:
-        b = self.batch
-        return Batch(b.table.slice(start, stop - start), b.question[start:stop], b.subquestion[start:stop],
-                     b.document[start:stop], b.bm25_top, b.rerank_top)
+    def graded(self, split: int) -> pa.Table:
+        """The split's rows that have a level, as the three columns qrels are made of."""
+        keep = (self.split == split) & (self.partition != UNPARSED)
+        columns = self.batch.table.select(["subq_id", "docid", "level"])
+        return columns if keep.all() else columns.filter(pa.array(keep))
 
 
 def route(files: list[Path], index: TopicIndex, pool=None):
@@ -141,21 +147,10 @@ def route(files: list[Path], index: TopicIndex, pool=None):
                 row = int(np.flatnonzero(other)[0])
                 raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
                                  f"qid {table['qid'][row]}", field="qid")
-            split = index.question_split[question]
-            level = table["level"]
-            partition = level.fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
-            code = split * len(PARTITIONS) + partition
-            order = np.argsort(code.astype(np.int8), kind="stable")  # a radix sort on 8-bit codes
-            code = code[order]
-            starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]]) if len(code) else np.zeros(0, np.int64)
-            stops = np.r_[starts[1:], len(code)]
-            bounds = {(int(code[a]) // len(PARTITIONS), int(code[a]) % len(PARTITIONS)): (int(a), int(b))
-                      for a, b in zip(starts, stops)}
-            sorted_table = table.take(pa.array(order))
-            yield path, Routed(Batch(sorted_table, question[order], subquestion[order],
-                                     string_hashes(sorted_table["docid"]),
+            partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
+            yield path, Routed(Batch(table, question, subquestion, string_hashes(table["docid"]),
                                      pool.bm25_top if pool else None, pool.rerank_top if pool else None),
-                               split[order], bounds)
+                               index.question_split[question], partition)
 
 
 def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Path], settings: Complexity) -> pa.Table:
@@ -172,10 +167,6 @@ def qrels_of(graded: pa.Table) -> pa.Table:
     """BEIR/MTEB qrels of judgments that all have a level."""
     return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
                      "score": pc.cast(graded["level"], pa.int32())})
-
-
-def as_qrels(rows: pa.Table) -> pa.Table:
-    return qrels_of(rows.filter(pc.is_valid(rows["level"])))
 
 
 def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary) -> None:
@@ -214,13 +205,13 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for _, routed in route(files, index, profile.pool if profile is not None else None):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
-        for (s, p), (start, stop) in routed.bounds.items():
-            writers[(p, s)].write(b.table.slice(start, stop - start))
         for s, split in enumerate(splits):
             rows = routed.rows(s)
             if rows.table.num_rows:
                 stats[split].add(rows)
-                qrels[s].write(qrels_of(routed.graded(s).table))
+                for p, part in routed.parts(s):
+                    writers[(p, s)].write(part)
+                qrels[s].write(qrels_of(routed.graded(s)))
         if progress is not None:
             progress(b.table.num_rows)
     for (p, s), writer in writers.items():

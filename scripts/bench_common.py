@@ -1,5 +1,5 @@
 """Shared by the bench_* scripts: run a snippet in a fresh interpreter and read back its wall time, CPU time
-(user + system) and peak memory (max RSS)."""
+(user + system) and peak memory (the process's own high-water RSS, VmHWM)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,9 @@ start = time.perf_counter()
 {body}
 elapsed = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(f"RESULT {{elapsed:.2f}} {{usage.ru_utime + usage.ru_stime:.2f}} {{usage.ru_maxrss / 1024:.0f}}")
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child of a large parent would report the parent's
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+print(f"RESULT {{elapsed:.2f}} {{usage.ru_utime + usage.ru_stime:.2f}} {{peak:.0f}}")
 """
 
 
