@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.synthetic import judgment_config_hash
 from generation.errors import InputError
 from generation.profiles import Profile, bundled_profiles, load_profile
 from generation.shards import DONE_DIR
+
+JUDGMENT_SECTIONS = ("bm25", "rerank", "pool", "judge")  # what the judge stage's config hash covers (judge.py)
+
+
+def judgment_config_hash(profile: Profile) -> str:
+    return profile.config_hash(*JUDGMENT_SECTIONS)
 
 
 def judgment_records(folders: list[Path]) -> list[tuple[Path, dict]]:

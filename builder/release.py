@@ -136,15 +136,15 @@ def route(files: list[Path], index: TopicIndex, pool=None):
     for path in files:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
             table = conform(pa.Table.from_batches([batch]), "judgments")
-            question = index.question_positions(table["qid"])
             subquestion = index.subquestion_positions(table["subq_id"])
-            for values, column in ((question, "qid"), (subquestion, "subq_id")):
-                if (values == MISSING).any():
-                    bad = table[column][int(np.flatnonzero(values == MISSING)[0])]
-                    raise InputError(path, 0, f"{column} {bad} is not in the questions tables", field=column)
-            other = index.subq_question[subquestion] != question
-            if other.any():
-                row = int(np.flatnonzero(other)[0])
+            if (subquestion == MISSING).any():
+                bad = table["subq_id"][int(np.flatnonzero(subquestion == MISSING)[0])]
+                raise InputError(path, 0, f"subq_id {bad} is not in the subquestions tables", field="subq_id")
+            # a row's question is its sub-question's: one string comparison checks the row's qid against it
+            question = index.subq_question[subquestion]
+            same = pc.equal(table["qid"], index.questions.ids.take(pa.array(question))).to_numpy(zero_copy_only=False)
+            if not same.all():
+                row = int(np.flatnonzero(~same)[0])
                 raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
                                  f"qid {table['qid'][row]}", field="qid")
             partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)

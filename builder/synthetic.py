@@ -12,17 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from builder.lineage import judgment_config_hash
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
 from generation.storage import COMPRESSION
 
 ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)
-JUDGMENT_SECTIONS = ("bm25", "rerank", "pool", "judge")  # what the judge stage's config hash covers
-
-
-def judgment_config_hash(profile) -> str:
-    return profile.config_hash(*JUDGMENT_SECTIONS)
 
 # seeds/000 Table 1: counts of levels 0..5 and "Other".
 TABLE1 = {0: 3_482_653, 1: 2_651_382, 2: 7_920_642, 3: 2_909_134, 4: 5_444_774, 5: 1_907_722, None: 13}

@@ -120,7 +120,8 @@ def read_all(paths: list[Path], columns: list[str] | None, check, release: Path,
 @dataclass
 class SplitScan:
     stats: SplitStats
-    keys: list = field(default_factory=list)  # 64-bit (subq_id, docid) keys
+    keys: np.ndarray | None = None  # 64-bit (subq_id, docid) key per judgment, filled batch by batch
+    filled: int = 0
     graded: int = 0
     graded_print: int = 0  # sum of mix(subq, doc, level) over graded judgments, mod 2^64
 
@@ -175,6 +176,7 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
         scan = scans[split] = SplitScan(SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum())))
+        scan.keys = np.empty(sum(pq.ParquetFile(p).metadata.num_rows for p in files.of("judgments", split)), np.uint64)
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
             name = path.relative_to(release)
@@ -208,7 +210,9 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                 for column, n in nan_count(table, "judgments").items():
                     checks["nan"].fail(f"{name}: {n} NaN in {column}", n)
                 document = string_hashes(table["docid"])
-                scan.keys.append(mix(subquestion, document))
+                keys = mix(subquestion, document)[: len(scan.keys) - scan.filled]
+                scan.keys[scan.filled: scan.filled + len(keys)] = keys
+                scan.filled += len(keys)
                 if not known.all():
                     table, question, subquestion, document = (table.filter(pa.array(known)), question[known],
                                                               subquestion[known], document[known])
@@ -247,10 +251,10 @@ def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, co
 
 
 def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: np.ndarray, check) -> None:
-    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass)."""
-    ordered = np.sort(keys)
-    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-    del ordered
+    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass).
+    `keys` is sorted in place: 8 bytes a judgment, the one part of validate's memory that follows the rows."""
+    keys.sort()
+    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
     if len(repeated) == 0:
         return
     seen: dict[tuple, int] = {}

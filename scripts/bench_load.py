@@ -1,7 +1,7 @@
 """What a user of the release waits for: `load_dataset(RELEASE, "judgments")` against
 `load_dataset("parquet", data_files=...)` on the very same files, each in a fresh process with an empty
 cache (cold: Arrow conversion included) and again with that cache filled (warm), plus the first row of a
-streaming load. Prints wall time and peak memory (max RSS) of each.
+streaming load. Prints wall time and peak memory (VmHWM) of each.
 
 Usage: python scripts/bench_load.py RELEASE [--split train]
 """

@@ -6,7 +6,7 @@ sub-questions and 24,316,320 judgments at scale 1), then, each in its own proces
 - `build-release` (package_release: data, statistics, complexity, card, manifest),
 - `validate` (every check, with the load_dataset checks streaming one row per config and split),
 
-and print CPU seconds (user + system), wall seconds and peak memory (max RSS) of each, with the ratios the
+and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of each, with the ratios the
 goals are stated in (build <= 1.5x the floor's CPU, validate <= 1.5x build's, peak <= 1 GB) and the
 machine's load while it ran.
 
