@@ -22,8 +22,9 @@ test: $(STAMP) check-workflows
 	$(BIN)/python -m pytest -q
 
 check-workflows: $(STAMP)
-	$(BIN)/zizmor --offline --min-severity medium .github/workflows/
+	$(BIN)/zizmor --offline --min-severity medium .github/
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(BIN)/check-jsonschema --builtin-schema vendor.dependabot .github/dependabot.yml
 
 sample: $(STAMP)
 	$(BIN)/python scripts/make_sample.py

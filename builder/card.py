@@ -2,18 +2,27 @@
 level plot and manifest.json, all from the numbers computed while building."""
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from builder.layout import CONFIGS, DEFAULT_CONFIG
+from builder.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
+from builder.snippets import field_tables, loading_snippets
 from generation.schema import features
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "cards" / "dataset_card.md"
+# Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
+TEMPLATE = ("cards", "dataset_card.md")
 PLOT = "level_distribution.png"
 STATS_BEGIN, STATS_END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
+LICENSE = "cdla-permissive-2.0"  # Researchy Questions' licence, which the judgments derive from
+SOURCE_DATASET = "corbyrosset/researchy_questions"
+
+
+def template_text() -> str:
+    return resources.files("builder").joinpath(*TEMPLATE).read_text(encoding="utf-8")
 
 
 def splits_with_rows(rows: dict, config_name: str, splits: list[str]) -> list[str]:
@@ -25,22 +34,44 @@ def published_configs(rows: dict, splits: list[str]):
     return [c for c in CONFIGS if splits_with_rows(rows, c.name, splits)]
 
 
-def card_data(rows: dict, splits: list[str], pretty_name: str) -> DatasetCardData:
+def arrow_bytes(files: list[Path]) -> int:
+    """A split's num_bytes: the Arrow size of its rows as `datasets` counts it (the nbytes of the tables it
+    writes after reading the Parquet files), recorded in each file's footer by the release writer
+    (`layout.read_back_nbytes`, within 0.5% of datasets' own count)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in files:
+        metadata = pq.read_metadata(path).metadata or {}
+        if ARROW_NBYTES not in metadata:
+            raise ValueError(f"{path}: no {ARROW_NBYTES.decode()} in its footer: not written by build-release")
+        total += int(metadata[ARROW_NBYTES])
+    return total
+
+
+def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path) -> DatasetCardData:
     configs = published_configs(rows, splits)
     data = DatasetCardData(
-        language=["en"], license="other", pretty_name=pretty_name, task_categories=["text-retrieval"],
-        tags=["relevance-judgments", "llm-as-judge", "researchy-questions", "clueweb22", "sub-questions"],
+        language=["en"], license=LICENSE, pretty_name=pretty_name,
+        annotations_creators=["machine-generated"], language_creators=["found"], multilinguality=["monolingual"],
+        source_datasets=[f"extended|{SOURCE_DATASET}"],
+        task_categories=["text-retrieval"], task_ids=["document-retrieval"],
+        tags=["relevance-judgments", "llm-as-judge", "researchy-questions", "clueweb22", "sub-questions", "beir", "mteb"],
         size_categories=[size_category(rows.get("judgments", {}))],
         configs=[{"config_name": c.name, **({"default": True} if c.name == DEFAULT_CONFIG else {}),
                   "data_files": [{"split": s, "path": c.pattern(s)} for s in splits_with_rows(rows, c.name, splits)]}
                  for c in configs],
     )
-    infos = DatasetInfosDict({
-        c.name: DatasetInfo(features=features(c.table), splits=SplitDict(
-            {s: SplitInfo(name=s, num_examples=rows[c.name][s], num_bytes=0)
-             for s in splits_with_rows(rows, c.name, splits)}))
-        for c in configs})
-    infos.to_dataset_card_data(data)
+    infos = {}
+    for c in configs:
+        present = splits_with_rows(rows, c.name, splits)
+        split_infos = {s: SplitInfo(name=s, num_examples=rows[c.name][s], num_bytes=arrow_bytes(c.files(release, s)))
+                       for s in present}
+        infos[c.name] = DatasetInfo(
+            features=features(c.table), splits=SplitDict(split_infos),
+            download_size=sum(p.stat().st_size for s in present for p in c.files(release, s)),
+            dataset_size=sum(i.num_bytes for i in split_infos.values()))
+    DatasetInfosDict(infos).to_dataset_card_data(data)
     return data
 
 
@@ -89,9 +120,13 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
 
 
 def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
-    data = card_data(rows, splits, "Researchy Questions sub-question judgments")
-    card = DatasetCard.from_template(data, template_path=str(TEMPLATE), statistics=stats_markdown(stats),
-                                     configs=config_rows(rows, splits), splits=splits, **context)
+    data = card_data(rows, splits, "Researchy Questions sub-question judgments", Path(out))
+    published = [c.name for c in published_configs(rows, splits)]
+    card = DatasetCard.from_template(data, template_str=template_text(), statistics=stats_markdown(stats),
+                                     configs=config_rows(rows, splits), splits=splits, fields=field_tables(published),
+                                     snippets=loading_snippets(context["repo"], published, splits,
+                                                               context["binary_threshold"]),
+                                     license_name=LICENSE, source_dataset=SOURCE_DATASET, **context)
     path = Path(out) / "README.md"
     card.save(path)
     return path

@@ -16,18 +16,22 @@ from generation.progress import console
 def build_release_command(
     judgments: List[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
     questions: List[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
-    out: Path = typer.Option(..., "--out", help="the release folder (= the Hub repository)"),
+    out: Path = typer.Option(Path("researchy-subq-judgments"), "--out",
+                             help="the release folder (= the Hub repository; its name is the dataset's name)"),
     profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
     rows_per_file: Optional[int] = typer.Option(None, help="rows per Parquet file (default 5,000,000)"),
     agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
+    shards_revision: Optional[str] = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
+                                                  "recorded in manifest.json"),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
     from builder.package import package_release
 
     try:
         summary, card = run_stage("building release", "judgments", lambda advance: package_release(
-            judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file))
+            judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file,
+            shards_revision=shards_revision))
     except ProfileError as e:
         fail(str(e))
     for split, stats in summary.stats.items():
@@ -70,15 +74,17 @@ def publish(
     release: Path = typer.Argument(...),
     repo: str = typer.Option(..., "--repo", help="ORG/NAME on the Hub"),
     tag: Optional[str] = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
-    revision: str = typer.Option("main"),
-    create_pr: bool = typer.Option(False, "--create-pr"),
+    revision: str = typer.Option("main", help="branch to commit to; created from main when missing"),
+    create_pr: bool = typer.Option(False, "--create-pr", help="open a pull request instead of committing"),
+    private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
     yes: bool = typer.Option(False, "--yes", help="really publish (default: a dry run)"),
 ) -> None:
     """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login."""
     from builder.publish import PublishRefused, publish as run_publish
 
     try:
-        run_publish(release, repo, tag, revision, create_pr, yes, say=lambda line: console.print(line, highlight=False))
+        run_publish(release, repo, tag, revision, create_pr, yes, say=lambda line: console.print(line, highlight=False),
+                    private=private)
     except PublishRefused as e:
         fail(str(e))
 

@@ -139,16 +139,29 @@ def print_simulation(results: dict, questions: int, runs: int, threshold: int) -
 def evaluate(
     run: Path = typer.Option(..., "--run", help="TREC run whose query ids are question ids"),
     release: Path = typer.Option(..., "--release"),
-    metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20", help="alpha-ndcg@K or alpha-ndcg@K:ALPHA (default 0.5)"),
+    metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
+                                help="alpha-ndcg@K, alpha-ndcg@K:ALPHA (default 0.5) or ndcg@K"),
     threshold: int = typer.Option(4, help="a sub-question (aspect) is covered at level >= threshold"),
+    split: Optional[str] = typer.Option(None, help="average over this split's questions only (default: all)"),
 ) -> None:
-    """alpha-nDCG of any TREC run against the release, with sub-questions as aspects."""
-    from builder.agreement import read_trec_run
-    from builder.alpha_ndcg import evaluate_run
+    """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
+    averaged over every question of the release (a question missing from the run scores 0)."""
+    import warnings
+
+    from builder.evaluate import evaluate_run, read_run
 
     try:
-        results = evaluate_run(read_trec_run(run), release, parse_list(metrics), threshold)
-    except ValueError as e:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ranked = read_run(run).ranked
+        for warning in caught:
+            console.print(f"warning: {warning.message}", highlight=False)
+        results = evaluate_run(ranked, release, parse_list(metrics), threshold, split)
+    except (ValueError, OSError) as e:
         fail(str(e))
-    for name, result in results.items():
-        console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions", highlight=False)
+    for name, result in results["metrics"].items():
+        console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions "
+                      f"({result['in_run']:,} in the run)", highlight=False)
+    if results["ignored_run_queries"]:
+        console.print(f"{results['ignored_run_queries']:,} run query ids are no question of the release: ignored",
+                      highlight=False)

@@ -13,10 +13,14 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
+from builder import configs
 from builder.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
 from builder.release import judgment_inputs, load_questions, present, qrels_of, route, topic_index, with_complexity
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
+
+
+DERIVED = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
 
 
 class ResearchySubqConfig(datasets.BuilderConfig):
@@ -58,6 +62,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             qids = questions.filter(pc.equal(questions["split"], split))["qid"]
             yield 0, subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids)).cast(schema)
             return
+        if spec.name in DERIVED:
+            yield from self._derived_tables(spec, split, questions, subquestions, index, files)
+            return
         key, code = 0, splits.index(split)
         # One pass per partition, so rows come in the order the release's files are read.
         for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
@@ -69,3 +76,29 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                 if table.num_rows:
                     yield key, table.cast(schema)
                     key += 1
+
+    def _derived_tables(self, spec, split: str, questions, subquestions, index, files):
+        """As `builder.configs.write_derived_configs` writes them: level partition by partition."""
+        in_split = questions.filter(pc.equal(questions["split"], split))
+        split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
+        if spec.name == "queries":
+            yield 0, configs.queries(split_subqs)
+            return
+        numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
+        threshold = configs.binary_threshold(load_profile(self.config.profile))
+        key, code = 0, present(questions).index(split)
+        for partition in range(len(PARTITIONS)):
+            for _, routed in route(files, index):
+                part = routed.rows(code, partition).table
+                if part.num_rows == 0:
+                    continue
+                if spec.name == "corpus-ids":
+                    docs.add(part)
+                    continue
+                table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
+                    else configs.diversity_qrels(part, numbers)
+                if table.num_rows:
+                    yield key, table
+                    key += 1
+        if spec.name == "corpus-ids":
+            yield 0, docs.table()

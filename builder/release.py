@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from builder.complexity import ComplexityAccumulator, add_columns
 from builder.complexity import summary as complexity_summary
+from builder.configs import binary_threshold, write_derived_configs
 from builder.layout import PARTITIONS, SPLITS, config_of_partition
 from builder.stats import Batch, SplitStats
 from builder.topic_index import MISSING, TopicIndex, string_hashes
@@ -195,7 +196,6 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
         stats[split] = SplitStats(len(subq_split), subquestions=int((subq_split == code).sum()),
                                   clicked_total=int(pc.sum(pc.list_value_length(question_table.filter(
                                       pc.equal(question_table["split"], split))["clicked"])).as_py() or 0))
-    del subquestion_table  # written; from here on sub-questions are positions in `index`
     settings = profile.complexity if profile is not None else Complexity()
     complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
                                        settings.completeness_threshold)
@@ -222,6 +222,8 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for s, writer in qrels.items():
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
+    write_derived_configs(out, question_table, subquestion_table, splits, rows_per_file, summary,
+                          binary_threshold(profile))
     question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
                                  complexity.judged)
     summary.stats = {s: stats[s].summary() for s in splits}

@@ -1,8 +1,5 @@
-"""Release Parquet files: the writer options in one place, and files that roll over at a row count.
-
-`writer_options` is the single place that decides how release files are encoded (compression, page
-index, content-defined chunking, ...); every release file is opened through `open_writer`.
-"""
+"""Release Parquet files that roll over at a row count, each opened by `layout.open_parquet_writer` (the
+one place that decides how release files are encoded)."""
 from __future__ import annotations
 
 import os
@@ -11,19 +8,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from builder.layout import open_parquet_writer
 from generation.schema import arrow_schema
-from generation.storage import COMPRESSION
 
 ROW_GROUP_ROWS = 65_536  # rows buffered per writer before a row group is written
-
-
-def writer_options() -> dict:
-    """Keyword arguments of `pyarrow.parquet.ParquetWriter` for every release file."""
-    return {"compression": COMPRESSION}
-
-
-def open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    return pq.ParquetWriter(path, schema, **writer_options())
 
 
 class RollingWriter:
@@ -70,7 +58,7 @@ class RollingWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f".{self.split}-{len(self.files):05d}.parquet.tmp-{os.getpid()}"
         self.files.append(path)
-        self._writer = open_writer(path, self.schema)
+        self._writer = open_parquet_writer(path, self.schema)
         self._in_file = 0
 
     def close(self) -> list[Path]:

@@ -113,12 +113,14 @@ def index(
     index: Path = typer.Option(..., "--index", help="where the Lucene index goes"),
     threads: int = typer.Option(2, "--threads"),
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Java heap for Anserini"),
+    profile: str = typer.Option("paper", "--profile", help="the profile whose bm25.stemmer the index uses"),
 ) -> None:
-    """Build the Lucene index with Anserini (Porter stemming, raw JSON stored)."""
+    """Build the Lucene index with Anserini (the profile's bm25.stemmer, raw JSON stored)."""
     from generation.index import build_index
 
-    summary = run_stage("exporting corpus to Anserini", "docs",
-                        lambda advance: build_index(corpus, index, threads, memory_mb=memory_mb, progress=advance))
+    stemmer = profile_of(profile).bm25.stemmer
+    summary = run_stage("exporting corpus to Anserini", "docs", lambda advance: build_index(
+        corpus, index, threads, stemmer=stemmer, memory_mb=memory_mb, progress=advance))
     state = "already built" if summary.skipped else "built"
     console.print(f"index: {summary.documents:,} documents {state} -> {summary.path}")
 

@@ -1,4 +1,4 @@
-"""Corpus shards -> a Lucene index built by Anserini (Pyserini's bundled jar), Porter-stemmed BM25.
+"""Corpus shards -> a Lucene index built by Anserini (Pyserini's bundled jar), stemmed as the profile says.
 
 Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}; the raw
 JSON is stored (-storeRaw) so later stages read the text and url_hash back by docid, and url_hash is
@@ -49,6 +49,12 @@ def export_jsonl(corpus_files: list[Path], folder: Path, progress=None) -> int:
                 if progress is not None:
                     progress(batch.num_rows)
     return count
+
+
+def index_stemmer(index: Path) -> str | None:
+    """The stemmer this kit built the index with; None for an index built elsewhere (no completion record)."""
+    record = Path(index) / RECORD
+    return json.loads(record.read_text())["stemmer"] if record.exists() else None
 
 
 def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from generation.docstore import cut_words
-from generation.parsing import Parsed, extract_is_verbatim, parse_first_digit, parse_intent
+from generation.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_intent
 from generation.profiles import Judge as JudgeConfig
 from generation.prompts import Prompt, get_prompt, r3a_intent_turn
 
@@ -148,8 +148,9 @@ class LLMJudge:
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
-            if self.prompt.id == "r3a":
-                raise ValueError("prompt r3a reasons before its score: use mode: generate")
+            if not self.prompt.grade_first:
+                raise ValueError(f"mode distribution reads the grade from the answer's first token, and prompt "
+                                 f"{self.prompt.id!r} answers '<think> ...' before its score: use mode: generate")
             self.digit_ids = digit_token_ids(tokenizer, self.prompt.levels)
 
     def context(self, pair: Pair) -> str:
@@ -255,7 +256,7 @@ class LLMJudge:
             if isinstance(text, Exception):
                 grades.append(failed(text))
                 continue
-            parsed = self._parse(text)
+            parsed = check_r3a_extract(self._parse(text), self.context(pair))
             intent = parse_intent(intents[(pair.question, pair.auxiliary)]) or ""
             grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
                                 extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))

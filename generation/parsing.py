@@ -1,10 +1,19 @@
-"""Turning a judge's text into a level, the authors' way, and the R3A format and extract checks."""
+"""Turning a judge's text into a level and a status, the authors' way, and the R3A format and extract checks.
+
+Every parse returns a `status` from `schema.JUDGMENT_STATUSES`: `ok` with a level on the prompt's scale, or
+why the level is null.
+"""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-FIRST_DIGIT = re.compile(r"\d")
+# DylanJoo/crux crux/augmentation/gen_ratings.py lines 113-115: `re.findall(re.compile(r"\d|-\d"), o + "-1")[0]`,
+# then `int(...)`: the first digit or negative digit of the output; the appended "-1" is what an output without
+# a digit yields. crux/llm/litellm_api.py lines 68-69: a failed request returns the string "-2" as its output.
+AUTHORS_PATTERN = re.compile(r"\d|-\d")
+NO_DIGIT_SENTINEL = "-1"
+REQUEST_FAILED_SENTINEL = "-2"
 
 
 @dataclass(frozen=True)
@@ -16,13 +25,23 @@ class Parsed:
 
 
 def parse_first_digit(text: str, max_level: int = 5) -> Parsed:
-    """The authors' rule: the first digit anywhere in the output ("10" -> 1, "-1" -> 1); no digit -> unparsed.
-    A first digit above the scale (6-9) is also unparsed, so every stored level is on the scale."""
-    match = FIRST_DIGIT.search(text or "")
-    if match is None:
+    """The authors' rule, classified. Their value is the first match of AUTHORS_PATTERN in text + "-1": "10" -> 1, "-3" -> -3,
+    "7" -> 7, no digit -> -1. A level is kept only on the scale 0..max_level; otherwise it is null and the status
+    says why: `no_digit` (their appended "-1" matched), `request_failed` (the whole output is their failure
+    sentinel "-2"), `negative` (a negative digit came first, e.g. "-3", or a literal "-1"), `out_of_scale`
+    (a first digit above the scale, e.g. "7" on 0-5)."""
+    text = text or ""
+    if text.strip() == REQUEST_FAILED_SENTINEL:
+        return Parsed(None, status="request_failed")
+    match = AUTHORS_PATTERN.search(text + NO_DIGIT_SENTINEL)
+    if match.start() >= len(text):  # only the appended sentinel matched: the output has no digit
         return Parsed(None, status="no_digit")
-    level = int(match.group())
-    return Parsed(level) if level <= max_level else Parsed(None, status="out_of_scale")
+    value = int(match.group())
+    if value < 0:
+        return Parsed(None, status="negative")
+    if value > max_level:
+        return Parsed(None, status="out_of_scale")
+    return Parsed(value)
 
 
 def _tag(text: str, name: str) -> str | None:
@@ -30,23 +49,36 @@ def _tag(text: str, name: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-def _score(text: str) -> int | None:
+def _score(text: str, max_level: int = 2) -> Parsed:
+    """The <score> tag: "[1]", " 2 " and the like; a digit above the scale is out_of_scale, no digit no_digit."""
     value = _tag(text, "score")
-    if value is None or not re.fullmatch(r"\[?\s*[012]\s*\]?", value):
-        return None
-    return int(re.search(r"[012]", value).group())
+    digit = re.fullmatch(r"\[?\s*(\d)\s*\]?", value) if value is not None else None
+    if digit is None:
+        return Parsed(None, status="no_digit")
+    level = int(digit.group(1))
+    return Parsed(level) if level <= max_level else Parsed(None, status="out_of_scale")
 
 
 def parse_umbrela(text: str) -> Parsed:
     """<think> ... </think> <score> 0/1/2 </score>; anything else is unparsed."""
-    return Parsed(_score(text))
+    return _score(text)
 
 
 def parse_r3a(text: str) -> Parsed:
-    """<think> ... </think> <extract> fragment or none </extract> <score> 0/1/2 </score>."""
+    """<think> ... </think> <extract> fragment or none </extract> <score> 0/1/2 </score>. The extract is checked
+    against the document by `check_r3a_extract`."""
     if _tag(text, "think") is None:
-        return Parsed(None, _tag(text, "extract"))
-    return Parsed(_score(text), _tag(text, "extract"))
+        return Parsed(None, _tag(text, "extract"), status="no_digit")
+    return replace(_score(text), extract=_tag(text, "extract"))
+
+
+def check_r3a_extract(parsed: Parsed, document: str) -> Parsed:
+    """seeds/004 section 2 (Reward Function): the reward is I_format x r_score, granted only when the output meets
+    every format and extraction requirement, so an extract that is not verbatim in the document is a format
+    failure: the level is null and the status `not_verbatim`, whatever the score said."""
+    if parsed.status != "ok" or extract_is_verbatim(parsed.extract, document):
+        return parsed
+    return replace(parsed, level=None, status="not_verbatim")
 
 
 def parse_intent(text: str) -> str | None:

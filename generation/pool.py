@@ -1,8 +1,10 @@
 """Candidate pool per question, by the profile's rule, with provenance.
 
 union (the paper): top-k BM25 + top-k reranked + the question's clicked documents.
-sequential (the authors' code): top-k BM25, then the reranker's top k not yet in (at most k new),
-then clicked documents not yet in. Clicked documents missing from the corpus are skipped and reported.
+sequential (the authors' code): top-k BM25, then the reranker's top k BY RANK minus those already in (so at
+most k new, never a document ranked below k), then clicked documents not yet in.
+Both select the same set for the same sizes; the profiles differ in k (paper 20 + 20, crux-code 5 + 20).
+Clicked documents missing from the corpus are skipped and reported.
 """
 from __future__ import annotations
 
@@ -40,12 +42,12 @@ def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: 
     chosen: dict[str, str] = {}
     for docid in bm25[: config.bm25_top]:
         chosen.setdefault(docid, "bm25")
-    if config.rule == "union":
-        for docid in reranked[: config.rerank_top]:
-            chosen.setdefault(docid, "rerank")
-    else:  # the authors load the reranker's top k BY RANK and drop what is already in: never rank k+1
-        for docid in reranked[: config.rerank_top]:
-            chosen.setdefault(docid, "rerank")
+    # Both rules take the reranker's top k by rank and keep those not already in. The authors' sequential run
+    # (crux-researchy/slurm/generate_ratings_offload.sh: --top_k 20 over the reranked run) loads ranks <= 20
+    # (crux/tools/generic/ir_utils.py lines 17-18) and drops the pairs judged in the BM25 top-5 pass
+    # (crux/augmentation/gen_ratings_offload.py lines 71-80): no rank below 20 is ever judged.
+    for docid in reranked[: config.rerank_top]:
+        chosen.setdefault(docid, "rerank")
     if config.include_clicked:
         for docid in clicked:
             chosen.setdefault(docid, "clicked")

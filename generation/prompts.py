@@ -1,8 +1,9 @@
 """The judge prompt registry: exact texts, a stable hash each, scale, parser and token budget.
 
 - crux-paper: Figure 2 of the paper (seeds/000), verbatim.
-- crux-code:  the authors' released variant: guideline lines 5..1 end with " to the question", and the
-              prompt ends "Rating: " (with the space), written for completion.
+- crux-code:  the template of the authors' released code, character for character
+              (DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39; the same text in
+              gen_ratings_offload.py and gen_ratings_offload_qrel.py), not Figure 2 edited.
 - umbrela:    the UMBRELA prompt of seeds/004 Appendix D (0-2, <think>/<score>).
 - r3a:        seeds/004 Appendix C, two rounds: infer the intent from the question's top-ranked candidates
               (auxiliary documents), then grade 0/1/2 with a verbatim <extract>.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -35,8 +37,29 @@ def _crux(guideline: list[str], ending: str) -> str:
 
 
 CRUX_PAPER = _crux(CRUX_GUIDELINE, "Rating:")
-CRUX_CODE = _crux([line[:-1] + " to the question." if not line.startswith("- 0") else line
-                   for line in CRUX_GUIDELINE], "Rating: ")
+# DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39 (`prompt_template`), as the code has it: a new line
+# after "Instruction:", "context." with a full stop, "Rate the context on a scale" (no "with"), "Guideline: " with
+# its trailing space, guideline lines 5..1 ending " to the question", one new line between question and context,
+# a space after the context, and "Rating: " with its trailing space.
+CRUX_CODE = (
+    "Instruction:\n"
+    "Determine whether the question can be answered based on the provided context. Rate the context on a scale "
+    "from 0 to 5 according to the guideline below. Do not write anything except the rating.\n"
+    "\n"
+    "Guideline: \n"
+    "- 5: The context is highly relevant, complete, and accurate to the question.\n"
+    "- 4: The context is mostly relevant and complete but may have minor gaps or inaccuracies to the question.\n"
+    "- 3: The context is partially relevant and complete, with noticeable gaps or inaccuracies to the question.\n"
+    "- 2: The context has limited relevance and completeness, with significant gaps or inaccuracies to the "
+    "question.\n"
+    "- 1: The context is minimally relevant or complete, with substantial shortcomings to the question.\n"
+    "- 0: The context is not relevant or complete at all.\n"
+    "\n"
+    "Question: {question}\n"
+    "Context: {context} \n"
+    "\n"
+    "Rating: "
+)
 
 UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
 UMBRELA_USER = """Given a query and a document, you must provide a score on an integer scale of 0 to 2 with the following meanings:
@@ -93,6 +116,17 @@ Input
 [document to be evaluated]: {context}"""
 
 
+AUTHORS_BULLET = re.compile(r"(\s)*-\s")
+
+
+def authors_subquestion(text: str) -> str:
+    """The sub-question text the authors' code used: crux/tools/researchy/ir_utils.py line 35 applies
+    remove_header (crux/tools/researchy/text_utils.py lines 8-10), which deletes EVERY dash followed by white
+    space, with the white space before it, not only the leading bullet: "the pros - and cons" -> "the prosand
+    cons". Applied to our text (the leading "- " already removed) it gives theirs."""
+    return AUTHORS_BULLET.sub("", text).strip()
+
+
 @dataclass(frozen=True)
 class Prompt:
     id: str
@@ -103,6 +137,8 @@ class Prompt:
     max_new_tokens: int  # the token budget of one answer
     system: str | None = None
     rounds: tuple[str, ...] = field(default=())  # extra user turns before `user` (r3a's intent round)
+    grade_first: bool = True  # the answer's first token is the grade (what distribution mode reads)
+    question_text: Callable[[str], str] | None = None  # how the sub-question text enters the prompt
 
     @property
     def levels(self) -> list[int]:
@@ -110,10 +146,15 @@ class Prompt:
 
     @property
     def sha256(self) -> str:
-        payload = json.dumps({"system": self.system, "rounds": self.rounds, "user": self.user}, sort_keys=True)
+        fields = {"system": self.system, "rounds": self.rounds, "user": self.user}
+        if self.question_text is not None:
+            fields["question_text"] = self.question_text.__name__
+        payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def render(self, question: str, context: str) -> str:
+        if self.question_text is not None:
+            question = self.question_text(question)
         return self.user.format(question=question, context=context)
 
     def messages(self, question: str, context: str, history: list[dict] | None = None) -> list[dict]:
@@ -124,9 +165,13 @@ class Prompt:
 
 REGISTRY: dict[str, Prompt] = {
     "crux-paper": Prompt("crux-paper", "seeds/000 Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
-    "crux-code": Prompt("crux-code", "the authors' released code (DESIGN.md)", CRUX_CODE, 5, parse_first_digit, 3),
-    "umbrela": Prompt("umbrela", "seeds/004 Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM),
-    "r3a": Prompt("r3a", "seeds/004 Appendix C", R3A_ROUND2, 2, parse_r3a, 1024, R3A_SYSTEM, (R3A_ROUND1,)),
+    "crux-code": Prompt("crux-code", "the authors' released code, crux/augmentation/gen_ratings.py", CRUX_CODE, 5,
+                        parse_first_digit, 3, question_text=authors_subquestion),
+    # both answer "<think> ..." before their score
+    "umbrela": Prompt("umbrela", "seeds/004 Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM,
+                      grade_first=False),
+    "r3a": Prompt("r3a", "seeds/004 Appendix C", R3A_ROUND2, 2, parse_r3a, 1024, R3A_SYSTEM, (R3A_ROUND1,),
+                  grade_first=False),
 }
 
 

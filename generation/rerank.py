@@ -1,6 +1,7 @@
 """Rerank each question's top BM25 hits with the profile's reranker; writes a `rerank` runs shard.
 
-Backends: `transformers` and `vllm` score the official Qwen3-Reranker input (P(yes) over yes/no),
+Backends: `transformers` and `vllm` score the Qwen3-Reranker input of the profile's `input_format`
+(generation/reranker.py; P(yes) over yes/no),
 `bi-encoder` is the MiniLM cosine STAND-IN for machines without the model.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 from generation.docstore import DocStore, cut_words
 from generation.models import resolve_model
 from generation.profiles import Profile, Rerank
-from generation.reranker import RerankEncoder, rerank_query
+from generation.reranker import make_encoder, rerank_query
 from generation.retrieve import RunSummary, RunWriter
 from generation.shards import Shard, StageOutput, read_stage, skip_if_done
 from generation.topics import load_topics
@@ -36,7 +37,7 @@ class QwenRerankerScorer:
 
         path = resolve_model(config.model)
         self.backend = TransformersBackend(path, device=device, dtype=config.dtype, batch_size=config.batch_size)
-        self.encoder = RerankEncoder(self.backend.tokenizer, config.max_length, config.max_doc_words)
+        self.encoder = make_encoder(config, self.backend.tokenizer)
         tokenizer = self.backend.tokenizer
         self.no_id, self.yes_id = tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")
         self.description = f"{config.model} (transformers, P(yes))"
@@ -54,7 +55,7 @@ class VllmScorer(QwenRerankerScorer):
         from generation.backends.vllm_adapter import VllmReranker
 
         tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model)))
-        self.encoder = RerankEncoder(tokenizer, config.max_length, config.max_doc_words)
+        self.encoder = make_encoder(config, tokenizer)
         self.engine = VllmReranker(str(resolve_model(config.model)), config.max_length, config.dtype)
         self.description = f"{config.model} (vLLM score)"
 

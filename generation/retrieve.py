@@ -36,11 +36,26 @@ def bm25_query(topic: Topic, config: BM25) -> str:
     return " ".join([topic.question, *topic.subquestions])
 
 
+def query_analyzer(stemmer: str):
+    """The analyzer Anserini's IndexCollection builds for `-stemmer` (porter, krovetz or none): its bytecode
+    calls DefaultEnglishAnalyzer.fromArguments(stemmer, keepStopwords=false, stopwords=null), so queries are
+    analysed exactly as the index was. LuceneSearcher's own default is the Porter instance."""
+    from generation.java import java_class
+
+    return java_class("io.anserini.analysis.DefaultEnglishAnalyzer").fromArguments(stemmer, False, None)
+
+
 def open_searcher(index: Path, config: BM25):
+    from generation.index import IndexBuildError, index_stemmer
     from generation.java import lucene_searcher_class
 
+    built_with = index_stemmer(index)
+    if built_with is not None and built_with != config.stemmer:
+        raise IndexBuildError(f"{index}: the index was built with stemmer {built_with!r} but the profile's bm25.stemmer "
+                         f"is {config.stemmer!r}; rebuild it with `researchy-subq index --profile ...`")
     searcher = lucene_searcher_class()(str(index))
     searcher.set_bm25(config.k1, config.b)
+    searcher.set_analyzer(query_analyzer(config.stemmer))
     return searcher
 
 

@@ -108,6 +108,26 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("corpus-id", pa.string(), "ClueWeb22-ID (docid)", False),
         Column("score", pa.int32(), "relevance level 0-5", False),
     ),
+    # BEIR/MTEB `queries`: mteb's RetrievalDatasetLoader (mteb/abstasks/retrieval_dataset_loaders.py) loads the
+    # config "queries" and renames `_id` to `id`; its qrels come from the config "default" or else "qrels".
+    "queries": (
+        Column("_id", pa.string(), "sub-question id (subq_id), the qrels' query-id", False),
+        Column("text", pa.string(), "the sub-question text", False),
+    ),
+    "corpus_ids": (
+        Column("_id", pa.string(), "ClueWeb22-ID (docid), the qrels' corpus-id", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash)"),
+        Column("url", pa.string(), "document URL from Researchy's click records (DocStream); null for documents nobody clicked"),
+    ),
+    # TREC Web-track diversity qrels (topic, subtopic, docno, judgment) as ndeval and ir-measures' alpha_nDCG
+    # read them: ir-measures takes the subtopic from the qrel's `iteration` field.
+    "diversity_qrels": (
+        Column("query-id", pa.string(), "question id (qid)", False),
+        Column("subtopic", pa.int32(), "1-based position of the sub-question among its question's sub-questions", False),
+        Column("corpus-id", pa.string(), "ClueWeb22-ID (docid)", False),
+        Column("score", pa.int32(), "relevance level 0-5 of the document for this sub-question", False),
+        Column("subq_id", pa.string(), "the sub-question this subtopic is", False),
+    ),
 }
 
 

@@ -58,6 +58,35 @@ if bad:
 """
 
 
+def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, int]]:
+    """Rewrites the release's judgment files with plain zstd and with the release writer (content-defined
+    chunking + page index): seconds and bytes of each, what the CDC option costs."""
+    import pyarrow.parquet as pq
+
+    from builder.layout import open_parquet_writer
+    from generation.storage import COMPRESSION
+
+    files = sorted((release / "data" / "judgments").rglob("*.parquet"))
+    writers = {"plain zstd": lambda path, schema: pq.ParquetWriter(path, schema, compression=COMPRESSION),
+               "CDC + page index": open_parquet_writer}
+    scratch.mkdir(parents=True, exist_ok=True)
+    cost = {}
+    for name, open_writer in writers.items():
+        seconds, size = 0.0, 0
+        for i, path in enumerate(files):
+            source = pq.ParquetFile(path)
+            target = scratch / f"{i}.parquet"
+            start = time.perf_counter()
+            with open_writer(target, source.schema_arrow) as writer:
+                for batch in source.iter_batches(batch_size=262_144):
+                    writer.write_batch(batch)
+            seconds += time.perf_counter() - start
+            size += target.stat().st_size
+            target.unlink()
+        cost[name] = (seconds, size)
+    return cost
+
+
 def run_scale(work: Path, scale: float) -> dict:
     inputs = synthesize(work / "inputs", subquestions=int(PAPER_SUBQUESTIONS * scale),
                         judgments=int(PAPER_JUDGMENTS * scale), shards=8, seed=0)
@@ -66,7 +95,8 @@ def run_scale(work: Path, scale: float) -> dict:
     floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
     build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
     check = timed(VALIDATE.format(out=str(out)))
-    return {"scale": scale, "judgments": inputs["judgments_total"], "floor": floor, "build": build, "validate": check}
+    return {"scale": scale, "judgments": inputs["judgments_total"], "floor": floor, "build": build, "validate": check,
+            "release": out}
 
 
 def main() -> None:
@@ -74,6 +104,8 @@ def main() -> None:
     parser.add_argument("--scales", default="0.125,0.25,0.5,1", help="fractions of the paper's size, comma-separated")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--writer-cost", action="store_true",
+                        help="also rewrite the largest scale's judgment files with plain zstd and with the release writer")
     args = parser.parse_args()
     root = args.work or Path(tempfile.mkdtemp(prefix="bench-release-"))
     load_before, started = os.getloadavg(), time.perf_counter()
@@ -81,6 +113,8 @@ def main() -> None:
     for scale in (float(s) for s in args.scales.split(",")):
         work = root / f"scale-{scale:g}"
         rows.append(run_scale(work, scale))
+        if args.writer_cost and scale == max(float(x) for x in args.scales.split(",")):
+            rows[-1]["writer_cost"] = parquet_write_cost(rows[-1]["release"], work / "rewrite")
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
@@ -97,6 +131,14 @@ def main() -> None:
                       f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
                       f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}")
     Console(width=200).print(table)
+    for r in rows:
+        if "writer_cost" in r:
+            files = Table(title=f"writing the judgment files of scale {r['scale']:g} again (read time included)")
+            for column in ("writer", "wall time", "bytes"):
+                files.add_column(column, justify="right")
+            for name, (seconds, size) in r["writer_cost"].items():
+                files.add_row(name, f"{seconds:.1f} s", f"{size:,}")
+            Console(width=200).print(files)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

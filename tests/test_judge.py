@@ -113,7 +113,9 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
     summary = run_judge(config, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
                         tmp_path / "r3a", judge=judge)
     rows = pq.read_table(tmp_path / "r3a" / "judgments-00000-of-00001.parquet").to_pylist()
-    assert {r["level"] for r in rows} == {1}
+    # seeds/004: a non-verbatim extract fails the format, so its score is not a level
+    assert {(r["level"], r["status"], r["extract_verbatim"]) for r in rows} == {(1, "ok", True),
+                                                                                (None, "not_verbatim", False)}
     flags = [r["extract_verbatim"] for r in rows]
     assert summary.not_verbatim == flags.count(False) > 0 and flags.count(True) > 0
     assert all(r["raw"].startswith("<intent>learn the causes</intent>") for r in rows)

@@ -4,7 +4,7 @@ import pytest
 
 from generation.corpus import URL_MAP
 from generation.pool import build_pool, select
-from generation.profiles import Pool, load_profile
+from generation.profiles import Pool, load_profile, profile_path
 from generation.shards import Shard, StageOutput
 
 BM25 = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
@@ -18,12 +18,21 @@ def test_union_rule():
                       ("d12", "clicked")]
 
 
-def test_sequential_rule_takes_the_rerank_top_k_by_rank_never_beyond():
-    """The authors load the reranker's top k by rank and drop what BM25 already gave (at most k new):
-    with k = 3, d1 (rerank 3) is already in, and d9 (rerank 4) is never reached; it enters as clicked."""
+def test_sequential_rule_takes_the_rerank_top_k_by_rank_minus_those_in():
+    # RERANK[:3] = d3, d8, d1; d1 is already in from BM25, so two new, and d9 (rerank rank 4) is not taken:
+    # the authors load the reranked run's ranks <= k (crux/tools/generic/ir_utils.py lines 17-18) and drop what
+    # the BM25 pass judged (crux/augmentation/gen_ratings_offload.py line 80).
     chosen = select(Pool(rule="sequential", bm25_top=2, rerank_top=3), BM25, RERANK, CLICKED)
     assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "clicked"),
                       ("d12", "clicked")]
+
+
+def test_sequential_rule_never_goes_below_rerank_rank_k():
+    reranked = [f"r{i}" for i in range(1, 31)]
+    bm25 = ["r1", "r2", "r3", "r4", "r5"]  # the BM25 top-5 are the reranker's top 5
+    chosen = select(Pool(rule="sequential", bm25_top=5, rerank_top=20), bm25, reranked, [])
+    assert [d for d, source in chosen if source == "rerank"] == [f"r{i}" for i in range(6, 21)]
+    assert len(chosen) == 20
 
 
 def test_clicked_can_be_left_out():
@@ -86,3 +95,26 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
     assert (summary.clicked_total, summary.clicked_missing) == (3, 1)
     missing = (out / "missing_clicked-00000-of-00001.tsv").read_text().splitlines()
     assert missing[1].split("\t") == ["q1", "H" + "GONE".rjust(31, "0"), "https://x/gone", "0.375"]
+
+
+def test_the_papers_rule_cannot_give_its_18_86_judgments_per_subquestion():
+    """seeds/000 section 4: 24,316,320 judgments over 1,288,976 sub-questions = 18.86 each (it prints 18.87).
+    Every candidate of a question is judged for each of its sub-questions, so a sub-question gets as many
+    judgments as its question has candidates, and the paper's rule never gives fewer than 20 (BM25 returns 100
+    hits over ClueWeb22-B)."""
+    import random
+
+    from builder.package import differences
+
+    assert round(24_316_320 / 1_288_976, 2) == 18.86
+    rule = load_profile("paper").pool
+    rng = random.Random(0)
+    for _ in range(200):
+        bm25 = [f"d{i}" for i in rng.sample(range(150), 100)]
+        reranked = rng.sample(bm25, 100)  # the reranker reorders BM25's hits
+        clicked = [f"c{i}" for i in range(rng.randint(0, 5))]
+        assert len(select(rule, bm25, reranked, clicked)) >= 20
+    card = differences(load_profile("paper"))
+    assert "24,316,320 judgments over 1,288,976 sub-questions: 18.86 per sub-question" in card
+    assert "cannot be below 20" in card
+    assert "1,288,976 sub-questions = 18.86" in profile_path("paper").read_text()

@@ -6,7 +6,7 @@ import types
 import httpx2 as httpx
 import pytest
 from huggingface_hub.errors import RepositoryNotFoundError
-from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFile
 
 from builder.publish import PublishRefused, git_blob_sha1, publish, release_files
 from generation.shards import sha256_file
@@ -15,23 +15,33 @@ TOKEN = "hf_ThisTokenMustNeverBePrinted0123456789"
 
 
 class RecordingHub:
-    """Answers repo_info / list_repo_tree like the Hub for a given remote state, and records every write."""
+    """Answers list_repo_refs / list_repo_tree / whoami like the Hub for a given remote state, and records every
+    write."""
 
-    def __init__(self, remote_files=None):
+    def __init__(self, remote_files=None, tags=()):
         self.remote = remote_files  # None: the repository does not exist
+        self.tags = [GitRefInfo(name=t, ref=f"refs/tags/{t}", target_commit="e" * 40) for t in tags]
         self.calls = []
 
-    def repo_info(self, repo_id, repo_type=None, revision=None):
+    def whoami(self):
+        return {"name": "someone"}
+
+    def list_repo_refs(self, repo_id, repo_type=None):
         if self.remote is None:
-            request = httpx.Request("GET", f"https://huggingface.co/api/datasets/{repo_id}")
+            request = httpx.Request("GET", f"https://huggingface.co/api/datasets/{repo_id}/refs")
             raise RepositoryNotFoundError("not found", response=httpx.Response(404, request=request))
-        return types.SimpleNamespace(sha="a" * 40)
+        main = GitRefInfo(name="main", ref="refs/heads/main", target_commit="a" * 40)
+        return GitRefs(branches=[main], converts=[], tags=self.tags)
 
     def list_repo_tree(self, repo_id, repo_type=None, revision=None, recursive=False):
+        assert revision == "a" * 40, "the plan reads the tree of the commit it will use as parent"
         return list(self.remote)
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
+
+    def create_branch(self, repo_id, **kwargs):
+        self.calls.append(("create_branch", repo_id, kwargs))
 
     def create_commit(self, repo_id, operations, **kwargs):
         self.calls.append(("create_commit", repo_id, [(type(o).__name__, o.path_in_repo) for o in operations], kwargs))
@@ -51,11 +61,12 @@ def remote_copy_of(release):
     return files
 
 
-@pytest.fixture
-def release(tmp_path):
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
     from builder.package import package_release
     from builder.synthetic import synthesize
 
+    tmp_path = tmp_path_factory.mktemp("publish")
     inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
     out = tmp_path / "researchy-subq-judgments"
     package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
@@ -69,8 +80,10 @@ def test_new_repository(release, monkeypatch, capsys):
     plan = publish(release, "org/rsj", tag="v1.0.0", yes=True, api=hub, say=said.append)
     assert plan.parent_commit is None and sorted(plan.uploads) == sorted(release_files(release))
     assert [c[0] for c in hub.calls] == ["create_repo", "create_commit", "create_tag"]
+    assert hub.calls[0][2] == {"repo_type": "dataset", "private": False, "exist_ok": True}
     commit = hub.calls[1]
     assert commit[3]["parent_commit"] is None and commit[3]["repo_type"] == "dataset"
+    assert "profile `paper`" in commit[3]["commit_description"] and "train 4," in commit[3]["commit_description"]
     assert sorted(p for _, p in commit[2]) == sorted(release_files(release))
     assert hub.calls[2][2] == {"tag": "v1.0.0", "revision": "b" * 40, "repo_type": "dataset"}
     assert TOKEN not in "\n".join(said) + capsys.readouterr().out
@@ -122,3 +135,39 @@ def test_cli_never_prints_the_token(release, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "dry run" in result.output and TOKEN not in result.output
     assert publish_module.ROOT_FILES[0] == "README.md"
+
+
+def test_existing_tag_is_refused_before_any_write(release):
+    hub = RecordingHub(remote_files=remote_copy_of(release), tags=["v1.0.0"])
+    with pytest.raises(PublishRefused, match="tag v1.0.0 already exists on org/rsj"):
+        publish(release, "org/rsj", tag="v1.0.0", yes=True, api=hub, say=lambda line: None)
+    assert hub.calls == []
+
+
+def test_missing_branch_is_created_from_main_and_committed_to(release):
+    hub = RecordingHub(remote_files=remote_copy_of(release)[:-1])
+    plan = publish(release, "org/rsj", revision="dev", yes=True, api=hub, say=lambda line: None)
+    assert plan.create_branch and plan.parent_commit == "a" * 40 and len(plan.uploads) == 1
+    assert [c[0] for c in hub.calls] == ["create_branch", "create_commit"]
+    assert hub.calls[0][2] == {"branch": "dev", "repo_type": "dataset", "exist_ok": True}
+    assert hub.calls[1][3]["revision"] == "dev" and hub.calls[1][3]["parent_commit"] == "a" * 40
+
+
+def test_private_new_repository(release):
+    hub = RecordingHub(remote_files=None)
+    said = []
+    publish(release, "org/rsj", yes=True, api=hub, say=said.append, private=True)
+    assert hub.calls[0] == ("create_repo", "org/rsj", {"repo_type": "dataset", "private": True, "exist_ok": True})
+    assert "new private repository" in said[0]
+
+
+@pytest.mark.parametrize("repo, message", [("org/other", "was built for 'org/rsj'"),
+                                           ("rsj", "give the namespace too"),
+                                           ("org/bad name", "is not a Hub repo id")])
+def test_repo_id_is_checked_before_validating(release, monkeypatch, repo, message):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("validate ran before the repo id was checked")
+
+    monkeypatch.setattr("builder.validate.validate", must_not_run)
+    with pytest.raises(PublishRefused, match=message):
+        publish(release, repo, api=RecordingHub(remote_files=None), say=lambda line: None)

@@ -19,6 +19,9 @@ EXAMPLE_ROWS = {
                   "probs": [0.1, 0.1, 0.2, 0.2, 0.2, 0.2], "expected": 2.7, "bm25_rank": 1, "rerank_rank": 2,
                   "clicked": False, "extract_verbatim": None},
     "qrels": {"query-id": "1-0", "corpus-id": "d", "score": 5},
+    "queries": {"_id": "1-0", "text": "what is it?"},
+    "corpus_ids": {"_id": "d", "url_hash": "A" * 32, "url": "https://x"},
+    "diversity_qrels": {"query-id": "1", "subtopic": 1, "corpus-id": "d", "score": 5, "subq_id": "1-0"},
 }
 
 

@@ -1,0 +1,160 @@
+"""The configs retrieval tools read, derived from the judgments and sub-questions once those are written:
+
+- `queries` (`_id`, `text`): the sub-questions, as BEIR and MTEB read a `queries` config beside `qrels`;
+- `qrels-binary`: `qrels` with score 1 where level >= the binary threshold, else 0, for BEIR/MTEB tools that
+  count any score >= 1 as relevant and take no threshold;
+- `corpus-ids` (`_id`, `url_hash`, `url`): every judged document, no text (ClueWeb22's licence);
+- `diversity-qrels`: TREC Web-track diversity qrels per question (query-id = qid, subtopic = the
+  sub-question's 1-based position, corpus-id, score) for ndeval / ir-measures' alpha_nDCG.
+
+Each function takes Arrow tables, so `build-release` (from the written level partitions) and the
+`datasets` builder class (from the judgment shards) produce the same rows.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from generation.errors import InputError
+from generation.schema import arrow_schema
+
+JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level"]
+BATCH_ROWS = 262_144
+
+
+def queries(subquestions: pa.Table) -> pa.Table:
+    return pa.table({"_id": subquestions["subq_id"], "text": subquestions["text"]}, schema=arrow_schema("queries"))
+
+
+def subtopics(subquestions: pa.Table) -> pa.Table:
+    """subq_id -> its 1-based position among its question's sub-questions, in the subquestions table's order
+    (the order of `gpt4_decomposition.subquestions`); a question's rows need not be contiguous."""
+    codes = pc.dictionary_encode(subquestions["qid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    index = np.arange(len(codes))
+    starts = np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], index, 0)) if len(codes) \
+        else index
+    number = np.empty(len(codes), np.int32)
+    number[order] = index - starts + 1
+    return pa.table({"subq_id": subquestions["subq_id"], "subtopic": pa.array(number, pa.int32())})
+
+
+def binary_qrels(rows: pa.Table, threshold: int) -> pa.Table:
+    graded = rows.filter(pc.is_valid(rows["level"]))
+    relevant = pc.cast(pc.greater_equal(graded["level"], threshold), pa.int32())
+    return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"], "score": relevant},
+                    schema=arrow_schema("qrels"))
+
+
+class Subtopics:
+    """subq_id -> subtopic number. The sub-questions are sorted by question once, with each question's row
+    range in a dict; a batch looks its sub-question ids up among the sub-questions of its own questions only,
+    so no lookup table over every sub-question of the split is rebuilt per batch."""
+
+    def __init__(self, subquestions: pa.Table):
+        table = subtopics(subquestions)
+        table = pa.table({"qid": subquestions["qid"], "subq_id": table["subq_id"], "subtopic": table["subtopic"]})
+        self.table = table.sort_by("qid")
+        qids = self.table["qid"].combine_chunks() if self.table.num_rows else pa.array([], pa.string())
+        changes = pc.not_equal(qids[1:], qids[:-1]).to_numpy(zero_copy_only=False) if len(qids) > 1 else np.array([])
+        starts = np.concatenate([[0], np.flatnonzero(changes) + 1]) if len(qids) else np.array([], np.int64)
+        ends = np.append(starts[1:], len(qids))
+        self.ranges = dict(zip(qids.take(pa.array(starts, pa.int64())).to_pylist(), zip(starts.tolist(), ends.tolist())))
+
+    def of(self, qids, subq_ids) -> pa.Array:
+        spans = [self.ranges.get(q, (0, 0)) for q in pc.unique(qids).to_pylist()]
+        rows = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.array([], np.int64)
+        candidates = self.table.take(pa.array(rows, pa.int64()))
+        index = pc.index_in(subq_ids, value_set=candidates["subq_id"])
+        if index.null_count:
+            missing = pc.filter(subq_ids, pc.is_null(index))
+            raise InputError("judgments", 0, f"{len(missing)} judgments of sub-questions not in the subquestions "
+                             f"tables, e.g. {missing[0]}", field="subq_id")
+        return pc.take(candidates["subtopic"], index)
+
+
+def diversity_qrels(rows: pa.Table, numbers: Subtopics) -> pa.Table:
+    graded = rows.filter(pc.is_valid(rows["level"]))
+    return pa.table({"query-id": graded["qid"], "subtopic": numbers.of(graded["qid"], graded["subq_id"]),
+                     "corpus-id": graded["docid"], "score": pc.cast(graded["level"], pa.int32()),
+                     "subq_id": graded["subq_id"]}, schema=arrow_schema("diversity_qrels"))
+
+
+class CorpusIds:
+    """The distinct judged documents of a split, deduplicated as batches arrive (memory follows the number of
+    documents, not of judgments); URLs from the questions' clicked documents (Researchy's DocStream)."""
+
+    def __init__(self, questions: pa.Table):
+        clicked = pc.list_flatten(questions["clicked"])
+        urls = pa.table({"url_hash": pc.struct_field(clicked, "url_hash"), "url": pc.struct_field(clicked, "url")})
+        self.urls = urls.group_by("url_hash", use_threads=False).aggregate([("url", "min")])
+        self.parts: list[pa.Table] = []
+        self.pending = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.parts.append(self._distinct(rows.select(["docid", "url_hash"])))
+        self.pending += self.parts[-1].num_rows
+        if self.pending > 2 * BATCH_ROWS:
+            self.parts = [self._distinct(pa.concat_tables(self.parts))]
+            self.pending = 0
+
+    @staticmethod
+    def _distinct(table: pa.Table) -> pa.Table:
+        """The first row of each docid (a document's url_hash is the same in every row)."""
+        codes = pc.dictionary_encode(table["docid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+        _, first = np.unique(codes, return_index=True)
+        return table.take(pa.array(first))
+
+    def table(self) -> pa.Table:
+        empty = pa.table({"docid": pa.array([], pa.string()), "url_hash": pa.array([], pa.string())})
+        docs = self._distinct(pa.concat_tables(self.parts)).sort_by("docid") if self.parts else empty
+        url = pc.take(self.urls["url_min"], pc.index_in(docs["url_hash"], value_set=self.urls["url_hash"]))
+        return pa.table({"_id": docs["docid"], "url_hash": docs["url_hash"], "url": url},
+                        schema=arrow_schema("corpus_ids"))
+
+
+def judged_batches(files: list[Path]):
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=JUDGMENT_COLUMNS):
+            yield pa.Table.from_batches([batch])
+
+
+def write_derived_configs(out: Path, questions: pa.Table, subquestions: pa.Table, splits: list[str],
+                          rows_per_file: int, summary, binary_threshold: int) -> None:
+    """The hook `build_release` calls after the judgments are written: reads the level partitions back,
+    split by split, and writes the four derived configs with the release's own writer."""
+    from builder.layout import config
+    from builder.release import RollingWriter
+
+    def writer(name: str, split: str) -> RollingWriter:
+        spec = config(name)
+        return RollingWriter(Path(out) / "data" / spec.folders[0], split, spec.table, rows_per_file)
+
+    for split in splits:
+        qids = questions.filter(pc.equal(questions["split"], split))["qid"]
+        split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids))
+        numbers = Subtopics(split_subqs)
+        docs = CorpusIds(questions.filter(pc.equal(questions["split"], split)))
+        writers = {name: writer(name, split) for name in ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")}
+        writers["queries"].write(queries(split_subqs))
+        for rows in judged_batches(config("judgments").files(Path(out), split)):
+            docs.add(rows)
+            writers["qrels-binary"].write(binary_qrels(rows, binary_threshold))
+            writers["diversity-qrels"].write(diversity_qrels(rows, numbers))
+        writers["corpus-ids"].write(docs.table())
+        for name, w in writers.items():
+            summary.files += w.close()
+            summary.rows.setdefault(name, {})[split] = w.rows
+
+
+def binary_threshold(profile) -> int:
+    """The level from which a judgment counts as relevant in `qrels-binary`: the profile's answer level
+    (complexity.answer_level, 4 in every bundled profile: "mostly relevant and complete")."""
+    from generation.profiles import Complexity
+
+    return (profile.complexity if profile is not None else Complexity()).answer_level

@@ -1,0 +1,173 @@
+"""The dataset card as users meet it: every loading snippet runs against the built release, the metadata says
+what the Hub needs, dataset_info holds the sizes `datasets` itself computes, and the derived configs hold
+what they claim."""
+import contextlib
+import io
+import re
+
+import datasets
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from builder.card import template_text
+from builder.layout import config
+from builder.package import package_release
+from builder.synthetic import synthesize
+
+REPO = "org/researchy-subq-judgments"
+SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return synthesize(tmp_path_factory.mktemp("in"), subquestions=400, judgments=7000, test_share=0.25, shards=2,
+                      seed=11)
+
+
+@pytest.fixture(scope="module")
+def release(inputs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rel") / "researchy-subq-judgments"
+    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO,
+                    rows_per_file=1500, shards_revision=SHARDS)
+    return out
+
+
+def card(release):
+    text = (release / "README.md").read_text()
+    _, header, body = text.split("---\n", 2)
+    return yaml.safe_load(header), body
+
+
+def snippets(body):
+    return re.findall(r"^### ([^\n]+)\n\n```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+
+
+def test_template_is_package_data():
+    assert "{{ card_data }}" in template_text()
+
+
+def test_metadata(release):
+    data, body = card(release)
+    assert data["license"] == "cdla-permissive-2.0" and "https://cdla.dev/permissive-2-0/" in body
+    assert data["task_ids"] == ["document-retrieval"] and data["annotations_creators"] == ["machine-generated"]
+    assert data["source_datasets"] == ["extended|corbyrosset/researchy_questions"]
+    assert data["multilinguality"] == ["monolingual"]
+    assert "https://arxiv.org/abs/2510.21733" in body  # the Hub tags the card arxiv:2510.21733 from this link
+    for section in ("## Uses", "## Bias, Risks, and Limitations", "### Personal and sensitive information",
+                    "## Relevance scale", "## Dataset Structure", "## Citation", "### Source data"):
+        assert section in body
+    assert "| 4 | The context is mostly relevant and complete but may have minor gaps or inaccuracies. |" in body
+    assert "relevance_level=4" in body and "2048 words" in body
+
+
+def test_data_fields_come_from_the_schema(release):
+    from generation.schema import columns
+
+    _, body = card(release)
+    for table in ("judgments", "queries", "corpus_ids", "diversity_qrels"):
+        for column in columns(table):
+            assert f"| `{column.name}` |" in body and column.description.replace("|", "\\|") in body
+
+
+def test_every_published_config_has_a_snippet_and_no_other(release):
+    data, body = card(release)
+    published = [c["config_name"] for c in data["configs"]]
+    assert "unparsed" not in published  # no unparsed rows in this release
+    every = dict(snippets(body))["Every config"]
+    assert re.findall(r'load_dataset\("[^"]+", "([^"]+)"\)', every) == published
+    loaded = re.findall(r'load_dataset\("[^"]+", "([^"]+)"', body)
+    assert set(loaded) <= set(published)
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_snippet_runs_against_the_release(release, index):
+    found = snippets(card(release)[1])
+    assert len(found) == 4
+    title, code = found[index]
+    if "pyndeval" in title:
+        pytest.importorskip("pyndeval")
+    assert f'"{REPO}"' in code
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.replace(f'"{REPO}"', repr(str(release))), title, "exec"), {})
+    if "alpha-nDCG" in title:
+        scores = dict(re.findall(r"(alpha_nDCG(?:\(rel=\d\))?@10): ([0-9.]+)", out.getvalue()))
+        assert set(scores) == {"alpha_nDCG(rel=4)@10", "alpha_nDCG@10"}  # rel=1 is ir-measures' default
+        assert all(0 < float(v) <= 1 for v in scores.values())
+
+
+def test_dataset_info_sizes_are_what_datasets_computes(release, tmp_path):
+    data, _ = card(release)
+    infos = {i["config_name"]: i for i in data["dataset_info"]}
+    for name in ("judgments", "queries", "diversity-qrels"):
+        builder = datasets.load_dataset_builder(str(release), name, cache_dir=str(tmp_path))
+        builder.download_and_prepare()
+        declared = {s["name"]: s["num_bytes"] for s in infos[name]["splits"]}
+        for split, num_bytes in declared.items():
+            # The Parquet reader adds or drops validity bitmaps by its own rules: the count as written is within 0.5%.
+            assert abs(num_bytes - builder.info.splits[split].num_bytes) <= 0.005 * num_bytes, (name, split)
+        files = [p for s in declared for p in config(name).files(release, s)]
+        assert infos[name]["download_size"] == sum(p.stat().st_size for p in files)
+        assert infos[name]["dataset_size"] == sum(declared.values())
+
+
+def test_derived_configs(release, inputs):
+    qrels = datasets.load_dataset(str(release), "qrels", split="test").to_pandas()
+    binary = datasets.load_dataset(str(release), "qrels-binary", split="test").to_pandas()
+    merged = qrels.merge(binary, on=["query-id", "corpus-id"], suffixes=("", "_binary"))
+    assert len(merged) == len(qrels) == len(binary)
+    assert ((merged["score"] >= 4).astype(int) == merged["score_binary"]).all()
+
+    subqs = pq.read_table(inputs["questions"]["test"] / "subquestions.parquet")
+    queries = datasets.load_dataset(str(release), "queries", split="test")
+    assert queries.column_names == ["_id", "text"]
+    assert dict(zip(queries["_id"], queries["text"])) == dict(zip(subqs["subq_id"].to_pylist(), subqs["text"].to_pylist()))
+
+    diversity = datasets.load_dataset(str(release), "diversity-qrels", split="test").to_pandas()
+    assert len(diversity) == len(qrels)
+    position = {s: k + 1 for q in set(subqs["qid"].to_pylist())
+                for k, s in enumerate(pc.filter(subqs["subq_id"], pc.equal(subqs["qid"], q)).to_pylist())}
+    assert (diversity["subtopic"] == diversity["subq_id"].map(position)).all()
+    assert (diversity["query-id"] == diversity["subq_id"].str.rsplit("-", n=1).str[0]).all()
+
+    judged = pq.read_table(sorted(inputs["judgments"].glob("judgments-*.parquet")), columns=["qid", "docid", "url_hash"])
+    questions = pq.read_table(inputs["questions"]["test"] / "questions.parquet")
+    in_test = judged.filter(pc.is_in(judged["qid"], value_set=questions["qid"]))
+    corpus = datasets.load_dataset(str(release), "corpus-ids", split="test")
+    assert corpus["_id"] == sorted(set(in_test["docid"].to_pylist()))
+    hash_of = dict(zip(in_test["docid"].to_pylist(), in_test["url_hash"].to_pylist()))
+    assert corpus["url_hash"] == [hash_of[d] for d in corpus["_id"]]
+    clicked = {c["url_hash"]: c["url"] for cs in questions["clicked"].to_pylist() for c in cs}
+    assert corpus["url"] == [clicked.get(h) for h in corpus["url_hash"]]
+
+
+def test_subtopics_do_not_need_contiguous_questions():
+    from builder.configs import subtopics
+
+    table = pa.table({"subq_id": ["a-0", "b-0", "a-1", "b-1", "a-2"], "qid": ["a", "b", "a", "b", "a"]})
+    assert subtopics(table)["subtopic"].to_pylist() == [1, 1, 2, 2, 3]
+
+
+def test_manifest_and_commit_description_name_the_shards_revision(release):
+    import json
+
+    from builder.publish import commit_description
+
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["shards_revision"] == SHARDS
+    description = commit_description(manifest)
+    assert f"Judgment shards: revision {SHARDS}." in description and "profile `paper`" in description
+
+
+def test_judgment_of_an_unknown_subquestion_is_named():
+    from builder.configs import Subtopics, diversity_qrels
+    from generation.errors import InputError
+
+    numbers = Subtopics(pa.table({"subq_id": ["a-0"], "qid": ["a"]}))
+    rows = pa.table({"subq_id": ["a-0", "a-7"], "qid": ["a", "a"], "docid": ["d1", "d2"],
+                     "level": pa.array([3, 4], pa.int8())})
+    with pytest.raises(InputError, match="1 judgments of sub-questions not in the subquestions tables, e.g. a-7"):
+        diversity_qrels(rows, numbers)
