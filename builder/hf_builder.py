@@ -78,7 +78,7 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                     key += 1
 
     def _derived_tables(self, spec, split: str, questions, subquestions, index, files):
-        """As `builder.configs.write_derived_configs` writes them: level partition by partition."""
+        """As `build-release` writes them (`release.DerivedConfigs`)."""
         in_split = questions.filter(pc.equal(questions["split"], split))
         split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
         if spec.name == "queries":
@@ -87,18 +87,17 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
         threshold = configs.binary_threshold(load_profile(self.config.profile))
         key, code = 0, present(questions).index(split)
-        for partition in range(len(PARTITIONS)):
-            for _, routed in route(files, index):
-                part = routed.rows(code, partition).table
-                if part.num_rows == 0:
-                    continue
-                if spec.name == "corpus-ids":
-                    docs.add(part)
-                    continue
-                table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
-                    else configs.diversity_qrels(part, numbers)
-                if table.num_rows:
-                    yield key, table
-                    key += 1
+        for _, routed in route(files, index):  # input order, as build-release writes them
+            part = routed.rows(code).table
+            if part.num_rows == 0:
+                continue
+            if spec.name == "corpus-ids":
+                docs.add(part)
+                continue
+            table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
+                else configs.diversity_qrels(part, numbers)
+            if table.num_rows:
+                yield key, table
+                key += 1
         if spec.name == "corpus-ids":
             yield 0, docs.table()

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from builder.complexity import ComplexityAccumulator, add_columns
 from builder.complexity import summary as complexity_summary
-from builder.configs import binary_threshold, write_derived_configs
+from builder.configs import CorpusIds, Subtopics, binary_qrels, binary_threshold, diversity_qrels, queries
 from builder.layout import PARTITIONS, SPLITS, config_of_partition
 from builder.stats import Batch, SplitStats
 from builder.topic_index import MISSING, TopicIndex, string_hashes
@@ -170,6 +170,41 @@ def qrels_of(graded: pa.Table) -> pa.Table:
                      "score": pc.cast(graded["level"], pa.int32())})
 
 
+class DerivedConfigs:
+    """`queries`, `qrels-binary`, `diversity-qrels` and `corpus-ids` (builder/configs.py), written from the
+    same batches as the judgments, so the build never reads the release back."""
+
+    NAMES = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
+
+    def __init__(self, out: Path, questions: pa.Table, subquestions: pa.Table, splits: list[str], rows_per_file: int,
+                 threshold: int):
+        from builder.layout import config
+
+        self.threshold, self.splits = threshold, splits
+        self.writers, self.numbers, self.docs = [], [], []
+        for split in splits:
+            in_split = questions.filter(pc.equal(questions["split"], split))
+            split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
+            writers = {name: RollingWriter(Path(out) / "data" / config(name).folders[0], split, config(name).table,
+                                           rows_per_file) for name in self.NAMES}
+            writers["queries"].write(queries(split_subqs))
+            self.writers.append(writers)
+            self.numbers.append(Subtopics(split_subqs))
+            self.docs.append(CorpusIds(in_split))
+
+    def add(self, split: int, rows: pa.Table) -> None:
+        self.docs[split].add(rows)
+        self.writers[split]["qrels-binary"].write(binary_qrels(rows, self.threshold))
+        self.writers[split]["diversity-qrels"].write(diversity_qrels(rows, self.numbers[split]))
+
+    def close(self, summary: ReleaseSummary) -> None:
+        for split, writers, docs in zip(self.splits, self.writers, self.docs):
+            writers["corpus-ids"].write(docs.table())
+            for name, writer in writers.items():
+                summary.files += writer.close()
+                summary.rows.setdefault(name, {})[split] = writer.rows
+
+
 def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary) -> None:
     writer = RollingWriter(folder, split, name, rows_per_file)
     writer.write(table)
@@ -202,6 +237,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     writers = {(p, s): RollingWriter(out / "data" / "judgments" / PARTITIONS[p], split, "judgments", rows_per_file)
                for p in range(len(PARTITIONS)) for s, split in enumerate(splits)}
     qrels = {s: RollingWriter(out / "data" / "qrels", split, "qrels", rows_per_file) for s, split in enumerate(splits)}
+    derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
     for _, routed in route(files, index, profile.pool if profile is not None else None):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
@@ -212,6 +248,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
                 for p, part in routed.parts(s):
                     writers[(p, s)].write(part)
                 qrels[s].write(qrels_of(routed.graded(s)))
+                derived.add(s, rows.table)
         if progress is not None:
             progress(b.table.num_rows)
     for (p, s), writer in writers.items():
@@ -222,8 +259,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     for s, writer in qrels.items():
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
-    write_derived_configs(out, question_table, subquestion_table, splits, rows_per_file, summary,
-                          binary_threshold(profile))
+    derived.close(summary)
     question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
                                  complexity.judged)
     summary.stats = {s: stats[s].summary() for s in splits}
