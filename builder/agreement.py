@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 from scipy import stats as sps
 
-from builder.labels import apply_mapping, read_labels
+from builder.labels import apply_mapping, read_labels, read_trec_run
 
 
 @dataclass
@@ -122,15 +122,6 @@ def ndcg_at(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], k: int 
         idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
         scores.append(dcg / idcg if idcg else 0.0)
     return float(np.mean(scores)) if scores else 0.0
-
-
-def read_trec_run(path: Path) -> dict[str, list[str]]:
-    ranked: dict[str, list[tuple[float, str]]] = {}
-    for line in Path(path).read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 6:
-            ranked.setdefault(parts[0], []).append((-float(parts[4]), parts[2]))
-    return {q: [d for _, d in sorted(v)] for q, v in ranked.items()}
 
 
 def system_ranking(runs: list[Path], joined: Joined) -> dict:

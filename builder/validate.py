@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import yaml
 from pydantic import ValidationError
 
+from builder.expectations import load_expectations
 from builder.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS
 from builder.package import MANIFEST
@@ -272,7 +273,7 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
 
 
 def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Path | None, report: Report) -> None:
-    bounds = yaml.safe_load(Path(expect).read_text()) if expect else {}
+    bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
     unparsed = report.check("unparsed ('Other') share under its bound")
     limit = float(bounds.get("unparsed_max", DEFAULT_UNPARSED_MAX))
     for split, s in stats.items():
@@ -286,11 +287,17 @@ def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Pat
         previous = json.loads((Path(against) / MANIFEST).read_text())["stats"]
         reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s["level_share"].items()}
                      for split, s in previous.items()}
+    too_small = [f"{split} ({s['judgments']:,} judgments)" for split, s in stats.items()
+                 if s["judgments"] < bounds.get("min_judgments", 0)]
     for split, s in stats.items():
-        wanted = {str(k): tuple(v) for k, v in (bounds.get("levels") or {}).items()} or reference.get(split, {})
+        if s["judgments"] < bounds.get("min_judgments", 0):
+            continue
+        wanted = dict(bounds.get("levels") or {}) or reference.get(split, {})
         for level, (low, high) in wanted.items():
             share = s["level_share"].get(str(level), 0.0)
             if not low <= share <= high:
                 shares.fail(f"{split}: level {level} share {share:.2%} outside [{low:.2%}, {high:.2%}]")
     if not bounds.get("levels") and not against:
         shares.note = "no bounds given (--expect or --against)"
+    elif too_small:
+        shares.note = f"not held to the bounds, under min_judgments {bounds['min_judgments']:,}: {', '.join(too_small)}"

@@ -7,7 +7,6 @@ ids are counted by reason and, when asked, written to a rejects file; none vanis
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from collections import Counter
@@ -19,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from generation.errors import InputError, Rejects
+from generation.errors import InputError, Rejects, read_lines
 from generation.shards import Shard, StageOutput, read_stage, skip_if_done
-from generation.storage import ParquetSink, commit
+from generation.storage import ParquetSink, commit, tmp_path
 
 NAME = "corpus"
 URL_MAP = "url_hash_map.parquet"
@@ -76,6 +75,9 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
                          field="ClueWeb22-ID")
     if not isinstance(docid, str) or not docid.strip():
         raise InputError(path, lineno, "missing or not a string", field=id_field)
+    if any(c.isspace() for c in docid.strip()):
+        raise InputError(path, lineno, "contains whitespace (TREC run and qrels files split on it)", field=id_field,
+                         record_id=docid.strip())
     if not isinstance(text, str):
         raise InputError(path, lineno, "missing or not a string", field=text_field, record_id=docid)
     return {"docid": docid.strip(), "url_hash": url_hash.upper() if isinstance(url_hash, str) else None,
@@ -83,23 +85,21 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
 
 
 def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                doc = parse_line(line, path, lineno)
-            except InputError as error:
-                rejects.reject(error, line.decode("utf-8", "replace")[:2000], reason="undecodable or malformed")
-                continue
-            if not doc["text"].strip():
-                rejects.reject(InputError(path, lineno, "empty text", doc.pop("_text_field"), doc["docid"]),
-                               doc["docid"], reason="empty text")
-                continue
-            doc.pop("_text_field")
-            doc["_where"] = f"{path}:{lineno}"
-            yield doc
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            doc = parse_line(line, path, lineno)
+        except InputError as error:
+            rejects.reject(error, line.decode("utf-8", "replace")[:2000], reason="undecodable or malformed")
+            continue
+        if not doc["text"].strip():
+            rejects.reject(InputError(path, lineno, "empty text", doc.pop("_text_field"), doc["docid"]),
+                           doc["docid"], reason="empty text")
+            continue
+        doc.pop("_text_field")
+        doc["_where"] = f"{path}:{lineno}"
+        yield doc
 
 
 def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
@@ -137,14 +137,14 @@ def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_
 
 def write_url_map(out: Path) -> tuple[Path, int]:
     """url_hash -> docid over all corpus shards, sorted by url_hash; refuses ids duplicated across shards."""
-    table = read_stage(out, NAME).to_table(columns=["url_hash", "docid"])
+    table = read_stage(out, NAME, full=False).to_table(columns=["url_hash", "docid"])
     if pc.count_distinct(table["docid"]).as_py() != table.num_rows:
         counts = pa.table({"docid": table["docid"]}).group_by("docid").aggregate([("docid", "count")])
         dupes = counts.filter(pc.greater(counts["docid_count"], 1))["docid"].to_pylist()
         raise InputError(out, 0, f"{len(dupes)} docids appear in more than one corpus shard, e.g. {dupes[:3]}")
     table = table.filter(pc.is_valid(table["url_hash"])).sort_by("url_hash")
     path = out / URL_MAP
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = tmp_path(path)  # corpus shards finishing together each write their own, then rename
     pq.write_table(table, tmp, compression="zstd")
     commit(tmp, path)
     return path, table.num_rows

@@ -1,10 +1,12 @@
 """Bad input: one error type that names where it is, and a rejects file for runs that go on."""
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 from collections import Counter
-from typing import Any
+from typing import Any, Iterator
 
 
 class InputError(ValueError):
@@ -62,3 +64,19 @@ class Rejects:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of a text file, gunzipped when it ends in .gz; a file that cannot be read
+    to its end (not gzip, truncated, unreadable) is an InputError naming it and the line reached."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, line in enumerate(f, start=1):
+                yield lineno, line
+    except EOFError:
+        raise InputError(path, lineno + 1, "truncated gzip file (it ends before its end-of-stream marker)") from None
+    except (OSError, zlib.error) as e:
+        kind = "not a gzip file or corrupt" if path.name.lower().endswith(".gz") else "cannot be read"
+        raise InputError(path, lineno + 1, f"{kind} ({e.strerror or e})") from None

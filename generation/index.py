@@ -11,7 +11,9 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +21,23 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from generation.java import anserini_jar, java_binary
-from generation.shards import sha256_file, stage_files
-from generation.storage import commit
+from generation.shards import DONE_DIR, Completion, ShardLock, stage_files
+from generation.storage import write_text_atomic
 
 RECORD = "researchy_subq_index.json"
 
 
 class IndexBuildError(RuntimeError):
     pass
+
+
+def die_with_parent() -> None:
+    """In the Java child: exit when the Python parent dies (Linux), so a killed `index` leaves no orphan
+    still writing into the folder the next run cleans."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -60,28 +71,45 @@ def index_stemmer(index: Path) -> str | None:
 def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,
                 progress=None, log=None) -> IndexSummary:
     corpus, index = Path(corpus), Path(index)
-    files = stage_files(corpus, "corpus")
-    sources = {p.name: sha256_file(p) for p in files}
+    files = stage_files(corpus, "corpus")  # each file checked against its completion record's sha256
+    sources = {p.name: Completion.read(corpus / DONE_DIR / f"{p.stem}.json").sha256 for p in files}
     record_path = index / RECORD
     if record_path.exists():
-        record = json.loads(record_path.read_text())
+        try:
+            record = json.loads(record_path.read_text())
+            record["corpus"], record["stemmer"], record["documents"]
+        except (ValueError, KeyError, TypeError):
+            raise IndexBuildError(f"{record_path}: not a valid index record; remove {index} and build it again") from None
         if record["corpus"] == sources and record["stemmer"] == stemmer:
             return IndexSummary(record["documents"], index, skipped=True)
         raise IndexBuildError(f"{index}: an index built from other corpus shards or settings is there; "
                           "remove it or choose another --index")
-    if index.exists() and any(index.iterdir()):
+    if index.exists() and (not index.is_dir() or any(index.iterdir())):
         raise IndexBuildError(f"{index}: exists and is not an index this kit finished; remove it or choose another")
     index.parent.mkdir(parents=True, exist_ok=True)
+    lock = ShardLock(index.parent, f"index-{index.name}")
+    lock.acquire()
+    try:
+        return _build_locked(files, sources, index, threads, stemmer, memory_mb, progress, log)
+    finally:
+        lock.release()
+
+
+def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> IndexSummary:
+    record_path = index / RECORD
     building = index.with_name(f".{index.name}.building")
+    # Left by a killed build (we hold the lock): the half-built index and the uncompressed corpus copy.
     shutil.rmtree(building, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="anserini-input-", dir=index.parent) as staging:
+    for stale in index.parent.glob(f".{index.name}.anserini-input-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f".{index.name}.anserini-input-", dir=index.parent) as staging:
         documents = export_jsonl(files, Path(staging), progress)
         command = [str(java_binary()), f"-Xmx{memory_mb}m", "-cp", str(anserini_jar()),
                    "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
                    "-generator", "DefaultLuceneDocumentGenerator", "-input", staging, "-index", str(building),
                    "-threads", str(threads), "-stemmer", stemmer, "-storeRaw", "-fields", "url_hash",
                    "-memoryBuffer", str(min(memory_mb // 2, 4096))]
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, capture_output=True, text=True, preexec_fn=die_with_parent)
         if log is not None:
             Path(log).write_text(result.stdout + result.stderr)
         output = result.stdout + result.stderr
@@ -95,8 +123,6 @@ def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "por
     if index.exists():
         index.rmdir()
     os.replace(building, index)
-    tmp = record_path.with_name(f".{RECORD}.tmp")
-    tmp.write_text(json.dumps({"documents": documents, "corpus": sources, "stemmer": stemmer,
-                               "anserini": anserini_jar().name}, indent=1))
-    commit(tmp, record_path)
+    write_text_atomic(record_path, json.dumps({"documents": documents, "corpus": sources, "stemmer": stemmer,
+                                               "anserini": anserini_jar().name}, indent=1))
     return IndexSummary(documents, index, skipped=False)

@@ -22,8 +22,8 @@ from generation.judges import BiEncoderJudge, Grade, Judge, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.profiles import Judge as JudgeConfig
 from generation.profiles import Profile
-from generation.shards import Shard, ShardError, StageOutput, read_stage, skip_if_done
-from generation.storage import ParquetSink, commit
+from generation.shards import Shard, ShardError, StageOutput, read_stage, skip_if_done, stage_hash
+from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
 NAME = "judgments"
@@ -45,12 +45,12 @@ class JudgeSummary:
     outputs: list[Path] = field(default_factory=list)
 
 
-def plan_pairs(subquestions: Path, candidates: Path, shard: Shard) -> list[dict]:
+def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Profile | None = None) -> list[dict]:
     """The shard's pairs in judging order, with the sub-question text and provenance; no document text."""
     _, subq_path = question_files(subquestions)
     subqs = pq.read_table(subq_path, columns=["subq_id", "qid", "text"])
     subqs = subqs.filter([shard.owns_key(q) for q in subqs["qid"].to_pylist()])
-    pool = read_stage(candidates, "candidates").to_table(
+    pool = read_stage(candidates, "candidates", profile).to_table(
         columns=[c for c in PAIR_COLUMNS if c != "subq_id"],
         filter=pc.field("qid").isin(subqs["qid"].unique()))
     by_qid: dict[str, list[dict]] = {}
@@ -105,9 +105,9 @@ class ShardJob:
     def __init__(self, profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path, shard: Shard):
         self.profile, self.config, self.shard = profile, profile.judge, shard
         self.index = Path(index)
-        self.stage = StageOutput(out, NAME, profile.config_hash("bm25", "rerank", "pool", "judge"))
+        self.stage = StageOutput(out, NAME, stage_hash(profile, NAME))
         self.chunks_dir = self.stage.path(shard).with_suffix(".chunks")
-        self.pairs = plan_pairs(subquestions, candidates, shard)
+        self.pairs = plan_pairs(subquestions, candidates, shard, profile)
         self.chunk_size = self.config.chunk_size
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
@@ -127,9 +127,7 @@ class ShardJob:
                                  "Remove the folder to start the shard again")
             return
         self.chunks_dir.mkdir(parents=True, exist_ok=True)
-        tmp = marker.with_name(".config.json.tmp")
-        tmp.write_text(json.dumps(expected))
-        commit(tmp, marker)
+        write_text_atomic(marker, json.dumps(expected))
 
     def pending(self) -> list[int]:
         return [k for k in range(self.n_chunks) if not self.chunk_path(k).exists()]

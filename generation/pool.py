@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 from generation.corpus import URL_MAP
 from generation.profiles import Pool, Profile
-from generation.shards import Shard, StageOutput, read_stage, skip_if_done
-from generation.storage import ParquetSink, commit
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done, stage_hash
+from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
 
 NAME = "candidates"
@@ -54,8 +54,8 @@ def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: 
     return list(chosen.items())
 
 
-def ranked_runs(folder: Path, name: str, qids: list[str]) -> dict[str, list[str]]:
-    table = read_stage(folder, name).to_table(columns=["qid", "docid", "rank"], filter=pc.field("qid").isin(qids))
+def ranked_runs(folder: Path, name: str, qids: list[str], profile: Profile | None = None) -> dict[str, list[str]]:
+    table = read_stage(folder, name, profile).to_table(columns=["qid", "docid", "rank"], filter=pc.field("qid").isin(qids))
     table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
     runs: dict[str, list[str]] = {}
     for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
@@ -74,7 +74,8 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
 
 
 def url_hashes(corpus: Path, docids: set[str]) -> dict[str, str]:
-    table = read_stage(corpus, "corpus").to_table(columns=["docid", "url_hash"],
+    # rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
+    table = read_stage(corpus, "corpus", full=False).to_table(columns=["docid", "url_hash"],
                                                   filter=pc.field("docid").isin(sorted(docids)))
     return dict(zip(table["docid"].to_pylist(), table["url_hash"].to_pylist()))
 
@@ -82,18 +83,18 @@ def url_hashes(corpus: Path, docids: set[str]) -> dict[str, str]:
 def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(),
                progress=None) -> PoolSummary:
     config = profile.pool
-    stage = StageOutput(out, NAME, profile.config_hash("bm25", "rerank", "pool"))
+    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
     summary = PoolSummary()
     if skip_if_done(stage, shard, summary):
         return summary
     topics = load_topics(questions, shard)
     qids = [t.qid for t in topics]
-    bm25, reranked = ranked_runs(runs, "bm25", qids), ranked_runs(runs, "rerank", qids)
+    bm25, reranked = ranked_runs(runs, "bm25", qids, profile), ranked_runs(runs, "rerank", qids, profile)
     by_hash = clicked_docids(corpus, topics)
     pooled = {d for run in (bm25, reranked) for docids in run.values() for d in docids} | set(by_hash.values())
     hash_of = url_hashes(corpus, pooled)
     missing_path = Path(out) / f"missing_clicked-{shard.label}.tsv"
-    missing_tmp = missing_path.with_name(f".{missing_path.name}.tmp")
+    missing_tmp = tmp_path(missing_path)
     with ParquetSink(stage.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
         missing = csv.writer(missing_file, delimiter="\t")
         missing.writerow(["qid", "url_hash", "url", "click_share"])

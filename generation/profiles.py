@@ -1,12 +1,15 @@
 """Profiles: YAML files holding every protocol knob, validated strictly.
 
 `paper` follows the paper's text (seeds/000), `crux-code` the authors' released code, `demo` runs on
-the bundled sample on a CPU. A profile is named (bundled under generation/profiles/) or a path.
+the bundled sample on a CPU. A profile is a bundled name, or a path when it looks like one (a .yaml/.yml
+suffix or a folder separator), so a folder named `demo` in the working directory never shadows `demo`.
+Strict: no coercion (`k1: true`, `depth: "100"`), no infinities or NaN, no duplicate keys, no unknown keys.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -17,7 +20,8 @@ PROFILE_DIR = Path(__file__).parent / "profiles"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML `true` is not a number and "100" is not an int (pydantic's lax mode coerces both)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class BM25(Strict):
@@ -85,6 +89,8 @@ class Judge(Strict):
         if self.cut_points is not None:
             if any(b <= a for a, b in zip(self.cut_points, self.cut_points[1:])):
                 raise ValueError("cut_points must be strictly increasing")
+            if len(self.cut_points) != 5:
+                raise ValueError(f"cut_points: one threshold per level 1..5, so 5 values, got {len(self.cut_points)}")
             if any(not -1 <= c <= 1 for c in self.cut_points):
                 raise ValueError("cut_points are cosines: each in [-1, 1]")
         return self
@@ -127,24 +133,51 @@ def bundled_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
+def looks_like_path(name: str | Path) -> bool:
+    text = str(name)
+    return isinstance(name, Path) or Path(text).suffix in {".yaml", ".yml"} or "/" in text or os.sep in text
+
+
 def profile_path(name_or_path: str | Path) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in {".yaml", ".yml"} or path.exists():
+    if looks_like_path(name_or_path):
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise ProfileError(f"{path}: no such profile file" if not path.exists() else f"{path}: not a file")
         return path
     bundled = PROFILE_DIR / f"{name_or_path}.yaml"
     if not bundled.exists():
-        raise ProfileError(f"no profile {name_or_path!r}: not a file, and bundled ones are {bundled_profiles()}")
+        raise ProfileError(f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}); "
+                           "a profile file needs a .yaml suffix or a path with a folder, e.g. ./mine.yaml")
     return bundled
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load keeps the last of two equal keys; a profile with both is an error."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
 
 
 def load_profile(name_or_path: str | Path) -> Profile:
     path = profile_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as f:  # from a file, YAML errors name it
+            data = yaml.load(f, Loader=UniqueKeyLoader)
     except OSError as e:
         raise ProfileError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML: {e}") from None
+        raise ProfileError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
     try:
@@ -154,6 +187,6 @@ def load_profile(name_or_path: str | Path) -> Profile:
         for err in e.errors():
             key = ".".join(str(part) for part in err["loc"]) or "(top level)"
             message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            value = "" if err["type"] in {"missing", "extra_forbidden"} else f" (got {err.get('input')!r})"
+            value = "" if err["type"] in {"missing", "extra_forbidden", "value_error"} else f" (got {err.get('input')!r})"
             problems.append(f"{path}: key {key}: {message}{value}")
         raise ProfileError("\n".join(problems)) from None

@@ -17,7 +17,7 @@ from generation.models import resolve_model
 from generation.profiles import Profile, Rerank
 from generation.reranker import make_encoder, rerank_query
 from generation.retrieve import RunSummary, RunWriter
-from generation.shards import Shard, StageOutput, read_stage, skip_if_done
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done, stage_hash
 from generation.topics import load_topics
 
 NAME = "rerank"
@@ -93,12 +93,12 @@ def rank_by_score(docids: Sequence[str], scores: Sequence[float]) -> list[tuple[
 def rerank(profile: Profile, questions: Path, runs: Path, index: Path, out: Path, shard: Shard = Shard(),
            scorer: Scorer | None = None, progress=None) -> RunSummary:
     config = profile.rerank
-    stage = StageOutput(out, NAME, profile.config_hash("bm25", "rerank"))
+    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
     summary = RunSummary()
     if skip_if_done(stage, shard, summary):
         return summary
     topics = load_topics(questions, shard)
-    bm25 = read_stage(runs, "bm25").to_table(
+    bm25 = read_stage(runs, "bm25", profile).to_table(
         columns=["qid", "docid", "rank"],
         filter=pc.field("qid").isin([t.qid for t in topics]) & (pc.field("rank") <= config.depth))
     hits: dict[str, list[tuple[int, str]]] = {}

@@ -6,7 +6,6 @@ followed by its " - "-prefixed bullets).
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, Iterator
 
 import pyarrow.parquet as pq
 
-from generation.errors import InputError, Rejects
+from generation.errors import InputError, Rejects, read_lines
 from generation.storage import ParquetSink
 
 
@@ -46,33 +45,41 @@ def _normalised(text: str) -> str:
     return " ".join(strip_bullet(text).split()).casefold()
 
 
-def iter_raw_records(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yields (line or row number, record dict or the InputError that replaced it)."""
-    name = path.name.lower()
-    if name.endswith(".parquet"):
-        row = 0
+def _parquet_records(path: Path) -> Iterator[tuple[int, dict]]:
+    row = 0
+    try:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
             for record in batch.to_pylist():
                 row += 1
                 yield row, record
+    except (OSError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError; ArrowIOError an OSError
+        raise InputError(path, row + 1, f"not a readable Parquet file ({str(e).splitlines()[0][:100]})") from None
+
+
+def iter_raw_records(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yields (line or row number, record dict or the InputError that replaced it)."""
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        yield from _parquet_records(path)
         return
     if not (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")
             or name.endswith(".json.gz")):
         raise InputError(path, 0, "unknown format: expected .jsonl, .jsonl.gz or .parquet")
-    opener = gzip.open if name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield lineno, InputError(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})")
-                continue
-            if not isinstance(record, dict):
-                yield lineno, InputError(path, lineno, f"expected a JSON object, got {type(record).__name__}")
-                continue
-            yield lineno, record
+    for lineno, raw in read_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            yield lineno, InputError(path, lineno, f"not UTF-8 ({e.reason} at byte {e.start})")
+            continue
+        except json.JSONDecodeError as e:
+            yield lineno, InputError(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})")
+            continue
+        if not isinstance(record, dict):
+            yield lineno, InputError(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+            continue
+        yield lineno, record
 
 
 class _Record:
@@ -166,6 +173,8 @@ def parse_record(record: dict, path: Path, line: int, split: str,
         rec.get(record, "id", "id", (str, int))  # raises "missing" or the wrong type
     if not rec.qid.strip():
         raise rec.fail("id", "empty id")
+    if any(c.isspace() for c in rec.qid):
+        raise rec.fail("id", "contains whitespace (TREC run and qrels files split on it)")
     question = rec.get(record, "question", "question", str)
     if not question.strip():
         raise rec.fail("question", "empty question")
@@ -180,6 +189,7 @@ def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
     out_dir = Path(out_dir)
     summary = ReadSummary()
     first_line: dict[str, str] = {}
+    subq_owner: dict[str, str] = {}  # subq_id -> qid: ids like "Z-h0-1" could come from qid Z or qid Z-h0
     with Rejects(rejects_path) as rejects, \
             ParquetSink(out_dir / "questions.parquet", "questions") as questions, \
             ParquetSink(out_dir / "subquestions.parquet", "subquestions") as subquestions:
@@ -194,10 +204,22 @@ def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
                     if question_row["qid"] in first_line:
                         raise InputError(path, line, f"duplicate id, first seen at {first_line[question_row['qid']]}",
                                          field="id", record_id=question_row["qid"])
+                    ids = [r["subq_id"] for r in subq_rows]
+                    if len(set(ids)) != len(ids):
+                        raise InputError(path, line, "the record's sub-question ids repeat", field="id",
+                                         record_id=question_row["qid"])
+                    clash = next((i for i in ids if i in subq_owner), None)
+                    if clash is not None:
+                        owner = subq_owner[clash]
+                        raise InputError(path, line, f"sub-question id {clash!r} is also the id of a sub-question of "
+                                         f"question {owner!r} (first seen at {first_line[owner]}); ids must be "
+                                         "unique: rename one of the questions", field="id",
+                                         record_id=question_row["qid"])
                 except InputError as error:
                     rejects.reject(error, record if not isinstance(record, InputError) else None)
                     continue
                 first_line[question_row["qid"]] = f"{path}:{line}"
+                subq_owner.update((r["subq_id"], question_row["qid"]) for r in subq_rows)
                 questions.write_rows([question_row])
                 subquestions.write_rows(subq_rows)
                 summary.questions += 1

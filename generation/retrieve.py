@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 from pyarrow import csv
 
 from generation.profiles import BM25, Profile
-from generation.shards import Shard, StageOutput, skip_if_done
-from generation.storage import ParquetSink, commit
+from generation.shards import Shard, StageOutput, skip_if_done, stage_hash
+from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
 
 NAME = "bm25"
@@ -46,10 +46,11 @@ def query_analyzer(stemmer: str):
 
 
 def open_searcher(index: Path, config: BM25):
+    from generation.docstore import require_index
     from generation.index import IndexBuildError, index_stemmer
     from generation.java import lucene_searcher_class
 
-    built_with = index_stemmer(index)
+    built_with = index_stemmer(require_index(index))
     if built_with is not None and built_with != config.stemmer:
         raise IndexBuildError(f"{index}: the index was built with stemmer {built_with!r} but the profile's bm25.stemmer "
                          f"is {config.stemmer!r}; rebuild it with `researchy-subq index --profile ...`")
@@ -72,7 +73,7 @@ class RunWriter:
     def __init__(self, stage: StageOutput, shard: Shard, tag: str):
         self.parquet = ParquetSink(stage.path(shard), "runs")
         self.trec_path = stage.path(shard).with_suffix(".trec")
-        self._trec_tmp = self.trec_path.with_name(f".{self.trec_path.name}.tmp")
+        self._trec_tmp = tmp_path(self.trec_path)
         self._trec = open(self._trec_tmp, "wb")
         self.tag, self.stage_name = tag, stage.name
         self._columns: dict[str, list] = {"qid": [], "docid": [], "rank": [], "score": []}
@@ -116,7 +117,7 @@ class RunWriter:
 def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: Shard = Shard(),
              threads: int | None = None, chunk: int = 500, progress=None) -> RunSummary:
     config = profile.bm25
-    stage = StageOutput(out, NAME, profile.config_hash("bm25"))
+    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
     summary = RunSummary()
     if skip_if_done(stage, shard, summary):
         return summary

@@ -1,17 +1,25 @@
 """Sharded, resumable stage output, in the manner of datatrove: rank / world_size, completion records.
 
 A stage writes `{out}/{name}-{i:05d}-of-{n:05d}.parquet` atomically, then a completion record
-`{out}/_done/{name}-{i:05d}-of-{n:05d}.json` (rows, sha256, config hash, code version). A re-run skips
-a shard whose record is present and matches; a record made under another config hash, or shards cut
+`{out}/_done/{name}-{i:05d}-of-{n:05d}.json` (rows, bytes, sha256, config hash, code version). A re-run
+skips a shard whose record is present and matches; a record made under another config hash, or shards cut
 for another shard count, stop the run with a clear error instead of mixing.
+
+Lineage: a stage reading another stage's shards checks each file against its completion record (rows,
+size, sha256) and, given the profile, that the shards were made under the same upstream profile sections
+(`UPSTREAM`), so a cut file or a run made with another depth is an error, not a quietly smaller input.
+Concurrency: a worker holds `{out}/_locks/{name}-{label}.lock` (host, pid, since) while it writes a shard.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import socket
+import time
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence, TypeVar
 
@@ -19,10 +27,25 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from generation import __version__
-from generation.storage import commit
+from generation.storage import clean_stale_tmp, pid_alive, write_text_atomic
 
 T = TypeVar("T")
 DONE_DIR = "_done"
+LOCK_DIR = "_locks"
+
+# The profile sections each stage's config hash covers: a reader of that stage's shards expects them made
+# under the same sections of its own profile.
+UPSTREAM = {
+    "bm25": ("bm25",),
+    "rerank": ("bm25", "rerank"),
+    "candidates": ("bm25", "rerank", "pool"),
+    "judgments": ("bm25", "rerank", "pool", "judge"),
+}
+
+
+def stage_hash(profile, name: str) -> str:
+    """The config hash a stage's shards carry under `profile`."""
+    return profile.config_hash(*UPSTREAM[name])
 
 
 class ShardError(RuntimeError):
@@ -61,6 +84,70 @@ class Completion:
     config_hash: str
     code_version: str
     extra: dict
+    bytes: int | None = None  # absent in records written before 0.1.1
+
+    @classmethod
+    def read(cls, path: Path) -> "Completion":
+        """A completion record, or a ShardError naming the file when it is not one."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            known = {f.name for f in fields(cls)}
+            if not isinstance(data, dict) or not set(data) <= known:
+                raise ValueError(f"unexpected keys {sorted(set(data) - known) if isinstance(data, dict) else data!r}")
+            record = cls(**data)
+            if not isinstance(record.rows, int) or not isinstance(record.sha256, str):
+                raise ValueError("rows or sha256 of the wrong type")
+            return record
+        except (OSError, UnicodeDecodeError, ValueError, TypeError) as e:
+            raise ShardError(f"{path}: not a valid completion record ({str(e).splitlines()[0][:120]}); "
+                             "remove it and its shard to redo that shard") from None
+
+
+class ShardLock:
+    """`{folder}/_locks/{name}.lock` made with O_EXCL, naming its holder. A lock whose holder pid is gone
+    on this host is stale and taken over; the same process may take its own lock again."""
+
+    def __init__(self, folder: Path, name: str):
+        self.path = Path(folder) / LOCK_DIR / f"{name}.lock"
+        self.me = {"host": socket.gethostname(), "pid": os.getpid()}
+
+    def holder(self) -> dict | None:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                held = self.holder()
+                if held is None:
+                    continue
+                if held.get("host") == self.me["host"] and (held.get("pid") == self.me["pid"]
+                                                             or not pid_alive(int(held.get("pid", 0)))):
+                    self.path.unlink(missing_ok=True)  # ours, or its holder died: stale
+                    continue
+                if held == {}:
+                    raise ShardError(f"{self.path}: a lock that cannot be read; if no worker is writing this "
+                                     "shard, remove it")
+                raise ShardError(f"{self.path.stem}: held by host {held.get('host')} pid {held.get('pid')} since "
+                                 f"{held.get('since')}; another worker is writing this shard (if that worker is "
+                                 f"gone, remove {self.path})")
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps({**self.me, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+            atexit.register(self.release)  # a run that fails frees its shard; only a kill leaves a (stale) lock
+            return
+        raise ShardError(f"{self.path}: could not take the lock; try again")
+
+    def release(self) -> None:
+        held = self.holder()
+        if held and held.get("host") == self.me["host"] and held.get("pid") == self.me["pid"]:
+            self.path.unlink(missing_ok=True)
 
 
 def sha256_file(path: Path) -> str:
@@ -87,7 +174,20 @@ class StageOutput:
         folder = self.out / DONE_DIR
         if not folder.exists():
             return []
-        return [Completion(**json.loads(p.read_text())) for p in sorted(folder.glob(f"{self.name}-*.json"))]
+        return [Completion.read(p) for p in sorted(folder.glob(f"{self.name}-*.json"))]
+
+    def lock(self, shard: Shard) -> ShardLock:
+        return ShardLock(self.out, f"{self.name}-{shard.label}")
+
+    def start(self, shard: Shard) -> None:
+        """Takes the shard's lock and removes temporary files a killed writer of this shard left."""
+        if self.out.exists() and not self.out.is_dir():
+            raise ShardError(f"{self.out}: is a file, not a folder; choose another --out")
+        self.lock(shard).acquire()
+        clean_stale_tmp(self.out, [f"{self.name}-{shard.label}{ext}" for ext in (".parquet", ".trec")]
+                        + [f"missing_clicked-{shard.label}.tsv"])
+        clean_stale_tmp(self.out / DONE_DIR, [self.record_path(shard).name])
+        clean_stale_tmp(self.path(shard).with_suffix(".chunks"))  # the judge's checkpointed chunks
 
     def check_compatible(self, shard: Shard) -> None:
         for record in self.records():
@@ -104,35 +204,63 @@ class StageOutput:
         record_path, path = self.record_path(shard), self.path(shard)
         if not record_path.exists():
             return False
-        record = Completion(**json.loads(record_path.read_text()))
-        if not path.exists() or sha256_file(path) != record.sha256:
-            raise ShardError(f"{path}: does not match its completion record {record_path}; remove both to redo it")
+        verify(path, Completion.read(record_path), record_path)
         return True
 
     def mark_done(self, shard: Shard, **extra) -> Completion:
         path = self.path(shard)
         record = Completion(self.name, shard.label, pq.ParquetFile(path).metadata.num_rows, sha256_file(path),
-                            self.config_hash, __version__, extra)
+                            self.config_hash, __version__, extra, path.stat().st_size)
         target = self.record_path(shard)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(asdict(record), indent=1))
-        commit(tmp, target)
+        write_text_atomic(target, json.dumps(asdict(record), indent=1))
+        self.lock(shard).release()
         return record
 
 
+def verify(path: Path, record: Completion, record_path: Path, full: bool = True) -> None:
+    """The shard file still is what its completion record says: rows and size, and (full) sha256."""
+    def mismatch(detail: str) -> ShardError:
+        return ShardError(f"{path}: does not match its completion record {record_path}: {detail}; remove both "
+                          "and rerun that stage's shard")
+
+    if not path.exists():
+        raise mismatch("the file is missing")
+    size = path.stat().st_size
+    if record.bytes is not None and size != record.bytes:
+        raise mismatch(f"{size:,} bytes, recorded {record.bytes:,} (changed after it was recorded done)")
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except Exception as e:  # pyarrow raises ArrowInvalid or OSError for a cut or foreign file
+        raise mismatch(f"not a readable Parquet file ({str(e).splitlines()[0][:100]})") from None
+    if rows != record.rows:
+        raise mismatch(f"{rows:,} rows, recorded {record.rows:,} (changed after it was recorded done)")
+    if full and sha256_file(path) != record.sha256:
+        raise mismatch("another sha256 (changed after it was recorded done)")
+
+
 def skip_if_done(stage: StageOutput, shard: Shard, summary) -> bool:
-    """True (and the summary says so) when the shard is already complete under this config."""
-    if not stage.is_done(shard):
-        return False
-    summary.skipped_shards = 1
-    summary.outputs.append(stage.path(shard))
-    return True
+    """True (and the summary says so) when the shard is already complete under this config; otherwise
+    the caller now holds the shard's lock (released when the shard is marked done)."""
+    if stage.is_done(shard):
+        summary.skipped_shards = 1
+        summary.outputs.append(stage.path(shard))
+        return True
+    stage.start(shard)
+    if stage.is_done(shard):  # another worker finished it while we waited for the lock
+        stage.lock(shard).release()
+        summary.skipped_shards = 1
+        summary.outputs.append(stage.path(shard))
+        return True
+    return False
 
 
-def stage_files(folder: str | Path, name: str) -> list[Path]:
-    """The completed shard files of a stage, refusing a folder whose shards are missing or unfinished."""
+def stage_files(folder: str | Path, name: str, config_hash: str | None = None, full: bool = True) -> list[Path]:
+    """The completed shard files of a stage, refusing a folder whose shards are missing, unfinished, changed
+    since they were recorded done (rows, size; sha256 when `full`), or made under another `config_hash`."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise ShardError(f"{folder}: no such folder" if not folder.exists() else f"{folder}: not a folder")
     files = sorted(folder.glob(f"{name}-*-of-*.parquet"))
     if not files:
         raise ShardError(f"{folder}: no {name} shards ({name}-XXXXX-of-YYYYY.parquet); run that stage first")
@@ -145,8 +273,19 @@ def stage_files(folder: str | Path, name: str) -> list[Path]:
                if f"{name}-{Shard(i, expected).label}" not in done]
     if missing:
         raise ShardError(f"{folder}: {len(missing)} of {expected} {name} shards are not complete, e.g. {missing[0]}")
+    for path in files:
+        record_path = folder / DONE_DIR / f"{path.stem}.json"
+        record = Completion.read(record_path)
+        verify(path, record, record_path, full)
+        if config_hash is not None and record.config_hash != config_hash:
+            raise ShardError(f"{path}: made under config {record.config_hash} of the profile sections "
+                             f"{'+'.join(UPSTREAM.get(name, ()))}, this run's profile gives {config_hash} (another "
+                             f"profile, or one of those sections changed, e.g. a depth); rerun {name} with this "
+                             "profile or use the profile it was made with")
     return files
 
 
-def read_stage(folder: str | Path, name: str) -> ds.Dataset:
-    return ds.dataset(stage_files(folder, name), format="parquet")
+def read_stage(folder: str | Path, name: str, profile=None, full: bool = True) -> ds.Dataset:
+    """A stage's shards as one dataset, checked as `stage_files` does (against `profile`'s sections when given)."""
+    expected = stage_hash(profile, name) if profile is not None and name in UPSTREAM else None
+    return ds.dataset(stage_files(folder, name, expected, full), format="parquet")

@@ -1,7 +1,15 @@
-"""Atomic, streaming Parquet output: a file appears under its name only once it is complete."""
+"""Atomic, streaming Parquet output: a file appears under its name only once it is complete.
+
+Also the rules every writer follows: temporary files get unique names (`.NAME.tmp-<pid>-<random>`, so two
+processes never write the same one) and the kit replaces only folders it made itself (`claim_folder`).
+"""
 from __future__ import annotations
 
+import json
 import os
+import re
+import secrets
+import shutil
 from pathlib import Path
 from typing import Iterable
 
@@ -11,6 +19,11 @@ import pyarrow.parquet as pq
 from generation.schema import arrow_schema
 
 COMPRESSION = "zstd"
+MARKER = ".researchy-subq"  # written into every folder the kit may later wipe and rebuild
+
+
+class OwnershipError(RuntimeError):
+    """A folder the kit would replace, but did not make."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -21,12 +34,84 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def tmp_path(final: str | Path) -> Path:
+    """A unique temporary name beside `final`: `.NAME.tmp-<pid>-<random>`."""
+    final = Path(final)
+    return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
 def commit(tmp: Path, final: Path) -> None:
     """fsync `tmp`, rename it onto `final` and fsync the folder, so a crash leaves old or new, never half."""
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, final)
     fsync_dir(final.parent)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    tmp = tmp_path(path)
+    tmp.write_text(text, encoding="utf-8")
+    commit(tmp, path)
+    return path
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.tmp(?:-(?P<pid>\d+)(?:-[0-9a-f]+)?)?$")
+
+
+def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> list[Path]:
+    """Removes temporary files left by killed writers of `names` (all when None) in `folder`: any whose
+    writer pid is gone, and old-style ones without a pid; a live writer's file on this host is kept."""
+    folder, wanted = Path(folder), None if names is None else set(names)
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        match = _TMP.match(path.name)
+        if not match or (wanted is not None and match["name"] not in wanted):
+            continue
+        if match["pid"] and int(match["pid"]) != os.getpid() and pid_alive(int(match["pid"])):
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def claim_folder(path: str | Path, what: str, owned_by: tuple[str, ...] = (MARKER,)) -> Path:
+    """Makes `path` ready to be (re)built by the kit: absent or empty folders are created and marked; a
+    folder holding one of `owned_by` (a marker or manifest the kit wrote there) is the kit's and may be
+    replaced; anything else is refused with one line. `--force` is deliberately not an option here."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OwnershipError(f"{path}: is a file, not a folder; choose another {what} folder")
+    if path.is_dir() and any(path.iterdir()) and not any((path / name).is_file() for name in owned_by):
+        raise OwnershipError(f"{path}: exists and was not made by researchy-subq (no {' or '.join(owned_by)} in it); "
+                             f"it is left untouched: choose a new or empty {what} folder")
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / MARKER
+    if not marker.exists():
+        write_text_atomic(marker, json.dumps({"made_by": "researchy-subq", "what": what}) + "\n")
+    return path
+
+
+def reset_claimed_folder(path: str | Path, what: str) -> Path:
+    """`claim_folder`, then empty it (it is the kit's) and mark it again."""
+    path = claim_folder(path, what)
+    shutil.rmtree(path)
+    return claim_folder(path, what)
 
 
 class ParquetSink:
@@ -39,7 +124,7 @@ class ParquetSink:
         self.rows = 0
         self._pending: list[dict] = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self._tmp = tmp_path(self.path)
         self._writer = pq.ParquetWriter(self._tmp, self.schema, compression=COMPRESSION)
 
     def write_rows(self, rows: Iterable[dict]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from generation.errors import InputError
 from generation.shards import Shard
 
 
@@ -21,9 +22,16 @@ class Topic:
 def question_files(folder: Path) -> tuple[Path, Path]:
     folder = Path(folder)
     questions, subquestions = folder / "questions.parquet", folder / "subquestions.parquet"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder; run `researchy-subq questions --out {folder}` first")
     for path in (questions, subquestions):
         if not path.exists():
             raise FileNotFoundError(f"{path}: missing; run `researchy-subq questions --out {folder}` first")
+        try:
+            pq.read_metadata(path)
+        except Exception as e:  # pyarrow: ArrowInvalid or OSError for a cut or foreign file
+            raise InputError(path, 0, f"not a readable Parquet file ({str(e).splitlines()[0][:100]}); "
+                                      "rerun `researchy-subq questions`") from None
     return questions, subquestions
 
 

@@ -54,3 +54,47 @@ def test_stage_commands_on_the_sample(tmp_path, sample_index, sample_questions):
                                   "--runs", str(runs), "--corpus", str(sample_index / "corpus"),
                                   "--out", str(tmp_path / "pool")])
     assert missing.exit_code == 1 and "1 of 2 bm25 shards are not complete" in " ".join(missing.output.split())
+
+
+def test_one_entry_with_help_on_every_option_and_a_version():
+    import typer.main
+
+    from builder.main import app as entry
+    from generation import __version__
+
+    top = typer.main.get_command(entry)
+    assert {"questions", "judge", "build-release", "validate", "publish", "simulate", "evaluate", "agreement",
+            "demo"} <= set(top.commands)
+    for name, command in top.commands.items():
+        for param in command.params:
+            if param.name != "help":
+                assert getattr(param, "help", None), f"{name} {param.name} has no help text"
+    release_args = {name: [p.name for p in top.commands[name].params if p.param_type_name == "argument"]
+                    for name in ("validate", "publish", "simulate", "evaluate")}
+    assert release_args == {name: ["release"] for name in release_args}, "one way to name a release folder"
+    runner_ = CliRunner()
+    assert __version__ in runner_.invoke(entry, ["--version"]).output
+    assert runner_.invoke(entry, ["validate", "-h"]).exit_code == 0
+    assert "[low, high]" in runner_.invoke(entry, ["validate", "-h"]).output, "no markup eats the brackets"
+    assert "topk-bernoulli|" in runner_.invoke(entry, ["judge", "-h"]).output.replace("\n", "").replace(" ", "")
+
+
+def test_the_cli_sits_on_top_of_the_import_graph():
+    """No library module imports a CLI module, and generation never imports builder."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cli_modules = {"generation.cli", "generation.cli_support", "builder.cli", "builder.cli_analysis", "builder.main"}
+    for path in [*root.glob("generation/**/*.py"), *root.glob("builder/**/*.py")]:
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                imported |= {a.name for a in node.names}
+        if module not in cli_modules:
+            assert not imported & cli_modules, f"{module} imports a CLI module"
+        if module.startswith("generation"):
+            assert not any(m == "builder" or m.startswith("builder.") for m in imported), f"{module} imports builder"

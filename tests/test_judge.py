@@ -185,11 +185,11 @@ def test_what_vllm_is_handed_for_judging():
     config = load_profile("paper").judge.model_copy(update={"quantization": "fp8"})
     args = judge_engine_args("/models/llama", config)
     assert args == {"model": "/models/llama", "tensor_parallel_size": 4, "dtype": "bfloat16", "max_model_len": 8192,
-                    "enable_prefix_caching": True, "logprobs_mode": "processed_logprobs", "seed": 0,
+                    "enable_prefix_caching": True, "seed": 0,
                     "quantization": "fp8"}
     assert generate_params(3) == {"temperature": 0.0, "max_tokens": 3, "n": 1}
     assert distribution_params([15, 16, 17]) == {"temperature": 0.0, "max_tokens": 1, "n": 1,
-                                                 "allowed_token_ids": [15, 16, 17], "logprobs": 3}
+                                                 "allowed_token_ids": [15, 16, 17], "logprob_token_ids": [15, 16, 17]}
 
     class Logprob:
         def __init__(self, value):

@@ -5,7 +5,7 @@ import pytest
 from generation.corpus import URL_MAP
 from generation.pool import build_pool, select
 from generation.profiles import Pool, load_profile, profile_path
-from generation.shards import Shard, StageOutput
+from generation.shards import Shard, StageOutput, stage_hash
 
 BM25 = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
 RERANK = ["d3", "d8", "d1", "d9", "d2", "d10", "d11"]
@@ -49,6 +49,12 @@ def write_stage(folder, name, table_name, rows):
     stage.mark_done(shard)
 
 
+def made_under(runs, profile):
+    """Records the handmade runs as made under `profile` (pool checks its upstream sections)."""
+    for name in ("bm25", "rerank"):
+        StageOutput(runs, name, stage_hash(profile, name)).mark_done(Shard())
+
+
 @pytest.fixture
 def handmade(tmp_path):
     questions = tmp_path / "questions"
@@ -82,6 +88,7 @@ def handmade(tmp_path):
 ])
 def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expected):
     questions, runs, corpus = handmade
+    made_under(runs, load_profile(profile))
     out = tmp_path / "pool"
     summary = build_pool(load_profile(profile), questions, runs, corpus, out)
     rows = pq.read_table(out / "candidates-00000-of-00001.parquet").to_pylist()

@@ -57,5 +57,5 @@ def test_cut_points_must_increase(tmp_path):
 def test_broken_yaml_and_unknown_name(tmp_path):
     with pytest.raises(ProfileError, match="not valid YAML"):
         load_profile(write(tmp_path, "bm25: [unclosed\n"))
-    with pytest.raises(ProfileError, match="bundled ones are"):
+    with pytest.raises(ProfileError, match=r"no bundled profile .papre. \(bundled: crux-code, demo, paper\)"):
         load_profile("papre")

@@ -127,7 +127,7 @@ def test_cli_never_prints_the_token(release, monkeypatch):
     from typer.testing import CliRunner
 
     import builder.publish as publish_module
-    from generation.cli import app
+    from builder.main import app
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setattr("huggingface_hub.HfApi", lambda *a, **k: RecordingHub(remote_files=None))

@@ -1,12 +1,25 @@
 """transformers backend: batched, left-padded causal LM forward passes on CPU or GPU."""
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+MIN_SHARED_PREFIX = 16  # tokens; below it a separate prefix pass costs more than it saves
+
+
+def shared_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    """Tokens every sequence starts with, leaving each at least one token of its own (the position scored)."""
+    first, limit = sequences[0], min(len(s) for s in sequences) - 1
+    length = 0
+    while length < limit and all(s[length] == first[length] for s in sequences):
+        length += 1
+    return length
 
 
 def pick_device(device: str = "auto") -> str:
@@ -51,12 +64,31 @@ class TransformersBackend:
 
     @torch.inference_mode()
     def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> torch.Tensor:
-        """log p(token | sequence) over the full vocabulary at the last position, for each of `token_ids`."""
+        """log p(token | sequence) over the full vocabulary at the last position, for each of `token_ids`.
+
+        One forward per batch with `logits_to_keep=1` (the LM head on the last position only). The prompt prefix
+        every sequence shares (the instruction, the reranker's query) runs once; each batch continues from a copy
+        of its KV cache."""
         out = torch.empty((len(sequences), len(token_ids)), dtype=torch.float64)
         wanted = torch.tensor(list(token_ids), dtype=torch.long)
+        if not sequences:
+            return out
+        shared = shared_prefix_length(sequences)
+        prefix = None
+        if shared >= MIN_SHARED_PREFIX:
+            prefix = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device),
+                                use_cache=True, logits_to_keep=1).past_key_values
+        else:
+            shared = 0
         for positions, batch in self._batches(sequences):
-            ids, mask, pos = (t.to(self.device) for t in left_pad(batch, self.pad_id))
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1, :]
+            ids, mask, pos = (t.to(self.device) for t in left_pad([s[shared:] for s in batch], self.pad_id))
+            cache = None
+            if prefix is not None:
+                cache = copy.deepcopy(prefix)
+                cache.batch_repeat_interleave(len(batch))
+                mask = torch.cat([torch.ones((len(batch), shared), dtype=mask.dtype, device=self.device), mask], 1)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos + shared, past_key_values=cache,
+                                use_cache=cache is not None, logits_to_keep=1).logits[:, -1, :]
             logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
             out[positions] = logprobs[:, wanted].double()
         return out

