@@ -7,6 +7,7 @@ import pytest
 from builder.package import package_release
 from builder.synthetic import synthesize
 from generation.errors import InputError
+from generation.shards import ShardError
 
 
 @pytest.fixture(scope="module")
@@ -58,5 +59,5 @@ def test_a_shard_changed_after_its_record(inputs, tmp_path):
     shutil.copytree(inputs["judgments"], judgments)
     shard = sorted(judgments.glob("judgments-*.parquet"))[0]
     pq.write_table(pq.read_table(shard).slice(0, 10), shard)
-    with pytest.raises(InputError, match="does not match its completion record"):
+    with pytest.raises(ShardError, match="does not match its completion record"):
         build(inputs, tmp_path / "r", judgments=[judgments])
