@@ -1,81 +1,87 @@
-"""Retrieval complexity per question (after seeds/003, with sub-questions as the parts of a question):
+"""Retrieval complexity per question (seeds/003, with a question's sub-questions as its parts).
 
-- answerable: some candidate reaches the answer level for every sub-question;
-- answerable_share: the share of sub-questions some candidate answers;
-- completeness: each candidate's levels across the sub-questions as a distribution, its entropy
-  normalised by log K, averaged over the candidates with any positive level (1: documents spread over all
-  parts; 0: each document is about one part);
+seeds/003 treats answerability per part as binary, so every measure here is over binarised answers:
+document d answers sub-question j when level(d, j) >= the profile's `answer_level`. With K the question's
+sub-questions and m_d the number of them that candidate d answers:
+
+- answerable: some candidate answers every sub-question (max_d m_d = K);
+- answerable_share: the share of the K sub-questions some candidate answers;
+- completeness = (1 / |D+|) * sum over d in D+ of log(m_d) / log(K), D+ = the candidates with m_d >= 1:
+  the normalised entropy of each answering document's (uniform) answer distribution over the parts,
+  averaged (1: every answering document covers every part; 0: each covers one part, or none answers);
+  with K = 1 an answering document covers the whole question (1);
 - retrieval_complex: not answerable and completeness under the profile's threshold.
 
-Computed with Arrow group-bys, file by file, so memory follows the number of (question, document) pairs.
+Accumulated while the judgments stream by (`add` per record batch, on integer positions from
+`topic_index`), so no pass re-reads the release; memory follows the (question, document) pairs with an
+answer, compacted per batch.
 """
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from builder.topic_index import mix
+
+PAIR = np.dtype([("key", np.uint64), ("q", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
+FORMULA = ("completeness = (1/|D+|) * sum_{d in D+} log(m_d) / log(K), where m_d is the number of the question's K "
+           "sub-questions that candidate d answers (level >= answer_level) and D+ the candidates with m_d >= 1")
 
 
-def partial_sums(table: pa.Table, answer_level: int) -> tuple[pa.Table, pa.Table]:
-    level = pc.cast(table["level"].fill_null(0), pa.float64())
-    l_log_l = pc.if_else(pc.greater(level, 0), pc.multiply(level, pc.ln(pc.max_element_wise(level, 1.0))), 0.0)
-    answers = pc.cast(pc.greater_equal(level, answer_level), pa.int64())
-    per_doc = pa.table({"qid": table["qid"], "docid": table["docid"], "s": level, "t": l_log_l, "answers": answers})
-    per_doc = per_doc.group_by(["qid", "docid"]).aggregate([("s", "sum"), ("t", "sum"), ("answers", "sum")])
-    per_subq = pa.table({"qid": table["qid"], "subq_id": table["subq_id"], "answers": answers}).group_by(
-        ["qid", "subq_id"]).aggregate([("answers", "max")])
-    return per_doc, per_subq
+class ComplexityAccumulator:
+    def __init__(self, subquestions_of: np.ndarray, subq_question: np.ndarray, answer_level: int, threshold: float):
+        self.subquestions_of = subquestions_of  # K per question position
+        self.subq_question = subq_question  # question position per sub-question position
+        self.answer_level, self.threshold = answer_level, threshold
+        self.judged = np.zeros(len(subquestions_of), bool)
+        self.answered = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
+        self._pairs: list[np.ndarray] = []  # distinct (question, document) with an answer, per batch
+        self._counts: list[np.ndarray] = []  # and how many sub-questions each answers in that batch
+
+    def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:
+        self.judged[question] = True
+        answers = pc.greater_equal(level, self.answer_level).fill_null(False).to_numpy(zero_copy_only=False)
+        self.answered[subquestion[answers]] = True
+        question, document = question[answers], document[answers]
+        keys, first, counts = np.unique(mix(question, document), return_index=True, return_counts=True)
+        self._pairs.append(np.rec.fromarrays([keys, question[first]], dtype=PAIR))
+        self._counts.append(counts)
+
+    def result(self) -> dict[str, np.ndarray]:
+        """Arrays per question position; questions without any judgment are masked by `judged`."""
+        n = len(self.subquestions_of)
+        k = self.subquestions_of.astype(np.float64)
+        answered = np.bincount(self.subq_question[self.answered], minlength=n)
+        pairs = np.concatenate(self._pairs) if self._pairs else np.empty(0, dtype=PAIR)
+        keys, first, where = np.unique(pairs["key"], return_index=True, return_inverse=True)
+        m = np.bincount(where, weights=np.concatenate(self._counts) if self._counts else None,
+                        minlength=len(keys)).astype(np.int64)  # m_d per (question, document) with an answer
+        q = pairs["q"][first]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = np.where(k[q] > 1, np.log(m) / np.log(np.maximum(k[q], 2)), 1.0)
+        documents = np.bincount(q, minlength=n)
+        completeness = np.where(documents > 0, np.bincount(q, weights=spread, minlength=n) / np.maximum(documents, 1), 0.0)
+        max_m = np.zeros(n, np.int64)
+        np.maximum.at(max_m, q, m)
+        answerable = (k > 0) & (max_m >= k)
+        return {"answerable": answerable,
+                "answerable_share": np.where(k > 0, answered / np.maximum(k, 1), 0.0),
+                "completeness": completeness,
+                "retrieval_complex": ~answerable & (completeness < self.threshold)}
 
 
-def complexity(files: list[Path], subquestions: pa.Table, answer_level: int, threshold: float) -> dict[str, dict]:
-    docs, subqs = [], []
-    for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144, columns=["qid", "subq_id", "docid", "level"]):
-            d, s = partial_sums(pa.Table.from_batches([batch]), answer_level)
-            docs.append(d.rename_columns(["qid", "docid", "s", "t", "answers"]))
-            subqs.append(s.rename_columns(["qid", "subq_id", "answers"]))
-    if not docs:
-        return {}
-    per_doc = pa.concat_tables(docs).group_by(["qid", "docid"]).aggregate([("s", "sum"), ("t", "sum"), ("answers", "sum")])
-    per_subq = pa.concat_tables(subqs).group_by(["qid", "subq_id"]).aggregate([("answers", "max")])
-    k_of = {}
-    for qid in subquestions["qid"].to_pylist():
-        k_of[qid] = k_of.get(qid, 0) + 1
-    answered: dict[str, int] = {}
-    for qid, hit in zip(per_subq["qid"].to_pylist(), per_subq["answers_max"].to_pylist()):
-        answered[qid] = answered.get(qid, 0) + (1 if hit else 0)
-    entropy_sum: dict[str, float] = {}
-    entropy_n: dict[str, int] = {}
-    full: set[str] = set()
-    for qid, s, t, answers in zip(*(per_doc[c].to_pylist() for c in ("qid", "s_sum", "t_sum", "answers_sum"))):
-        k = k_of.get(qid, 0)
-        if k and answers >= k:
-            full.add(qid)
-        if s > 0 and k > 1:
-            entropy = (math.log(s) - t / s) / math.log(k)
-            entropy_sum[qid] = entropy_sum.get(qid, 0.0) + entropy
-            entropy_n[qid] = entropy_n.get(qid, 0) + 1
-    out = {}
-    for qid in {q for q in per_doc["qid"].to_pylist()}:
-        completeness = entropy_sum.get(qid, 0.0) / entropy_n[qid] if entropy_n.get(qid) else 0.0
-        answerable = qid in full
-        out[qid] = {"answerable": answerable, "answerable_share": answered.get(qid, 0) / max(k_of.get(qid, 1), 1),
-                    "completeness": completeness, "retrieval_complex": (not answerable) and completeness < threshold}
-    return out
-
-
-def add_columns(questions: pa.Table, values: dict[str, dict]) -> pa.Table:
+def add_columns(questions: pa.Table, question_positions: np.ndarray, values: dict[str, np.ndarray],
+                judged: np.ndarray) -> pa.Table:
     """The questions table with the complexity columns filled (null for questions without judgments)."""
-    qids = questions["qid"].to_pylist()
     for name in COLUMNS:
-        column = [values.get(q, {}).get(name) for q in qids]
         kind = pa.bool_() if name in ("answerable", "retrieval_complex") else pa.float32()
-        questions = questions.set_column(questions.schema.get_field_index(name), name, pa.array(column, kind))
+        column = values[name][question_positions]
+        mask = ~judged[question_positions]
+        questions = questions.set_column(questions.schema.get_field_index(name), name,
+                                         pa.array(column.astype(np.float32) if kind == pa.float32() else column,
+                                                  kind, mask=mask))
     return questions
 
 

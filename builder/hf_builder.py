@@ -14,12 +14,10 @@ import datasets
 import pyarrow.compute as pc
 
 from builder import configs
-from builder.complexity import add_columns, complexity
 from builder.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
-from builder.release import as_qrels, load_questions, present, route_by_split, split_by_level
+from builder.release import judgment_inputs, load_questions, present, qrels_of, route, topic_index, with_complexity
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
-from generation.shards import stage_files
 
 
 DERIVED = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
@@ -52,37 +50,35 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
         spec = config(self.config.name)
         questions, subquestions = load_questions([Path(p) for p in self.config.questions])
         schema = arrow_schema(spec.table)
+        splits = present(questions)
+        index = topic_index(questions, subquestions, splits)
+        files = judgment_inputs([Path(p) for p in self.config.judgments])
         if spec.table == "questions":
             settings = load_profile(self.config.profile).complexity
-            files = [f for folder in self.config.judgments for f in stage_files(Path(folder), "judgments")]
-            values = complexity(files, subquestions, settings.answer_level, settings.completeness_threshold)
-            yield 0, add_columns(questions.filter(pc.equal(questions["split"], split)), values).cast(schema)
+            table = with_complexity(questions, index, files, settings)
+            yield 0, table.filter(pc.equal(table["split"], split)).cast(schema)
             return
         if spec.table == "subquestions":
             qids = questions.filter(pc.equal(questions["split"], split))["qid"]
             yield 0, subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids)).cast(schema)
             return
         if spec.name in DERIVED:
-            yield from self._derived_tables(spec, split, questions, subquestions)
+            yield from self._derived_tables(spec, split, questions, subquestions, index, files)
             return
-        splits = present(questions)
-        key = 0
+        key, code = 0, splits.index(split)
         # One pass per partition, so rows come in the order the release's files are read.
         for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
-            partition = folder.split("/")[-1]
-            for row_split, rows in route_by_split([Path(p) for p in self.config.judgments], questions, splits):
-                if row_split != split:
-                    continue
+            partition = PARTITIONS.index(folder.split("/")[-1]) if spec.table == "judgments" else None
+            for _, routed in route(files, index):
+                table = routed.graded(code) if spec.table == "qrels" else routed.rows(code, partition).table
                 if spec.table == "qrels":
-                    table = as_qrels(rows)
-                else:
-                    table = next((part for p, part in split_by_level(rows) if p == partition), None)
-                if table is not None and table.num_rows:
+                    table = qrels_of(table)
+                if table.num_rows:
                     yield key, table.cast(schema)
                     key += 1
 
-    def _derived_tables(self, spec, split: str, questions, subquestions):
-        """As `builder.configs.write_derived_configs` writes them: level partition by partition."""
+    def _derived_tables(self, spec, split: str, questions, subquestions, index, files):
+        """As `build-release` writes them (`release.DerivedConfigs`)."""
         in_split = questions.filter(pc.equal(questions["split"], split))
         split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
         if spec.name == "queries":
@@ -90,19 +86,18 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             return
         numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
         threshold = configs.binary_threshold(load_profile(self.config.profile))
-        key = 0
-        for partition in PARTITIONS:
-            for row_split, rows in route_by_split([Path(p) for p in self.config.judgments], questions, present(questions)):
-                part = next((t for p, t in split_by_level(rows) if p == partition), None) if row_split == split else None
-                if part is None:
-                    continue
-                if spec.name == "corpus-ids":
-                    docs.add(part)
-                    continue
-                table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
-                    else configs.diversity_qrels(part, numbers)
-                if table.num_rows:
-                    yield key, table
-                    key += 1
+        key, code = 0, present(questions).index(split)
+        for _, routed in route(files, index):  # input order, as build-release writes them
+            part = routed.rows(code).table
+            if part.num_rows == 0:
+                continue
+            if spec.name == "corpus-ids":
+                docs.add(part)
+                continue
+            table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
+                else configs.diversity_qrels(part, numbers)
+            if table.num_rows:
+                yield key, table
+                key += 1
         if spec.name == "corpus-ids":
             yield 0, docs.table()

@@ -8,21 +8,13 @@ from pathlib import Path
 from builder.agreement import agreement_markdown
 from builder.card import plot_levels, render_card
 from builder.configs import binary_threshold
+from builder.lineage import release_profile
 from builder.release import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.prompts import get_prompt
-from generation.shards import DONE_DIR
 
 MANIFEST = "manifest.json"
-
-
-def judge_descriptions(judgment_dirs: list[Path]) -> list[str]:
-    found = set()
-    for folder in judgment_dirs:
-        for record in (Path(folder) / DONE_DIR).glob("judgments-*.json"):
-            found.add(json.loads(record.read_text()).get("extra", {}).get("judge", "unknown"))
-    return sorted(found)
 
 
 def rubric(prompt_text: str) -> list[tuple[int, str]]:
@@ -53,14 +45,13 @@ def differences(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str,
+def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
                     shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
-    profile = load_profile(profile_name)
+    profile, judges = release_profile(judgments, profile_name)
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
-    judges = judge_descriptions(judgments)
     judge = "; ".join(judges) or profile.judge.model
     prompt = get_prompt(profile.judge.prompt)
     splits = list(summary.stats)

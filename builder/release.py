@@ -1,7 +1,9 @@
 """Judgment shards + question tables -> the release folder (Parquet by config and split, card, manifest).
 
-Everything streams in record batches: memory grows with the number of questions and sub-questions
-(for routing and statistics), not with the number of judgments.
+One streaming pass over the judgment shards in 262k-row record batches: each batch is looked up by
+integer position (`topic_index`) and its rows of each (split, level partition) appended to one writer
+per partition and split; statistics and retrieval complexity are accumulated from the same
+batch, so nothing re-reads the release. Memory follows the number of questions and sub-questions.
 """
 from __future__ import annotations
 
@@ -11,68 +13,27 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.layout import LEVELS, PARTITIONS, SPLITS, config_of_partition, open_parquet_writer, partition_of
-from builder.complexity import add_columns, complexity
-from builder.configs import binary_threshold, write_derived_configs
+from builder.complexity import ComplexityAccumulator, add_columns
 from builder.complexity import summary as complexity_summary
-from builder.stats import SplitStats
-from generation.profiles import Complexity
+from builder.configs import CorpusIds, Subtopics, binary_qrels, binary_threshold, diversity_qrels, queries
+from builder.layout import PARTITIONS, SPLITS, config_of_partition
+from builder.stats import Batch, SplitStats
+from builder.topic_index import MISSING, TopicIndex, string_hashes
+from builder.writer import RollingWriter
 from generation.errors import InputError
-from generation.schema import arrow_schema, conform
+from generation.profiles import Complexity
+from generation.schema import conform
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
 
 ROWS_PER_FILE = 5_000_000
 BATCH_ROWS = 262_144
-
-
-class RollingWriter:
-    """`{folder}/{split}-XXXXX-of-YYYYY.parquet` files of at most `rows_per_file` rows; the names get
-    their final count when the writer is closed."""
-
-    def __init__(self, folder: Path, split: str, table: str, rows_per_file: int):
-        self.folder, self.split, self.rows_per_file = folder, split, rows_per_file
-        self.schema = arrow_schema(table)
-        self.files: list[Path] = []
-        self.rows = 0
-        self._writer: pq.ParquetWriter | None = None
-        self._in_file = 0
-
-    def write(self, table: pa.Table) -> None:
-        start = 0
-        while start < table.num_rows:
-            if self._writer is None or self._in_file >= self.rows_per_file:
-                self._open()
-            take = min(self.rows_per_file - self._in_file, table.num_rows - start)
-            self._writer.write_table(table.slice(start, take).cast(self.schema))
-            self._in_file += take
-            self.rows += take
-            start += take
-
-    def _open(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f".{self.split}-{len(self.files):05d}.parquet.tmp"
-        self.files.append(path)
-        self._writer = open_parquet_writer(path, self.schema)
-        self._in_file = 0
-
-    def close(self) -> list[Path]:
-        """Renames the files to their final names; a split with no rows gets no file (and no config split)."""
-        if self._writer is None:
-            return []
-        self._writer.close()
-        final = []
-        for i, tmp in enumerate(self.files):
-            target = self.folder / f"{self.split}-{i:05d}-of-{len(self.files):05d}.parquet"
-            os.replace(tmp, target)
-            final.append(target)
-        return final
+UNPARSED = len(PARTITIONS) - 1  # partition code of a null level; levels 0-5 are their own codes
 
 
 @dataclass
@@ -83,38 +44,34 @@ class ReleaseSummary:
 
 
 def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
+    """Every question folder, refusing the same folder twice and a question in two folders."""
+    resolved = [Path(f).resolve() for f in folders]
+    for i, folder in enumerate(resolved):
+        if folder in resolved[:i]:
+            raise InputError(folder, 0, "the same questions folder is given twice")
     questions, subquestions = [], []
     for folder in folders:
         q_path, s_path = question_files(folder)
         questions.append(conform(pq.read_table(q_path), "questions"))
         subquestions.append(conform(pq.read_table(s_path), "subquestions"))
-    return pa.concat_tables(questions), pa.concat_tables(subquestions)
+    question_table, subquestion_table = pa.concat_tables(questions), pa.concat_tables(subquestions)
+    for table, key, name in ((question_table, "qid", "questions"), (subquestion_table, "subq_id", "subquestions")):
+        counts = pc.value_counts(table[key])
+        repeated = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
+        if len(repeated):
+            raise InputError(", ".join(str(f) for f in folders), 0, f"{len(repeated)} {key}s appear more than once "
+                             f"in the {name} tables (overlapping folders, or a question in two splits), "
+                             f"e.g. {repeated[:3].to_pylist()}", field=key)
+    return question_table, subquestion_table
 
 
-def split_of_rows(qids: pa.Array, qid_values: pa.Array, split_codes: pa.Array, where: str) -> pa.Array:
-    index = pc.index_in(qids, value_set=qid_values)
-    if index.null_count:
-        missing = pc.filter(qids, pc.is_null(index)).unique().to_pylist()
-        raise InputError(where, 0, f"{len(missing)} qids are not in the questions tables, e.g. {missing[:3]}",
-                         field="qid")
-    return pc.take(split_codes, index)
-
-
-def write_topic_tables(questions: pa.Table, subquestions: pa.Table, out: Path, rows_per_file: int,
-                       summary: ReleaseSummary, names: tuple[str, ...] = ("questions", "subquestions")) -> None:
-    for name, table in (("questions", questions), ("subquestions", subquestions)):
-        if name not in names:
-            continue
-        for split in present(questions):
-            if name == "questions":
-                part = table.filter(pc.equal(table["split"], split))
-            else:
-                split_qids = questions.filter(pc.equal(questions["split"], split))["qid"]
-                part = table.filter(pc.is_in(table["qid"], value_set=split_qids))
-            writer = RollingWriter(out / "data" / name, split, name, rows_per_file)
-            writer.write(part)
-            summary.files += writer.close()
-            summary.rows.setdefault(name, {})[split] = part.num_rows
+def topic_index(questions: pa.Table, subquestions: pa.Table, splits: list[str], where: str = "subquestions") -> TopicIndex:
+    index = TopicIndex(questions["qid"], splits, questions["split"], subquestions["subq_id"], subquestions["qid"])
+    orphans = np.flatnonzero(index.subq_question == MISSING)
+    if len(orphans):
+        raise InputError(where, 0, f"{len(orphans)} sub-questions of no known question, e.g. "
+                         f"{subquestions['subq_id'][int(orphans[0])]}", field="qid")
+    return index
 
 
 def present(questions: pa.Table) -> list[str]:
@@ -125,94 +82,187 @@ def present(questions: pa.Table) -> list[str]:
     return [s for s in SPLITS if s in splits]
 
 
-def iter_batches(files: list[Path]):
-    """Record batches, one file after the other: no read-ahead, so memory stays at a few batches."""
+def judgment_inputs(folders: list[Path]) -> list[Path]:
+    """The completed shards of every folder; `stage_files` checks each against its completion record (rows,
+    size, sha256) and refuses one that changed after it was recorded done."""
+    resolved = [Path(f).resolve() for f in folders]
+    files = []
+    for i, folder in enumerate(folders):
+        if resolved[i] in resolved[:i]:
+            raise InputError(folder, 0, "the same judgments folder is given twice")
+        files += stage_files(folder, "judgments")
+    return files
+
+
+@dataclass
+class Routed:
+    """One input batch, in input order, with each row's positions, split and level partition."""
+    batch: Batch
+    split: np.ndarray  # split code per row
+    partition: np.ndarray  # level partition code per row (UNPARSED for a null level)
+
+    def _mask(self, keep: np.ndarray) -> Batch:
+        if keep.all():
+            return self.batch
+        b, mask = self.batch, pa.array(keep)
+        return Batch(b.table.filter(mask), b.question[keep], b.subquestion[keep], b.document[keep],
+                     b.bm25_top, b.rerank_top)
+
+    def rows(self, split: int, partition: int | None = None) -> Batch:
+        keep = self.split == split
+        return self._mask(keep if partition is None else keep & (self.partition == partition))
+
+    def parts(self, split: int):
+        """(partition code, rows) of the split's rows, one filter per partition present."""
+        in_split = self.split == split
+        for code in np.unique(self.partition[in_split]):
+            keep = in_split & (self.partition == code)
+            yield int(code), self.batch.table if keep.all() else self.batch.table.filter(pa.array(keep))
+
+    def graded(self, split: int) -> pa.Table:
+        """The split's rows that have a level, as the three columns qrels are made of."""
+        keep = (self.split == split) & (self.partition != UNPARSED)
+        columns = self.batch.table.select(["subq_id", "docid", "level"])
+        return columns if keep.all() else columns.filter(pa.array(keep))
+
+
+def route(files: list[Path], index: TopicIndex, pool=None):
+    """Yields a `Routed` batch per 262k input rows, in input order; a row whose question or sub-question
+    is unknown, or whose sub-question belongs to another question, stops the build naming its file."""
     for path in files:
-        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+            table = conform(pa.Table.from_batches([batch]), "judgments")
+            subquestion = index.subquestion_positions(table["subq_id"])
+            if (subquestion == MISSING).any():
+                bad = table["subq_id"][int(np.flatnonzero(subquestion == MISSING)[0])]
+                raise InputError(path, 0, f"subq_id {bad} is not in the subquestions tables", field="subq_id")
+            # a row's question is its sub-question's: one string comparison checks the row's qid against it
+            question = index.subq_question[subquestion]
+            same = pc.equal(table["qid"], index.questions.ids.take(pa.array(question))).to_numpy(zero_copy_only=False)
+            if not same.all():
+                row = int(np.flatnonzero(~same)[0])
+                raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
+                                 f"qid {table['qid'][row]}", field="qid")
+            partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
+            yield path, Routed(Batch(table, question, subquestion, string_hashes(table["docid"]),
+                                     pool.bm25_top if pool else None, pool.rerank_top if pool else None),
+                               index.question_split[question], partition)
 
 
-def route_by_split(judgments: list[Path], questions: pa.Table, splits: list[str], progress=None):
-    """Yields (split, rows) for every record batch of the judgment shards, in input order."""
-    qid_values = questions["qid"]
-    split_codes = pa.array([splits.index(s) for s in questions["split"].to_pylist()], pa.int8())
-    for folder in judgments:
-        for batch in iter_batches(stage_files(folder, "judgments")):
-            table = pa.Table.from_batches([batch])
-            codes = split_of_rows(table["qid"], qid_values, split_codes, str(folder))
-            for code, split in enumerate(splits):
-                rows = table.filter(pc.equal(codes, code))
-                if rows.num_rows:
-                    yield split, rows
-            if progress is not None:
-                progress(table.num_rows)
+def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Path], settings: Complexity) -> pa.Table:
+    """The questions table with its complexity columns, from one pass over the judgment shards."""
+    complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
+                                       settings.completeness_threshold)
+    for _, routed in route(files, index):
+        b = routed.batch
+        complexity.add(b.question, b.subquestion, b.document, b.table["level"])
+    return add_columns(question_table, np.arange(question_table.num_rows), complexity.result(), complexity.judged)
 
 
-def split_by_level(rows: pa.Table):
-    """Yields (partition, rows of that level), partitions in release order."""
-    for level in (*LEVELS, None):
-        mask = pc.is_null(rows["level"]) if level is None else pc.equal(rows["level"], level)
-        part = rows.filter(mask)
-        if part.num_rows:
-            yield partition_of(level), part
-
-
-def as_qrels(rows: pa.Table) -> pa.Table:
-    graded = rows.filter(pc.is_valid(rows["level"]))
+def qrels_of(graded: pa.Table) -> pa.Table:
+    """BEIR/MTEB qrels of judgments that all have a level."""
     return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
                      "score": pc.cast(graded["level"], pa.int32())})
+
+
+class DerivedConfigs:
+    """`queries`, `qrels-binary`, `diversity-qrels` and `corpus-ids` (builder/configs.py), written from the
+    same batches as the judgments, so the build never reads the release back."""
+
+    NAMES = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
+
+    def __init__(self, out: Path, questions: pa.Table, subquestions: pa.Table, splits: list[str], rows_per_file: int,
+                 threshold: int):
+        from builder.layout import config
+
+        self.threshold, self.splits = threshold, splits
+        self.writers, self.numbers, self.docs = [], [], []
+        for split in splits:
+            in_split = questions.filter(pc.equal(questions["split"], split))
+            split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
+            writers = {name: RollingWriter(Path(out) / "data" / config(name).folders[0], split, config(name).table,
+                                           rows_per_file) for name in self.NAMES}
+            writers["queries"].write(queries(split_subqs))
+            self.writers.append(writers)
+            self.numbers.append(Subtopics(split_subqs))
+            self.docs.append(CorpusIds(in_split))
+
+    def add(self, split: int, rows: pa.Table) -> None:
+        self.docs[split].add(rows)
+        self.writers[split]["qrels-binary"].write(binary_qrels(rows, self.threshold))
+        self.writers[split]["diversity-qrels"].write(diversity_qrels(rows, self.numbers[split]))
+
+    def close(self, summary: ReleaseSummary) -> None:
+        for split, writers, docs in zip(self.splits, self.writers, self.docs):
+            writers["corpus-ids"].write(docs.table())
+            for name, writer in writers.items():
+                summary.files += writer.close()
+                summary.rows.setdefault(name, {})[split] = writer.rows
+
+
+def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary) -> None:
+    writer = RollingWriter(folder, split, name, rows_per_file)
+    writer.write(table)
+    summary.files += writer.close()
+    summary.rows.setdefault(name, {})[split] = table.num_rows
 
 
 def build_release(judgments: list[Path], questions: list[Path], out: Path, profile=None,
                   rows_per_file: int = ROWS_PER_FILE, progress=None) -> ReleaseSummary:
     """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py)."""
     out = Path(out)
-    if (out / "data").exists():
-        shutil.rmtree(out / "data")
     question_table, subquestion_table = load_questions(questions)
     splits = present(question_table)
+    index = topic_index(question_table, subquestion_table, splits)
+    files = judgment_inputs(judgments)
+    if (out / "data").exists():
+        shutil.rmtree(out / "data")
     summary = ReleaseSummary()
-    write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("subquestions",))
-
-    stats = {s: SplitStats() for s in splits}
-    for split in splits:
-        in_split = question_table.filter(pc.equal(question_table["split"], split))
-        stats[split].subquestions = summary.rows["subquestions"][split]
-        stats[split].clicked_total = sum(len(c) for c in in_split["clicked"].to_pylist())
-    pool = profile.pool if profile is not None else None
-    writers = {(p, s): RollingWriter(out / "data" / "judgments" / p, s, "judgments", rows_per_file)
-               for p in PARTITIONS for s in splits}
-    qrels = {s: RollingWriter(out / "data" / "qrels", s, "qrels", rows_per_file) for s in splits}
-    for split, rows in route_by_split(judgments, question_table, splits, progress):
-        stats[split].add(rows, pool.bm25_top if pool else None, pool.rerank_top if pool else None)
-        for partition, part in split_by_level(rows):
-            writers[(partition, split)].write(part)
-        qrels[split].write(as_qrels(rows))
-    for (partition, split), writer in writers.items():
+    subq_split = index.split_of_subquestions()
+    stats = {}
+    for code, split in enumerate(splits):
+        write_table(subquestion_table.filter(pa.array(subq_split == code)), out / "data" / "subquestions", split,
+                    "subquestions", rows_per_file, summary)
+        stats[split] = SplitStats(len(subq_split), subquestions=int((subq_split == code).sum()),
+                                  clicked_total=int(pc.sum(pc.list_value_length(question_table.filter(
+                                      pc.equal(question_table["split"], split))["clicked"])).as_py() or 0))
+    settings = profile.complexity if profile is not None else Complexity()
+    complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
+                                       settings.completeness_threshold)
+    writers = {(p, s): RollingWriter(out / "data" / "judgments" / PARTITIONS[p], split, "judgments", rows_per_file)
+               for p in range(len(PARTITIONS)) for s, split in enumerate(splits)}
+    qrels = {s: RollingWriter(out / "data" / "qrels", split, "qrels", rows_per_file) for s, split in enumerate(splits)}
+    derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
+    for _, routed in route(files, index, profile.pool if profile is not None else None):
+        b = routed.batch
+        complexity.add(b.question, b.subquestion, b.document, b.table["level"])
+        for s, split in enumerate(splits):
+            rows = routed.rows(s)
+            if rows.table.num_rows:
+                stats[split].add(rows)
+                for p, part in routed.parts(s):
+                    writers[(p, s)].write(part)
+                qrels[s].write(qrels_of(routed.graded(s)))
+                derived.add(s, rows.table)
+        if progress is not None:
+            progress(b.table.num_rows)
+    for (p, s), writer in writers.items():
         summary.files += writer.close()
-        for name in ("judgments", config_of_partition(partition)):
-            summary.rows.setdefault(name, {}).setdefault(split, 0)
-            summary.rows[name][split] += writer.rows
-    for split, writer in qrels.items():
+        for name in ("judgments", config_of_partition(PARTITIONS[p])):
+            summary.rows.setdefault(name, {}).setdefault(splits[s], 0)
+            summary.rows[name][splits[s]] += writer.rows
+    for s, writer in qrels.items():
         summary.files += writer.close()
-        summary.rows.setdefault("qrels", {})[split] = writer.rows
-    write_derived_configs(out, question_table, subquestion_table, splits, rows_per_file, summary,
-                          binary_threshold(profile))
-    question_table = with_complexity(question_table, subquestion_table, out, splits, profile)
-    write_topic_tables(question_table, subquestion_table, out, rows_per_file, summary, ("questions",))
+        summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
+    derived.close(summary)
+    question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
+                                 complexity.judged)
     summary.stats = {s: stats[s].summary() for s in splits}
     for split in splits:
-        summary.stats[split]["complexity"] = complexity_summary(
-            question_table.filter(pc.equal(question_table["split"], split)))
+        part = question_table.filter(pc.equal(question_table["split"], split))
+        write_table(part, out / "data" / "questions", split, "questions", rows_per_file, summary)
+        summary.stats[split]["complexity"] = complexity_summary(part)
     return summary
-
-
-def with_complexity(questions: pa.Table, subquestions: pa.Table, out: Path, splits: list[str], profile) -> pa.Table:
-    settings = profile.complexity if profile is not None else Complexity()
-    values: dict = {}
-    for split in splits:
-        files = sorted((out / "data" / "judgments").glob(f"*/{split}-*.parquet"))
-        values.update(complexity(files, subquestions, settings.answer_level, settings.completeness_threshold))
-    return add_columns(questions, values)
 
 
 def file_manifest(release: Path) -> dict:

@@ -1,44 +1,95 @@
-"""Statistics of judgments, accumulated batch by batch (memory bounded by the number of sub-questions):
-Table 1 of the paper recomputed, judgments per sub-question, provenance shares and clicked coverage."""
+"""Statistics of judgments, accumulated batch by batch as numpy counts over sub-question positions
+(memory follows the number of sub-questions, not of judgments): Table 1 of the paper recomputed,
+judgments per sub-question, statuses, provenance shares and clicked coverage.
+
+To count something new, add an entry to `ROW_CLASSES` (a name and a mask over a batch) or a column to
+`VALUE_COUNTS`; `summary()` reports every entry, and `validate` recomputes them with the same code.
+"""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.layout import LEVELS
+from builder.topic_index import mix
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One record batch of judgments with its rows' positions (see `topic_index`)."""
+    table: pa.Table
+    question: np.ndarray  # question position per row
+    subquestion: np.ndarray  # sub-question position per row
+    document: np.ndarray  # 64-bit docid hash per row
+    bm25_top: int | None = None
+    rerank_top: int | None = None
+
+    def in_top(self, column: str, top: int | None) -> np.ndarray:
+        ranks = self.table[column]
+        valid = pc.is_valid(ranks)
+        mask = valid if top is None else pc.and_(valid, pc.less_equal(ranks.fill_null(0), top))
+        return mask.to_numpy(zero_copy_only=False)
+
+    @cached_property
+    def bm25(self) -> np.ndarray:
+        return self.in_top("bm25_rank", self.bm25_top)
+
+    @cached_property
+    def rerank(self) -> np.ndarray:
+        return self.in_top("rerank_rank", self.rerank_top)
+
+    @cached_property
+    def clicked(self) -> np.ndarray:
+        return self.table["clicked"].fill_null(False).to_numpy(zero_copy_only=False)
+
+
+ROW_CLASSES: dict[str, Callable[[Batch], np.ndarray]] = {
+    # a document can have several sources: these three overlap
+    "bm25": lambda b: b.bm25, "rerank": lambda b: b.rerank, "clicked": lambda b: b.clicked,
+    # and these four partition the rows (BM25-top-k only, reranker-top-k only, both, clicked only)
+    "bm25_only": lambda b: b.bm25 & ~b.rerank,
+    "rerank_only": lambda b: b.rerank & ~b.bm25,
+    "bm25_and_rerank": lambda b: b.bm25 & b.rerank,
+    "clicked_only": lambda b: b.clicked & ~(b.bm25 | b.rerank),
+}
+VALUE_COUNTS = ("status", "source")  # string columns counted by value ("null" for a missing value)
 
 
 @dataclass
 class SplitStats:
-    levels: Counter = field(default_factory=Counter)  # level -> judgments; "unparsed" for Other
-    per_subquestion: Counter = field(default_factory=Counter)  # subq_id -> judgments
-    provenance: Counter = field(default_factory=Counter)  # bm25 / rerank / clicked -> judgments
-    clicked_judged: set = field(default_factory=set)  # (qid, docid) of clicked documents that were judged
+    n_subquestions: int  # sub-question positions of the whole index (counts are kept per position)
     subquestions: int = 0  # in the subquestions table of this split
     clicked_total: int = 0  # clicked documents in the questions table of this split
+    levels: Counter = field(default_factory=Counter)  # level -> judgments; "unparsed" for Other
+    rows: Counter = field(default_factory=Counter)  # ROW_CLASSES name -> judgments
+    values: dict = field(default_factory=dict)  # VALUE_COUNTS column -> Counter
+    per_subquestion: np.ndarray | None = None
+    _clicked_keys: list = field(default_factory=list)
 
-    def add(self, batch: pa.RecordBatch | pa.Table, bm25_top: int | None = None, rerank_top: int | None = None) -> None:
-        levels = batch.column("level")
-        for value, count in _value_counts(levels.drop_null() if hasattr(levels, "drop_null") else levels):
+    def add(self, batch: Batch) -> None:
+        table = batch.table
+        levels = table["level"]
+        for value, count in _value_counts(levels.drop_null()):
             self.levels[int(value)] += count
         self.levels["unparsed"] += levels.null_count
-        for value, count in _value_counts(batch.column("subq_id")):
-            self.per_subquestion[value] += count
-        bm25 = pc.is_valid(batch.column("bm25_rank"))
-        rerank = pc.is_valid(batch.column("rerank_rank"))
-        if bm25_top is not None:
-            bm25 = pc.and_(bm25, pc.less_equal(batch.column("bm25_rank").fill_null(0), bm25_top))
-        if rerank_top is not None:
-            rerank = pc.and_(rerank, pc.less_equal(batch.column("rerank_rank").fill_null(0), rerank_top))
-        self.provenance["bm25"] += pc.sum(bm25).as_py() or 0
-        self.provenance["rerank"] += pc.sum(rerank).as_py() or 0
-        clicked = batch.column("clicked")
-        self.provenance["clicked"] += pc.sum(clicked).as_py() or 0
-        picked = batch.filter(clicked) if isinstance(batch, pa.Table) else pa.Table.from_batches([batch]).filter(clicked)
-        self.clicked_judged.update(zip(picked["qid"].to_pylist(), picked["docid"].to_pylist()))
+        counts = np.bincount(batch.subquestion, minlength=self.n_subquestions)
+        self.per_subquestion = counts if self.per_subquestion is None else self.per_subquestion + counts
+        for name, mask in ROW_CLASSES.items():
+            self.rows[name] += int(np.count_nonzero(mask(batch)))
+        for column in VALUE_COUNTS:
+            counter = self.values.setdefault(column, Counter())
+            if column in table.column_names:
+                for value, count in _value_counts(table[column].fill_null("null")):
+                    counter[value] += count
+        clicked = batch.clicked
+        if clicked.any():
+            self._clicked_keys.append(np.unique(mix(batch.question[clicked], batch.document[clicked])))
 
     @property
     def judgments(self) -> int:
@@ -46,24 +97,27 @@ class SplitStats:
 
     def summary(self) -> dict:
         """Plain numbers, as the card, the manifest and `validate` state them."""
-        counts = list(self.per_subquestion.values())
-        denominator = self.subquestions or len(counts) or 1
+        per = self.per_subquestion if self.per_subquestion is not None else np.zeros(0, np.int64)
+        judged = per[per > 0]
+        denominator = self.subquestions or len(judged) or 1
         table1 = [{"level": str(n), "count": self.levels[n], "per_subquestion": round(self.levels[n] / denominator, 2)}
                   for n in sorted(LEVELS, reverse=True)]
         table1.append({"level": "Other", "count": self.levels["unparsed"],
                        "per_subquestion": round(self.levels["unparsed"] / denominator, 4)})
         total = self.judgments or 1
+        clicked_judged = len(np.unique(np.concatenate(self._clicked_keys))) if self._clicked_keys else 0
         return {
             "judgments": self.judgments,
             "subquestions": self.subquestions,
-            "subquestions_judged": len(counts),
+            "subquestions_judged": int(len(judged)),
             "table1": table1,
             "judgments_per_subquestion": {
                 "mean": round(self.judgments / denominator, 2),
-                "min": min(counts) if counts else 0, "max": max(counts) if counts else 0},
-            "provenance_share": {k: round(self.provenance[k] / total, 4) for k in ("bm25", "rerank", "clicked")},
-            "clicked": {"in_questions": self.clicked_total, "judged": len(self.clicked_judged),
-                        "coverage": round(len(self.clicked_judged) / self.clicked_total, 4) if self.clicked_total else 0.0},
+                "min": int(judged.min()) if len(judged) else 0, "max": int(judged.max()) if len(judged) else 0},
+            "provenance_share": {k: round(self.rows[k] / total, 4) for k in ROW_CLASSES},
+            "counts": {column: dict(sorted(self.values.get(column, {}).items())) for column in VALUE_COUNTS},
+            "clicked": {"in_questions": self.clicked_total, "judged": clicked_judged,
+                        "coverage": round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0},
             "level_share": {str(k): round(self.levels[k] / total, 6) for k in [*LEVELS, "unparsed"]},
         }
 

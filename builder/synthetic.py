@@ -12,9 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from builder.lineage import judgment_config_hash
+from generation.profiles import load_profile
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
 from generation.storage import COMPRESSION
+
+ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)
 
 # seeds/000 Table 1: counts of levels 0..5 and "Other".
 TABLE1 = {0: 3_482_653, 1: 2_651_382, 2: 7_920_642, 3: 2_909_134, 4: 5_444_774, 5: 1_907_722, None: 13}
@@ -34,8 +38,10 @@ def layout(subquestions: int, judgments: int, rng: np.random.Generator) -> tuple
 
 
 def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int = PAPER_JUDGMENTS,
-               test_share: float = 0.0, shards: int = 4, seed: int = 0, unparsed_share: float | None = None) -> dict:
-    """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts."""
+               test_share: float = 0.0, shards: int = 4, seed: int = 0, unparsed_share: float | None = None,
+               profile: str = "paper") -> dict:
+    """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts.
+    The judgment shards' completion records carry `profile`'s config hash, as if judged under it."""
     rng = np.random.default_rng(seed)
     subq_per_q, cand_per_q = layout(subquestions, judgments, rng)
     n_questions = len(subq_per_q)
@@ -80,7 +86,7 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
     level_code = rng.choice(7, size=len(subq_of_pair), p=weights / weights.sum())
     levels = pa.array(np.where(level_code == 6, 0, level_code).astype(np.int8), mask=level_code == 6)
     raw_choices = pa.array(["0", "1", "2", "3", "4", "5", "I cannot rate this."])
-    stage = StageOutput(folders["judgments"], "judgments", "synthetic")
+    stage = StageOutput(folders["judgments"], "judgments", judgment_config_hash(load_profile(profile)))
     folders["judgments"].mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, len(subq_of_pair), shards + 1).astype(np.int64)
     for i in range(shards):
@@ -105,10 +111,7 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                     "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
                     "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
-                    "status": pa.array(np.where(level_code[start:stop] == 6, "no_digit", "ok")),
-                    "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
-                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, bool)),
-                }, schema=arrow_schema("judgments")))
+                }, schema=arrow_schema("judgments")), row_group_size=ROW_GROUP_ROWS)
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
     return {"questions": folders["questions"], "judgments": folders["judgments"], "levels": counts,

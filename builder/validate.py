@@ -7,19 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
+from pydantic import ValidationError
 
-from builder.complexity import summary as complexity_summary
 from builder.expectations import load_expectations
 from builder.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
-from builder.layout import CONFIGS, FILE_NAME, LEVELS, config
+from builder.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS
 from builder.package import MANIFEST
-from builder.stats import SplitStats
-from generation.schema import arrow_schema, features
+from builder.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
+                                   scan_judgments, scan_qrels, scan_topics, split_summaries)
+from generation.profiles import Profile
+from generation.schema import features
+from generation.shards import sha256_file
 
 DEFAULT_UNPARSED_MAX = 0.01
 DEFAULT_TOLERANCE = 0.02
@@ -57,7 +57,10 @@ class Report:
 
 
 def read_card(release: Path) -> tuple[dict | None, str, str | None]:
-    text = (release / "README.md").read_text(encoding="utf-8")
+    try:
+        text = (release / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return None, "", f"README.md: cannot read ({e})"
     if not text.startswith("---\n") or "\n---\n" not in text[4:]:
         return None, text, "README.md has no YAML front matter between --- lines"
     head, body = text[4:].split("\n---\n", 1)
@@ -68,31 +71,34 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
     return (data if isinstance(data, dict) else None), body, None if isinstance(data, dict) else "YAML is not a mapping"
 
 
-def pair_hashes(table: pa.Table) -> np.ndarray:
-    """64-bit hashes of (subq_id, docid); equal pairs hash equally, collisions are re-checked exactly."""
-    subq = pd.util.hash_array(table["subq_id"].to_numpy(zero_copy_only=False))
-    doc = pd.util.hash_array(table["docid"].to_numpy(zero_copy_only=False))
-    return subq * np.uint64(1_000_003) ^ doc
-
-
-def judgment_files(release: Path, split: str) -> list[Path]:
-    return config("judgments").files(release, split)
-
-
 def validate(release: Path, expect: Path | None = None, against: Path | None = None, load: bool = True) -> Report:
     release = Path(release)
     report = Report(release)
     manifest_check = report.check("manifest.json lists every file with its checksum and row count")
-    try:
-        manifest = json.loads((release / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        manifest_check.fail(f"{MANIFEST}: {e}")
+    manifest, problem = read_manifest(release)
+    if problem:
+        manifest_check.fail(problem)
         return report
-    _check_files(release, manifest, manifest_check, report)
+    profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
     splits = manifest["splits"]
-    _check_schemas(release, splits, report)
-    stats = _check_rows(release, manifest, splits, report)
-    _check_card(release, manifest, stats, splits, report, load)
+    _check_files(release, manifest, manifest_check, report)
+    checks = {key: report.check(name) for key, name in CHECKS.items()}
+    files = open_files(release, splits, checks["readable"], checks["schema"])
+    questions, index = scan_topics(release, splits, files, checks)
+    scans, complexity = scan_judgments(release, splits, files, index, profile, checks)
+    for code, split in enumerate(splits):
+        find_duplicates(release, split, files, index, scans[split].keys[:scans[split].filled], checks["unique"])
+        scans[split].keys = None
+        rows, printed = scan_qrels(release, split, files, index, code, checks)
+        if (rows, printed) != (scans[split].graded, scans[split].graded_print):
+            checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
+                                 "judgments (subq_id, docid, level) of the split")
+    recomputed = recomputed_questions(questions, complexity)
+    compare_complexity(questions, recomputed, checks["complexity"])
+    stats = split_summaries(recomputed, scans)
+    rows = data_rows(files, splits)
+    _check_manifest_numbers(release, manifest, profile, rows, stats, report)
+    _check_card(release, manifest, rows, stats, splits, report, load)
     _check_shares(stats, manifest, expect, against, report)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
@@ -100,9 +106,42 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     return report
 
 
-def _check_files(release: Path, manifest: dict, check: Check, report: Report) -> None:
-    from generation.shards import sha256_file
+CHECKS = {
+    "readable": "every data file is a regular file that reads as Parquet",
+    "schema": "every file has its table's Arrow schema (and so its datasets Features)",
+    "splits": "every question and sub-question is in exactly one split, and its judgments too",
+    "orphans": "every judgment's subq_id and qid exist in subquestions and questions, and belong together",
+    "unique": "(subq_id, docid) pairs are unique",
+    "scale": f"levels are on the scale {LEVELS[0]}-{LEVELS[-1]} and in their own partition",
+    "nan": "no NaN in a float column",
+    "qrels": "qrels are exactly the graded judgments of their split, and every query-id is a sub-question",
+    "complexity": "the questions' complexity columns equal what the judgments give",
+}
 
+
+def read_manifest(release: Path) -> tuple[dict | None, str | None]:
+    try:
+        manifest = json.loads((release / MANIFEST).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"{MANIFEST}: {e}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), list) \
+            or not set(manifest["splits"]) <= set(SPLITS) or not isinstance(manifest.get("files"), dict):
+        return None, f"{MANIFEST}: needs `splits` (a list from {SPLITS}) and `files`"
+    return manifest, None
+
+
+def manifest_profile(manifest: dict, check: Check) -> Profile | None:
+    try:
+        profile = Profile.model_validate(manifest.get("profile"))
+    except ValidationError as e:
+        check.fail(f"{MANIFEST} profile: {str(e).splitlines()[0]}")
+        return None
+    if profile.config_hash() != manifest.get("profile_hash"):
+        check.fail(f"{MANIFEST}: profile_hash {manifest.get('profile_hash')} is not its profile's ({profile.config_hash()})")
+    return profile
+
+
+def _check_files(release: Path, manifest: dict, check: Check, report: Report) -> None:
     listed = manifest.get("files", {})
     on_disk = {str(p.relative_to(release)) for p in (release / "data").rglob("*.parquet")}
     for name in sorted(set(listed) - on_disk):
@@ -110,8 +149,20 @@ def _check_files(release: Path, manifest: dict, check: Check, report: Report) ->
     for name in sorted(on_disk - set(listed)):
         check.fail(f"{name}: present but not listed")
     for name in sorted(set(listed) & on_disk):
-        if sha256_file(release / name) != listed[name]["sha256"]:
+        path = release / name
+        if not path.is_file() or path.is_symlink():
+            continue  # reported by the readable-files check
+        entry = listed[name] if isinstance(listed[name], dict) else {}
+        if sha256_file(path) != entry.get("sha256"):
             check.fail(f"{name}: sha256 differs from the manifest")
+        elif entry.get("bytes") != path.stat().st_size:
+            check.fail(f"{name}: {path.stat().st_size} bytes, {entry.get('bytes')} in the manifest")
+    layout = report.check("data/ holds only the layout's folders (level partitions 0-5, unparsed) and splits")
+    folders = {f for c in CONFIGS for f in c.folders}
+    for path in sorted((release / "data").rglob("*")) if (release / "data").is_dir() else []:
+        relative = str(path.relative_to(release / "data"))
+        if path.is_dir() and relative not in folders and not any(f.startswith(relative + "/") for f in folders):
+            layout.fail(f"data/{relative}/: not a folder of the layout (its files belong to no config)")
     names = report.check("shard names XXXXX-of-YYYYY are complete in every folder")
     groups: dict[tuple, list] = {}
     for name in on_disk | set(listed):
@@ -119,6 +170,8 @@ def _check_files(release: Path, manifest: dict, check: Check, report: Report) ->
         if not match:
             names.fail(f"{name}: not named split-XXXXX-of-YYYYY.parquet")
             continue
+        if match["split"] not in manifest["splits"]:
+            layout.fail(f"{name}: split {match['split']!r} is not one of the manifest's {manifest['splits']}")
         groups.setdefault((str(Path(name).parent), match["split"], int(match["count"])), []).append(int(match["index"]))
     for (folder, split, count), indexes in groups.items():
         present = {i for i in indexes if (release / folder / f"{split}-{i:05d}-of-{count:05d}.parquet").exists()}
@@ -126,86 +179,58 @@ def _check_files(release: Path, manifest: dict, check: Check, report: Report) ->
             names.fail(f"{folder}/{split}-{i:05d}-of-{count:05d}.parquet: missing")
 
 
-def _check_schemas(release: Path, splits: list[str], report: Report) -> None:
-    check = report.check("every file has its table's Arrow schema (and so its datasets Features)")
+def _check_manifest_numbers(release: Path, manifest: dict, profile: Profile | None, rows: dict, stats: dict,
+                            report: Report) -> None:
+    check = report.check("manifest.json's row counts, statistics and model names equal the data and profile")
     for c in CONFIGS:
-        expected = arrow_schema(c.table).remove_metadata()
-        for split in splits:
-            for path in c.files(release, split):
-                found = pq.read_schema(path).remove_metadata()
-                if not found.equals(expected):
-                    diff = [f"{f.name}: {f.type}" for f in found if f.name not in expected.names
-                            or expected.field(f.name).type != f.type]
-                    check.fail(f"{path.relative_to(release)}: {diff or found.names}")
+        for split, n in rows[c.name].items():
+            stated = manifest.get("rows", {}).get(c.name, {}).get(split, 0)
+            if stated != n:
+                check.fail(f"rows {c.name}/{split}: {stated} in the manifest, {n} in the data")
+    for name, entry in manifest.get("files", {}).items():
+        path = release / name
+        if isinstance(entry, dict) and path.is_file() and not path.is_symlink():
+            try:
+                n = pq.ParquetFile(path).metadata.num_rows
+            except Exception:  # noqa: BLE001 - unreadable files are reported by the readable-files check
+                continue
+            if entry.get("rows") != n:
+                check.fail(f"{name}: {entry.get('rows')} rows in the manifest, {n} in the file")
+    if manifest.get("stats") != stats:
+        stated = manifest.get("stats") or {}
+        differing = [f"{split}.{key}" for split in stats for key in stats[split]
+                     if stated.get(split, {}).get(key) != stats[split][key]]
+        check.fail(f"stats differ from the data: {differing or 'splits'}")
+    models = manifest.get("models") or {}
+    if profile is not None and not str(models.get("reranker", "")).startswith(profile.rerank.model):
+        check.fail(f"models.reranker {models.get('reranker')!r} is not the profile's {profile.rerank.model!r}")
 
 
-def _check_rows(release: Path, manifest: dict, splits: list[str], report: Report) -> dict:
-    unique = report.check("(subq_id, docid) pairs are unique")
-    orphans = report.check("every judgment's subq_id and qid exist in subquestions and questions")
-    scale = report.check(f"levels are on the scale {LEVELS[0]}-{LEVELS[-1]} and in their own partition")
-    pool = manifest.get("profile", {}).get("pool", {})
-    stats = {}
-    for split in splits:
-        subqs = pa.concat_tables([pq.read_table(p, columns=["subq_id", "qid"]) for p in config("subquestions").files(release, split)])
-        qs = pa.concat_tables([pq.read_table(p, columns=["qid", "clicked"]) for p in config("questions").files(release, split)])
-        acc = SplitStats(subquestions=subqs.num_rows, clicked_total=sum(len(c) for c in qs["clicked"].to_pylist()))
-        hashes = []
-        for path in judgment_files(release, split):
-            partition = path.parent.name
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144):
-                table = pa.Table.from_batches([batch])
-                acc.add(table, pool.get("bm25_top"), pool.get("rerank_top"))
-                hashes.append(pair_hashes(table))
-                for column, known in (("subq_id", subqs["subq_id"]), ("qid", qs["qid"])):
-                    missing = pc.invert(pc.is_in(table[column], value_set=known))
-                    if pc.any(missing).as_py():
-                        bad = pc.filter(table[column], missing)
-                        orphans.fail(f"{split}: {column} {bad[0]} not in its table", len(bad))
-                levels = table["level"]
-                wrong = pc.invert(pc.equal(pc.cast(pc.is_null(levels), pa.int8()), pa.scalar(1 if partition == "unparsed" else 0, pa.int8())))
-                if partition != "unparsed":
-                    wrong = pc.or_(wrong, pc.not_equal(levels, int(partition.removeprefix("level_"))).fill_null(True))
-                if pc.any(wrong).as_py():
-                    values = pc.filter(levels, wrong)
-                    scale.fail(f"{path.relative_to(release)}: level {values[0]} in partition {partition}", len(values))
-        _find_duplicates(release, split, np.concatenate(hashes) if hashes else np.array([], np.uint64), unique)
-        stats[split] = acc.summary()
-        stats[split]["complexity"] = complexity_summary(pa.concat_tables(
-            [pq.read_table(p) for p in config("questions").files(release, split)]))
-    return stats
-
-
-def _find_duplicates(release: Path, split: str, hashes: np.ndarray, check: Check) -> None:
-    ordered = np.sort(hashes)
-    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-    if len(repeated) == 0:
-        return
-    seen: dict[tuple, int] = {}
-    for path in judgment_files(release, split):
-        table = pq.read_table(path, columns=["subq_id", "docid"])
-        keep = np.isin(pair_hashes(table), repeated)
-        for pair in zip(*(table.filter(pa.array(keep))[c].to_pylist() for c in ("subq_id", "docid"))):
-            seen[pair] = seen.get(pair, 0) + 1
-    for pair, n in seen.items():
-        if n > 1:
-            check.fail(f"{split}: {pair} appears {n} times", n - 1)
-
-
-def _check_card(release: Path, manifest: dict, stats: dict, splits: list[str], report: Report, load: bool) -> None:
-    yaml_check = report.check("README.md YAML parses and declares every config with exact num_examples")
+def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: list[str], report: Report,
+                load: bool) -> None:
+    yaml_check = report.check("README.md YAML parses and declares every config with exact num_examples and its own files")
     data, body, problem = read_card(release)
     if problem:
         yaml_check.fail(problem)
-    rows = {c.name: {s: sum(pq.ParquetFile(p).metadata.num_rows for p in c.files(release, s)) for s in splits}
-            for c in CONFIGS}
     if data is not None:
-        declared = {i.get("config_name"): {s["name"]: s["num_examples"] for s in i.get("splits", [])}
-                    for i in data.get("dataset_info", []) or []}
+        declared = {i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
+                    for i in data.get("dataset_info", []) or [] if isinstance(i, dict)}
         for c in published_configs(rows, splits):
             for split, n in rows[c.name].items():
                 if n and declared.get(c.name, {}).get(split) != n:
                     yaml_check.fail(f"{c.name}/{split}: num_examples {declared.get(c.name, {}).get(split)} in the card, "
                                     f"{n} in the data")
+        known = {c.name: c for c in CONFIGS}
+        for entry in data.get("configs", []) or []:
+            name = entry.get("config_name") if isinstance(entry, dict) else None
+            if name not in known:
+                yaml_check.fail(f"configs: {name!r} is not a config of the layout")
+                continue
+            for files in entry.get("data_files", []) or []:
+                wanted = known[name].pattern(files.get("split", "")) if isinstance(files, dict) else None
+                if not isinstance(files, dict) or files.get("path") != wanted:
+                    yaml_check.fail(f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
+                                    f"its files are {wanted!r}")
     numbers = report.check("every number in the card's statistics equals the data")
     section = body[body.find(STATS_BEGIN): body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
     expected = stats_markdown(stats)
@@ -215,8 +240,13 @@ def _check_card(release: Path, manifest: dict, stats: dict, splits: list[str], r
                 numbers.fail(f"card says {line_card!r}, data gives {line_data!r}")
         if len(section.splitlines()) != len(expected.splitlines()):
             numbers.fail(f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}")
-    if manifest.get("stats") != stats:
-        numbers.fail("manifest.json stats differ from the data")
+    names = report.check("the card names the manifest's models, profile and profile hash")
+    models = manifest.get("models") or {}
+    profile = manifest.get("profile") or {}
+    for what, value in (("judge", models.get("judge")), ("reranker", models.get("reranker")),
+                        ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash"))):
+        if not value or str(value) not in body:
+            names.fail(f"the card does not state the manifest's {what} {value!r}")
     loads = report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features")
     if not load or data is None:
         loads.note = "skipped" if not load else "no YAML"

@@ -259,29 +259,19 @@ def plan(
     sample: int = typer.Option(200, min=1, help="pairs whose prompts are tokenized"),
     tokenizer: Optional[str] = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
     utilisation: float = typer.Option(0.4, help="model FLOPs utilisation assumed, in (0, 1]"),
+    tokens_per_word: Optional[float] = typer.Option(None, help="judge tokens per word of web text assumed for the "
+                                                    "paper-scale row (default: 2900/2048, issue 15's figure)"),
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and H100 GPU-hours of judging them."""
-    from generation.plan import H100_PEAK, PAPER_PAIRS, ModelSize, measure
+    from generation.plan import LLAMA3_TOKENS_PER_WORD, ModelSize, measure, plan_table
 
     positive("--utilisation", utilisation, upper=1)
     config = profile_of(profile)
-    result = run_stage("measuring prompts", "pairs",
-                       lambda advance: measure(config, subquestions, candidates, index, sample, tokenizer))
-    model = ModelSize()
-    console.print(f"{result.pairs:,} pairs over {result.subquestions:,} sub-questions; prompts measured on "
-                  f"{result.sampled} pairs with the {result.tokenizer} tokenizer: mean {result.mean_prompt_tokens:,.0f} "
-                  f"tokens ({result.mean_shared_prefix_tokens:,.0f} shared per sub-question), "
-                  f"{result.new_tokens} new tokens", highlight=False, markup=False)
-    table = Table(title=f"{model.name} ({model.params / 1e9:.1f}B) on H100 SXM at {utilisation:.0%} utilisation")
-    for column in ("pairs", "precision", "PFLOPs", "GPU-hours", "GPU-hours, prefix cached"):
-        table.add_column(column, justify="right")
-    for label, pairs in (("these", result.pairs), ("paper scale", PAPER_PAIRS)):
-        for precision in H100_PEAK:
-            table.add_row(f"{pairs:,} ({label})", precision,
-                          f"{pairs * result.flops_per_pair(model) / 1e15:,.1f}",
-                          f"{result.gpu_hours(pairs, model, precision, utilisation):,.1f}",
-                          f"{result.gpu_hours(pairs, model, precision, utilisation, prefix_cached=True):,.1f}")
-    console.print(table)
+    result = run_stage("measuring prompts", "pairs", lambda advance: measure(
+        config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
+    for line in result.notes():
+        console.print(line, highlight=False, markup=False)
+    console.print(plan_table(result, ModelSize(), utilisation))
 
 
 @app.command()

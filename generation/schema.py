@@ -55,7 +55,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("answerable", pa.bool_(), "one candidate answers every sub-question (level >= the profile's); "
                "null before judging"),
         Column("answerable_share", pa.float32(), "share of sub-questions some candidate answers"),
-        Column("completeness", pa.float32(), "mean normalised entropy of each candidate's levels across sub-questions"),
+        Column("completeness", pa.float32(), "mean over answering candidates of log(m)/log(K): m of the K sub-questions it answers (level >= answer_level)"),
         Column("retrieval_complex", pa.bool_(), "not answerable by one document and incomplete (seeds/003)"),
     ),
     "subquestions": (

@@ -1,15 +1,22 @@
-"""Full-scale release benchmark: synthesize 24,316,320 judgments over 1,288,976 sub-questions with the
-paper's Table 1 level mix, then time `build-release` and `validate` (each in its own process) and print
-wall time and peak memory (max RSS) of each. Target on 2 cores: both together within 3 minutes, under 2 GB.
+"""Release benchmark at growing scale: synthesize judgments with the paper's Table 1 level mix (1,288,976
+sub-questions and 24,316,320 judgments at scale 1), then, each in its own process, time
 
-Usage: python scripts/bench_release.py [--scale 1.0] [--work DIR] [--keep]
+- the floor: a plain streaming pyarrow pass that reads the input shards in 262k-row batches and writes one
+  zstd writer per level partition (what any release build must at least do),
+- `build-release` (package_release: data, statistics, complexity, card, manifest),
+- `validate` (every check, with the load_dataset checks streaming one row per config and split),
+
+and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of each, with the ratios the
+goals are stated in (build <= 1.5x the floor's CPU, validate <= 1.5x build's, peak <= 1 GB) and the
+machine's load while it ran.
+
+Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--work DIR] [--keep]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,15 +24,26 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench_common import timed
 from builder.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
-STEP = """
-import resource, sys, time
-from pathlib import Path
-start = time.perf_counter()
-{body}
-elapsed = time.perf_counter() - start
-print(f"RESULT {{elapsed:.2f}} {{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}}")
+FLOOR = """
+import pyarrow.compute as pc, pyarrow.parquet as pq
+from generation.schema import arrow_schema
+schema = arrow_schema("judgments")
+out = Path({out!r}); out.mkdir(parents=True, exist_ok=True)
+writers = {{}}
+for path in sorted(Path({judgments!r}).glob("judgments-*.parquet")):
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=262_144):
+        level = batch.column("level")
+        for name, mask in [(f"level_{{n}}", pc.equal(level, n)) for n in range(6)] + [("unparsed", pc.is_null(level))]:
+            part = batch.filter(mask)
+            if part.num_rows:
+                if name not in writers:
+                    writers[name] = pq.ParquetWriter(out / f"{{name}}.parquet", schema, compression="zstd")
+                writers[name].write_batch(part)
+for writer in writers.values():
+    writer.close()
 """
 BUILD = """
 from builder.package import package_release
@@ -38,15 +56,6 @@ bad = [(c.name, c.examples) for c in report.checks if not c.ok]
 if bad:
     raise SystemExit(f"checks failed: {{bad}}")
 """
-
-
-def timed(body: str) -> tuple[float, float]:
-    result = subprocess.run([sys.executable, "-c", STEP.format(body=body)], capture_output=True, text=True)
-    line = next((l for l in result.stdout.splitlines() if l.startswith("RESULT")), None)
-    if result.returncode != 0 or line is None:
-        raise SystemExit(f"step failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    _, seconds, megabytes = line.split()
-    return float(seconds), float(megabytes)
 
 
 def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, int]]:
@@ -78,37 +87,60 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     return cost
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the paper's size")
-    parser.add_argument("--work", type=Path, default=None)
-    parser.add_argument("--keep", action="store_true")
-    args = parser.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-release-"))
-    subqs, judgments = int(PAPER_SUBQUESTIONS * args.scale), int(PAPER_JUDGMENTS * args.scale)
-    start = time.perf_counter()
-    inputs = synthesize(work / "inputs", subquestions=subqs, judgments=judgments, shards=8, seed=0)
-    made = time.perf_counter() - start
-    out = work / "release"
+def run_scale(work: Path, scale: float) -> dict:
+    inputs = synthesize(work / "inputs", subquestions=int(PAPER_SUBQUESTIONS * scale),
+                        judgments=int(PAPER_JUDGMENTS * scale), shards=8, seed=0)
     questions = [str(p) for p in inputs["questions"].values()]
+    out = work / "release"
+    floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
     build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
     check = timed(VALIDATE.format(out=str(out)))
-    table = Table(title=f"{inputs['judgments_total']:,} judgments over {inputs['subquestions']:,} sub-questions "
-                        f"(inputs synthesized in {made:.0f} s)")
-    for column in ("step", "wall time", "peak memory"):
+    return {"scale": scale, "judgments": inputs["judgments_total"], "floor": floor, "build": build, "validate": check,
+            "release": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", default="0.125,0.25,0.5,1", help="fractions of the paper's size, comma-separated")
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--writer-cost", action="store_true",
+                        help="also rewrite the largest scale's judgment files with plain zstd and with the release writer")
+    args = parser.parse_args()
+    root = args.work or Path(tempfile.mkdtemp(prefix="bench-release-"))
+    load_before, started = os.getloadavg(), time.perf_counter()
+    rows = []
+    for scale in (float(s) for s in args.scales.split(",")):
+        work = root / f"scale-{scale:g}"
+        rows.append(run_scale(work, scale))
+        if args.writer_cost and scale == max(float(x) for x in args.scales.split(",")):
+            rows[-1]["writer_cost"] = parquet_write_cost(rows[-1]["release"], work / "rewrite")
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    load_after = os.getloadavg()
+    table = Table(title=f"release build and validate, {os.cpu_count()} cores; load average (1/5/15 min) "
+                        f"{'/'.join(f'{x:.1f}' for x in load_before)} before, "
+                        f"{'/'.join(f'{x:.1f}' for x in load_after)} after ({time.perf_counter() - started:.0f} s)")
+    for column in ("scale", "judgments", "floor CPU s", "build CPU s", "build / floor", "validate CPU s",
+                   "validate / build", "peak MB floor / build / validate", "wall s floor / build / validate"):
         table.add_column(column, justify="right")
-    table.add_row("build-release", f"{build[0]:.1f} s", f"{build[1]:,.0f} MB")
-    table.add_row("validate", f"{check[0]:.1f} s", f"{check[1]:,.0f} MB")
-    table.add_row("together", f"{build[0] + check[0]:.1f} s", f"{max(build[1], check[1]):,.0f} MB (max)")
-    Console().print(table)
-    files = Table(title="writing the judgment files again (read time included)")
-    for column in ("writer", "wall time", "bytes"):
-        files.add_column(column, justify="right")
-    for name, (seconds, size) in parquet_write_cost(out, work / "rewrite").items():
-        files.add_row(name, f"{seconds:.1f} s", f"{size:,}")
-    Console().print(files)
+    for r in rows:
+        floor, build, check = r["floor"], r["build"], r["validate"]
+        table.add_row(f"{r['scale']:g}", f"{r['judgments']:,}", f"{floor[1]:.1f}", f"{build[1]:.1f}",
+                      f"{build[1] / floor[1]:.2f}", f"{check[1]:.1f}", f"{check[1] / build[1]:.2f}",
+                      f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
+                      f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}")
+    Console(width=200).print(table)
+    for r in rows:
+        if "writer_cost" in r:
+            files = Table(title=f"writing the judgment files of scale {r['scale']:g} again (read time included)")
+            for column in ("writer", "wall time", "bytes"):
+                files.add_column(column, justify="right")
+            for name, (seconds, size) in r["writer_cost"].items():
+                files.add_row(name, f"{seconds:.1f} s", f"{size:,}")
+            Console(width=200).print(files)
     if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

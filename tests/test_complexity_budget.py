@@ -4,10 +4,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.complexity import complexity
+from builder.complexity import COLUMNS
+from builder.release import judgment_inputs, topic_index, with_complexity
 from generation.budgeted import run_budgeted_judge
 from generation.judge import run_judge
-from generation.schema import arrow_schema
+from generation.profiles import Complexity
+from generation.schema import arrow_schema, conform
+from generation.shards import Shard, StageOutput
 
 
 def judgments_file(tmp_path, rows):
@@ -19,25 +22,44 @@ def judgments_file(tmp_path, rows):
 
 
 def test_complexity_by_hand(tmp_path):
+    """Completeness over binarised answers (level >= 4): log(m_d) / log(K) averaged over answering documents."""
     rows = [
-        # q1: d1 answers both sub-questions (levels 5, 4): answerable; entropy of (5, 4) normalised by log 2
+        # q1 (K=2): d1 answers both (5, 4), d2 none (3, 0): answerable, completeness log 2 / log 2 = 1
         {"qid": "q1", "subq_id": "q1-0", "docid": "d1", "level": 5}, {"qid": "q1", "subq_id": "q1-1", "docid": "d1", "level": 4},
         {"qid": "q1", "subq_id": "q1-0", "docid": "d2", "level": 3}, {"qid": "q1", "subq_id": "q1-1", "docid": "d2", "level": 0},
-        # q2: each document answers one sub-question only; the third sub-question is never answered
+        # q2 (K=3): each document answers one sub-question, the third is never answered: completeness 0
         {"qid": "q2", "subq_id": "q2-0", "docid": "e1", "level": 5}, {"qid": "q2", "subq_id": "q2-1", "docid": "e1", "level": 0},
         {"qid": "q2", "subq_id": "q2-2", "docid": "e1", "level": 0},
         {"qid": "q2", "subq_id": "q2-0", "docid": "e2", "level": 0}, {"qid": "q2", "subq_id": "q2-1", "docid": "e2", "level": 4},
         {"qid": "q2", "subq_id": "q2-2", "docid": "e2", "level": None},
+        # q3 (K=3): f1 answers two, f2 one: completeness (log 2 / log 3 + 0) / 2
+        {"qid": "q3", "subq_id": "q3-0", "docid": "f1", "level": 4}, {"qid": "q3", "subq_id": "q3-1", "docid": "f1", "level": 5},
+        {"qid": "q3", "subq_id": "q3-2", "docid": "f1", "level": 2},
+        {"qid": "q3", "subq_id": "q3-0", "docid": "f2", "level": 4}, {"qid": "q3", "subq_id": "q3-1", "docid": "f2", "level": 1},
+        {"qid": "q3", "subq_id": "q3-2", "docid": "f2", "level": 3},
+        # q4 (K=1): one answering document covers the whole question
+        {"qid": "q4", "subq_id": "q4-0", "docid": "g1", "level": 4},
     ]
-    subqs = pa.table({"qid": ["q1", "q1", "q2", "q2", "q2"], "subq_id": ["q1-0", "q1-1", "q2-0", "q2-1", "q2-2"]})
-    result = complexity([judgments_file(tmp_path, rows)], subqs, answer_level=4, threshold=0.5)
-    p = [5 / 9, 4 / 9]
-    d1 = -sum(x * math.log(x) for x in p) / math.log(2)
-    assert result["q1"]["answerable"] is True and result["q1"]["answerable_share"] == 1.0
-    assert result["q1"]["completeness"] == pytest.approx((d1 + 0.0) / 2)  # d2: all mass on one sub-question
-    assert result["q1"]["retrieval_complex"] is False
+    folder = tmp_path / "judgments"
+    folder.mkdir()
+    stage = StageOutput(folder, "judgments", "by-hand")
+    path = stage.path(Shard())
+    path.write_bytes(judgments_file(tmp_path, rows).read_bytes())
+    stage.mark_done(Shard())
+    questions = conform(pa.table({"qid": ["q1", "q2", "q3", "q4", "q5"], "question": ["?"] * 5, "split": ["train"] * 5,
+                                  "clicked": [[]] * 5}), "questions")
+    subqs = pa.table({"subq_id": ["q1-0", "q1-1", "q2-0", "q2-1", "q2-2", "q3-0", "q3-1", "q3-2", "q4-0", "q5-0"],
+                      "qid": ["q1", "q1", "q2", "q2", "q2", "q3", "q3", "q3", "q4", "q5"]})
+    index = topic_index(questions, subqs, ["train"])
+    table = with_complexity(questions, index, judgment_inputs([folder]), Complexity(answer_level=4, completeness_threshold=0.5))
+    result = {r["qid"]: {c: r[c] for c in COLUMNS} for r in table.to_pylist()}
+    assert result["q1"] == {"answerable": True, "answerable_share": 1.0, "completeness": 1.0, "retrieval_complex": False}
     assert result["q2"] == {"answerable": False, "answerable_share": pytest.approx(2 / 3), "completeness": 0.0,
                             "retrieval_complex": True}
+    assert result["q3"]["completeness"] == pytest.approx(math.log(2) / math.log(3) / 2)
+    assert result["q3"]["answerable_share"] == pytest.approx(2 / 3) and result["q3"]["retrieval_complex"] is True
+    assert result["q4"] == {"answerable": True, "answerable_share": 1.0, "completeness": 1.0, "retrieval_complex": False}
+    assert result["q5"] == dict.fromkeys(COLUMNS), "a question without judgments has null complexity"
 
 
 def budget_profile(small_pipeline, **bandit):

@@ -113,6 +113,7 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
     assert summary.cut_by_tokens == pc.sum(judgments["context_cut_by_tokens"]).as_py() > 0
 
     release = tmp_path / "release"
-    package_release([tmp_path / "judgments"], [two_questions], release, name, repo="test/researchy-subq-judgments")
+    # the profile the judgments were made under (the tiny models'), as their completion records say
+    package_release([tmp_path / "judgments"], [two_questions], release, profile, repo="test/researchy-subq-judgments")
     report = validate(release)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]

@@ -125,7 +125,74 @@ FAULTS = {
         (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)), "YAML parses"),
     "num_examples mismatch": (lambda r: (r / "README.md").write_text(
         (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)), "num_examples"),
+    # issue 13: wrong releases that validate used to pass, and files that used to end in a traceback
+    "qrels score disagrees with the judgments": (lambda r: rewrite(first_file(r, "qrels"), lambda t: set_column(
+        t, "score", pa.concat_arrays([pa.array([(t["score"][0].as_py() + 1) % 6], pa.int32()),
+                                      t["score"].combine_chunks().slice(1)]))), "qrels are exactly"),
+    "qrels query-id of no sub-question": (lambda r: rewrite(first_file(r, "qrels"), lambda t: set_column(
+        t, "query-id", pa.concat_arrays([pa.array(["404-0"]), t["query-id"].combine_chunks().slice(1)]))),
+        "is no sub-question"),
+    "question in train and test": (lambda r: rewrite(first_file(r, "questions", "test"), lambda t: pa.concat_tables(
+        [t, pq.read_table(first_file(r, "questions")).slice(0, 1).cast(t.schema)])), "exactly one split"),
+    "partition outside the scale": (lambda r: relist(r, copy_to(first_file(r, "judgments/level_5"),
+                                                               r / "data/judgments/level_7/train-00000-of-00001.parquet")),
+                                    "layout"),
+    "YAML config points at another level": (lambda r: (r / "README.md").write_text((r / "README.md").read_text().replace(
+        "path: data/judgments/level_5/train-*.parquet", "path: data/judgments/level_4/train-*.parquet")), "its files are"),
+    "manifest row count": (lambda r: edit_manifest(r, lambda m: m["rows"]["judgments"].update(
+        train=m["rows"]["judgments"]["train"] + 1)), "in the manifest"),
+    "manifest model name": (lambda r: edit_manifest(r, lambda m: m["models"].update(judge="gpt-4")), "models"),
+    "sub-question of another question": (lambda r: rewrite(first_file(r, "judgments/level_2"), lambda t: set_column(
+        t, "subq_id", pa.concat_arrays([pa.array([other_question_subq(r, t["qid"][0].as_py())]),
+                                        t["subq_id"].combine_chunks().slice(1)]))), "belongs to another question"),
+    "NaN in a float column": (lambda r: rewrite(first_file(r, "judgments/level_0"), lambda t: set_column(
+        t, "expected", pa.concat_arrays([pa.array([float("nan")], pa.float32()),
+                                         t["expected"].combine_chunks().slice(1)]))), "NaN in expected"),
+    "NaN completeness": (lambda r: rewrite(first_file(r, "questions"), lambda t: set_column(
+        t, "completeness", pa.concat_arrays([pa.array([float("nan")], pa.float32()),
+                                             t["completeness"].combine_chunks().slice(1)]))), "NaN in completeness"),
+    "truncated file": (lambda r: truncate(first_file(r, "judgments/level_2")), "not readable as Parquet"),
+    "symlinked file": (lambda r: symlink_out(first_file(r, "judgments/level_3")), "symlink"),
+    "missing README": (lambda r: (r / "README.md").unlink(), "README.md: cannot read"),
+    "complexity column edited": (lambda r: rewrite(first_file(r, "questions"), lambda t: set_column(
+        t, "answerable", pc.invert(t["answerable"]))), "complexity columns"),
 }
+
+
+def copy_to(source, target):
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, target)
+    return target
+
+
+def relist(release, path):
+    """Adds a file to the manifest with its true checksum, so only the layout check can object."""
+    from generation.shards import sha256_file
+
+    edit_manifest(release, lambda m: m["files"].update({str(path.relative_to(release)): {
+        "bytes": path.stat().st_size, "sha256": sha256_file(path), "rows": pq.ParquetFile(path).metadata.num_rows}}))
+
+
+def edit_manifest(release, change):
+    manifest = json.loads((release / "manifest.json").read_text())
+    change(manifest)
+    (release / "manifest.json").write_text(json.dumps(manifest))
+
+
+def other_question_subq(release, qid):
+    subqs = pq.read_table(first_file(release, "subquestions"))
+    return subqs.filter(pc.not_equal(subqs["qid"], qid))["subq_id"][0].as_py()
+
+
+def truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def symlink_out(path):
+    outside = path.parent.parent.parent.parent / "outside.parquet"
+    shutil.move(path, outside)
+    path.symlink_to(outside)
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
