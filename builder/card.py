@@ -96,8 +96,12 @@ def stats_markdown(stats: dict) -> str:
         per = s["judgments_per_subquestion"]
         share, clicked = s["provenance_share"], s["clicked"]
         lines += ["", f"Judgments per sub-question: mean {per['mean']}, min {per['min']:,}, max {per['max']:,}.", "",
-                  f"Share of judgments whose document came from BM25: {share['bm25']:.2%}, from the reranker: "
-                  f"{share['rerank']:.2%}, was clicked: {share['clicked']:.2%} (a document can have several).", "",
+                  "Where the judged documents came from (shares of judgments; k is the profile's pool depth): "
+                  f"BM25 top-k only {share['bm25_only']:.2%}, reranker top-k only {share['rerank_only']:.2%}, "
+                  f"both {share['bm25_and_rerank']:.2%}, clicked only {share['clicked_only']:.2%}.", "",
+                  "Judgment status: " + ", ".join(f"{k} {v:,}" for k, v in s["counts"]["status"].items())
+                  + f"; contexts cut further by tokens to fit the judge's max_model_len: "
+                  f"{s['context_cut_by_tokens']:,}.", "",
                   f"Clicked documents judged: {clicked['judged']:,} of {clicked['in_questions']:,} "
                   f"({clicked['coverage']:.2%}); the rest are not in the indexed corpus.", ""]
         c = s.get("complexity", {})
@@ -106,7 +110,10 @@ def stats_markdown(stats: dict) -> str:
             lines += [f"Retrieval complexity ({c['questions']:,} questions, seeds/003 with sub-questions as parts): "
                       f"{c['answerable_share']:.2%} answerable by one document; on average "
                       f"{c['mean_subquestions_answerable']:.2%} of a question's sub-questions are answered by some "
-                      f"candidate; completeness quartiles {q1} / {median} / {q3}; "
+                      f"candidate; completeness quartiles {q1} / {median} / {q3} (completeness = "
+                      "(1/|D+|) sum over d in D+ of log(m_d)/log(K), m_d the number of the question's K "
+                      "sub-questions candidate d answers at level >= the profile's answer level, D+ the candidates "
+                      "with m_d >= 1; 1 when K = 1); "
                       f"{c['retrieval_complex_share']:.2%} retrieval-complex (columns `answerable`, "
                       "`answerable_share`, `completeness`, `retrieval_complex` of the `questions` config).", ""]
     lines.append(STATS_END)

@@ -95,13 +95,16 @@ class CorpusIds:
         self.urls = urls.group_by("url_hash", use_threads=False).aggregate([("url", "min")])
         self.parts: list[pa.Table] = []
         self.pending = 0
+        self.merged = 0  # rows of the deduplicated first part
 
     def add(self, rows: pa.Table) -> None:
         self.parts.append(self._distinct(rows.select(["docid", "url_hash"])))
         self.pending += self.parts[-1].num_rows
-        if self.pending > 2 * BATCH_ROWS:
+        # Merge when the new parts outgrow the merged one: each document is re-deduplicated O(log n) times,
+        # not once per batch pair (memory stays within twice the distinct documents).
+        if self.pending > max(2 * BATCH_ROWS, self.merged):
             self.parts = [self._distinct(pa.concat_tables(self.parts))]
-            self.pending = 0
+            self.merged, self.pending = self.parts[0].num_rows, 0
 
     @staticmethod
     def _distinct(table: pa.Table) -> pa.Table:

@@ -57,7 +57,11 @@ ROW_CLASSES: dict[str, Callable[[Batch], np.ndarray]] = {
     "rerank_only": lambda b: b.rerank & ~b.bm25,
     "bm25_and_rerank": lambda b: b.bm25 & b.rerank,
     "clicked_only": lambda b: b.clicked & ~(b.bm25 | b.rerank),
+    # not provenance: contexts the judge cut further, by tokens, to fit max_model_len
+    "context_cut_by_tokens": lambda b: b.table["context_cut_by_tokens"].fill_null(False).to_numpy(zero_copy_only=False)
+    if "context_cut_by_tokens" in b.table.column_names else np.zeros(b.table.num_rows, bool),
 }
+PROVENANCE = ("bm25", "rerank", "clicked", "bm25_only", "rerank_only", "bm25_and_rerank", "clicked_only")
 VALUE_COUNTS = ("status", "source")  # string columns counted by value ("null" for a missing value)
 
 
@@ -114,7 +118,8 @@ class SplitStats:
             "judgments_per_subquestion": {
                 "mean": round(self.judgments / denominator, 2),
                 "min": int(judged.min()) if len(judged) else 0, "max": int(judged.max()) if len(judged) else 0},
-            "provenance_share": {k: round(self.rows[k] / total, 4) for k in ROW_CLASSES},
+            "provenance_share": {k: round(self.rows[k] / total, 4) for k in PROVENANCE},
+            "context_cut_by_tokens": self.rows["context_cut_by_tokens"],
             "counts": {column: dict(sorted(self.values.get(column, {}).items())) for column in VALUE_COUNTS},
             "clicked": {"in_questions": self.clicked_total, "judged": clicked_judged,
                         "coverage": round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0},

@@ -26,8 +26,8 @@ from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144
-JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "level", "status", "source", "bm25_rank", "rerank_rank", "clicked",
-                    "expected", "probs"]
+JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "level", "status", "source", "context_cut_by_tokens", "bm25_rank",
+                    "rerank_rank", "clicked", "expected", "probs"]
 FLOAT_COLUMNS = {"judgments": ("expected", "probs"), "questions": ("answerable_share", "completeness", "clicked"),
                  "subquestions": (), "qrels": ()}
 

@@ -229,8 +229,10 @@ def judge(
     levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
     console.print(f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); "
                   f"levels {levels or '-'}; unparsed (Other): {summary.unparsed:,}"
+                  + (f" ({statuses})" if (statuses := ", ".join(
+                      f"{k} {v:,}" for k, v in sorted(summary.statuses.items()) if k != "ok")) else "")
                   + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if config.judge.prompt == "r3a" else "")
-                  + f" -> {out}", highlight=False, markup=False)
+                  + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}", highlight=False, markup=False)
 
 
 def judge_on_budget(config, subquestions, candidates, index, out, part, budget, policy) -> None:

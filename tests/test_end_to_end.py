@@ -117,3 +117,21 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
     package_release([tmp_path / "judgments"], [two_questions], release, profile, repo="test/researchy-subq-judgments")
     report = validate(release)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
+
+    # Provenance that informs: the four classes partition the judgments, recounted here from the ranks.
+    import json
+
+    stats = json.loads((release / "manifest.json").read_text())["stats"]["train"]
+    rows = judgments.to_pylist()
+    bm25_top = [r["bm25_rank"] is not None and r["bm25_rank"] <= profile.pool.bm25_top for r in rows]
+    rerank_top = [r["rerank_rank"] is not None and r["rerank_rank"] <= profile.pool.rerank_top for r in rows]
+    classes = {"bm25_only": sum(b and not r for b, r in zip(bm25_top, rerank_top)),
+               "rerank_only": sum(r and not b for b, r in zip(bm25_top, rerank_top)),
+               "bm25_and_rerank": sum(b and r for b, r in zip(bm25_top, rerank_top)),
+               "clicked_only": sum(row["clicked"] and not (b or r) for row, b, r in zip(rows, bm25_top, rerank_top))}
+    assert sum(classes.values()) == len(rows) and classes["rerank_only"] > 0
+    assert {k: stats["provenance_share"][k] for k in classes} == {k: round(v / len(rows), 4) for k, v in classes.items()}
+    assert stats["context_cut_by_tokens"] == summary.cut_by_tokens
+    card = (release / "README.md").read_text()
+    assert f"BM25 top-k only {classes['bm25_only'] / len(rows):.2%}" in card
+    assert f"contexts cut further by tokens to fit the judge's max_model_len: {summary.cut_by_tokens:,}" in card
