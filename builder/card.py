@@ -98,7 +98,10 @@ def stats_markdown(stats: dict) -> str:
         lines += ["", f"Judgments per sub-question: mean {per['mean']}, min {per['min']:,}, max {per['max']:,}.", "",
                   "Where the judged documents came from (shares of judgments; k is the profile's pool depth): "
                   f"BM25 top-k only {share['bm25_only']:.2%}, reranker top-k only {share['rerank_only']:.2%}, "
-                  f"both {share['bm25_and_rerank']:.2%}, clicked only {share['clicked_only']:.2%}.", "",
+                  f"both {share['bm25_and_rerank']:.2%}, clicked only {share['clicked_only']:.2%}."
+                  + (" With the same k for both lists, the two 'only' shares are equal by construction; 'both' "
+                     "says how far the reranker kept BM25's top k." if share["bm25_only"] == share["rerank_only"]
+                     else ""), "",
                   "Judgment status: " + ", ".join(f"{k} {v:,}" for k, v in s["counts"]["status"].items())
                   + f"; contexts cut further by tokens to fit the judge's max_model_len: "
                   f"{s['context_cut_by_tokens']:,}.", "",
