@@ -279,7 +279,8 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
             (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)),
         "manifest row count off": lambda r: manifest_edit(r, lambda m: m["stats"]["train"].__setitem__(
             "judgments", m["stats"]["train"]["judgments"] + 1)),
-        "manifest model name changed": lambda r: manifest_edit(r, lambda m: m.__setitem__("judge_model", "other/model")),
+        "manifest model name changed": lambda r: manifest_edit(
+            r, lambda m: m["models"].__setitem__("judge", "other/model")),
         "a root loading script": lambda r: (r / "researchy-subq-judgments.py").write_text("import datasets\n"),
         "a partition folder level_9": lambda r: shutil.copytree(r / "data" / "judgments" / "level_2",
                                                                 r / "data" / "judgments" / "level_9"),
