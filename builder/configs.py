@@ -7,8 +7,8 @@
 - `diversity-qrels`: TREC Web-track diversity qrels per question (query-id = qid, subtopic = the
   sub-question's 1-based position, corpus-id, score) for ndeval / ir-measures' alpha_nDCG.
 
-Each function takes Arrow tables, so `build-release` (from the written level partitions) and the
-`datasets` builder class (from the judgment shards) produce the same rows.
+Each function takes Arrow tables, so `build-release` (from the batches it routes) and the `datasets`
+builder class (from the judgment shards) produce the same rows.
 """
 from __future__ import annotations
 
@@ -17,12 +17,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from generation.errors import InputError
 from generation.schema import arrow_schema
 
-JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level"]
 BATCH_ROWS = 262_144
 
 
@@ -119,40 +117,6 @@ class CorpusIds:
         url = pc.take(self.urls["url_min"], pc.index_in(docs["url_hash"], value_set=self.urls["url_hash"]))
         return pa.table({"_id": docs["docid"], "url_hash": docs["url_hash"], "url": url},
                         schema=arrow_schema("corpus_ids"))
-
-
-def judged_batches(files: list[Path]):
-    for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=JUDGMENT_COLUMNS):
-            yield pa.Table.from_batches([batch])
-
-
-def write_derived_configs(out: Path, questions: pa.Table, subquestions: pa.Table, splits: list[str],
-                          rows_per_file: int, summary, binary_threshold: int) -> None:
-    """The hook `build_release` calls after the judgments are written: reads the level partitions back,
-    split by split, and writes the four derived configs with the release's own writer."""
-    from builder.layout import config
-    from builder.release import RollingWriter
-
-    def writer(name: str, split: str) -> RollingWriter:
-        spec = config(name)
-        return RollingWriter(Path(out) / "data" / spec.folders[0], split, spec.table, rows_per_file)
-
-    for split in splits:
-        qids = questions.filter(pc.equal(questions["split"], split))["qid"]
-        split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=qids))
-        numbers = Subtopics(split_subqs)
-        docs = CorpusIds(questions.filter(pc.equal(questions["split"], split)))
-        writers = {name: writer(name, split) for name in ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")}
-        writers["queries"].write(queries(split_subqs))
-        for rows in judged_batches(config("judgments").files(Path(out), split)):
-            docs.add(rows)
-            writers["qrels-binary"].write(binary_qrels(rows, binary_threshold))
-            writers["diversity-qrels"].write(diversity_qrels(rows, numbers))
-        writers["corpus-ids"].write(docs.table())
-        for name, w in writers.items():
-            summary.files += w.close()
-            summary.rows.setdefault(name, {})[split] = w.rows
 
 
 def binary_threshold(profile) -> int:
