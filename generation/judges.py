@@ -220,18 +220,16 @@ class LLMJudge:
         """Round one's prompt ids and messages within the budget: the last auxiliary documents are cut by tokens
         first, then dropped."""
         docs = [cut_words(d, self.config.context_words) for d in auxiliary]
-        for j in reversed(range(len(docs) + 1)):
-            head = docs[:j]
+        for j in range(len(docs), 0, -1):
             try:
                 ids, last = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
-                    self._intent_messages(question, head[:-1] + [c] if head else [])),
-                    head[-1] if head else "", self.budget)
+                    self._intent_messages(question, docs[:j - 1] + [c])), docs[j - 1], self.budget)
+                return ids, self._intent_messages(question, docs[:j - 1] + [last])
             except PromptTooLong:
-                if not head:
-                    raise
                 continue
-            return ids, self._intent_messages(question, head[:-1] + [last] if head else [])
-        raise AssertionError("unreachable: the loop ends with no documents, which raises or returns")
+        messages = self._intent_messages(question, [])  # no document fits: raises PromptTooLong if even this does not
+        ids, _ = fit_context(self.encoder.tokenizer, lambda _: self.encoder.encode(messages), "", self.budget)
+        return ids, messages
 
     def _grade_r3a(self, pairs: Sequence[Pair]) -> list[Grade]:
         """Round one per distinct (question, auxiliary documents); round two per pair, with the intent turn."""
