@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.corpus import build_corpus, write_url_map
-from generation.index import build_index
-from generation.judge import run_judge
-from generation.pool import build_pool
+from generation.stages.corpus import build_corpus, write_url_map
+from generation.stages.index import build_index
+from generation.stages.judge import run_judge
+from generation.stages.pool import build_pool
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
 from generation.progress import console, counter
-from generation.rerank import rerank
-from generation.researchy import read_researchy
-from generation.retrieve import retrieve
+from generation.stages.rerank import rerank
+from generation.stages.questions import read_researchy
+from generation.stages.retrieve import retrieve
 from generation.sample import CLUEWEB22, RESEARCHY
 from generation.storage import reset_claimed_folder
 
@@ -120,8 +120,8 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
 def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | None]]:
     """Judge the train split a second way (the stand-in shown only each document's first 64 words) and
     measure how the two judging configurations agree."""
-    from builder.agreement import agreement
-    from builder.reports import print_agreement
+    from builder.analysis.agreement import agreement
+    from builder.cli.reports import print_agreement
 
     short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
@@ -138,8 +138,8 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
 
 def simulation_demo(release: Path, out: Path) -> None:
     """seeds/002 on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
-    from builder.reports import print_simulation
-    from builder.simulate import document_embeddings, load_instances, plot, simulate
+    from builder.cli.reports import print_simulation
+    from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate
     from generation.bandits.policies import POLICIES
 
     step(f"simulate {release} --repeats 3 --index {out / 'index'} --out {out / 'simulation'}")
@@ -159,8 +159,8 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     """Build the sample's release, validate it, and load two configs the way a user would."""
     from datasets import load_dataset
 
-    from builder.package import package_release
-    from builder.validate import validate
+    from builder.release.package import package_release
+    from builder.release.validate import validate
 
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]

@@ -41,7 +41,7 @@ class Rerank(Strict):
     query_separator: str = " "
     input_format: Literal["model-card", "crux-code"] = Field(
         default="model-card", description="the reranker input as the model card builds it, or as the authors' "
-                                          "crux-researchy/rerank-candidates.py does (generation/reranker.py)")
+                                          "crux-researchy/rerank-candidates.py does (generation/judging/reranker_input.py)")
     max_subquestions: int | None = Field(default=None, ge=1, description="crux-code keeps the first 10")
     depth: int = Field(ge=1, description="BM25 hits reranked per question")
     max_doc_words: int | None = Field(default=None, ge=1, description="cut the document to its first N words")

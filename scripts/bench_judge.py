@@ -36,7 +36,7 @@ WORDS = ("honey bee colony varroa mite virus pesticide neonicotinoid forage poll
 
 def make_pairs(n_subquestions: int, n_documents: int, seed: int = 0):
     """Sub-question-major pairs (the judge's layout), documents of 150-600 words."""
-    from generation.judges import Pair
+    from generation.judging.judges import Pair
 
     rng = random.Random(seed)
     documents = [" ".join(rng.choices(WORDS, k=rng.randint(150, 600))) for _ in range(n_documents)]
@@ -74,7 +74,7 @@ def raw_vllm(backend, sequences, token_ids):
 
 
 def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: int, repeats: int) -> list[tuple]:
-    from generation.judges import LLMJudge
+    from generation.judging.judges import LLMJudge
 
     if backend_name == "vllm":
         from generation.backends.vllm_adapter import VllmJudgeBackend

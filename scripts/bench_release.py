@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench_common import timed
-from builder.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
+from builder.analysis.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
 FLOOR = """
 import pyarrow.compute as pc, pyarrow.parquet as pq
@@ -46,11 +46,11 @@ for writer in writers.values():
     writer.close()
 """
 BUILD = """
-from builder.package import package_release
+from builder.release.package import package_release
 package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper", repo="org/researchy-subq-judgments")
 """
 VALIDATE = """
-from builder.validate import validate
+from builder.release.validate import validate
 report = validate(Path({out!r}))
 bad = [(c.name, c.examples) for c in report.checks if not c.ok]
 if bad:
@@ -63,7 +63,7 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     chunking + page index): seconds and bytes of each, what the CDC option costs."""
     import pyarrow.parquet as pq
 
-    from builder.layout import open_parquet_writer
+    from builder.release.layout import open_parquet_writer
     from generation.storage import COMPRESSION
 
     files = sorted((release / "data" / "judgments").rglob("*.parquet"))

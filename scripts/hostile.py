@@ -5,7 +5,7 @@ shard is refused and told who holds it; shards finishing together), release corr
 
 Usage: python scripts/hostile.py [--work DIR] [--kills 4] [--json FILE]
 Bad inputs run in-process through the CLI (typer's CliRunner, as a user's shell would see the output);
-kills and races run real processes (`python -m builder.main`).
+kills and races run real processes (`python -m builder.cli.main`).
 """
 from __future__ import annotations
 
@@ -31,23 +31,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_inputs import cases  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-CLI = [sys.executable, "-m", "builder.main"]
+CLI = [sys.executable, "-m", "builder.cli.main"]
 out = Console()
 
 
 def setup(w: Path) -> dict:
     """Good inputs every case starts from: the bundled sample through pool for two questions, a judged
     release of synthetic judgments, and profiles differing in one section."""
-    from builder.package import package_release
-    from builder.synthetic import synthesize
-    from generation.corpus import build_corpus, write_url_map
-    from generation.index import build_index
-    from generation.judge import run_judge
-    from generation.pool import build_pool
+    from builder.release.package import package_release
+    from builder.analysis.synthetic import synthesize
+    from generation.stages.corpus import build_corpus, write_url_map
+    from generation.stages.index import build_index
+    from generation.stages.judge import run_judge
+    from generation.stages.pool import build_pool
     from generation.profiles import load_profile
-    from generation.rerank import rerank
-    from generation.researchy import read_researchy
-    from generation.retrieve import retrieve
+    from generation.stages.rerank import rerank
+    from generation.stages.questions import read_researchy
+    from generation.stages.retrieve import retrieve
     from generation.sample import CLUEWEB22, RESEARCHY
 
     import pyarrow.compute as pc
@@ -108,7 +108,7 @@ def classify(expected: str, code: int, output: str, exception) -> str:
 def bad_inputs(w: Path, env: dict) -> list[tuple[str, str, str]]:
     from typer.testing import CliRunner
 
-    from builder.main import app
+    from builder.cli.main import app
 
     runner, results = CliRunner(), []
     for label, expected, argv in cases(w / "bad", env):
@@ -233,7 +233,7 @@ def races(w: Path, env: dict) -> list[tuple[str, bool, str]]:
 
 
 def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
-    from builder.validate import validate
+    from builder.release.validate import validate
 
     def judgment_file(r, level="level_2", split="train"):
         return sorted((r / "data" / "judgments" / level).glob(f"{split}-*.parquet"))[0]

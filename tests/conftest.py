@@ -60,8 +60,8 @@ def write_jsonl(tmp_path):
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory):
     """The bundled sample's corpus and Lucene index, built once per test session (real Anserini)."""
-    from generation.corpus import build_corpus, write_url_map
-    from generation.index import build_index
+    from generation.stages.corpus import build_corpus, write_url_map
+    from generation.stages.index import build_index
     from generation.sample import CLUEWEB22
 
     root = tmp_path_factory.mktemp("sample-index")
@@ -73,7 +73,7 @@ def sample_index(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sample_questions(tmp_path_factory):
-    from generation.researchy import read_researchy
+    from generation.stages.questions import read_researchy
     from generation.sample import RESEARCHY
 
     root = tmp_path_factory.mktemp("sample-questions")
@@ -188,10 +188,10 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from generation.pool import build_pool
+    from generation.stages.pool import build_pool
     from generation.profiles import load_profile
-    from generation.rerank import rerank
-    from generation.retrieve import retrieve
+    from generation.stages.rerank import rerank
+    from generation.stages.retrieve import retrieve
 
     root = tmp_path_factory.mktemp("small-pipeline")
     questions = root / "questions"

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from builder.agreement import (agreement, cohen_kappa, confusion, join, krippendorff_alpha_ordinal, ndcg_at,
+from builder.analysis.agreement import (agreement, cohen_kappa, confusion, join, krippendorff_alpha_ordinal, ndcg_at,
                                per_level)
-from builder.labels import LABEL_SCHEMA, apply_mapping, parse_mapping, read_trec_qrels
+from builder.analysis.labels import LABEL_SCHEMA, apply_mapping, parse_mapping, read_trec_qrels
 from generation.errors import InputError
 
 # A small table worked by hand: 10 items, levels 0-2.

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from builder.alpha_ndcg import alpha_dcg, alpha_ndcg, ideal_ranking
-from builder.simulate import Instance, metrics_at, simulate, trajectory
+from builder.analysis.alpha_ndcg import alpha_dcg, alpha_ndcg, ideal_ranking
+from builder.analysis.simulate import Instance, metrics_at, simulate, trajectory
 from generation.bandits import rewards as R
 from generation.bandits.policies import POLICIES, Bandit, Hierarchy
 

@@ -3,7 +3,7 @@ import pytest
 
 from generation.java import lucene_searcher_class
 from generation.profiles import load_profile
-from generation.retrieve import bm25_query, retrieve
+from generation.stages.retrieve import bm25_query, retrieve
 from generation.shards import Shard, ShardError
 from generation.topics import load_topics
 

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from generation.corpus import build_corpus
-from generation.index import IndexBuildError, build_index, index_stemmer
+from generation.stages.corpus import build_corpus
+from generation.stages.index import IndexBuildError, build_index, index_stemmer
 from generation.profiles import load_profile
-from generation.retrieve import open_searcher
+from generation.stages.retrieve import open_searcher
 
 DOCS = {"d1": "the runner was running fast", "d2": "a quiet run in the park", "d3": "two ponies grazing",
         "d4": "we organize a meeting"}

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.card import template_text
-from builder.layout import config
-from builder.package import package_release
-from builder.synthetic import synthesize
+from builder.release.card import template_text
+from builder.release.layout import config
+from builder.release.package import package_release
+from builder.analysis.synthetic import synthesize
 
 REPO = "org/researchy-subq-judgments"
 SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
@@ -145,7 +145,7 @@ def test_derived_configs(release, inputs):
 
 
 def test_subtopics_do_not_need_contiguous_questions():
-    from builder.configs import subtopics
+    from builder.release.configs import subtopics
 
     table = pa.table({"subq_id": ["a-0", "b-0", "a-1", "b-1", "a-2"], "qid": ["a", "b", "a", "b", "a"]})
     assert subtopics(table)["subtopic"].to_pylist() == [1, 1, 2, 2, 3]
@@ -154,7 +154,7 @@ def test_subtopics_do_not_need_contiguous_questions():
 def test_manifest_and_commit_description_name_the_shards_revision(release):
     import json
 
-    from builder.publish import commit_description
+    from builder.release.publish import commit_description
 
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["shards_revision"] == SHARDS
@@ -163,7 +163,7 @@ def test_manifest_and_commit_description_name_the_shards_revision(release):
 
 
 def test_judgment_of_an_unknown_subquestion_is_named():
-    from builder.configs import Subtopics, diversity_qrels
+    from builder.release.configs import Subtopics, diversity_qrels
     from generation.errors import InputError
 
     numbers = Subtopics(pa.table({"subq_id": ["a-0"], "qid": ["a"]}))

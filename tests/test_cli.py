@@ -2,7 +2,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from conftest import hub_record
-from generation.cli import app
+from builder.cli.stages import app
 
 runner = CliRunner()
 
@@ -59,7 +59,7 @@ def test_stage_commands_on_the_sample(tmp_path, sample_index, sample_questions):
 def test_one_entry_with_help_on_every_option_and_a_version():
     import typer.main
 
-    from builder.main import app as entry
+    from builder.cli.main import app as entry
     from generation import __version__
 
     top = typer.main.get_command(entry)
@@ -85,7 +85,7 @@ def test_the_cli_sits_on_top_of_the_import_graph():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    cli_modules = {"generation.cli", "generation.cli_support", "builder.cli", "builder.cli_analysis", "builder.main"}
+    cli_modules = {"builder.cli.stages", "builder.cli.support", "builder.cli.release", "builder.cli.analysis", "builder.cli.main"}
     for path in [*root.glob("generation/**/*.py"), *root.glob("builder/**/*.py")]:
         module = ".".join(path.relative_to(root).with_suffix("").parts)
         imported = set()

@@ -4,10 +4,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.complexity import COLUMNS
-from builder.release import judgment_inputs, topic_index, with_complexity
-from generation.budgeted import run_budgeted_judge
-from generation.judge import run_judge
+from builder.analysis.complexity import COLUMNS
+from builder.release.build import judgment_inputs, topic_index, with_complexity
+from generation.stages.budgeted import run_budgeted_judge
+from generation.stages.judge import run_judge
 from generation.profiles import Complexity
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
@@ -68,7 +68,7 @@ def budget_profile(small_pipeline, **bandit):
 
 
 def test_budgeted_judging_spends_the_budget_and_resumes_without_rejudging(small_pipeline, tmp_path):
-    from generation.judge import make_judge
+    from generation.stages.judge import make_judge
 
     profile = budget_profile(small_pipeline, relevant_level=3)
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])

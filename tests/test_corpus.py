@@ -4,7 +4,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from generation.corpus import build_corpus, url_hash_of, write_url_map
+from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.shards import Shard, ShardError, read_stage
 
 

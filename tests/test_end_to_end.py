@@ -6,16 +6,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from builder.package import package_release
-from builder.validate import validate
+from builder.release.package import package_release
+from builder.release.validate import validate
 from generation.docstore import DocStore
-from generation.judge import run_judge
-from generation.judges import LLMJudge, Pair
-from generation.pool import build_pool
+from generation.stages.judge import run_judge
+from generation.judging.judges import LLMJudge, Pair
+from generation.stages.pool import build_pool
 from generation.profiles import load_profile
-from generation.prompts import get_prompt
-from generation.rerank import rerank
-from generation.retrieve import retrieve
+from generation.judging.prompts import get_prompt
+from generation.stages.rerank import rerank
+from generation.stages.retrieve import retrieve
 
 # Llama-3.3-Instruct's template with no system message (tests/fixtures/chat_templates/llama-3.3-instruct.jinja):
 # BOS, the default system header, the user turn trimmed, the assistant header as the generation prompt.
@@ -60,7 +60,7 @@ def ranked(folder, name):
 
 def expected_pool(rule, bm25, reranked, clicked, bm25_top, rerank_top):
     """The pool rules as the paper states (union) and as the authors' code ran (sequential), written out here
-    from DESIGN.md's protocol table independently of generation/pool.py."""
+    from DESIGN.md's protocol table independently of generation/stages/pool.py."""
     if rule == "union":
         return set(bm25[:bm25_top]) | set(reranked[:rerank_top]) | set(clicked)
     chosen = set(bm25[:bm25_top])

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.evaluate import RunWarning, evaluate_run, ndcg, read_run
+from builder.analysis.evaluate import RunWarning, evaluate_run, ndcg, read_run
 from generation.schema import arrow_schema
 
 THRESHOLD = 4

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.hub_errors import PublishRefused
-from builder.publish import plan_publish, publish
+from builder.release.hub_errors import PublishRefused
+from builder.release.publish import plan_publish, publish
 
 REPO = "org/researchy-subq-judgments"
 LOOPBACK = "127.0.0.1"
@@ -41,8 +41,8 @@ def git(*args, cwd):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.package import package_release
-    from builder.synthetic import synthesize
+    from builder.release.package import package_release
+    from builder.analysis.synthetic import synthesize
 
     root = tmp_path_factory.mktemp("hub")
     inputs = synthesize(root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8,

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from generation.backends.vllm_adapter import distribution_params, generate_params, judge_engine_args, logprob_row
-from generation.judge import plan_pairs, run_judge
-from generation.judges import LLMJudge, Pair, digit_token_ids, distribution
+from generation.stages.judge import plan_pairs, run_judge
+from generation.judging.judges import LLMJudge, Pair, digit_token_ids, distribution
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError
 
@@ -122,7 +122,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
 
 def judge_command(profile_path, pipeline, out):
-    return [sys.executable, "-m", "generation.cli", "judge", "--profile", str(profile_path), "--subquestions",
+    return [sys.executable, "-m", "builder.cli.stages", "judge", "--profile", str(profile_path), "--subquestions",
             str(pipeline["questions"]), "--candidates", str(pipeline["candidates"]), "--index", str(pipeline["index"]),
             "--out", str(out)]
 

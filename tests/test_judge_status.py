@@ -3,8 +3,8 @@ answer's first token; R3A's non-verbatim extract is a format failure."""
 import pytest
 from transformers import AutoTokenizer
 
-from generation.judges import LLMJudge, Pair
-from generation.parsing import parse_first_digit
+from generation.judging.judges import LLMJudge, Pair
+from generation.judging.parsing import parse_first_digit
 from generation.profiles import load_profile
 from generation.schema import JUDGMENT_STATUSES
 

@@ -2,8 +2,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.corpus import URL_MAP
-from generation.pool import build_pool, select
+from generation.stages.corpus import URL_MAP
+from generation.stages.pool import build_pool, select
 from generation.profiles import Pool, load_profile, profile_path
 from generation.shards import Shard, StageOutput, stage_hash
 
@@ -76,7 +76,7 @@ def handmade(tmp_path):
     docs = [*BM25, *RERANK[1:], "d12"]
     write_stage(corpus, "corpus", "corpus", [{"docid": d, "url_hash": f"H{d.upper():>31}".replace(" ", "0"),
                                               "url": f"https://x/{d}", "text": d} for d in dict.fromkeys(docs)])
-    from generation.corpus import write_url_map
+    from generation.stages.corpus import write_url_map
     write_url_map(corpus)
     assert (corpus / URL_MAP).exists()
     return questions, runs, corpus
@@ -111,7 +111,7 @@ def test_the_papers_rule_cannot_give_its_18_86_judgments_per_subquestion():
     hits over ClueWeb22-B)."""
     import random
 
-    from builder.package import differences
+    from builder.release.package import differences
 
     assert round(24_316_320 / 1_288_976, 2) == 18.86
     rule = load_profile("paper").pool

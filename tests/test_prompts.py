@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from generation.parsing import check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_r3a, parse_umbrela
-from generation.prompts import REGISTRY, get_prompt, r3a_intent_turn
+from generation.judging.parsing import check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_r3a, parse_umbrela
+from generation.judging.prompts import REGISTRY, get_prompt, r3a_intent_turn
 from generation.schema import JUDGMENT_STATUSES
 
 QUESTION = "How do neonicotinoids affect honey bees?"
@@ -189,7 +189,7 @@ def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_p
     the user turn, so the completion prompt's trailing "Rating: " space does not reach the model."""
     from conftest import tiny_tokenizer
 
-    from generation.judges import PromptEncoder
+    from generation.judging.judges import PromptEncoder
     from generation.profiles import load_profile
 
     config = load_profile("crux-code").judge

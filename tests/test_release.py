@@ -7,11 +7,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from builder.hf_builder import ResearchySubqJudgments
-from builder.layout import CONFIGS
-from builder.package import package_release
-from builder.synthetic import synthesize
-from builder.validate import validate
+from builder.release.hf_builder import ResearchySubqJudgments
+from builder.release.layout import CONFIGS
+from builder.release.package import package_release
+from builder.analysis.synthetic import synthesize
+from builder.release.validate import validate
 from generation.schema import features
 
 

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from builder.main import app
+from builder.cli.main import app
 from conftest import hub_record
 from generation.profiles import load_profile
-from generation.researchy import Decomposition, read_researchy
+from generation.stages.questions import Decomposition, read_researchy
 from generation.shards import Shard, ShardError, StageOutput, stage_hash
 from generation.storage import MARKER, OwnershipError, claim_folder
 
@@ -200,7 +200,7 @@ def corpus_input(folder, documents):
 
 
 def corpus_command(source, out):
-    return [sys.executable, "-m", "generation.cli", "corpus", "--input", str(source), "--out", str(out)]
+    return [sys.executable, "-m", "builder.cli.stages", "corpus", "--input", str(source), "--out", str(out)]
 
 
 def wait_for(predicate, seconds=120):

@@ -8,8 +8,8 @@ import pytest
 from conftest import tiny_tokenizer
 
 from generation.profiles import load_profile
-from generation.rerank import QwenRerankerScorer
-from generation.reranker import (PREFIX, SUFFIX, SYSTEM, AuthorsRerankEncoder, RerankEncoder, format_middle,
+from generation.stages.rerank import QwenRerankerScorer
+from generation.judging.reranker_input import (PREFIX, SUFFIX, SYSTEM, AuthorsRerankEncoder, RerankEncoder, format_middle,
                                  make_encoder, rerank_query)
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."

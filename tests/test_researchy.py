@@ -7,7 +7,7 @@ import pytest
 
 from conftest import hub_record
 from generation.errors import InputError
-from generation.researchy import Decomposition, read_researchy
+from generation.stages.questions import Decomposition, read_researchy
 
 
 def read(path):

@@ -40,14 +40,14 @@ def installed(tmp_path_factory):
     run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], cwd=tmp, env=env)
     purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp,
                        env=env).split()[0])
-    assert (purelib / "builder" / "cards" / "dataset_card.md").is_file(), "the wheel was not installed into the venv"
+    assert (purelib / "builder" / "release" / "cards" / "dataset_card.md").is_file(), "the wheel was not installed into the venv"
     (purelib / "shared-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return {"wheel": wheel, "venv": venv, "python": python, "purelib": purelib, "env": env, "work": tmp / "work"}
 
 
 def test_wheel_carries_the_card_template(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
-    assert "builder/cards/dataset_card.md" in names
+    assert "builder/release/cards/dataset_card.md" in names
     assert not any(n.startswith(("tests/", "scripts/", "cards/")) for n in names)
 
 
@@ -57,7 +57,7 @@ def test_installed_wheel_builds_and_validates_a_release(installed):
     where = run([python, "-c", "import builder, generation; print(builder.__file__); print(generation.__file__)"],
                 cwd=work, env=env)
     assert all(line.startswith(str(installed["purelib"])) for line in where.split()), where
-    run([python, "-c", "from pathlib import Path; from builder.synthetic import synthesize; "
+    run([python, "-c", "from pathlib import Path; from builder.analysis.synthetic import synthesize; "
                        "synthesize(Path('inputs'), subquestions=200, judgments=3000, test_share=0.25, shards=1, seed=2)"],
         cwd=work, env=env)
     cli = installed["venv"] / "bin" / "researchy-subq"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from generation.reranker import VLLM_HF_OVERRIDES
+from generation.judging.reranker_input import VLLM_HF_OVERRIDES
 
 
 def platform_engine_args() -> dict:

@@ -1,0 +1,1 @@
+"""Analysis over judgments and releases: label agreement, retrieval complexity, evaluation, simulation."""

@@ -1,0 +1,182 @@
+"""How well two sets of graded labels agree: kappa (unweighted, linear, quadratic), Krippendorff's
+alpha (ordinal), Spearman and Kendall, the confusion matrix, per-level precision and recall, binary
+agreement at each threshold, bootstrap confidence intervals, coverage, and the agreement of system
+rankings (Kendall tau between run orderings scored with each label set)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from scipy import stats as sps
+
+from builder.analysis.labels import apply_mapping, read_labels, read_trec_run
+
+
+@dataclass
+class Joined:
+    a: np.ndarray
+    b: np.ndarray
+    only_a: int
+    only_b: int
+    queries: np.ndarray
+    docids: np.ndarray
+
+
+def join(a: pa.Table, b: pa.Table) -> Joined:
+    merged = a.join(b, keys=["query", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b")
+    both = merged.num_rows
+    return Joined(np.asarray(merged["grade_a"].to_numpy(), dtype=np.int64),
+                  np.asarray(merged["grade_b"].to_numpy(), dtype=np.int64),
+                  a.num_rows - both, b.num_rows - both,
+                  np.asarray(merged["query"].to_pylist(), dtype=object), np.asarray(merged["docid"].to_pylist(), dtype=object))
+
+
+def confusion(a: np.ndarray, b: np.ndarray, levels: list[int]) -> np.ndarray:
+    index = {lv: i for i, lv in enumerate(levels)}
+    matrix = np.zeros((len(levels), len(levels)), dtype=np.int64)
+    np.add.at(matrix, ([index[x] for x in a], [index[y] for y in b]), 1)
+    return matrix
+
+
+def cohen_kappa(a: np.ndarray, b: np.ndarray, levels: list[int], weights: str | None = None) -> float:
+    """Cohen's kappa; weights None (unweighted), "linear" or "quadratic" disagreement weights."""
+    observed = confusion(a, b, levels).astype(float)
+    n = observed.sum()
+    if n == 0:
+        return float("nan")
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / n
+    k = len(levels)
+    i, j = np.indices((k, k))
+    if weights is None:
+        w = (i != j).astype(float)
+    elif weights == "linear":
+        w = np.abs(i - j) / max(k - 1, 1)
+    else:
+        w = ((i - j) / max(k - 1, 1)) ** 2
+    denominator = (w * expected).sum()
+    return float(1 - (w * observed).sum() / denominator) if denominator else 1.0
+
+
+def krippendorff_alpha_ordinal(a: np.ndarray, b: np.ndarray, levels: list[int]) -> float:
+    """Krippendorff's alpha, ordinal metric, two coders, every unit coded by both."""
+    k = len(levels)
+    coincidence = np.zeros((k, k))
+    c = confusion(a, b, levels).astype(float)
+    coincidence += c + c.T  # each unit contributes both ordered pairs (m_u - 1 = 1)
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    if n == 0:
+        return float("nan")
+    delta = np.zeros((k, k))
+    for g in range(k):
+        for h in range(k):
+            lo, hi = min(g, h), max(g, h)
+            delta[g, h] = (n_c[lo:hi + 1].sum() - (n_c[g] + n_c[h]) / 2) ** 2
+    observed = (coincidence * delta).sum() / n
+    expected = (np.outer(n_c, n_c) * delta).sum() / (n * (n - 1))
+    return float(1 - observed / expected) if expected else 1.0
+
+
+def per_level(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
+    """Precision and recall of A's level against B's as the reference."""
+    out = {}
+    for lv in levels:
+        predicted, actual = a == lv, b == lv
+        hits = int((predicted & actual).sum())
+        out[str(lv)] = {"precision": hits / predicted.sum() if predicted.sum() else None,
+                        "recall": hits / actual.sum() if actual.sum() else None, "support": int(actual.sum())}
+    return out
+
+
+def point_measures(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
+    def correlation(fn):
+        if len(a) < 2 or a.std() == 0 or b.std() == 0:
+            return float("nan")
+        return float(fn(a, b)[0])
+
+    return {"kappa": cohen_kappa(a, b, levels), "kappa_linear": cohen_kappa(a, b, levels, "linear"),
+            "kappa_quadratic": cohen_kappa(a, b, levels, "quadratic"),
+            "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(a, b, levels),
+            "spearman": correlation(sps.spearmanr), "kendall_tau_b": correlation(sps.kendalltau),
+            "exact_agreement": float((a == b).mean()) if len(a) else float("nan")}
+
+
+def bootstrap(a: np.ndarray, b: np.ndarray, levels: list[int], resamples: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    samples: dict[str, list[float]] = {}
+    for _ in range(resamples):
+        pick = rng.integers(0, len(a), len(a))
+        for name, value in point_measures(a[pick], b[pick], levels).items():
+            samples.setdefault(name, []).append(value)
+    return {name: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] for name, v in samples.items()}
+
+
+def ndcg_at(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], k: int = 10) -> float:
+    scores = []
+    for query, gains in qrels.items():
+        ranked = run.get(query, [])[:k]
+        dcg = sum((2 ** gains.get(d, 0) - 1) / np.log2(i + 2) for i, d in enumerate(ranked))
+        ideal = sorted(gains.values(), reverse=True)[:k]
+        idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
+        scores.append(dcg / idcg if idcg else 0.0)
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def system_ranking(runs: list[Path], joined: Joined) -> dict:
+    """Each run scored by nDCG@10 with A's and with B's labels (over the jointly judged pairs)."""
+    qrels_a: dict[str, dict[str, int]] = {}
+    qrels_b: dict[str, dict[str, int]] = {}
+    for q, d, x, y in zip(joined.queries, joined.docids, joined.a, joined.b):
+        qrels_a.setdefault(q, {})[d] = int(x)
+        qrels_b.setdefault(q, {})[d] = int(y)
+    scores = {p.name: (ndcg_at(read_trec_run(p), qrels_a), ndcg_at(read_trec_run(p), qrels_b)) for p in runs}
+    tau = sps.kendalltau([s[0] for s in scores.values()], [s[1] for s in scores.values()])[0] if len(scores) > 1 else None
+    return {"runs": {k: {"ndcg@10_a": v[0], "ndcg@10_b": v[1]} for k, v in scores.items()},
+            "kendall_tau": None if tau is None or np.isnan(tau) else float(tau)}
+
+
+def agreement(path_a: Path, path_b: Path, map_a=None, map_b=None, binary_at: int | None = None,
+              runs: list[Path] | None = None, resamples: int = 1000, seed: int = 0) -> dict:
+    a, b = read_labels(path_a), read_labels(path_b)
+    a = a.set_column(2, "grade", apply_mapping(a["grade"], map_a, binary_at))
+    b = b.set_column(2, "grade", apply_mapping(b["grade"], map_b, binary_at))
+    joined = join(a, b)
+    levels = sorted(set(joined.a.tolist()) | set(joined.b.tolist())) or [0]
+    result = {
+        "a": str(path_a), "b": str(path_b), "levels": levels,
+        "coverage": {"both": len(joined.a), "only_a": joined.only_a, "only_b": joined.only_b},
+        "measures": point_measures(joined.a, joined.b, levels),
+        "confusion": {"levels": levels, "rows_a_columns_b": confusion(joined.a, joined.b, levels).tolist()},
+        "per_level": per_level(joined.a, joined.b, levels),
+        "binary": {str(t): {"agreement": float(((joined.a >= t) == (joined.b >= t)).mean()) if len(joined.a) else None,
+                            "kappa": cohen_kappa((joined.a >= t).astype(int), (joined.b >= t).astype(int), [0, 1])}
+                   for t in levels[1:]},
+    }
+    if len(joined.a) and resamples:
+        result["confidence_95"] = bootstrap(joined.a, joined.b, levels, resamples, seed)
+    if runs:
+        result["system_ranking"] = system_ranking(runs, joined)
+    return result
+
+
+def agreement_markdown(result: dict) -> str:
+    m, ci = result["measures"], result.get("confidence_95", {})
+
+    def cell(name):
+        low_high = f" [{ci[name][0]:.3f}, {ci[name][1]:.3f}]" if name in ci else ""
+        return f"{m[name]:.3f}{low_high}"
+
+    def short(path: str) -> str:
+        return "/".join(Path(path).parts[-2:])
+
+    lines = [f"Labels `{short(result['a'])}` against `{short(result['b'])}` on {result['coverage']['both']:,} "
+             f"shared pairs ({result['coverage']['only_a']:,} only in the first, {result['coverage']['only_b']:,} "
+             "only in the second); 95% bootstrap intervals in brackets.", "",
+             "| measure | value |", "| --- | --- |"]
+    lines += [f"| {name.replace('_', ' ')} | {cell(name)} |" for name in m]
+    if "system_ranking" in result and result["system_ranking"]["kendall_tau"] is not None:
+        lines += ["", f"System ranking agreement (Kendall tau over nDCG@10 of {len(result['system_ranking']['runs'])} "
+                      f"runs): {result['system_ranking']['kendall_tau']:.3f}."]
+    return "\n".join(lines)

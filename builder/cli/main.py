@@ -1,0 +1,56 @@
+"""`researchy-subq`, the console entry: puts the stage commands (builder.cli.stages), the release commands
+(builder.cli.release), the analysis commands (builder.cli.analysis) and `demo` under one name. It only wires; no
+library module imports it, and it is the only module that imports all three command modules."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from builder.cli import release as release_commands
+from builder.cli import analysis as analysis_commands
+from builder.cli import stages as stage_commands
+from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
+from generation.progress import console
+
+app = new_app("Regenerate, package, validate and publish the Researchy Questions sub-question judgments.")
+
+
+@app.callback()
+def researchy_subq(version: Optional[bool] = typer.Option(None, "--version", callback=version_callback,
+                                                          is_eager=True, help="print the version and exit")) -> None:
+    """Regenerate, package, validate and publish the Researchy Questions sub-question judgments."""
+
+
+@app.command()
+def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage writes: a new or empty folder, or "
+                                                              "one an earlier demo made (it is replaced)")) -> None:
+    """Run every stage on the bundled sample, offline on a CPU, and say what was written where."""
+    from builder.demo import next_steps, run_demo
+
+    check_folder_arg(out, "--out")
+    written = run_demo(out)
+    table = Table(title=f"researchy-subq demo: what was written under {out}")
+    for column in ("stage", "output", "rows"):
+        table.add_column(column)
+    for stage, path, rows in written:
+        table.add_row(stage, str(path.relative_to(out)), f"{rows:,}" if rows is not None else "")
+    console.print(table)
+    console.print("\n[bold]Next:[/]")
+    for line in next_steps(out):
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+
+
+guard_commands(app)
+for commands in (stage_commands, release_commands, analysis_commands):
+    app.add_typer(commands.app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

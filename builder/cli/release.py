@@ -1,0 +1,108 @@
+"""Release commands of `researchy-subq`: build-release, validate, publish. A release folder is always the
+positional RELEASE argument (as in `simulate` and `evaluate`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from builder.release.expectations import ExpectationError
+from builder.cli.stages import run_stage
+from builder.cli.support import fail, guard_commands, new_app
+from generation.progress import console
+from generation.storage import MARKER, OwnershipError, claim_folder
+
+app = new_app("Release commands: build-release, validate, publish.")
+
+RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
+
+
+def existing_release(release: Path) -> Path:
+    if not release.exists():
+        fail(f"{release}: no such folder")
+    if not release.is_dir():
+        fail(f"{release}: not a folder (a release is a folder)")
+    return release
+
+
+@app.command(name="build-release")
+def build_release_command(
+    judgments: List[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
+    questions: List[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
+    out: Path = typer.Option(Path("researchy-subq-judgments"), "--out",
+                             help="the release folder (= the Hub repository; its name is the dataset's name): new, "
+                                  "empty, or one this command built before"),
+    profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
+    repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
+    rows_per_file: Optional[int] = typer.Option(None, min=1, help="rows per Parquet file (default 5,000,000)"),
+    agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
+    shards_revision: Optional[str] = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
+                                                  "recorded in manifest.json"),
+) -> None:
+    """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
+    from builder.release.package import MANIFEST, package_release
+
+    try:  # only a folder this command made (its manifest or marker is there) is rebuilt
+        claim_folder(out, "release", owned_by=(MANIFEST, MARKER))
+    except OwnershipError as e:
+        fail(str(e))
+    summary, card = run_stage("building release", "judgments", lambda advance: package_release(
+        judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file,
+        shards_revision=shards_revision))
+    for split, stats in summary.stats.items():
+        levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
+        console.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
+    console.print(f"release -> {out} (card {card}, {len(summary.files)} Parquet files)", highlight=False, markup=False)
+
+
+@app.command()
+def validate(
+    release: Path = RELEASE,
+    expect: Optional[Path] = typer.Option(None, help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
+                                                     "tolerance, min_judgments (see cards/expected_levels.yaml)"),
+    against: Optional[Path] = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
+    load: bool = typer.Option(True, help="also load every config with datasets.load_dataset"),
+) -> None:
+    """Check a release folder; exit status 1 if any check fails."""
+    from builder.release.expectations import load_expectations
+    from builder.cli.reports import print_validation
+    from builder.release.validate import validate as run_validate
+
+    existing_release(release)
+    if against is not None:
+        existing_release(against)
+    try:
+        load_expectations(expect)  # before the long checks: a misspelt key is an error, not a bound switched off
+        report = run_validate(release, expect, against, load)
+    except ExpectationError as e:
+        fail(str(e))
+    print_validation(report)
+    failed = [c for c in report.checks if not c.ok]
+    if failed:
+        fail(f"{len(failed)} of {len(report.checks)} checks failed: " + "; ".join(c.name for c in failed))
+    console.print(f"all {len(report.checks)} checks passed")
+
+
+@app.command()
+def publish(
+    release: Path = RELEASE,
+    repo: str = typer.Option(..., "--repo", help="ORG/NAME on the Hub"),
+    tag: Optional[str] = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
+    revision: str = typer.Option("main", help="branch to commit to; created from main when missing"),
+    create_pr: bool = typer.Option(False, "--create-pr", help="open a pull request instead of committing"),
+    private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
+    yes: bool = typer.Option(False, "--yes", help="really publish (default: a dry run)"),
+) -> None:
+    """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login."""
+    from builder.release.publish import PublishRefused, publish as run_publish
+
+    existing_release(release)  # then publish checks the repo id before its full validate
+    try:
+        run_publish(release, repo, tag, revision, create_pr, yes,
+                    say=lambda line: console.print(line, highlight=False, markup=False), private=private)
+    except PublishRefused as e:
+        fail(str(e))
+
+
+guard_commands(app)

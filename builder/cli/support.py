@@ -1,0 +1,118 @@
+"""What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `guard_commands` (an
+error from bad input becomes that one line, never a traceback), argument checks, and `new_app`."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import click
+import typer
+from rich.text import Text
+from typer.exceptions import TyperException
+
+from generation import __version__
+from generation.docstore import MissingDocument, NotAnIndex
+from generation.errors import InputError
+from generation.stages.index import IndexBuildError
+from generation.java import JavaError
+from generation.models import ModelNotAvailable
+from generation.profiles import ProfileError
+from generation.progress import console
+from generation.shards import ShardError
+from generation.storage import OwnershipError
+
+HELP = {"help_option_names": ["-h", "--help"]}
+DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
+
+
+def new_app(help: str) -> typer.Typer:
+    """A Typer app as every command module makes it: -h, no rich markup (it eats `[low, high]`)."""
+    return typer.Typer(help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None, context_settings=HELP)
+
+
+def fail(message: str) -> None:
+    text = Text("error: ", style="bold red")
+    text.append(str(message))
+    console.print(text, highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+# Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the
+# file (and line): the guard prints the message alone.
+KNOWN_ERRORS = (InputError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable, OwnershipError,
+                MissingDocument, NotAnIndex)
+
+
+def describe(error: BaseException) -> str:
+    """One line for an error from a library the kit calls (the OS, gzip, pyarrow, Java)."""
+    if isinstance(error, KNOWN_ERRORS):
+        return str(error.args[0]) if isinstance(error, MissingDocument) else str(error)
+    if isinstance(error, EOFError):
+        return f"an input ended early (a truncated file?): {error}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"an input is not UTF-8 text ({error.reason} at byte {error.start})"
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    if type(error).__module__.startswith("pyarrow"):
+        return f"an input is not readable Parquet/Arrow data: {str(error).splitlines()[0]}"
+    module = type(error).__module__
+    if module.startswith(("httpx", "httpcore", "requests", "urllib3")):
+        return f"cannot reach the network ({str(error).splitlines()[0]}); check the connection, or HF_ENDPOINT"
+    if module.startswith("huggingface_hub"):
+        return f"Hugging Face Hub: {str(error).splitlines()[0]}"
+    if type(error).__name__ == "JavaException":  # pyjnius
+        return f"Java: {str(error).splitlines()[0]}"
+    return f"internal error {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} " \
+           f"(please report it; {DEBUG_ENV}=1 shows the traceback)"
+
+
+def guarded(callback):
+    """A command callback whose exceptions end in one error line (unless RESEARCHY_SUBQ_DEBUG=1)."""
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except (typer.Exit, typer.Abort, TyperException, click.ClickException, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - the one place errors become lines
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            fail(describe(e))  # EOFError too: click would print only "Aborted!"
+    return run
+
+
+def guard_commands(typer_app: typer.Typer) -> typer.Typer:
+    for command in typer_app.registered_commands:
+        if not getattr(command.callback, "__wrapped__", None):
+            command.callback = guarded(command.callback)
+    return typer_app
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"researchy-subq {__version__}")
+        raise typer.Exit()
+
+
+def positive(name: str, value, upper: float | None = None, include_upper: bool = True):
+    """A number > 0 (and <= upper, or < upper), or a usage error naming the option."""
+    if value is None:
+        return value
+    inside = value > 0 and (upper is None or (value <= upper if include_upper else value < upper))
+    if not inside:
+        bound = "" if upper is None else f" and {'<=' if include_upper else '<'} {upper:g}"
+        raise typer.BadParameter(f"must be > 0{bound}, got {value!r}", param_hint=name)
+    return value
+
+
+def check_folder_arg(path: Path | None, option: str) -> None:
+    if path is not None and path.exists() and not path.is_dir():
+        fail(f"{path}: is a file; {option} takes a folder")
+
+
+def check_writable_file(path: Path | None, option: str) -> None:
+    if path is not None and path.is_dir():
+        fail(f"{path}: is a folder; {option} takes a file name")

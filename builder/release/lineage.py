@@ -1,0 +1,54 @@
+"""Where a release comes from: the profile and judge the judgment shards were made under, read from
+their completion records (`_done/judgments-*.json`, generation/shards.py), never from the command line
+alone. A `--profile` that is not the one the judgments were made under is an error."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from generation.errors import InputError
+from generation.profiles import Profile, bundled_profiles, load_profile
+from generation.shards import DONE_DIR, stage_hash
+
+
+def judgment_config_hash(profile: Profile) -> str:
+    return stage_hash(profile, "judgments")
+
+
+def judgment_records(folders: list[Path]) -> list[tuple[Path, dict]]:
+    records = []
+    for folder in folders:
+        for path in sorted((Path(folder) / DONE_DIR).glob("judgments-*.json")):
+            try:
+                records.append((path, json.loads(path.read_text())))
+            except (OSError, json.JSONDecodeError) as e:
+                raise InputError(path, 0, f"unreadable completion record ({e})") from None
+    if not records:
+        raise InputError(", ".join(map(str, folders)), 0, f"no completion records in {DONE_DIR}/: not judge-stage output")
+    return records
+
+
+def release_profile(folders: list[Path], requested: str | Path | Profile | None = None) -> tuple[Profile, list[str]]:
+    """The profile the judgments were made under (checked against `requested` when given) and the judge
+    descriptions their records name."""
+    records = judgment_records(folders)
+    hashes = {r.get("config_hash") for _, r in records}
+    if len(hashes) != 1:
+        raise InputError(records[0][0].parent, 0, f"judgment shards made under {len(hashes)} different configs "
+                         f"{sorted(map(str, hashes))}: one release holds one profile's judgments")
+    made_under = hashes.pop()
+    matching = [name for name in bundled_profiles() if judgment_config_hash(load_profile(name)) == made_under]
+    hint = f"the bundled profile that matches is {matching[0]!r}" if matching else "no bundled profile matches"
+    if requested is not None:
+        profile = requested if isinstance(requested, Profile) else load_profile(requested)
+        if judgment_config_hash(profile) != made_under:
+            raise InputError(records[0][0], 0, f"the judgments were made under config {made_under}, profile "
+                             f"{profile.name!r} has {judgment_config_hash(profile)} ({hint}); pass the profile "
+                             "they were judged with")
+    elif matching:
+        profile = load_profile(matching[0])
+    else:
+        raise InputError(records[0][0], 0, f"the judgments were made under config {made_under} and {hint}; "
+                         "pass --profile with the profile file they were judged with")
+    judges = sorted({str(r.get("extra", {}).get("judge", "unknown")) for _, r in records})
+    return profile, judges

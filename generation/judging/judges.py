@@ -1,0 +1,279 @@
+"""Judges: (sub-question, document) pairs -> grades. Prompt building and parsing live here; a backend
+only turns token sequences into text or next-token log-probabilities."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from generation.docstore import cut_words
+from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_intent
+from generation.profiles import Judge as JudgeConfig
+from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
+
+
+@dataclass(frozen=True)
+class Pair:
+    question: str  # the sub-question being judged
+    document: str  # the document text, not yet cut
+    auxiliary: tuple[str, ...] = ()  # r3a: the question's top-ranked candidates
+
+
+@dataclass(frozen=True)
+class Grade:
+    level: int | None
+    raw: str
+    probs: list[float] | None = None
+    expected: float | None = None
+    extract_verbatim: bool | None = None
+    status: str = "ok"  # one of schema.JUDGMENT_STATUSES
+    context_cut_by_tokens: bool = False
+
+
+class Judge(Protocol):
+    description: str
+
+    def grade(self, pairs: Sequence[Pair]) -> list[Grade]: ...
+
+
+class TokenBackend(Protocol):
+    def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]: ...
+
+    def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]): ...
+
+
+class PromptEncoder:
+    """Prompt messages -> text -> token ids, through the model's chat template or as plain text.
+
+    A chat prompt is rendered to text with `add_generation_prompt=True` and tokenized without adding special
+    tokens, since the rendered template already holds them (BOS for Llama 3): what vLLM's `LLM.chat` and an
+    OpenAI-compatible server (the authors' litellm path) do. `apply_chat_template(tokenize=True)` returns a
+    `BatchEncoding` in transformers 5, which is why the text goes through `render` first."""
+
+    def __init__(self, tokenizer, chat_template: bool):
+        self.tokenizer, self.chat_template = tokenizer, chat_template
+        if chat_template and not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the profile asks for a chat template but the tokenizer has none")
+
+    def render(self, messages: list[dict]) -> str:
+        if self.chat_template:
+            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return "\n\n".join(m["content"] for m in messages)
+
+    def encode(self, messages: list[dict]) -> list[int]:
+        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=not self.chat_template))
+
+
+def cut_tokens(tokenizer, text: str, keep: int) -> str:
+    """`text` cut after its first `keep` tokens, at the character where that token ends (the original text
+    kept as it is, where the tokenizer gives offsets)."""
+    if keep <= 0:
+        return ""
+    if getattr(tokenizer, "is_fast", False):
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return text if keep >= len(offsets) else text[: offsets[keep - 1][1]]
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return text if keep >= len(ids) else tokenizer.decode(ids[:keep])
+
+
+class PromptTooLong(ValueError):
+    pass
+
+
+def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budget: int) -> tuple[list[int], str]:
+    """Token ids of `build(context)` within `budget` tokens, cutting the end of `context` by tokens as needed.
+    Returns (ids, the context used). Raises PromptTooLong when even an empty context overflows."""
+    ids = build(context)
+    while len(ids) > budget:
+        if not context:
+            raise PromptTooLong(f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
+                                "(max_model_len - max_new_tokens)")
+        length = len(tokenizer.encode(context, add_special_tokens=False))
+        context = cut_tokens(tokenizer, context, length - (len(ids) - budget))
+        ids = build(context)
+    return ids, context
+
+
+def isolate_failures(call: Callable[[list], list], items: list) -> list:
+    """`call(items)`; when the engine fails on the batch, the halves are tried again, down to single items,
+    so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
+    result holds the exception. When every item fails the failure is not the items' (engine down, out of
+    memory): the first error is raised."""
+    results = _bisect(call, items)
+    if results and all(isinstance(r, Exception) for r in results):
+        raise results[0]
+    return results
+
+
+def _bisect(call: Callable[[list], list], items: list) -> list:
+    try:
+        return list(call(items))
+    except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
+        if len(items) == 1:
+            return [error]
+    middle = len(items) // 2
+    return _bisect(call, items[:middle]) + _bisect(call, items[middle:])
+
+
+def failed(error: Exception) -> Grade:
+    return Grade(None, f"{type(error).__name__}: {error}"[:2000], status="engine_error")
+
+
+def digit_token_ids(tokenizer, levels: Sequence[int]) -> list[int]:
+    """Each level's digit as one token id, or a clear refusal (distribution mode needs exactly that)."""
+    ids = []
+    for level in levels:
+        pieces = tokenizer.encode(str(level), add_special_tokens=False)
+        if len(pieces) != 1:
+            raise ValueError(f"distribution mode needs each digit to be one token; {str(level)!r} is {len(pieces)} "
+                             f"tokens for this tokenizer ({pieces}); use mode: generate")
+        ids.append(pieces[0])
+    return ids
+
+
+def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list[float], int, float]:
+    """Renormalise the digit log-probabilities: probabilities, argmax level and expected level."""
+    top = max(logprobs)
+    weights = [math.exp(lp - top) for lp in logprobs]
+    total = sum(weights)
+    probs = [w / total for w in weights]
+    level = levels[max(range(len(probs)), key=probs.__getitem__)]
+    return probs, level, sum(p * lv for p, lv in zip(probs, levels))
+
+
+class LLMJudge:
+    def __init__(self, config: JudgeConfig, backend: TokenBackend, tokenizer, description: str):
+        self.config, self.backend, self.description = config, backend, description
+        self.prompt: Prompt = get_prompt(config.prompt)
+        self.encoder = PromptEncoder(tokenizer, config.chat_template)
+        self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
+        if config.mode == "distribution":
+            if not self.prompt.grade_first:
+                raise ValueError(f"mode distribution reads the grade from the answer's first token, and prompt "
+                                 f"{self.prompt.id!r} answers '<think> ...' before its score: use mode: generate")
+            self.digit_ids = digit_token_ids(tokenizer, self.prompt.levels)
+
+    def context(self, pair: Pair) -> str:
+        return cut_words(pair.document, self.config.context_words)
+
+    @property
+    def budget(self) -> int:
+        """Prompt tokens that leave room for the answer within max_model_len."""
+        return self.config.max_model_len - self.max_new_tokens
+
+    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int], bool]:
+        """The pair's prompt ids, its context cut by tokens (after the word cut) when the prompt would not fit;
+        and whether it was."""
+        context = self.context(pair)
+        ids, used = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
+            self.prompt.messages(pair.question, c, history)), context, self.budget)
+        return ids, used != context
+
+    def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
+        encoded = []
+        for i, pair in enumerate(pairs):
+            try:
+                encoded.append(self.encode_pair(pair, histories[i] if histories else None))
+            except PromptTooLong as error:
+                encoded.append(error)
+        return encoded
+
+    def _run(self, call, encoded: list) -> list:
+        """The backend's answers for the encoded prompts; an exception in place of each one that failed."""
+        ready = [i for i, e in enumerate(encoded) if not isinstance(e, Exception)]
+        answers = isolate_failures(call, [encoded[i][0] for i in ready]) if ready else []
+        results = list(encoded)
+        for i, answer in zip(ready, answers):
+            results[i] = answer
+        return results
+
+    def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
+        if self.prompt.id == "r3a":
+            return self._grade_r3a(pairs)
+        encoded = self._encode_all(pairs)
+        if self.config.mode == "distribution":
+            rows = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
+            return [failed(row) if isinstance(row, Exception) else self._distribution_grade(row, enc[1])
+                    for row, enc in zip(rows, encoded)]
+        texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
+        return [failed(text) if isinstance(text, Exception) else self._text_grade(text, enc[1])
+                for text, enc in zip(texts, encoded)]
+
+    def _distribution_grade(self, row, cut: bool) -> Grade:
+        probs, level, expected = distribution([float(x) for x in row], self.prompt.levels)
+        return Grade(level, str(level), probs, expected, context_cut_by_tokens=cut)
+
+    def _text_grade(self, text: str, cut: bool) -> Grade:
+        parsed = self._parse(text)
+        return Grade(parsed.level, text, status=parsed.status, context_cut_by_tokens=cut)
+
+    def _parse(self, text: str) -> Parsed:
+        if self.prompt.parser is parse_first_digit:
+            return parse_first_digit(text, self.prompt.max_level)
+        return self.prompt.parser(text)
+
+    def _intent_messages(self, question: str, documents: list[str]) -> list[dict]:
+        return [{"role": "system", "content": self.prompt.system},
+                {"role": "user", "content": r3a_intent_turn(question, documents)}]
+
+    def _encode_intent(self, question: str, auxiliary: tuple[str, ...]) -> tuple[list[int], list[dict]]:
+        """Round one's prompt ids and messages within the budget: the last auxiliary documents are cut by tokens
+        first, then dropped."""
+        docs = [cut_words(d, self.config.context_words) for d in auxiliary]
+        for j in range(len(docs), 0, -1):
+            try:
+                ids, last = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
+                    self._intent_messages(question, docs[:j - 1] + [c])), docs[j - 1], self.budget)
+                return ids, self._intent_messages(question, docs[:j - 1] + [last])
+            except PromptTooLong:
+                continue
+        messages = self._intent_messages(question, [])  # no document fits: raises PromptTooLong if even this does not
+        ids, _ = fit_context(self.encoder.tokenizer, lambda _: self.encoder.encode(messages), "", self.budget)
+        return ids, messages
+
+    def _grade_r3a(self, pairs: Sequence[Pair]) -> list[Grade]:
+        """Round one per distinct (question, auxiliary documents); round two per pair, with the intent turn."""
+        keys = list(dict.fromkeys((p.question, p.auxiliary) for p in pairs))
+        firsts = {}
+        for question, auxiliary in keys:
+            try:
+                firsts[(question, auxiliary)] = self._encode_intent(question, auxiliary)
+            except PromptTooLong as error:
+                firsts[(question, auxiliary)] = error
+        answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens),
+                            [f if isinstance(f, Exception) else (f[0], False) for f in firsts.values()])
+        intents = dict(zip(keys, answers))
+        histories = [None if isinstance(intents[key], Exception) else
+                     [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]
+                     for key in ((p.question, p.auxiliary) for p in pairs)]
+        encoded = [intents[(p.question, p.auxiliary)] if h is None else enc
+                   for p, h, enc in zip(pairs, histories, self._encode_all(pairs, histories))]
+        texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
+        grades = []
+        for pair, text, enc in zip(pairs, texts, encoded):
+            if isinstance(text, Exception):
+                grades.append(failed(text))
+                continue
+            parsed = check_r3a_extract(self._parse(text), self.context(pair))
+            intent = parse_intent(intents[(pair.question, pair.auxiliary)]) or ""
+            grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
+                                extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))
+        return grades
+
+
+class BiEncoderJudge:
+    """STAND-IN judge: MiniLM cosine between sub-question and context, cut into levels by the profile's
+    cut points (level = how many cut points the cosine reaches)."""
+
+    def __init__(self, config: JudgeConfig):
+        from generation.backends.biencoder import STAND_IN_NOTE, BiEncoder
+
+        self.config = config
+        self.encoder = BiEncoder(config.model, config.batch_size, config.max_model_len)
+        self.description = f"{config.model} ({STAND_IN_NOTE})"
+
+    def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
+        cosines = self.encoder.cosine([p.question for p in pairs],
+                                      [cut_words(p.document, self.config.context_words) for p in pairs])
+        cuts = self.config.cut_points or []
+        return [Grade(sum(c >= cut for cut in cuts), f"stand-in bi-encoder cosine={c:.4f}") for c in cosines]

@@ -1,0 +1,1 @@
+"""Pipeline stages: each module is one stage; `generation.stages.REGISTRY` lists them in order."""

@@ -1,0 +1,128 @@
+"""Candidate pool per question, by the profile's rule, with provenance.
+
+union (the paper): top-k BM25 + top-k reranked + the question's clicked documents.
+sequential (the authors' code): top-k BM25, then the reranker's top k BY RANK minus those already in (so at
+most k new, never a document ranked below k), then clicked documents not yet in.
+Both select the same set for the same sizes; the profiles differ in k (paper 20 + 20, crux-code 5 + 20).
+Clicked documents missing from the corpus are skipped and reported.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from generation.stages.corpus import URL_MAP
+from generation.profiles import Pool, Profile
+from generation.shards import Shard, StageOutput, read_stage, skip_if_done, stage_hash
+from generation.storage import ParquetSink, commit, tmp_path
+from generation.topics import Topic, load_topics
+
+NAME = "candidates"
+
+
+@dataclass
+class PoolSummary:
+    questions: int = 0
+    candidates: int = 0
+    by_source: dict = field(default_factory=lambda: {"bm25": 0, "rerank": 0, "clicked": 0})
+    clicked_total: int = 0
+    clicked_missing: int = 0
+    skipped_shards: int = 0
+    outputs: list[Path] = field(default_factory=list)
+
+
+def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: Sequence[str]) -> list[tuple[str, str]]:
+    """(docid, source) in admission order. `bm25` and `reranked` are ranked docids, `clicked` docids present
+    in the corpus, most-clicked first."""
+    chosen: dict[str, str] = {}
+    for docid in bm25[: config.bm25_top]:
+        chosen.setdefault(docid, "bm25")
+    # Both rules take the reranker's top k by rank and keep those not already in. The authors' sequential run
+    # (crux-researchy/slurm/generate_ratings_offload.sh: --top_k 20 over the reranked run) loads ranks <= 20
+    # (crux/tools/generic/ir_utils.py lines 17-18) and drops the pairs judged in the BM25 top-5 pass
+    # (crux/augmentation/gen_ratings_offload.py lines 71-80): no rank below 20 is ever judged.
+    for docid in reranked[: config.rerank_top]:
+        chosen.setdefault(docid, "rerank")
+    if config.include_clicked:
+        for docid in clicked:
+            chosen.setdefault(docid, "clicked")
+    return list(chosen.items())
+
+
+def ranked_runs(folder: Path, name: str, qids: list[str], profile: Profile | None = None) -> dict[str, list[str]]:
+    table = read_stage(folder, name, profile).to_table(columns=["qid", "docid", "rank"], filter=pc.field("qid").isin(qids))
+    table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
+    runs: dict[str, list[str]] = {}
+    for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
+        runs.setdefault(qid, []).append(docid)
+    return runs
+
+
+def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
+    """url_hash -> docid for the shard's clicked documents found in the corpus's URL-hash map."""
+    wanted = sorted({c["url_hash"] for t in topics for c in t.clicked})
+    path = Path(corpus) / URL_MAP
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing; run `researchy-subq corpus` to the end first")
+    table = pq.read_table(path, filters=[("url_hash", "in", wanted)]) if wanted else None
+    return dict(zip(table["url_hash"].to_pylist(), table["docid"].to_pylist())) if table is not None else {}
+
+
+def url_hashes(corpus: Path, docids: set[str]) -> dict[str, str]:
+    # rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
+    table = read_stage(corpus, "corpus", full=False).to_table(columns=["docid", "url_hash"],
+                                                  filter=pc.field("docid").isin(sorted(docids)))
+    return dict(zip(table["docid"].to_pylist(), table["url_hash"].to_pylist()))
+
+
+def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(),
+               progress=None) -> PoolSummary:
+    config = profile.pool
+    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
+    summary = PoolSummary()
+    if skip_if_done(stage, shard, summary):
+        return summary
+    topics = load_topics(questions, shard)
+    qids = [t.qid for t in topics]
+    bm25, reranked = ranked_runs(runs, "bm25", qids, profile), ranked_runs(runs, "rerank", qids, profile)
+    by_hash = clicked_docids(corpus, topics)
+    pooled = {d for run in (bm25, reranked) for docids in run.values() for d in docids} | set(by_hash.values())
+    hash_of = url_hashes(corpus, pooled)
+    missing_path = Path(out) / f"missing_clicked-{shard.label}.tsv"
+    missing_tmp = tmp_path(missing_path)
+    with ParquetSink(stage.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
+        missing = csv.writer(missing_file, delimiter="\t")
+        missing.writerow(["qid", "url_hash", "url", "click_share"])
+        for topic in topics:
+            clicks = {}
+            for doc in topic.clicked:
+                summary.clicked_total += 1
+                docid = by_hash.get(doc["url_hash"])
+                if docid is None:
+                    summary.clicked_missing += 1
+                    missing.writerow([topic.qid, doc["url_hash"], doc["url"], doc["click_share"]])
+                else:
+                    clicks.setdefault(docid, doc["click_share"])
+            bm25_rank = {d: r for r, d in enumerate(bm25.get(topic.qid, []), 1)}
+            rerank_rank = {d: r for r, d in enumerate(reranked.get(topic.qid, []), 1)}
+            chosen = select(config, bm25.get(topic.qid, []), reranked.get(topic.qid, []), list(clicks))
+            sink.write_rows({
+                "qid": topic.qid, "docid": docid, "url_hash": hash_of.get(docid),
+                "bm25_rank": bm25_rank.get(docid), "rerank_rank": rerank_rank.get(docid), "clicked": docid in clicks,
+                "click_share": clicks.get(docid), "source": source,
+            } for docid, source in chosen)
+            for _, source in chosen:
+                summary.by_source[source] += 1
+            summary.candidates += len(chosen)
+            summary.questions += 1
+            if progress is not None:
+                progress()
+    commit(missing_tmp, missing_path)
+    stage.mark_done(shard, clicked_missing=summary.clicked_missing, clicked_total=summary.clicked_total)
+    summary.outputs += [stage.path(shard), missing_path]
+    return summary
