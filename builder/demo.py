@@ -13,17 +13,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.stages.corpus import build_corpus, write_url_map
-from generation.stages.index import build_index
-from generation.stages.judge import run_judge
-from generation.stages.pool import build_pool
+from builder.cli.reports import stage_report
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
 from generation.progress import console, counter
-from generation.stages.rerank import rerank
-from generation.stages.questions import read_researchy
-from generation.stages.retrieve import retrieve
 from generation.sample import CLUEWEB22, RESEARCHY
+from generation.stages import PIPELINE, Stage
+from generation.stages.corpus import write_url_map
+from generation.stages.judge import run_judge
 from generation.storage import reset_claimed_folder
 
 PROFILE = "demo"
@@ -36,7 +33,7 @@ def rows(path: Path) -> int | None:
 
 
 def step(command: str) -> None:
-    console.print(f"\n[bold cyan]$ researchy-subq {command}[/]", highlight=False, soft_wrap=True)
+    console.print(f"\n[bold cyan]$ {command}[/]", highlight=False, soft_wrap=True)
 
 
 def with_local_qwen3_reranker(profile: Profile) -> Profile:
@@ -49,72 +46,83 @@ def with_local_qwen3_reranker(profile: Profile) -> Profile:
     return profile.model_copy(update={"rerank": rerank})
 
 
+class DemoLayout:
+    """Where each stage of the demo reads and writes under `out`: one folder per split for the per-question stages,
+    one corpus and one index."""
+    OUTPUT = {"questions": "questions", "corpus": "corpus", "index": "index", "retrieve": "runs", "rerank": "runs",
+              "pool": "candidates", "judge": "judgments"}
+    SHARED = {"corpus", "index"}
+
+    def __init__(self, out: Path):
+        self.out = out
+
+    def folder(self, what: str, split: str | None) -> Path:
+        return self.out / what if what in self.SHARED else self.out / what / split
+
+    def input_folder(self, option: str, split: str | None) -> Path:
+        return self.folder({"subquestions": "questions", "candidates": "candidates", "runs": "runs"}.get(option, option),
+                           split)
+
+    def splits(self, stage: type[Stage]) -> list[str | None]:
+        return [None] if stage.name in self.SHARED else list(RESEARCHY)
+
+    def arguments(self, stage: type[Stage], split: str | None) -> tuple[dict, list[str]]:
+        """The stage's keyword arguments and the same as the command's options, so the printed line runs as printed."""
+        out = self.folder(self.OUTPUT[stage.name], split)
+        inputs = {given.option: self.input_folder(given.option, split) for given in stage.reads}
+        flags = [f"--{option} {folder}" for option, folder in inputs.items()]
+        if stage.name == "questions":
+            inputs.update(records=[RESEARCHY[split]], split=split)
+            flags = [f"--input {RESEARCHY[split]}", f"--split {split}"]
+        elif stage.name == "corpus":
+            inputs.update(sources=[CLUEWEB22])
+            flags = [f"--input {CLUEWEB22}"]
+        elif stage.name == "index":
+            inputs.update(threads=2)
+            flags += ["--threads 2"]
+        profile_flag = [f"--profile {PROFILE}"] if stage.sections or stage.name == "index" else []
+        out_flag = f"--index {out}" if stage.name == "index" else f"--out {out}"
+        return {"out": out, **inputs}, ["researchy-subq", stage.name, *profile_flag, *flags, out_flag]
+
+
 def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     out = reset_claimed_folder(out, "demo")  # OwnershipError for a folder the demo did not make
-    profile = load_profile(PROFILE)
+    profile = with_local_qwen3_reranker(load_profile(PROFILE))
+    layout = DemoLayout(out)
     written: list[tuple[str, Path, int | None]] = []
-
-    def record(stage: str, paths) -> None:
-        written.extend((stage, p, rows(p)) for p in paths)
-
-    for split, source in RESEARCHY.items():
-        step(f"questions --input {source} --split {split} --out {out / 'questions' / split}")
-        with counter(f"questions ({split})") as advance:
-            summary = read_researchy([source], out / "questions" / split, split=split, progress=advance)
-        console.print(f"{summary.questions} questions, {summary.subquestions} sub-questions")
-        record(f"questions ({split})", summary.outputs)
-
-    step(f"corpus --input {CLUEWEB22} --out {out / 'corpus'}")
-    with counter("corpus", unit="docs") as advance:
-        summary = build_corpus([CLUEWEB22], out / "corpus", progress=advance)
-    url_map, entries = write_url_map(out / "corpus")
-    console.print(f"{summary.documents:,} documents, {entries:,} URL-hashes")
-    record("corpus", [*summary.outputs, url_map])
-
-    step(f"index --corpus {out / 'corpus'} --index {out / 'index'}")
-    with counter("index: exporting corpus to Anserini", unit="docs") as advance:
-        indexed = build_index(out / "corpus", out / "index", threads=2, progress=advance)
-    console.print(f"Lucene index of {indexed.documents:,} documents")
-    written.append(("index", indexed.path, indexed.documents))
-
-    profile = with_local_qwen3_reranker(profile)
-    if profile.rerank.backend == "bi-encoder":
-        console.print(f"\n[yellow]The {PROFILE} profile's reranker is a STAND-IN: {profile.rerank.model} "
-                      f"(MiniLM bi-encoder cosine), not {QWEN3_RERANKER}, which is not on this machine.[/]")
-    else:
-        console.print(f"\nReranking with {profile.rerank.model}, found locally (transformers backend).")
-    for split in RESEARCHY:
-        questions, runs = out / "questions" / split, out / "runs" / split
-        step(f"retrieve --profile {PROFILE} --questions {questions} --index {out / 'index'} --out {runs}")
-        with counter(f"bm25 ({split})", unit="queries") as advance:
-            bm25 = retrieve(profile, questions, out / "index", runs, progress=advance)
-        console.print(f"{bm25.queries} queries, {bm25.rows:,} hits")
-        step(f"rerank --profile {PROFILE} --questions {questions} --runs {runs} --index {out / 'index'} --out {runs}")
-        with counter(f"rerank ({split})", total=bm25.queries, unit="questions") as advance:
-            reranked = rerank(profile, questions, runs, out / "index", runs, progress=advance)
-        console.print(f"{reranked.rows:,} documents reranked")
-        step(f"pool --profile {PROFILE} --questions {questions} --runs {runs} --corpus {out / 'corpus'} "
-             f"--out {out / 'candidates' / split}")
-        with counter(f"pool ({split})", total=bm25.queries, unit="questions") as advance:
-            pooled = build_pool(profile, questions, runs, out / "corpus", out / "candidates" / split, progress=advance)
-        console.print(f"{pooled.candidates} candidates ({pooled.by_source}); clicked documents missing from the "
-                      f"corpus: {pooled.clicked_missing} of {pooled.clicked_total}")
-        console.print(f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
-                      "into levels 0-5, not Llama-3.3-70B.[/]")
-        step(f"judge --profile {PROFILE} --subquestions {questions} --candidates {out / 'candidates' / split} "
-             f"--index {out / 'index'} --out {out / 'judgments' / split}")
-        with counter(f"judge ({split})", unit="pairs") as advance:
-            judged = run_judge(profile, questions, out / "candidates" / split, out / "index", out / "judgments" / split,
-                               progress=advance)
-        levels = ", ".join(f"{lv}: {judged.levels[lv]}" for lv in sorted(judged.levels, reverse=True))
-        console.print(f"{judged.pairs:,} pairs judged by {judged.judge}; levels {levels}; unparsed {judged.unparsed}")
-        record(f"judgments ({split}, stand-in)", judged.outputs)
-        record(f"bm25 ({split})", bm25.outputs)
-        record(f"rerank ({split}, stand-in)", reranked.outputs)
-        record(f"candidates ({split})", pooled.outputs)
+    for stage_class in PIPELINE:
+        announce_stand_in(stage_class.name, profile)
+        for split in layout.splits(stage_class):
+            arguments, command = layout.arguments(stage_class, split)
+            step(" ".join(command))
+            stage = stage_class(profile if stage_class.sections or stage_class.name == "index" else None, **arguments)
+            label = stage_class.name + (f" ({split})" if split else "")
+            with counter(label, unit=stage_class.unit) as advance:
+                summary = stage.run(progress=advance)
+            console.print(stage_report(summary, profile, arguments["out"]), highlight=False, markup=False)
+            if stage_class.name == "corpus":
+                url_map, entries = write_url_map(arguments["out"])
+                console.print(f"url-hash map: {entries:,} entries -> {url_map}", highlight=False, markup=False)
+                summary.outputs.append(url_map)
+            stand_in = stage_class.name in ("judge",) or (stage_class.name == "rerank"
+                                                          and profile.rerank.backend == "bi-encoder")
+            written.extend((label + (", stand-in" if stand_in else ""), p, rows(p) if p.is_file() else None)
+                           for p in summary.outputs)
     written += agreement_demo(out, profile)
     written += release_demo(out)
     return written
+
+
+def announce_stand_in(stage: str, profile: Profile) -> None:
+    if stage == "rerank":
+        if profile.rerank.backend == "bi-encoder":
+            console.print(f"\n[yellow]The {PROFILE} profile's reranker is a STAND-IN: {profile.rerank.model} "
+                          f"(MiniLM bi-encoder cosine), not {QWEN3_RERANKER}, which is not on this machine.[/]")
+        else:
+            console.print(f"\nReranking with {profile.rerank.model}, found locally (transformers backend).")
+    if stage == "judge":
+        console.print(f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
+                      "into levels 0-5, not Llama-3.3-70B.[/]")
 
 
 def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | None]]:
@@ -125,11 +133,11 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
 
     short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
-    step(f"judge --profile demo-64-words ... --out {second}   (the demo profile with context_words: 64)")
+    step(f"researchy-subq judge --profile demo-64-words ... --out {second}   (the demo profile with context_words: 64)")
     with counter("judge (train, 64 words)", unit="pairs") as advance:
         run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second,
                   progress=advance)
-    step(f"agreement --judgments {out / 'judgments' / 'train'} --against {second} --json {out / 'agreement.json'}")
+    step(f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --json {out / 'agreement.json'}")
     result = agreement(out / "judgments" / "train", second, resamples=200)
     print_agreement(result)
     (out / "agreement.json").write_text(json.dumps(result, indent=1))
@@ -142,7 +150,7 @@ def simulation_demo(release: Path, out: Path) -> None:
     from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate
     from generation.bandits.policies import POLICIES
 
-    step(f"simulate {release} --repeats 3 --index {out / 'index'} --out {out / 'simulation'}")
+    step(f"researchy-subq simulate {release} --repeats 3 --index {out / 'index'} --out {out / 'simulation'}")
     instances = load_instances(release, "train")
     with counter("embedding documents (MiniLM)", unit="docs") as advance:
         embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
@@ -165,12 +173,12 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]
     questions = [out / "questions" / s for s in RESEARCHY]
-    step(f"build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
+    step(f"researchy-subq build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
          + " ".join(f"--questions {q}" for q in questions) + f" --out {release}")
     with counter("build-release", unit="judgments") as advance:
         summary, card = package_release(judgments, questions, release, PROFILE, repo=DEMO_REPO,
                                         agreement=out / "agreement.json", progress=advance)
-    step(f"validate {release}")
+    step(f"researchy-subq validate {release}")
     with counter("validate", unit="checks"):
         report = validate(release)
     for check in report.checks:

@@ -58,7 +58,7 @@ class Pool(Strict):
     include_clicked: bool = True
 
 
-class Judge(Strict):
+class JudgeConfig(Strict):
     backend: Literal["vllm", "transformers", "ray", "bi-encoder"]
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
     ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
@@ -82,7 +82,7 @@ class Judge(Strict):
         default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
 
     @model_validator(mode="after")
-    def _cut_points_fit(self) -> "Judge":
+    def _cut_points_fit(self) -> "JudgeConfig":
         if self.backend == "bi-encoder":
             if not self.cut_points:
                 raise ValueError("backend bi-encoder needs cut_points")
@@ -115,7 +115,7 @@ class Profile(Strict):
     bm25: BM25
     rerank: Rerank
     pool: Pool
-    judge: Judge
+    judge: JudgeConfig
     complexity: Complexity = Complexity()
     bandit: Bandit = Bandit()
 

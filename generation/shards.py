@@ -6,8 +6,9 @@ skips a shard whose record is present and matches; a record made under another c
 for another shard count, stop the run with a clear error instead of mixing.
 
 Lineage: a stage reading another stage's shards checks each file against its completion record (rows,
-size, sha256) and, given the profile, that the shards were made under the same upstream profile sections
-(`UPSTREAM`), so a cut file or a run made with another depth is an error, not a quietly smaller input.
+size, sha256) and that the shards were made under the config hash this profile gives the stage that wrote them
+(`Stage.completed_files`, generation/stages/base.py), so a cut file or a run made with another depth is an error,
+not a quietly smaller input.
 Concurrency: a worker holds `{out}/_locks/{name}-{label}.lock` (host, pid, since) while it writes a shard.
 """
 from __future__ import annotations
@@ -23,7 +24,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Sequence, TypeVar
 
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from generation import __version__
@@ -32,21 +32,6 @@ from generation.storage import clean_stale_tmp, pid_alive, write_text_atomic
 T = TypeVar("T")
 DONE_DIR = "_done"
 LOCK_DIR = "_locks"
-
-# The profile sections each stage's config hash covers: a reader of that stage's shards expects them made
-# under the same sections of its own profile.
-UPSTREAM = {
-    "bm25": ("bm25",),
-    "rerank": ("bm25", "rerank"),
-    "candidates": ("bm25", "rerank", "pool"),
-    "judgments": ("bm25", "rerank", "pool", "judge"),
-}
-
-
-def stage_hash(profile, name: str) -> str:
-    """The config hash a stage's shards carry under `profile`."""
-    return profile.config_hash(*UPSTREAM[name])
-
 
 class ShardError(RuntimeError):
     pass
@@ -243,19 +228,20 @@ def skip_if_done(stage: StageOutput, shard: Shard, summary) -> bool:
     """True (and the summary says so) when the shard is already complete under this config; otherwise
     the caller now holds the shard's lock (released when the shard is marked done)."""
     if stage.is_done(shard):
-        summary.skipped_shards = 1
+        summary.skipped = True
         summary.outputs.append(stage.path(shard))
         return True
     stage.start(shard)
     if stage.is_done(shard):  # another worker finished it while we waited for the lock
         stage.lock(shard).release()
-        summary.skipped_shards = 1
+        summary.skipped = True
         summary.outputs.append(stage.path(shard))
         return True
     return False
 
 
-def stage_files(folder: str | Path, name: str, config_hash: str | None = None, full: bool = True) -> list[Path]:
+def stage_files(folder: str | Path, name: str, config_hash: str | None = None, full: bool = True,
+                sections: tuple[str, ...] = ()) -> list[Path]:
     """The completed shard files of a stage, refusing a folder whose shards are missing, unfinished, changed
     since they were recorded done (rows, size; sha256 when `full`), or made under another `config_hash`."""
     folder = Path(folder)
@@ -279,13 +265,7 @@ def stage_files(folder: str | Path, name: str, config_hash: str | None = None, f
         verify(path, record, record_path, full)
         if config_hash is not None and record.config_hash != config_hash:
             raise ShardError(f"{path}: made under config {record.config_hash} of the profile sections "
-                             f"{'+'.join(UPSTREAM.get(name, ()))}, this run's profile gives {config_hash} (another "
+                             f"{'+'.join(sections)}, this run's profile gives {config_hash} (another "
                              f"profile, or one of those sections changed, e.g. a depth); rerun {name} with this "
                              "profile or use the profile it was made with")
     return files
-
-
-def read_stage(folder: str | Path, name: str, profile=None, full: bool = True) -> ds.Dataset:
-    """A stage's shards as one dataset, checked as `stage_files` does (against `profile`'s sections when given)."""
-    expected = stage_hash(profile, name) if profile is not None and name in UPSTREAM else None
-    return ds.dataset(stage_files(folder, name, expected, full), format="parquet")

@@ -11,12 +11,12 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.schema import arrow_schema
+from generation.schema import arrow_schema, conform
 
 COMPRESSION = "zstd"
 MARKER = ".researchy-subq"  # written into every folder the kit may later wipe and rebuild
@@ -112,6 +112,14 @@ def reset_claimed_folder(path: str | Path, what: str) -> Path:
     path = claim_folder(path, what)
     shutil.rmtree(path)
     return claim_folder(path, what)
+
+
+def read_batches(files: Iterable[Path], table: str, batch_rows: int) -> Iterator[tuple[Path, pa.Table]]:
+    """The rows of `files` (shards of the schema-module `table`), `batch_rows` at a time, each batch in the current
+    layout of `table` (`conform`), with the file it came from."""
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            yield path, conform(pa.Table.from_batches([batch]), table)
 
 
 class ParquetSink:

@@ -68,7 +68,7 @@ def budget_profile(small_pipeline, **bandit):
 
 
 def test_budgeted_judging_spends_the_budget_and_resumes_without_rejudging(small_pipeline, tmp_path):
-    from generation.stages.judge import make_judge
+    from generation.backends import make_judge
 
     profile = budget_profile(small_pipeline, relevant_level=3)
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])

@@ -5,7 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
-from generation.shards import Shard, ShardError, read_stage
+from generation.shards import Shard, ShardError
+from generation.stages import read_stage
 
 
 def clueweb(docid, text, url="https://example.org/a"):

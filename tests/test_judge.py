@@ -122,7 +122,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
 
 def judge_command(profile_path, pipeline, out):
-    return [sys.executable, "-m", "builder.cli.stages", "judge", "--profile", str(profile_path), "--subquestions",
+    return [sys.executable, "-m", "builder.cli.main", "judge", "--profile", str(profile_path), "--subquestions",
             str(pipeline["questions"]), "--candidates", str(pipeline["candidates"]), "--index", str(pipeline["index"]),
             "--out", str(out)]
 

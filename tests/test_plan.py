@@ -1,6 +1,6 @@
 import pytest
 
-from generation.judging.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
+from generation.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
                              gpu_hours, measure, node_pairs_per_second)
 from generation.profiles import load_profile
 

@@ -18,7 +18,8 @@ from builder.cli.main import app
 from conftest import hub_record
 from generation.profiles import load_profile
 from generation.stages.questions import Decomposition, read_researchy
-from generation.shards import Shard, ShardError, StageOutput, stage_hash
+from generation.shards import Shard, ShardError, StageOutput
+from generation.stages import stage_hash
 from generation.storage import MARKER, OwnershipError, claim_folder
 
 runner = CliRunner()
@@ -172,7 +173,7 @@ def test_stages_refuse_inputs_changed_or_made_under_other_sections(tmp_path):
     runs.mkdir()
     rows = [{"qid": "q1", "docid": f"d{r}", "rank": r, "score": 100.0 - r, "stage": "bm25"} for r in range(1, 101)]
     from generation.schema import arrow_schema
-    from generation.shards import read_stage
+    from generation.stages import read_stage
 
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema("runs")), stage.path(Shard()))
     stage.mark_done(Shard())
@@ -200,7 +201,7 @@ def corpus_input(folder, documents):
 
 
 def corpus_command(source, out):
-    return [sys.executable, "-m", "builder.cli.stages", "corpus", "--input", str(source), "--out", str(out)]
+    return [sys.executable, "-m", "builder.cli.main", "corpus", "--input", str(source), "--out", str(out)]
 
 
 def wait_for(predicate, seconds=120):

@@ -4,7 +4,8 @@ from transformers import AutoTokenizer
 from generation.backends.vllm_adapter import reranker_engine_args, token_prompts
 from generation.models import resolve_model
 from generation.profiles import load_profile
-from generation.stages.rerank import QwenRerankerScorer, rank_by_score
+from generation.backends.hf import QwenRerankerScorer
+from generation.stages.rerank import rank_by_score
 from generation.judging.reranker_input import PREFIX, SUFFIX, VLLM_HF_OVERRIDES, RerankEncoder, format_middle, rerank_query
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."

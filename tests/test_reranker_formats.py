@@ -8,7 +8,7 @@ import pytest
 from conftest import tiny_tokenizer
 
 from generation.profiles import load_profile
-from generation.stages.rerank import QwenRerankerScorer
+from generation.backends.hf import QwenRerankerScorer
 from generation.judging.reranker_input import (PREFIX, SUFFIX, SYSTEM, AuthorsRerankEncoder, RerankEncoder, format_middle,
                                  make_encoder, rerank_query)
 

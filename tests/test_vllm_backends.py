@@ -19,7 +19,8 @@ from generation.backends.hf import TransformersBackend  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend, distribution_params, token_prompts  # noqa: E402
 from generation.judging.judges import LLMJudge, Pair  # noqa: E402
 from generation.profiles import load_profile  # noqa: E402
-from generation.stages.rerank import QwenRerankerScorer, VllmScorer  # noqa: E402
+from generation.backends.hf import QwenRerankerScorer  # noqa: E402
+from generation.backends.vllm_adapter import VllmScorer  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, conform
-from generation.shards import Shard, StageOutput, stage_hash
+from generation.shards import Shard, StageOutput
+from generation.stages import stage_hash
 from generation.storage import COMPRESSION
 
 ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)

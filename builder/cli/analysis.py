@@ -8,10 +8,8 @@ from typing import Optional
 
 import typer
 
-from builder.cli.release import RELEASE, existing_release
+from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, policy_names, positive
 from generation.bandits.policies import NEEDS_EMBEDDINGS
-from builder.cli.stages import policy_names
-from builder.cli.support import fail, guard_commands, new_app, positive
 from generation.progress import console, counter
 
 app = new_app("Analysis commands: agreement, simulate, evaluate.")

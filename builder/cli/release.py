@@ -7,23 +7,12 @@ from typing import List, Optional
 
 import typer
 
+from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, run_stage
 from builder.release.expectations import ExpectationError
-from builder.cli.stages import run_stage
-from builder.cli.support import fail, guard_commands, new_app
 from generation.progress import console
 from generation.storage import MARKER, OwnershipError, claim_folder
 
 app = new_app("Release commands: build-release, validate, publish.")
-
-RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
-
-
-def existing_release(release: Path) -> Path:
-    if not release.exists():
-        fail(f"{release}: no such folder")
-    if not release.is_dir():
-        fail(f"{release}: not a folder (a release is a folder)")
-    return release
 
 
 @app.command(name="build-release")

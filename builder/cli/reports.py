@@ -1,4 +1,4 @@
-"""Terminal tables for results the CLI and the demo both print: agreement, simulation, validation."""
+"""What the CLI and the demo both print: the stages' summary lines, and tables for agreement, simulation, validation."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -56,3 +56,59 @@ def print_validation(report) -> None:
         table.add_row(mark, Text(check.name), f"{check.failures:,}" if check.failures else "", Text(examples))
     console.print(table)
 
+
+def report_retrieve(summary, profile, out) -> str:
+    bm25 = profile.bm25
+    return (f"bm25: {summary.queries:,} queries, {summary.rows:,} hits (k1={bm25.k1}, b={bm25.b}, depth {bm25.depth}) "
+            f"-> {out}")
+
+
+def report_pool(summary, profile, out) -> str:
+    sources = ", ".join(f"{n:,} {s}" for s, n in summary.by_source.items())
+    return (f"pool ({profile.pool.rule}): {summary.candidates:,} candidates for {summary.questions:,} questions "
+            f"({sources}); clicked documents missing from the corpus: {summary.clicked_missing:,} of "
+            f"{summary.clicked_total:,} -> {out}")
+
+
+def report_judge(summary, profile, out) -> str:
+    if summary.stage == "judge-budgeted":
+        share = summary.judged / summary.full_pairs if summary.full_pairs else 0
+        return (f"budgeted judge: judged {summary.judged:,} of {summary.full_pairs:,} pairs ({share:.1%} of what full "
+                f"judging would cost; {summary.judged_now:,} now) for {summary.questions:,} questions; found "
+                f"{summary.relevant:,} relevant pairs (level >= {profile.bandit.relevant_level}) over "
+                f"{summary.relevant_documents:,} documents -> {out}")
+    lines = [f"resumed: {summary.chunks_done_before} chunks were already judged"] if summary.chunks_done_before else []
+    levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
+    statuses = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.statuses.items()) if k != "ok")
+    lines.append(f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); levels "
+                 f"{levels or '-'}; unparsed (Other): {summary.unparsed:,}" + (f" ({statuses})" if statuses else "")
+                 + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
+                 + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}")
+    return "\n".join(lines)
+
+
+def report_rerank(summary, profile, out) -> str:
+    return f"rerank: {summary.queries:,} questions, {summary.rows:,} documents scored -> {out}"
+
+
+def report_questions(summary, profile, out) -> str:
+    return (f"{summary.questions:,} questions, {summary.subquestions:,} sub-questions, "
+            f"{summary.clicked:,} clicked documents -> {out}")
+
+
+def report_corpus(summary, profile, out) -> str:
+    rejected = ", ".join(f"{n:,} {reason}" for reason, n in summary.rejected.items()) or "none"
+    return f"corpus: {summary.documents:,} documents from {summary.files:,} input files; rejected: {rejected} -> {out}"
+
+
+def report_index(summary, profile, out) -> str:
+    return f"index: {summary.documents:,} documents {'already built' if summary.skipped else 'built'} -> {summary.path}"
+
+
+REPORTS = {"questions": report_questions, "corpus": report_corpus, "index": report_index, "retrieve": report_retrieve,
+           "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge}
+
+
+def stage_report(summary, profile, out) -> str:
+    """The line a stage's command prints when it ends: what it did, with the numbers that matter for it."""
+    return REPORTS[summary.stage](summary, profile, out)

@@ -1,23 +1,51 @@
-"""The stage commands of `researchy-subq` (questions ... judge, plan, profiles): thin wrappers over library
-functions. `builder.cli.main` puts them beside the release commands; this module never imports `builder`."""
+"""The stage commands of `researchy-subq`, made from the stage registry (generation/stages/): `retrieve`, `rerank`,
+`pool` and `judge` get their options (--profile, the folders they read, --out, --shard/--num-shards) from the
+stage's declaration, once; `questions`, `corpus` and `index` keep their own shapes (raw inputs, no profile or no
+shards). `stages` prints the pipeline's table and `slurm` writes the sbatch array of any sharded stage."""
 from __future__ import annotations
 
-from enum import Enum
+import inspect
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from builder.cli.support import check_folder_arg, check_writable_file, fail, guard_commands, new_app, positive
+from builder.cli.reports import stage_report
+from builder.cli.support import (NUM_SHARDS, PROFILE, SHARD, Policy, check_folder_arg, check_writable_file, fail,
+                                 guard_commands, new_app, positive, profile_of, run_stage, shard_of)
 from generation.errors import InputError
-from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path
-from generation.progress import console, counter
-from generation.stages.questions import Decomposition, read_researchy
-from generation.shards import Shard, ShardError
+from generation.profiles import bundled_profiles, load_profile, profile_path
+from generation.progress import console
+from generation.shards import ShardError
+from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_table
+from generation.stages.budgeted import BudgetedJudgeStage
+from generation.stages.corpus import CorpusStage, write_url_map
+from generation.stages.index import IndexStage
+from generation.stages.questions import Decomposition, QuestionsStage
 
-app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, plan, profiles.")
+app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, plan, profiles, stages, slurm.")
+
+
+def say(line: str) -> None:
+    console.print(line, highlight=False, markup=False)
+
+
+def report_skipped(summary: StageSummary) -> None:
+    if summary.skipped:
+        say("shard already complete under this config: skipped (delete its _done record to redo it)")
+
+
+def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
+    console.print(Text(f"{role}: {model} is a STAND-IN ({what}), not {real}", style="yellow"))
+
+
+def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
+    """A stage's run on one shard with a progress bar, and the skipped-shard notice."""
+    summary = run_stage(label or f"{stage.name} shard {shard.label}", stage.unit,
+                        lambda advance: stage.run(shard, progress=advance))
+    report_skipped(summary)
+    return summary
 
 
 @app.command()
@@ -34,46 +62,14 @@ def questions(
             fail(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
     check_writable_file(rejects, "--rejects")
     check_folder_arg(out, "--out")
+    stage = QuestionsStage(None, out, input, split, decomposition, rejects)
     try:
-        with counter(f"reading {split} questions") as advance:
-            summary = read_researchy(input, out, split, decomposition, rejects, progress=advance)
+        summary = execute(stage, shard_of(0, 1), f"reading {split} questions")
     except InputError as e:
         fail(f"{e}\n(pass --rejects FILE to set malformed records aside and go on)")
-    console.print(f"{summary.questions:,} questions, {summary.subquestions:,} sub-questions, "
-                  f"{summary.clicked:,} clicked documents -> {out}")
+    say(stage_report(summary, None, out))
     if rejects is not None:
-        console.print(f"{summary.rejected:,} malformed records -> {rejects}")
-
-
-SHARD = typer.Option(0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank")
-NUM_SHARDS = typer.Option(1, "--num-shards", min=1, help="how many shards the stage is cut into")
-PROFILE = typer.Option(..., "--profile", help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
-                                              "file (a .yaml path, or any path with a folder in it)")
-
-
-def shard_of(index: int, count: int) -> Shard:
-    try:
-        return Shard(index, count)
-    except ShardError as e:
-        fail(str(e))
-
-
-def profile_of(name: str):
-    try:
-        return load_profile(name)
-    except ProfileError as e:
-        fail(str(e))
-
-
-def run_stage(description: str, unit: str, work, total: int | None = None):
-    """Runs a stage's library call with a progress bar (errors: see `guard_commands`)."""
-    with counter(description, total=total, unit=unit) as advance:
-        return work(advance)
-
-
-def report_skipped(summary) -> None:
-    if summary.skipped_shards:
-        console.print("shard already complete under this config: skipped (delete its _done record to redo it)")
+        say(f"{summary.rejected:,} malformed records -> {rejects}")
 
 
 @app.command()
@@ -84,22 +80,15 @@ def corpus(
     rejects: Optional[Path] = typer.Option(None, help="write each rejected line here, with its reason"),
 ) -> None:
     """Read ClueWeb22 txt records or JSONL into corpus shards and a URL-hash -> docid map."""
-    from generation.stages.corpus import build_corpus, write_url_map
-
     check_writable_file(rejects, "--rejects")
     check_folder_arg(out, "--out")
-    part = shard_of(shard, num_shards)
-    summary = run_stage(f"corpus shard {part.label}", "docs",
-                        lambda advance: build_corpus(input, out, part, rejects, advance))
-    report_skipped(summary)
-    rejected = ", ".join(f"{n:,} {reason}" for reason, n in summary.rejected.items()) or "none"
-    console.print(f"corpus: {summary.documents:,} documents from {summary.files:,} input files; rejected: {rejected}"
-                  f" -> {out}", highlight=False)
+    summary = execute(CorpusStage(None, out, input, rejects), shard_of(shard, num_shards))
+    say(stage_report(summary, None, out))
     try:
         path, rows = write_url_map(out)
-        console.print(f"url-hash map: {rows:,} entries -> {path}")
+        say(f"url-hash map: {rows:,} entries -> {path}")
     except ShardError:
-        console.print("url-hash map: waiting for the other corpus shards")
+        say("url-hash map: waiting for the other corpus shards")
 
 
 @app.command()
@@ -111,145 +100,69 @@ def index(
     profile: str = typer.Option("paper", "--profile", help="the profile whose bm25.stemmer the index uses"),
 ) -> None:
     """Build the Lucene index with Anserini (the profile's bm25.stemmer, raw JSON stored)."""
-    from generation.stages.index import build_index
-
-    stemmer = profile_of(profile).bm25.stemmer
-    summary = run_stage("exporting corpus to Anserini", "docs", lambda advance: build_index(
-        corpus, index, threads, stemmer=stemmer, memory_mb=memory_mb, progress=advance))
-    state = "already built" if summary.skipped else "built"
-    console.print(f"index: {summary.documents:,} documents {state} -> {summary.path}")
+    stage = IndexStage(profile_of(profile), index, corpus, threads, memory_mb)
+    summary = run_stage("exporting corpus to Anserini", "docs", lambda advance: stage.run(progress=advance))
+    say(stage_report(summary, None, index))
 
 
-@app.command()
-def retrieve(
-    profile: str = PROFILE,
-    questions: Path = typer.Option(..., "--questions", help="folder from `researchy-subq questions`"),
-    index: Path = typer.Option(..., "--index", help="Lucene index from `researchy-subq index`"),
-    out: Path = typer.Option(..., "--out", help="runs folder"),
-    threads: Optional[int] = typer.Option(None, min=1, help="search threads (default: the profile's)"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
-) -> None:
-    """BM25 top-k per question with Pyserini's batch search; writes runs shards and TREC run files."""
-    from generation.stages.retrieve import retrieve as run_bm25
+# -- the profile-driven, sharded stages: one command shape, made from each stage's declaration ---------------------
+def stage_command(stage_class: type[Stage], options: dict[str, tuple[type, object]],
+                  make: Callable[..., Stage] | None = None, before: Callable[[object], None] | None = None) -> None:
+    """Registers the command `stage_class.name`: --profile, a --FOLDER option per input the stage reads (its help
+    from the declaration), --out, the stage's own `options`, --shard and --num-shards. `make` builds the stage from
+    the parsed values when the constructor alone does not; `before` warns or checks before the run."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("profile", keyword, default=PROFILE, annotation=str)]
+    params += [inspect.Parameter(given.option, keyword, annotation=Path,
+                                 default=typer.Option(..., f"--{given.option}", help=given.help))
+               for given in stage_class.reads]
+    params.append(inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
+        ..., "--out", help=f"folder for the {stage_class.writes} shards")))
+    params += [inspect.Parameter(name, keyword, annotation=kind, default=default)
+               for name, (kind, default) in options.items()]
+    params += [inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
+               inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS)]
 
-    config, part = profile_of(profile), shard_of(shard, num_shards)
-    check_folder_arg(out, "--out")
-    summary = run_stage(f"bm25 shard {part.label}", "queries",
-                        lambda advance: run_bm25(config, questions, index, out, part, threads, progress=advance))
-    report_skipped(summary)
-    console.print(f"bm25: {summary.queries:,} queries, {summary.rows:,} hits "
-                  f"(k1={config.bm25.k1}, b={config.bm25.b}, depth {config.bm25.depth}) -> {out}", highlight=False)
+    def command(**values) -> None:
+        profile = profile_of(values.pop("profile"))
+        shard = shard_of(values.pop("shard"), values.pop("num_shards"))
+        out = values.pop("out")
+        check_folder_arg(out, "--out")
+        if before is not None:
+            before(profile)
+        stage = make(profile, out, **values) if make else stage_class(profile, out, **values)
+        say(stage_report(execute(stage, shard), profile, out))
 
-
-def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
-    console.print(Text(f"{role}: {model} is a STAND-IN ({what}), not {real}", style="yellow"))
-
-
-@app.command(name="rerank")
-def rerank_command(
-    profile: str = PROFILE,
-    questions: Path = typer.Option(..., "--questions", help="folder from `researchy-subq questions`"),
-    runs: Path = typer.Option(..., "--runs", help="runs folder holding the bm25 run"),
-    index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
-    out: Path = typer.Option(..., "--out", help="runs folder for the rerank run (may be --runs)"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
-) -> None:
-    """Rerank each question's top BM25 hits with the profile's reranker."""
-    from generation.stages.rerank import rerank
-
-    config, part = profile_of(profile), shard_of(shard, num_shards)
-    check_folder_arg(out, "--out")
-    if config.rerank.backend == "bi-encoder":
-        warn_stand_in("reranker", config.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
-    summary = run_stage(f"rerank shard {part.label}", "questions",
-                        lambda advance: rerank(config, questions, runs, index, out, part, progress=advance))
-    report_skipped(summary)
-    console.print(f"rerank: {summary.queries:,} questions, {summary.rows:,} documents scored -> {out}")
+    command.__signature__ = inspect.Signature(params)
+    command.__doc__ = stage_class.__doc__
+    command.__name__ = stage_class.name
+    app.command(name=stage_class.name)(command)
 
 
-@app.command()
-def pool(
-    profile: str = PROFILE,
-    questions: Path = typer.Option(..., "--questions", help="folder from `researchy-subq questions`"),
-    runs: Path = typer.Option(..., "--runs", help="runs folder holding the bm25 and rerank runs"),
-    corpus: Path = typer.Option(..., "--corpus", help="corpus folder (its URL-hash map finds clicked documents)"),
-    out: Path = typer.Option(..., "--out", help="folder for the candidate shards"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
-) -> None:
-    """Candidate pool per question by the profile's rule, with provenance; reports missing clicked documents."""
-    from generation.stages.pool import build_pool
-
-    config, part = profile_of(profile), shard_of(shard, num_shards)
-    check_folder_arg(out, "--out")
-    summary = run_stage(f"pool shard {part.label}", "questions",
-                        lambda advance: build_pool(config, questions, runs, corpus, out, part, progress=advance))
-    report_skipped(summary)
-    sources = ", ".join(f"{n:,} {s}" for s, n in summary.by_source.items())
-    console.print(f"pool ({config.pool.rule}): {summary.candidates:,} candidates for {summary.questions:,} questions "
-                  f"({sources}); clicked documents missing from the corpus: {summary.clicked_missing:,} of "
-                  f"{summary.clicked_total:,} -> {out}", highlight=False)
+def warn_rerank_stand_in(profile) -> None:
+    if profile.rerank.backend == "bi-encoder":
+        warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def policy_names() -> list[str]:
-    from generation.bandits.policies import POLICIES
-
-    return list(POLICIES)
-
-
-Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # so -h lists the choices
-
-
-@app.command()
-def judge(
-    profile: str = PROFILE,
-    subquestions: Path = typer.Option(..., "--subquestions", help="folder from `researchy-subq questions`"),
-    candidates: Path = typer.Option(..., "--candidates", help="folder of candidate pool shards"),
-    index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
-    out: Path = typer.Option(..., "--out", help="folder for the judgment shards"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
-    budget: Optional[float] = typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy"),
-    policy: Policy = typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)"),
-) -> None:
-    """Grade every (sub-question x candidate) pair, or a budget of them chosen by a bandit; resumable."""
-    from generation.stages.judge import run_judge
-
-    config, part = profile_of(profile), shard_of(shard, num_shards)
-    check_folder_arg(out, "--out")
+def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy) -> Stage:
+    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs)."""
     if budget is not None:
         positive("--budget", budget, upper=1)
-        return judge_on_budget(config, subquestions, candidates, index, out, part, budget, policy.value)
-    if config.judge.backend == "bi-encoder":
-        warn_stand_in("judge", config.judge.model, "MiniLM bi-encoder cosine cut into levels",
+        return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy.value)
+    if profile.judge.backend == "bi-encoder":
+        warn_stand_in("judge", profile.judge.model, "MiniLM bi-encoder cosine cut into levels",
                       "the paper's Llama-3.3-70B judge")
-    summary = run_stage(f"judge shard {part.label}", "pairs",
-                        lambda advance: run_judge(config, subquestions, candidates, index, out, part, progress=advance))
-    report_skipped(summary)
-    if summary.chunks_done_before:
-        console.print(f"resumed: {summary.chunks_done_before} chunks were already judged")
-    levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
-    console.print(f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); "
-                  f"levels {levels or '-'}; unparsed (Other): {summary.unparsed:,}"
-                  + (f" ({statuses})" if (statuses := ", ".join(
-                      f"{k} {v:,}" for k, v in sorted(summary.statuses.items()) if k != "ok")) else "")
-                  + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if config.judge.prompt == "r3a" else "")
-                  + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}", highlight=False, markup=False)
+    return REGISTRY["judge"](profile, out, subquestions, candidates, index)
 
 
-def judge_on_budget(config, subquestions, candidates, index, out, part, budget, policy) -> None:
-    from generation.stages.budgeted import run_budgeted_judge
-
-    try:
-        summary = run_stage(f"budgeted judge shard {part.label}", "pairs", lambda advance: run_budgeted_judge(
-            config, subquestions, candidates, index, out, budget, policy, part, progress=advance))
-    except ValueError as e:
-        fail(str(e))
-    report_skipped(summary)
-    share = summary.judged / summary.full_pairs if summary.full_pairs else 0
-    console.print(f"budgeted judge ({policy}, budget {budget:.0%}): judged {summary.judged:,} of {summary.full_pairs:,} "
-                  f"pairs ({share:.1%} of what full judging would cost; {summary.judged_now:,} now) for "
-                  f"{summary.questions:,} questions; found {summary.relevant:,} relevant pairs (level >= "
-                  f"{config.bandit.relevant_level}) over {summary.relevant_documents:,} documents -> {out}",
-                  highlight=False, markup=False)
+stage_command(REGISTRY["retrieve"], {"threads": (Optional[int], typer.Option(
+    None, min=1, help="search threads (default: the profile's)"))})
+stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
+stage_command(REGISTRY["pool"], {})
+stage_command(REGISTRY["judge"], {
+    "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
+    "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
+}, make=make_judge_stage)
 
 
 @app.command()
@@ -265,14 +178,14 @@ def plan(
                                                     "paper-scale row (default: 2900/2048, issue 15's figure)"),
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and H100 GPU-hours of judging them."""
-    from generation.judging.plan import LLAMA3_TOKENS_PER_WORD, ModelSize, measure, plan_table
+    from generation.plan import LLAMA3_TOKENS_PER_WORD, ModelSize, measure, plan_table
 
     positive("--utilisation", utilisation, upper=1)
     config = profile_of(profile)
     result = run_stage("measuring prompts", "pairs", lambda advance: measure(
         config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
     for line in result.notes():
-        console.print(line, highlight=False, markup=False)
+        say(line)
     console.print(plan_table(result, ModelSize(), utilisation))
 
 
@@ -281,14 +194,45 @@ def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile 
     """List the bundled profiles, or validate and print one."""
     if name is None:
         for bundled in bundled_profiles():
-            console.print(f"{bundled:10} {load_profile(bundled).description}", highlight=False, markup=False)
+            say(f"{bundled:10} {load_profile(bundled).description}")
         return
     profile = profile_of(name)
-    console.print(f"# {profile_path(name)} (config hash {profile.config_hash()})", highlight=False, markup=False)
-    console.print(profile_path(name).read_text(), highlight=False, markup=False)
+    say(f"# {profile_path(name)} (config hash {profile.config_hash()})")
+    say(profile_path(name).read_text())
+
+
+@app.command()
+def stages() -> None:
+    """The pipeline's stages in order: what each reads and writes, and the profile sections its shards depend on."""
+    typer.echo(pipeline_table())
+
+
+@app.command()
+def slurm(
+    stage: str = typer.Argument(..., help=f"a sharded stage: {', '.join(s.name for s in PIPELINE if s.sharded)}"),
+    num_shards: int = typer.Option(..., "--num-shards", min=1, help="how many shards, so how many array tasks"),
+    time: Optional[str] = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
+    gpu_hours: Optional[float] = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
+                                                         "task gets its share, plus a margin"),
+    gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
+    venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
+    write: Optional[Path] = typer.Option(None, help="write the sbatch file here instead of printing it"),
+    arguments: List[str] = typer.Argument(None, help="the stage's own options after `--`, e.g. -- --profile paper "
+                                                     "--subquestions ... --out ..."),
+) -> None:
+    """An sbatch array file for STAGE, one task per shard, from the same registry as the commands."""
+    from generation.executors.slurm import SlurmError, sbatch_script
+
+    try:
+        script = sbatch_script(stage, num_shards, list(arguments or []), time=time, gpu_hours=gpu_hours,
+                               gpus_per_task=gpus_per_task, venv=venv)
+    except SlurmError as e:
+        fail(str(e))
+    if write is None:
+        typer.echo(script, nl=False)
+    else:
+        write.write_text(script)
+        say(f"sbatch file -> {write}; submit it with: sbatch {write}")
 
 
 guard_commands(app)
-
-if __name__ == "__main__":  # `python -m builder.cli.stages` runs the stage commands alone
-    app()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from enum import Enum
 from pathlib import Path
 
 import click
@@ -17,9 +18,9 @@ from generation.errors import InputError
 from generation.stages.index import IndexBuildError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
-from generation.profiles import ProfileError
-from generation.progress import console
-from generation.shards import ShardError
+from generation.profiles import ProfileError, bundled_profiles, load_profile
+from generation.progress import console, counter
+from generation.shards import Shard, ShardError
 from generation.storage import OwnershipError
 
 HELP = {"help_option_names": ["-h", "--help"]}
@@ -116,3 +117,48 @@ def check_folder_arg(path: Path | None, option: str) -> None:
 def check_writable_file(path: Path | None, option: str) -> None:
     if path is not None and path.is_dir():
         fail(f"{path}: is a folder; {option} takes a file name")
+
+
+# -- what more than one command module needs: the release argument, profiles, shards, a stage run with progress ----
+RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
+SHARD = typer.Option(0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank")
+NUM_SHARDS = typer.Option(1, "--num-shards", min=1, help="how many shards the stage is cut into")
+PROFILE = typer.Option(..., "--profile", help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
+                                              "file (a .yaml path, or any path with a folder in it)")
+
+
+def existing_release(release: Path) -> Path:
+    if not release.exists():
+        fail(f"{release}: no such folder")
+    if not release.is_dir():
+        fail(f"{release}: not a folder (a release is a folder)")
+    return release
+
+
+def shard_of(index: int, count: int) -> Shard:
+    try:
+        return Shard(index, count)
+    except ShardError as e:
+        fail(str(e))
+
+
+def profile_of(name: str):
+    try:
+        return load_profile(name)
+    except ProfileError as e:
+        fail(str(e))
+
+
+def run_stage(description: str, unit: str, work, total: int | None = None):
+    """Runs a library call with a progress bar (errors: see `guard_commands`)."""
+    with counter(description, total=total, unit=unit) as advance:
+        return work(advance)
+
+
+def policy_names() -> list[str]:
+    from generation.bandits.policies import POLICIES
+
+    return list(POLICIES)
+
+
+Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # so -h lists the choices

@@ -28,6 +28,7 @@ from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity
 from generation.schema import conform
+from generation.storage import read_batches
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
 
@@ -129,24 +130,22 @@ class Routed:
 def route(files: list[Path], index: TopicIndex, pool=None):
     """Yields a `Routed` batch per 262k input rows, in input order; a row whose question or sub-question
     is unknown, or whose sub-question belongs to another question, stops the build naming its file."""
-    for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-            table = conform(pa.Table.from_batches([batch]), "judgments")
-            subquestion = index.subquestion_positions(table["subq_id"])
-            if (subquestion == MISSING).any():
-                bad = table["subq_id"][int(np.flatnonzero(subquestion == MISSING)[0])]
-                raise InputError(path, 0, f"subq_id {bad} is not in the subquestions tables", field="subq_id")
-            # a row's question is its sub-question's: one string comparison checks the row's qid against it
-            question = index.subq_question[subquestion]
-            same = pc.equal(table["qid"], index.questions.ids.take(pa.array(question))).to_numpy(zero_copy_only=False)
-            if not same.all():
-                row = int(np.flatnonzero(~same)[0])
-                raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
-                                 f"qid {table['qid'][row]}", field="qid")
-            partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
-            yield path, Routed(Batch(table, question, subquestion, string_hashes(table["docid"]),
-                                     pool.bm25_top if pool else None, pool.rerank_top if pool else None),
-                               index.question_split[question], partition)
+    for path, table in read_batches(files, "judgments", BATCH_ROWS):
+        subquestion = index.subquestion_positions(table["subq_id"])
+        if (subquestion == MISSING).any():
+            bad = table["subq_id"][int(np.flatnonzero(subquestion == MISSING)[0])]
+            raise InputError(path, 0, f"subq_id {bad} is not in the subquestions tables", field="subq_id")
+        # a row's question is its sub-question's: one string comparison checks the row's qid against it
+        question = index.subq_question[subquestion]
+        same = pc.equal(table["qid"], index.questions.ids.take(pa.array(question))).to_numpy(zero_copy_only=False)
+        if not same.all():
+            row = int(np.flatnonzero(~same)[0])
+            raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
+                             f"qid {table['qid'][row]}", field="qid")
+        partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
+        yield path, Routed(Batch(table, question, subquestion, string_hashes(table["docid"]),
+                                 pool.bm25_top if pool else None, pool.rerank_top if pool else None),
+                           index.question_split[question], partition)
 
 
 def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Path], settings: Complexity) -> pa.Table:

@@ -11,7 +11,6 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
 from builder.release.snippets import field_tables, loading_snippets
-from generation.schema import features
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
 TEMPLATE = ("cards", "dataset_card.md")
@@ -49,7 +48,7 @@ def arrow_bytes(files: list[Path]) -> int:
     return total
 
 
-def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path) -> DatasetCardData:
+def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path, features: dict) -> DatasetCardData:
     configs = published_configs(rows, splits)
     data = DatasetCardData(
         language=["en"], license=LICENSE, pretty_name=pretty_name,
@@ -68,7 +67,7 @@ def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path) ->
         split_infos = {s: SplitInfo(name=s, num_examples=rows[c.name][s], num_bytes=arrow_bytes(c.files(release, s)))
                        for s in present}
         infos[c.name] = DatasetInfo(
-            features=features(c.table), splits=SplitDict(split_infos),
+            features=features[c.table], splits=SplitDict(split_infos),
             download_size=sum(p.stat().st_size for s in present for p in c.files(release, s)),
             dataset_size=sum(i.num_bytes for i in split_infos.values()))
     DatasetInfosDict(infos).to_dataset_card_data(data)
@@ -130,7 +129,7 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
 
 
 def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
-    data = card_data(rows, splits, "Researchy Questions sub-question judgments", Path(out))
+    data = card_data(rows, splits, "Researchy Questions sub-question judgments", Path(out), context.pop("features"))
     published = [c.name for c in published_configs(rows, splits)]
     card = DatasetCard.from_template(data, template_str=template_text(), statistics=stats_markdown(stats),
                                      configs=config_rows(rows, splits), splits=splits, fields=field_tables(published),

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from generation.errors import InputError
 from generation.profiles import Profile, bundled_profiles, load_profile
-from generation.shards import DONE_DIR, stage_hash
+from generation.shards import DONE_DIR
+from generation.stages import stage_hash
 
 
 def judgment_config_hash(profile: Profile) -> str:

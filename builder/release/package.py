@@ -8,11 +8,13 @@ from pathlib import Path
 from builder.analysis.agreement import agreement_markdown
 from builder.release.card import plot_levels, render_card
 from builder.release.configs import binary_threshold
+from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
 from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.judging.prompts import get_prompt
+from generation.schema import features
 
 MANIFEST = "manifest.json"
 
@@ -50,10 +52,12 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
                     progress=None, agreement: Path | None = None,
                     shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
     profile, judges = release_profile(judgments, profile_name)
+    # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
+    prompt = get_prompt(profile.judge.prompt)
+    table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
     judge = "; ".join(judges) or profile.judge.model
-    prompt = get_prompt(profile.judge.prompt)
     splits = list(summary.stats)
     reranker = profile.rerank.model + (" (stand-in: MiniLM bi-encoder cosine)" if profile.rerank.backend == "bi-encoder"
                                        else f" ({profile.rerank.backend})")
@@ -65,6 +69,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "differences": differences(profile), "binary_threshold": binary_threshold(profile),
         "rubric": rubric(prompt.user),
         "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
+        "features": table_features,
     }
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)

@@ -1,5 +1,38 @@
-"""Backends turn token sequences into next-token log-probabilities or text; prompts live elsewhere.
+"""Backends: what turns the kit's prompts into grades (the judge) and scores (the reranker).
 
-`transformers` runs anywhere (CPU or GPU), `vllm` on GPUs (a thin adapter, tested on vLLM's CPU build by
-`make test-vllm`), and the `bi-encoder` stand-in (MiniLM cosine similarity) where no LLM is at hand.
+Each backend is one module with a `make_judge(config)` and/or a `make_scorer(config)`, and one entry below. The
+entries are import paths, so a backend's heavy engine (torch, vLLM, an HTTP client) loads only when it is used.
+`transformers` runs anywhere (CPU or GPU), `vllm` on GPUs (tested on vLLM's CPU build by `make test-vllm`), and
+`bi-encoder` is the MiniLM stand-in for machines without the models.
 """
+from __future__ import annotations
+
+from importlib import import_module
+
+JUDGE_BACKENDS = {
+    "transformers": "generation.backends.hf:make_judge",
+    "vllm": "generation.backends.vllm_adapter:make_judge",
+    "bi-encoder": "generation.backends.biencoder:make_judge",
+}
+RERANK_BACKENDS = {
+    "transformers": "generation.backends.hf:make_scorer",
+    "vllm": "generation.backends.vllm_adapter:make_scorer",
+    "bi-encoder": "generation.backends.biencoder:make_scorer",
+}
+
+
+def _load(registry: dict[str, str], name: str, what: str):
+    if name not in registry:
+        raise ValueError(f"no {what} backend {name!r} (known: {', '.join(registry)})")
+    module, function = registry[name].split(":")
+    return getattr(import_module(module), function)
+
+
+def make_judge(config, backend: str | None = None):
+    """The judge of a profile's judge section, on `backend` (default: the section's own)."""
+    return _load(JUDGE_BACKENDS, backend or config.backend, "judge")(config)
+
+
+def make_scorer(config):
+    """The reranker of a profile's rerank section."""
+    return _load(RERANK_BACKENDS, config.backend, "rerank")(config)

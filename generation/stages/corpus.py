@@ -10,30 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects, read_lines
-from generation.shards import Shard, StageOutput, read_stage, skip_if_done
+from generation.shards import Shard, StageOutput
+from generation.stages.base import Stage, StageSummary
 from generation.storage import ParquetSink, commit, tmp_path
 
 NAME = "corpus"
 URL_MAP = "url_hash_map.parquet"
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
-
-
-@dataclass
-class CorpusSummary:
-    documents: int = 0
-    files: int = 0
-    skipped_shards: int = 0
-    rejected: Counter = field(default_factory=Counter)
-    outputs: list[Path] = field(default_factory=list)
 
 
 def input_files(inputs: list[Path]) -> list[Path]:
@@ -102,42 +94,64 @@ def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
         yield doc
 
 
-def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
-                 progress=None) -> CorpusSummary:
-    out = Path(out)
-    files = input_files(inputs)
-    if not files:
-        raise InputError(inputs[0] if inputs else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
-    stage = StageOutput(out, NAME, config_hash="corpus-v1")
-    summary = CorpusSummary(files=len(files))
-    if skip_if_done(stage, shard, summary):
+class CorpusStage(Stage):
+    """ClueWeb22 txt records or JSONL -> corpus shards; input files are split round-robin over the shards."""
+    name = "corpus"
+    writes = NAME
+    produces = "`corpus-*.parquet`, `url_hash_map.parquet`"
+    unit = "docs"
+    summary_fields = {"documents": int, "files": int, "rejected": Counter}
+
+    def __init__(self, profile, out: Path, sources: list[Path], rejects: Path | None = None):
+        super().__init__(profile, out)
+        self.sources, self.rejects = [Path(p) for p in sources], rejects
+        self.files: list[Path] = []
+
+    @classmethod
+    def config_hash(cls, profile=None) -> str:
+        return "corpus-v1"  # no profile section shapes the corpus
+
+    def prepare(self) -> None:
+        self.files = input_files(self.sources)
+        if not self.files:
+            raise InputError(self.sources[0] if self.sources else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
+
+    def new_summary(self, shard: Shard) -> StageSummary:
+        summary = super().new_summary(shard)
+        summary.files = len(self.files)
         return summary
-    if rejects_path is not None and shard.count > 1:
-        rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")
-    seen: dict[str, str] = {}
-    with Rejects(rejects_path, stop=False) as rejects, ParquetSink(stage.path(shard), "corpus") as sink:
-        for path in shard.take(files):
-            for doc in iter_documents(path, rejects):
-                where = doc.pop("_where")
-                if doc["docid"] in seen:
-                    rejects.reject(InputError(path, int(where.rsplit(":", 1)[1]),
-                                              f"duplicate id, first at {seen[doc['docid']]}", "id", doc["docid"]),
-                                   doc["docid"], reason="duplicate id")
-                    continue
-                seen[doc["docid"]] = where
-                sink.write_rows([doc])
-                summary.documents += 1
-                if progress is not None:
-                    progress()
-    summary.rejected = rejects.reasons
-    stage.mark_done(shard, rejected=dict(rejects.reasons), files=[str(p) for p in shard.take(files)])
-    summary.outputs.append(stage.path(shard))
-    return summary
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+        rejects_path = self.rejects
+        if rejects_path is not None and shard.count > 1:
+            rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")
+        seen: dict[str, str] = {}
+        with Rejects(rejects_path, stop=False) as rejects, ParquetSink(output.path(shard), "corpus") as sink:
+            for path in shard.take(self.files):
+                for doc in iter_documents(path, rejects):
+                    where = doc.pop("_where")
+                    if doc["docid"] in seen:
+                        rejects.reject(InputError(path, int(where.rsplit(":", 1)[1]),
+                                                  f"duplicate id, first at {seen[doc['docid']]}", "id", doc["docid"]),
+                                       doc["docid"], reason="duplicate id")
+                        continue
+                    seen[doc["docid"]] = where
+                    sink.write_rows([doc])
+                    summary.documents += 1
+                    self.tick(progress)
+        summary.rejected = rejects.reasons
+        return {"rejected": dict(rejects.reasons), "files": [str(p) for p in shard.take(self.files)]}
+
+
+def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
+                 progress=None) -> StageSummary:
+    return CorpusStage(None, out, inputs, rejects_path).run(shard, progress)
 
 
 def write_url_map(out: Path) -> tuple[Path, int]:
     """url_hash -> docid over all corpus shards, sorted by url_hash; refuses ids duplicated across shards."""
-    table = read_stage(out, NAME, full=False).to_table(columns=["url_hash", "docid"])
+    table = ds.dataset(CorpusStage.completed_files(Path(out), None, verify_sha256=False), format="parquet").to_table(
+        columns=["url_hash", "docid"])
     if pc.count_distinct(table["docid"]).as_py() != table.num_rows:
         counts = pa.table({"docid": table["docid"]}).group_by("docid").aggregate([("docid", "count")])
         dupes = counts.filter(pc.greater(counts["docid_count"], 1))["docid"].to_pylist()

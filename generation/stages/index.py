@@ -15,13 +15,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from generation.java import anserini_jar, java_binary
-from generation.shards import DONE_DIR, Completion, ShardLock, stage_files
+from generation.docstore import require_index
+from generation.shards import DONE_DIR, Completion, Shard, ShardLock
+from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.corpus import CorpusStage
 from generation.storage import write_text_atomic
 
 RECORD = "researchy_subq_index.json"
@@ -38,13 +40,6 @@ def die_with_parent() -> None:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class IndexSummary:
-    documents: int
-    path: Path
-    skipped: bool
 
 
 def export_jsonl(corpus_files: list[Path], folder: Path, progress=None) -> int:
@@ -68,34 +63,66 @@ def index_stemmer(index: Path) -> str | None:
     return json.loads(record.read_text())["stemmer"] if record.exists() else None
 
 
-def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,
-                progress=None, log=None) -> IndexSummary:
-    corpus, index = Path(corpus), Path(index)
-    files = stage_files(corpus, "corpus")  # each file checked against its completion record's sha256
-    sources = {p.name: Completion.read(corpus / DONE_DIR / f"{p.stem}.json").sha256 for p in files}
-    record_path = index / RECORD
-    if record_path.exists():
+class IndexStage(Stage):
+    """Corpus shards -> one Lucene index (not sharded), stemmed with the profile's bm25.stemmer."""
+    name = "index"
+    produces = "a Lucene index (Anserini, raw JSON stored)"
+    unit = "docs"
+    sharded = False
+    reads = (Input("corpus", "folder of corpus shards", (CorpusStage,)),)
+    summary_fields = {"documents": int, "path": Path}
+
+    def __init__(self, profile, out: Path, corpus: Path, threads: int = 1, memory_mb: int = 1024,
+                 stemmer: str | None = None, log: Path | None = None):
+        super().__init__(profile, out, corpus=corpus)
+        self.threads, self.memory_mb, self.log = threads, memory_mb, log
+        self.stemmer = stemmer or (profile.bm25.stemmer if profile is not None else "porter")
+
+    @classmethod
+    def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
+        return [require_index(folder)]
+
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+        summary = self.new_summary(shard)
+        index = self.out
+        self.check_inputs()  # each corpus file checked against its completion record's sha256
+        files = self.input_files["corpus"]
+        corpus = self.inputs["corpus"]
+        sources = {p.name: Completion.read(corpus / DONE_DIR / f"{p.stem}.json").sha256 for p in files}
+        summary.path = index
+        record_path = index / RECORD
+        if record_path.exists():
+            try:
+                record = json.loads(record_path.read_text())
+                record["corpus"], record["stemmer"], record["documents"]
+            except (ValueError, KeyError, TypeError):
+                raise IndexBuildError(f"{record_path}: not a valid index record; remove {index} and build it "
+                                      "again") from None
+            if record["corpus"] == sources and record["stemmer"] == self.stemmer:
+                summary.documents, summary.skipped = record["documents"], True
+                return summary
+            raise IndexBuildError(f"{index}: an index built from other corpus shards or settings is there; "
+                                  "remove it or choose another --index")
+        if index.exists() and (not index.is_dir() or any(index.iterdir())):
+            raise IndexBuildError(f"{index}: exists and is not an index this kit finished; remove it or choose another")
+        index.parent.mkdir(parents=True, exist_ok=True)
+        lock = ShardLock(index.parent, f"index-{index.name}")
+        lock.acquire()
         try:
-            record = json.loads(record_path.read_text())
-            record["corpus"], record["stemmer"], record["documents"]
-        except (ValueError, KeyError, TypeError):
-            raise IndexBuildError(f"{record_path}: not a valid index record; remove {index} and build it again") from None
-        if record["corpus"] == sources and record["stemmer"] == stemmer:
-            return IndexSummary(record["documents"], index, skipped=True)
-        raise IndexBuildError(f"{index}: an index built from other corpus shards or settings is there; "
-                          "remove it or choose another --index")
-    if index.exists() and (not index.is_dir() or any(index.iterdir())):
-        raise IndexBuildError(f"{index}: exists and is not an index this kit finished; remove it or choose another")
-    index.parent.mkdir(parents=True, exist_ok=True)
-    lock = ShardLock(index.parent, f"index-{index.name}")
-    lock.acquire()
-    try:
-        return _build_locked(files, sources, index, threads, stemmer, memory_mb, progress, log)
-    finally:
-        lock.release()
+            summary.documents = _build_locked(files, sources, index, self.threads, self.stemmer, self.memory_mb,
+                                              progress, self.log)
+        finally:
+            lock.release()
+        summary.outputs = [index]
+        return summary
 
 
-def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> IndexSummary:
+def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,
+                progress=None, log=None) -> StageSummary:
+    return IndexStage(None, index, corpus, threads, memory_mb, stemmer, log).run(progress=progress)
+
+
+def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> int:
     record_path = index / RECORD
     building = index.with_name(f".{index.name}.building")
     # Left by a killed build (we hold the lock): the half-built index and the uncompressed corpus copy.
@@ -125,4 +152,4 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
     os.replace(building, index)
     write_text_atomic(record_path, json.dumps({"documents": documents, "corpus": sources, "stemmer": stemmer,
                                                "anserini": anserini_jar().name}, indent=1))
-    return IndexSummary(documents, index, skipped=False)
+    return documents

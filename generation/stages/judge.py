@@ -4,25 +4,31 @@ Pairs are laid out deterministically (questions in file order, then sub-question
 pool order, so pairs sharing a prompt prefix run together) and cut into chunks of `chunk_size`. Each
 chunk is written atomically to `judgments-XXXXX-of-YYYYY.chunks/chunk-NNNNNN.parquet`, so `kill -9`
 loses at most the chunk in flight and a resumed run never writes a pair twice. When every chunk is
-there they are merged into the shard file and its completion record.
+there they are merged into the shard file and its completion record. An executor (generation/executors/)
+runs the pending chunks: in this process, or on Ray actors that each hold a judge.
 """
 from __future__ import annotations
 
 import json
 import shutil
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from generation.backends import make_judge
 from generation.docstore import DocStore
-from generation.judging.judges import BiEncoderJudge, Grade, Judge, LLMJudge, Pair
+from generation.executors import executor_for
+from generation.judging.judges import Grade, Judge, Pair
 from generation.models import resolve_model
-from generation.profiles import Judge as JudgeConfig
-from generation.profiles import Profile
-from generation.shards import Shard, ShardError, StageOutput, read_stage, skip_if_done, stage_hash
+from generation.profiles import JudgeConfig, Profile
+from generation.shards import Shard, ShardError, StageOutput
+from generation.stages.base import Executor, Input, Stage, StageSummary
+from generation.stages.index import IndexStage
+from generation.stages.pool import PoolStage
+from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
@@ -30,29 +36,13 @@ NAME = "judgments"
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
 
-@dataclass
-class JudgeSummary:
-    pairs: int = 0
-    judged_now: int = 0
-    chunks_done_before: int = 0
-    levels: Counter = field(default_factory=Counter)
-    unparsed: int = 0
-    not_verbatim: int = 0
-    statuses: Counter = field(default_factory=Counter)  # schema.JUDGMENT_STATUSES -> judgments
-    cut_by_tokens: int = 0  # contexts cut further, by tokens, to fit max_model_len
-    skipped_shards: int = 0
-    judge: str = ""
-    outputs: list[Path] = field(default_factory=list)
-
-
-def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Profile | None = None) -> list[dict]:
+def pairs_of(subquestions: Path, candidate_files: list[Path], shard: Shard) -> list[dict]:
     """The shard's pairs in judging order, with the sub-question text and provenance; no document text."""
     _, subq_path = question_files(subquestions)
     subqs = pq.read_table(subq_path, columns=["subq_id", "qid", "text"])
     subqs = subqs.filter([shard.owns_key(q) for q in subqs["qid"].to_pylist()])
-    pool = read_stage(candidates, "candidates", profile).to_table(
-        columns=[c for c in PAIR_COLUMNS if c != "subq_id"],
-        filter=pc.field("qid").isin(subqs["qid"].unique()))
+    pool = ds.dataset(candidate_files, format="parquet").to_table(
+        columns=[c for c in PAIR_COLUMNS if c != "subq_id"], filter=pc.field("qid").isin(subqs["qid"].unique()))
     by_qid: dict[str, list[dict]] = {}
     for row in pool.to_pylist():
         by_qid.setdefault(row["qid"], []).append(row)
@@ -61,6 +51,11 @@ def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Prof
         for cand in by_qid.get(qid, []):
             pairs.append({"subq_id": subq_id, "text": text, **cand})
     return pairs
+
+
+def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Profile | None = None) -> list[dict]:
+    """`pairs_of` a candidates folder, its shards checked against their records (and `profile`'s sections)."""
+    return pairs_of(subquestions, PoolStage.completed_files(candidates, profile), shard)
 
 
 def judgment_row(pair: dict, grade: Grade) -> dict:
@@ -79,35 +74,23 @@ def auxiliary_docids(pairs: list[dict], k: int) -> dict[str, tuple[str, ...]]:
     return {q: tuple(sorted(docs, key=docs.get)[:k]) for q, docs in best.items()}
 
 
-def make_judge(config: JudgeConfig, backend: str | None = None) -> Judge:
-    backend = backend or config.backend
-    if backend == "bi-encoder":
-        return BiEncoderJudge(config)
-    if backend == "ray":
-        raise ValueError("the ray backend runs through run_judge, not a single judge")
-    from transformers import AutoTokenizer
+def describe(config: JudgeConfig) -> str:
+    if config.backend == "bi-encoder":
+        from generation.backends.biencoder import STAND_IN_NOTE
 
-    path = resolve_model(config.model)
-    if backend == "vllm":
-        from generation.backends.vllm_adapter import VllmJudgeBackend
-
-        engine = VllmJudgeBackend(str(path), config)
-        return LLMJudge(config, engine, AutoTokenizer.from_pretrained(str(path)), f"{config.model} (vLLM)")
-    from generation.backends.hf import TransformersBackend
-
-    hf = TransformersBackend(path, device=config.device, dtype=config.dtype, batch_size=config.batch_size)
-    return LLMJudge(config, hf, hf.tokenizer, f"{config.model} (transformers)")
+        return f"{config.model} ({STAND_IN_NOTE})"
+    backend = f"ray x{config.ray_workers} over {config.ray_backend}" if config.backend == "ray" else config.backend
+    return f"{config.model} ({backend}, prompt {config.prompt}, mode {config.mode})"
 
 
 class ShardJob:
-    """One shard's pairs, chunks and output files; shared by the plain and the Ray runners."""
+    """One shard's pairs, cut into chunks: the `ChunkedWork` an executor runs (generation/stages/base.py)."""
 
-    def __init__(self, profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path, shard: Shard):
-        self.profile, self.config, self.shard = profile, profile.judge, shard
-        self.index = Path(index)
-        self.stage = StageOutput(out, NAME, stage_hash(profile, NAME))
-        self.chunks_dir = self.stage.path(shard).with_suffix(".chunks")
-        self.pairs = plan_pairs(subquestions, candidates, shard, profile)
+    def __init__(self, stage: "JudgeStage", shard: Shard):
+        self.stage, self.shard, self.config = stage, shard, stage.profile.judge
+        self.output = stage.output()
+        self.chunks_dir = self.output.path(shard).with_suffix(".chunks")
+        self.pairs = pairs_of(stage.inputs["subquestions"], stage.input_files["pool"], shard)
         self.chunk_size = self.config.chunk_size
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
@@ -119,7 +102,7 @@ class ShardJob:
     def prepare(self) -> None:
         """Refuse chunks left by a run under another config or chunk size; start the folder otherwise."""
         marker = self.chunks_dir / "config.json"
-        expected = {"config_hash": self.stage.config_hash, "chunk_size": self.chunk_size, "pairs": len(self.pairs)}
+        expected = {"config_hash": self.output.config_hash, "chunk_size": self.chunk_size, "pairs": len(self.pairs)}
         if marker.exists():
             found = json.loads(marker.read_text())
             if found != expected:
@@ -132,10 +115,26 @@ class ShardJob:
     def pending(self) -> list[int]:
         return [k for k in range(self.n_chunks) if not self.chunk_path(k).exists()]
 
+    def chunk_rows(self, k: int) -> int:
+        return min(self.chunk_size, len(self.pairs) - k * self.chunk_size)
+
+    def recipe(self) -> tuple[type, dict, int, int]:
+        """What rebuilds this job in another process (a Ray actor): the stage class, its arguments, the shard."""
+        return type(self.stage), {"profile_json": self.stage.profile.model_dump_json(), "out": str(self.stage.out),
+                                  **{k: str(v) for k, v in self.stage.inputs.items()}}, self.shard.index, self.shard.count
+
+    def preflight(self, backend: str | None = None) -> None:
+        """What makes a worker fail, checked before any is started: the model must be on this machine."""
+        if self.stage.judge is None and (backend or self.config.backend) != "bi-encoder":
+            resolve_model(self.config.model)
+
+    def make_worker(self, backend: str | None = None) -> Judge:
+        return self.stage.judge or make_judge(self.config, backend)
+
     @property
     def docs(self) -> DocStore:
         if self._docs is None:
-            self._docs = DocStore(self.index)
+            self._docs = DocStore(self.stage.inputs["index"])
         return self._docs
 
     def run_chunk(self, k: int, judge: Judge) -> int:
@@ -150,8 +149,9 @@ class ShardJob:
             sink.write_rows(judgment_row(r, g) for r, g in zip(rows, grades))
         return len(rows)
 
-    def merge(self, summary: JudgeSummary) -> Path:
-        with ParquetSink(self.stage.path(self.shard), NAME) as sink:
+    def merge(self, summary: StageSummary) -> dict:
+        """The chunks into the shard file; the completion record's fields."""
+        with ParquetSink(self.output.path(self.shard), NAME) as sink:
             for k in range(self.n_chunks):
                 table = pq.read_table(self.chunk_path(k))
                 sink.write_table(table)
@@ -160,45 +160,54 @@ class ShardJob:
                 summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
                 summary.statuses.update(table["status"].to_pylist())
                 summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
-        self.stage.mark_done(self.shard, judge=summary.judge, pairs=len(self.pairs), unparsed=summary.unparsed,
-                             levels=dict(summary.levels), not_verbatim=summary.not_verbatim,
-                             statuses=dict(summary.statuses), cut_by_tokens=summary.cut_by_tokens)
-        shutil.rmtree(self.chunks_dir)
-        return self.stage.path(self.shard)
+        return {"judge": summary.judge, "pairs": len(self.pairs), "unparsed": summary.unparsed,
+                "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
+                "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens}
 
 
-def describe(config: JudgeConfig) -> str:
-    if config.backend == "bi-encoder":
-        from generation.backends.biencoder import STAND_IN_NOTE
+class JudgeStage(Stage):
+    """Every (sub-question x candidate) pair graded by the profile's judge; resumable chunk by chunk."""
+    name = "judge"
+    produces = "`judgments-*.parquet`"
+    writes = NAME
+    reads = (Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+             Input("candidates", "folder of candidate pool shards", (PoolStage,)),
+             Input("index", "Lucene index (document text)", (IndexStage,)))
+    sections = ("bm25", "rerank", "pool", "judge")
+    unit = "pairs"
+    summary_fields = {"pairs": int, "judged_now": int, "chunks_done_before": int, "levels": Counter, "unparsed": int,
+                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str}
 
-        return f"{config.model} ({STAND_IN_NOTE})"
-    backend = f"ray x{config.ray_workers} over {config.ray_backend}" if config.backend == "ray" else config.backend
-    return f"{config.model} ({backend}, prompt {config.prompt}, mode {config.mode})"
+    def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path,
+                 judge: Judge | None = None):
+        super().__init__(profile, out, subquestions=subquestions, candidates=candidates, index=index)
+        self.judge = judge
+
+    def new_summary(self, shard: Shard) -> StageSummary:
+        summary = super().new_summary(shard)
+        summary.judge = self.judge.description if self.judge else describe(self.profile.judge)
+        return summary
+
+    def after_done(self, shard: Shard) -> None:
+        shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)
+
+    def chunk_work(self, shard: Shard) -> ShardJob:
+        return ShardJob(self, shard)
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress,
+                  executor: Executor | None) -> dict:
+        job = self.chunk_work(shard)
+        job.prepare()
+        pending = job.pending()
+        summary.pairs = len(job.pairs)
+        summary.chunks_done_before = job.n_chunks - len(pending)
+        if progress is not None:
+            progress(len(job.pairs) - sum(job.chunk_rows(k) for k in pending), total=len(job.pairs))
+        if pending:
+            summary.judged_now = (executor or executor_for(self.profile)).run_chunks(job, pending, progress)
+        return job.merge(summary)
 
 
 def run_judge(profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path,
-              shard: Shard = Shard(), judge: Judge | None = None, progress=None) -> JudgeSummary:
-    summary = JudgeSummary(judge=judge.description if judge else describe(profile.judge))
-    job = ShardJob(profile, subquestions, candidates, index, out, shard)
-    if skip_if_done(job.stage, shard, summary):
-        return summary
-    job.prepare()
-    pending = job.pending()
-    summary.pairs = len(job.pairs)
-    summary.chunks_done_before = job.n_chunks - len(pending)
-    if progress is not None:
-        progress(sum(min(job.chunk_size, len(job.pairs) - k * job.chunk_size)
-                     for k in range(job.n_chunks) if k not in set(pending)), total=len(job.pairs))
-    if pending and profile.judge.backend == "ray":
-        from generation.executors.ray import run_chunks_on_ray
-
-        summary.judged_now = run_chunks_on_ray(job, pending, subquestions, candidates, index, out, progress)
-    elif pending:
-        judge = judge or make_judge(profile.judge)
-        for k in pending:
-            done = job.run_chunk(k, judge)
-            summary.judged_now += done
-            if progress is not None:
-                progress(done)
-    summary.outputs.append(job.merge(summary))
-    return summary
+              shard: Shard = Shard(), judge: Judge | None = None, progress=None) -> StageSummary:
+    return JudgeStage(profile, out, subquestions, candidates, index, judge).run(shard, progress)

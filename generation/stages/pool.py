@@ -9,31 +9,24 @@ Clicked documents missing from the corpus are skipped and reported.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from generation.stages.corpus import URL_MAP
 from generation.profiles import Pool, Profile
-from generation.shards import Shard, StageOutput, read_stage, skip_if_done, stage_hash
+from generation.shards import Shard, StageOutput
+from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.corpus import URL_MAP, CorpusStage
+from generation.stages.questions import QuestionsStage
+from generation.stages.rerank import RerankStage
+from generation.stages.retrieve import RetrieveStage
 from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
 
 NAME = "candidates"
-
-
-@dataclass
-class PoolSummary:
-    questions: int = 0
-    candidates: int = 0
-    by_source: dict = field(default_factory=lambda: {"bm25": 0, "rerank": 0, "clicked": 0})
-    clicked_total: int = 0
-    clicked_missing: int = 0
-    skipped_shards: int = 0
-    outputs: list[Path] = field(default_factory=list)
 
 
 def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: Sequence[str]) -> list[tuple[str, str]]:
@@ -54,8 +47,9 @@ def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: 
     return list(chosen.items())
 
 
-def ranked_runs(folder: Path, name: str, qids: list[str], profile: Profile | None = None) -> dict[str, list[str]]:
-    table = read_stage(folder, name, profile).to_table(columns=["qid", "docid", "rank"], filter=pc.field("qid").isin(qids))
+def ranked_runs(files: list[Path], qids: list[str]) -> dict[str, list[str]]:
+    table = ds.dataset(files, format="parquet").to_table(columns=["qid", "docid", "rank"],
+                                                         filter=pc.field("qid").isin(qids))
     table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
     runs: dict[str, list[str]] = {}
     for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
@@ -73,56 +67,72 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
     return dict(zip(table["url_hash"].to_pylist(), table["docid"].to_pylist())) if table is not None else {}
 
 
-def url_hashes(corpus: Path, docids: set[str]) -> dict[str, str]:
-    # rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
-    table = read_stage(corpus, "corpus", full=False).to_table(columns=["docid", "url_hash"],
-                                                  filter=pc.field("docid").isin(sorted(docids)))
+def url_hashes(corpus_files: list[Path], docids: set[str]) -> dict[str, str]:
+    table = ds.dataset(corpus_files, format="parquet").to_table(columns=["docid", "url_hash"],
+                                                                filter=pc.field("docid").isin(sorted(docids)))
     return dict(zip(table["docid"].to_pylist(), table["url_hash"].to_pylist()))
 
 
+class PoolStage(Stage):
+    """The candidate pool of each question by the profile's rule, with provenance; missing clicked documents reported."""
+    name = "pool"
+    produces = "`candidates-*.parquet`, `missing_clicked-*.tsv`"
+    writes = NAME
+    # the corpus by rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
+    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+             Input("runs", "runs folder holding the bm25 and rerank runs", (RetrieveStage, RerankStage)),
+             Input("corpus", "corpus folder (its URL-hash map finds clicked documents)", (CorpusStage,),
+                   verify_sha256=False))
+    sections = ("bm25", "rerank", "pool")
+    unit = "questions"
+    summary_fields = {"questions": int, "candidates": int, "by_source": lambda: {"bm25": 0, "rerank": 0, "clicked": 0},
+                      "clicked_total": int, "clicked_missing": int}
+
+    def __init__(self, profile: Profile, out: Path, questions: Path, runs: Path, corpus: Path):
+        super().__init__(profile, out, questions=questions, runs=runs, corpus=corpus)
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+        config = self.profile.pool
+        topics = load_topics(self.inputs["questions"], shard)
+        qids = [t.qid for t in topics]
+        bm25 = ranked_runs(self.input_files["retrieve"], qids)
+        reranked = ranked_runs(self.input_files["rerank"], qids)
+        by_hash = clicked_docids(self.inputs["corpus"], topics)
+        pooled = {d for run in (bm25, reranked) for docids in run.values() for d in docids} | set(by_hash.values())
+        hash_of = url_hashes(self.input_files["corpus"], pooled)
+        missing_path = self.out / f"missing_clicked-{shard.label}.tsv"
+        missing_tmp = tmp_path(missing_path)
+        with ParquetSink(output.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
+            missing = csv.writer(missing_file, delimiter="\t")
+            missing.writerow(["qid", "url_hash", "url", "click_share"])
+            for topic in topics:
+                clicks = {}
+                for doc in topic.clicked:
+                    summary.clicked_total += 1
+                    docid = by_hash.get(doc["url_hash"])
+                    if docid is None:
+                        summary.clicked_missing += 1
+                        missing.writerow([topic.qid, doc["url_hash"], doc["url"], doc["click_share"]])
+                    else:
+                        clicks.setdefault(docid, doc["click_share"])
+                bm25_rank = {d: r for r, d in enumerate(bm25.get(topic.qid, []), 1)}
+                rerank_rank = {d: r for r, d in enumerate(reranked.get(topic.qid, []), 1)}
+                chosen = select(config, bm25.get(topic.qid, []), reranked.get(topic.qid, []), list(clicks))
+                sink.write_rows({
+                    "qid": topic.qid, "docid": docid, "url_hash": hash_of.get(docid),
+                    "bm25_rank": bm25_rank.get(docid), "rerank_rank": rerank_rank.get(docid),
+                    "clicked": docid in clicks, "click_share": clicks.get(docid), "source": source,
+                } for docid, source in chosen)
+                for _, source in chosen:
+                    summary.by_source[source] += 1
+                summary.candidates += len(chosen)
+                summary.questions += 1
+                self.tick(progress)
+        commit(missing_tmp, missing_path)
+        summary.outputs.append(missing_path)
+        return {"clicked_missing": summary.clicked_missing, "clicked_total": summary.clicked_total}
+
+
 def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(),
-               progress=None) -> PoolSummary:
-    config = profile.pool
-    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
-    summary = PoolSummary()
-    if skip_if_done(stage, shard, summary):
-        return summary
-    topics = load_topics(questions, shard)
-    qids = [t.qid for t in topics]
-    bm25, reranked = ranked_runs(runs, "bm25", qids, profile), ranked_runs(runs, "rerank", qids, profile)
-    by_hash = clicked_docids(corpus, topics)
-    pooled = {d for run in (bm25, reranked) for docids in run.values() for d in docids} | set(by_hash.values())
-    hash_of = url_hashes(corpus, pooled)
-    missing_path = Path(out) / f"missing_clicked-{shard.label}.tsv"
-    missing_tmp = tmp_path(missing_path)
-    with ParquetSink(stage.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
-        missing = csv.writer(missing_file, delimiter="\t")
-        missing.writerow(["qid", "url_hash", "url", "click_share"])
-        for topic in topics:
-            clicks = {}
-            for doc in topic.clicked:
-                summary.clicked_total += 1
-                docid = by_hash.get(doc["url_hash"])
-                if docid is None:
-                    summary.clicked_missing += 1
-                    missing.writerow([topic.qid, doc["url_hash"], doc["url"], doc["click_share"]])
-                else:
-                    clicks.setdefault(docid, doc["click_share"])
-            bm25_rank = {d: r for r, d in enumerate(bm25.get(topic.qid, []), 1)}
-            rerank_rank = {d: r for r, d in enumerate(reranked.get(topic.qid, []), 1)}
-            chosen = select(config, bm25.get(topic.qid, []), reranked.get(topic.qid, []), list(clicks))
-            sink.write_rows({
-                "qid": topic.qid, "docid": docid, "url_hash": hash_of.get(docid),
-                "bm25_rank": bm25_rank.get(docid), "rerank_rank": rerank_rank.get(docid), "clicked": docid in clicks,
-                "click_share": clicks.get(docid), "source": source,
-            } for docid, source in chosen)
-            for _, source in chosen:
-                summary.by_source[source] += 1
-            summary.candidates += len(chosen)
-            summary.questions += 1
-            if progress is not None:
-                progress()
-    commit(missing_tmp, missing_path)
-    stage.mark_done(shard, clicked_missing=summary.clicked_missing, clicked_total=summary.clicked_total)
-    summary.outputs += [stage.path(shard), missing_path]
-    return summary
+               progress=None) -> StageSummary:
+    return PoolStage(profile, out, questions, runs, corpus).run(shard, progress)

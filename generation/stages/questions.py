@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
@@ -16,22 +15,16 @@ from typing import Any, Iterator
 import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects, read_lines
+from generation.shards import Shard
+from generation.stages.base import Stage, StageSummary
 from generation.storage import ParquetSink
+from generation.topics import question_files
 
 
 class Decomposition(str, Enum):
     subquestions = "subquestions"  # the flat list, as the paper judged (default)
     headers = "headers"  # only the header questions (depth 1)
     both = "both"  # the flat list plus header-structure entries missing from it
-
-
-@dataclass
-class ReadSummary:
-    questions: int = 0
-    subquestions: int = 0
-    clicked: int = 0
-    rejected: int = 0
-    outputs: list[Path] = field(default_factory=list)
 
 
 def strip_bullet(text: str) -> str:
@@ -182,12 +175,39 @@ def parse_record(record: dict, path: Path, line: int, split: str,
     return question_row, _subquestion_rows(rec, mode)
 
 
+class QuestionsStage(Stage):
+    """Researchy Questions records -> the questions and subquestions tables (one folder per split, not sharded)."""
+    name = "questions"
+    unit = "records"
+    sharded = False
+    produces = "`questions.parquet`, `subquestions.parquet`"
+    summary_fields = {"questions": int, "subquestions": int, "clicked": int, "rejected": int}
+
+    def __init__(self, profile, out: Path, records: list[Path], split: str = "train",
+                 decomposition: Decomposition = Decomposition.subquestions, rejects: Path | None = None):
+        super().__init__(profile, out)
+        self.records, self.split, self.decomposition, self.rejects = [Path(p) for p in records], split, decomposition, rejects
+
+    @classmethod
+    def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
+        return list(question_files(folder))
+
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+        summary = self.new_summary(shard)
+        write_tables(self.records, self.out, self.split, self.decomposition, self.rejects, summary, progress)
+        summary.outputs = [self.out / "questions.parquet", self.out / "subquestions.parquet"]
+        return summary
+
+
 def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
                    decomposition: Decomposition = Decomposition.subquestions,
-                   rejects_path: Path | None = None, progress=None) -> ReadSummary:
+                   rejects_path: Path | None = None, progress=None) -> StageSummary:
     """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
-    out_dir = Path(out_dir)
-    summary = ReadSummary()
+    return QuestionsStage(None, out_dir, inputs, split, decomposition, rejects_path).run(progress=progress)
+
+
+def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: Decomposition,
+                 rejects_path: Path | None, summary: StageSummary, progress=None) -> None:
     first_line: dict[str, str] = {}
     subq_owner: dict[str, str] = {}  # subq_id -> qid: ids like "Z-h0-1" could come from qid Z or qid Z-h0
     with Rejects(rejects_path) as rejects, \
@@ -226,5 +246,3 @@ def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
                 summary.subquestions += len(subq_rows)
                 summary.clicked += len(question_row["clicked"])
         summary.rejected = rejects.count
-    summary.outputs = [out_dir / "questions.parquet", out_dir / "subquestions.parquet"]
-    return summary

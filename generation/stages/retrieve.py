@@ -5,7 +5,6 @@ Writes a runs shard (qid, docid, rank, score, stage=bm25) and the same run as a 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -14,20 +13,15 @@ import pyarrow.compute as pc
 from pyarrow import csv
 
 from generation.profiles import BM25, Profile
-from generation.shards import Shard, StageOutput, skip_if_done, stage_hash
+from generation.shards import Shard, StageOutput
+from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.index import IndexStage
+from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
 
 NAME = "bm25"
 RUN_TAG = "researchy-subq-bm25"
-
-
-@dataclass
-class RunSummary:
-    queries: int = 0
-    rows: int = 0
-    skipped_shards: int = 0
-    outputs: list[Path] = field(default_factory=list)
 
 
 def bm25_query(topic: Topic, config: BM25) -> str:
@@ -114,43 +108,57 @@ class RunWriter:
         self.parquet.abort()
 
 
+class RetrieveStage(Stage):
+    """BM25 top-k per question (Pyserini's batch search; the profile's k1, b, depth and query)."""
+    name = "retrieve"
+    produces = "`bm25-*.parquet` + `.trec`"
+    writes = NAME
+    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+             Input("index", "Lucene index from `researchy-subq index`", (IndexStage,)))
+    sections = ("bm25",)
+    unit = "queries"
+    summary_fields = {"queries": int, "rows": int}
+
+    def __init__(self, profile: Profile, out: Path, questions: Path, index: Path, threads: int | None = None,
+                 chunk: int = 500):
+        super().__init__(profile, out, questions=questions, index=index)
+        self.threads, self.chunk = threads, chunk
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+        config = self.profile.bm25
+        topics = load_topics(self.inputs["questions"], shard)
+        searcher = open_searcher(self.inputs["index"], config)
+        writer = RunWriter(output, shard, RUN_TAG)
+        chunks = [topics[start:start + self.chunk] for start in range(0, len(topics), self.chunk)]
+
+        def search_chunk(part: list[Topic]) -> dict[str, list]:
+            return search(searcher, [bm25_query(t, config) for t in part], [t.qid for t in part], config.depth,
+                          self.threads or config.threads)
+
+        # Lucene searches chunk k+1 (the JVM runs without the GIL) while Python writes chunk k.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(search_chunk, chunks[0]) if chunks else None
+            try:
+                for k, part in enumerate(chunks):
+                    hits = pending.result()
+                    pending = pool.submit(search_chunk, chunks[k + 1]) if k + 1 < len(chunks) else None
+                    for topic in part:
+                        ranked = [(h.docid, h.score) for h in hits.get(topic.qid, [])]
+                        writer.write(topic.qid, ranked)
+                        summary.rows += len(ranked)
+                    writer.flush()
+                    summary.queries += len(part)
+                    self.tick(progress, len(part))
+            except BaseException:
+                if pending is not None:
+                    pending.cancel()
+                writer.abort()
+                raise
+        writer.close()
+        summary.outputs.append(writer.trec_path)
+        return {"queries": summary.queries}
+
+
 def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: Shard = Shard(),
-             threads: int | None = None, chunk: int = 500, progress=None) -> RunSummary:
-    config = profile.bm25
-    stage = StageOutput(out, NAME, stage_hash(profile, NAME))
-    summary = RunSummary()
-    if skip_if_done(stage, shard, summary):
-        return summary
-    topics = load_topics(questions, shard)
-    searcher = open_searcher(index, config)
-    writer = RunWriter(stage, shard, RUN_TAG)
-    chunks = [topics[start:start + chunk] for start in range(0, len(topics), chunk)]
-
-    def search_chunk(part: list[Topic]) -> dict[str, list]:
-        return search(searcher, [bm25_query(t, config) for t in part], [t.qid for t in part], config.depth,
-                      threads or config.threads)
-
-    # Lucene searches chunk k+1 (the JVM runs without the GIL) while Python writes chunk k.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(search_chunk, chunks[0]) if chunks else None
-        try:
-            for k, part in enumerate(chunks):
-                hits = pending.result()
-                pending = pool.submit(search_chunk, chunks[k + 1]) if k + 1 < len(chunks) else None
-                for topic in part:
-                    ranked = [(h.docid, h.score) for h in hits.get(topic.qid, [])]
-                    writer.write(topic.qid, ranked)
-                    summary.rows += len(ranked)
-                writer.flush()
-                summary.queries += len(part)
-                if progress is not None:
-                    progress(len(part))
-        except BaseException:
-            if pending is not None:
-                pending.cancel()
-            writer.abort()
-            raise
-    writer.close()
-    stage.mark_done(shard, queries=summary.queries)
-    summary.outputs += [stage.path(shard), writer.trec_path]
-    return summary
+             threads: int | None = None, chunk: int = 500, progress=None) -> StageSummary:
+    return RetrieveStage(profile, out, questions, index, threads, chunk).run(shard, progress)

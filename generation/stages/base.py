@@ -1,0 +1,157 @@
+"""One shape for every stage, in the manner of datatrove's pipeline steps.
+
+A `Stage` declares what it is: its `name` (the command), the stages whose output it reads (`reads`), the shard name
+it writes (`writes`), the profile sections its config hash covers (`sections`), what its progress counts (`unit`)
+and the fields of its summary (`summary_fields`). It does only its own work, in `run_shard`. The template `run`
+does the rest once for every stage: it refuses a folder of another config or shard count, skips a finished
+shard, takes the shard's lock, checks each input against the completion records of the stage that wrote it
+(rows, size, sha256 and that stage's config hash under this profile), and writes the completion record.
+
+Work inside a shard can come in chunks (the judge's `chunk_size` pairs): such a stage hands an executor a
+`ChunkedWork` (generation/executors/), which runs the pending chunks in this process, or on Ray actors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+from generation.profiles import Profile
+from generation.shards import Shard, StageOutput, skip_if_done, stage_files
+
+
+@dataclass(frozen=True)
+class Input:
+    """A folder a stage reads: the keyword (and `--option`) naming it, what it holds, and the stages that write it."""
+    option: str
+    help: str
+    producers: tuple[type["Stage"], ...] = ()  # the stages whose output is read from this folder
+    verify_sha256: bool = True  # False: rows and size only (hashing a whole corpus per shard costs more than the stage)
+
+
+class StageSummary:
+    """What one run of a stage on one shard did: the stage's declared fields (counts, breakdowns, notes), whether
+    the shard was already complete, and the files written. Fields read and set as attributes (`summary.pairs`)."""
+
+    def __init__(self, stage: str, shard: str, fields: dict[str, Any]):
+        object.__setattr__(self, "fields", dict(fields))
+        self.stage, self.shard, self.skipped, self.outputs = stage, shard, False, []
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"the {self.__dict__.get('stage')} summary has no field {name!r} (it has {sorted(fields)})")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__.get("fields", {}):
+            self.fields[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    @property
+    def skipped_shards(self) -> int:
+        return int(self.skipped)
+
+    def as_dict(self) -> dict:
+        def plain(value):
+            return {str(k): plain(v) for k, v in value.items()} if isinstance(value, dict) else value
+        return {"stage": self.stage, "shard": self.shard, "skipped": self.skipped,
+                "outputs": [str(p) for p in self.outputs], **{k: plain(v) for k, v in self.fields.items()}}
+
+
+class ChunkedWork(Protocol):
+    """A shard's work cut into chunks, each written atomically by whoever runs it (executors run them)."""
+
+    def pending(self) -> list[int]: ...
+
+    def chunk_rows(self, k: int) -> int: ...
+
+    def preflight(self, backend: str | None = None) -> None: ...
+
+    def make_worker(self, backend: str | None = None) -> Any: ...
+
+    def run_chunk(self, k: int, worker: Any) -> int: ...
+
+    def recipe(self) -> tuple[type, dict, int, int]: ...
+
+
+class Executor(Protocol):
+    description: str
+
+    def run_chunks(self, work: ChunkedWork, pending: Sequence[int], progress=None) -> int: ...
+
+
+class Stage:
+    name: ClassVar[str]
+    writes: ClassVar[str | None] = None  # shard name of the output files; None: the stage manages its own output
+    produces: ClassVar[str] = ""  # what it writes, for people (`researchy-subq stages`, the README)
+    reads: ClassVar[tuple[Input, ...]] = ()
+    sections: ClassVar[tuple[str, ...]] = ()  # profile sections the output's config hash covers
+    unit: ClassVar[str] = "records"
+    sharded: ClassVar[bool] = True
+    summary_fields: ClassVar[dict[str, Callable[[], Any]]] = {}
+
+    def __init__(self, profile: Profile | None, out: str | Path, **inputs: Any):
+        self.profile, self.out = profile, Path(out)
+        missing = [i.option for i in self.reads if inputs.get(i.option) is None]
+        if missing:
+            raise TypeError(f"stage {self.name} needs {', '.join(missing)}")
+        self.inputs: dict[str, Path] = {i.option: Path(inputs.pop(i.option)) for i in self.reads}
+        self.options: dict[str, Any] = inputs
+        self.input_files: dict[str, list[Path]] = {}
+
+    # -- what the registry, the lineage checks of later stages and the release read ---------------------------------
+    @classmethod
+    def config_hash(cls, profile: Profile | None) -> str:
+        return profile.config_hash(*cls.sections)
+
+    @classmethod
+    def completed_files(cls, folder: Path, profile: Profile | None, verify_sha256: bool = True) -> list[Path]:
+        """This stage's finished output files in `folder`, each checked against its completion record and, given a
+        profile, made under that profile's sections."""
+        expected = cls.config_hash(profile) if profile is not None and cls.sections else None
+        return stage_files(folder, cls.writes, expected, verify_sha256, cls.sections)
+
+    # -- the template ------------------------------------------------------------------------------------------------
+    def new_summary(self, shard: Shard) -> StageSummary:
+        return StageSummary(self.name, shard.label, {k: make() for k, make in self.summary_fields.items()})
+
+    def output(self) -> StageOutput:
+        return StageOutput(self.out, self.writes, self.config_hash(self.profile))
+
+    def check_inputs(self) -> None:
+        """Each input folder's files, checked once against the records of the stages that wrote them."""
+        for given in self.reads:
+            for producer in given.producers:
+                self.input_files[producer.name] = producer.completed_files(self.inputs[given.option], self.profile,
+                                                                           given.verify_sha256)
+
+    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
+        summary = self.new_summary(shard)
+        output = self.output()
+        self.prepare()
+        if skip_if_done(output, shard, summary):
+            return summary
+        self.check_inputs()
+        record = self.run_shard(shard, output, summary, progress, executor)
+        output.mark_done(shard, **record)
+        self.after_done(shard)
+        summary.outputs.insert(0, output.path(shard))
+        return summary
+
+    def prepare(self) -> None:
+        """Checks that need no lock and no input (the stage's own arguments): before anything is written."""
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress,
+                  executor: Executor | None) -> dict:
+        """Writes `output.path(shard)` (atomically) and fills `summary`; returns the completion record's extra fields."""
+        raise NotImplementedError
+
+    def after_done(self, shard: Shard) -> None:
+        """Clean-up that must wait until the completion record is written (a kill before it loses nothing)."""
+
+    @staticmethod
+    def tick(progress, n: int = 1) -> None:
+        if progress is not None:
+            progress(n)

@@ -1,0 +1,171 @@
+"""The stage registry, the `Stage` template, the executors' Slurm file, and the import structure (issue 19)."""
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from generation.profiles import load_profile
+from generation.shards import Shard, ShardError
+from generation.stages import PIPELINE, REGISTRY, Input, Stage, pipeline_table
+from generation.stages.base import StageSummary
+from generation.stages.questions import QuestionsStage
+from generation.storage import ParquetSink
+from generation.topics import load_topics
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class CountSubquestions(Stage):
+    """A stage written as a new stage is: one class, its declaration and its own work (here, one row per question)."""
+    name = "count-subquestions"
+    writes = "subq_counts"
+    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
+    sections = ("bm25",)
+    unit = "questions"
+    summary_fields = {"questions": int}
+    runs = 0
+
+    def __init__(self, profile, out, questions):
+        super().__init__(profile, out, questions=questions)
+
+    def run_shard(self, shard, output, summary, progress, executor) -> dict:
+        type(self).runs += 1
+        with ParquetSink(output.path(shard), "runs") as sink:
+            for topic in load_topics(self.inputs["questions"], shard):
+                sink.write_rows([{"qid": topic.qid, "docid": "-", "rank": len(topic.subquestions), "score": 0.0,
+                                  "stage": "count"}])
+                summary.questions += 1
+        return {"questions": summary.questions}
+
+
+def test_a_new_stage_gets_shards_records_skips_and_refusals_from_the_template(tmp_path, sample_questions):
+    profile = load_profile("demo")
+    summaries = [CountSubquestions(profile, tmp_path, sample_questions).run(Shard(i, 2)) for i in range(2)]
+    assert sum(s.questions for s in summaries) == pq.read_table(sample_questions / "questions.parquet").num_rows
+    assert all((tmp_path / "_done" / f"subq_counts-{Shard(i, 2).label}.json").is_file() for i in range(2))
+    again = CountSubquestions(profile, tmp_path, sample_questions).run(Shard(0, 2))
+    assert again.skipped and again.skipped_shards == 1 and CountSubquestions.runs == 2
+    with pytest.raises(ShardError, match="cut as 2 shards|shards cut as"):
+        CountSubquestions(profile, tmp_path, sample_questions).run(Shard(0, 3))
+    deeper = profile.model_copy(update={"bm25": profile.bm25.model_copy(update={"depth": 7})})
+    with pytest.raises(ShardError, match="made under config"):
+        CountSubquestions(deeper, tmp_path, sample_questions).run(Shard(1, 2))
+    assert not list((tmp_path / "_locks").glob("*.lock")), "a finished run leaves no lock"
+
+
+def test_a_summary_names_its_fields_and_refuses_others():
+    summary = StageSummary("pool", "00000-of-00001", {"questions": 0})
+    summary.questions += 3
+    assert summary.questions == 3 and summary.as_dict()["questions"] == 3
+    with pytest.raises(AttributeError, match="has no field 'candidate'"):
+        summary.candidate
+
+
+def test_every_stage_declares_what_it_reads_and_writes():
+    for stage in REGISTRY.values():
+        assert stage.name and stage.produces and stage.__doc__ and stage.unit
+        assert all(isinstance(given, Input) and given.producers for given in stage.reads)
+        assert all(producer in PIPELINE for given in stage.reads for producer in given.producers), stage.name
+        assert not stage.sharded or stage.writes, f"{stage.name}: a sharded stage writes shards"
+    order = [s.name for s in PIPELINE]
+    for stage in PIPELINE:
+        for given in stage.reads:  # inputs come from earlier stages
+            assert all(order.index(p.name) < order.index(stage.name) for p in given.producers), stage.name
+
+
+def test_the_readme_table_is_the_registry():
+    readme = (ROOT / "README.md").read_text()
+    assert pipeline_table() in readme, "regenerate the README's stage table: researchy-subq stages"
+    cli = subprocess.run([sys.executable, "-m", "builder.cli.main", "stages"], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0 and cli.stdout.strip() == pipeline_table()
+
+
+def module_imports() -> dict[str, set[str]]:
+    """module -> the kit's modules it imports, function-level (lazy) imports included."""
+    modules = {}
+    for path in [*ROOT.glob("generation/**/*.py"), *ROOT.glob("builder/**/*.py")]:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module in modules:
+                submodules = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+                edges |= submodules or {node.module}
+        graph[name] = edges - {name}
+    return graph
+
+
+def test_no_import_loop_lazy_imports_included():
+    graph, state, stack = module_imports(), {}, []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                loop = stack[stack.index(target):] + [target]
+                pytest.fail("import loop: " + " -> ".join(loop))
+            if target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_generation_never_imports_builder_and_command_modules_import_no_other_command_module():
+    graph = module_imports()
+    assert not [m for m, edges in graph.items() if m.startswith("generation") and any(e.startswith("builder")
+                                                                                    for e in edges)]
+    commands = {"builder.cli.stages", "builder.cli.release", "builder.cli.analysis"}
+    assert all(not (graph[m] & commands) for m in commands)
+
+
+def test_slurm_file_names_the_shard_count_and_a_time_from_the_plan(tmp_path):
+    from generation.executors.slurm import SlurmError, sbatch_script
+
+    args = ["--profile", "paper", "--subquestions", "w/q", "--candidates", "w/c", "--index", "w/i", "--out", "w/j"]
+    script = sbatch_script("judge", 64, args, gpu_hours=7616, gpus_per_task=4)
+    assert "#SBATCH --array=0-63" in script and '--num-shards 64' in script
+    assert "SLURM_ARRAY_TASK_COUNT" not in script  # `sbatch --array=5,17` runs shards 5 and 17 of 64
+    assert "#SBATCH --time=1-13:12:00" in script  # 7616 / 64 / 4 = 29.75 h, x 1.25 = 37.19 h, up to the minute
+    with pytest.raises(SlurmError, match="--candidates"):
+        sbatch_script("judge", 8, ["--profile", "paper", "--out", "x"], time="2:00:00")
+    with pytest.raises(SlurmError, match="give --time, or --gpu-hours"):
+        sbatch_script("judge", 8, args)
+    with pytest.raises(SlurmError, match="no sharded stage"):
+        sbatch_script("index", 8, args, time="1:00:00")
+
+
+def test_generated_slurm_task_runs_its_shard(tmp_path, sample_index, sample_questions):
+    """The sbatch file, run by bash as Slurm would run array task 1: it activates the venv and runs shard 1 of 3."""
+    from generation.executors.slurm import sbatch_script
+
+    out = tmp_path / "runs"
+    script = tmp_path / "retrieve.sbatch"
+    script.write_text(sbatch_script("retrieve", 3, ["--profile", "demo", "--questions", str(sample_questions),
+                                                    "--index", str(sample_index / "index"), "--out", str(out)],
+                                    time="0:10:00", gpus_per_task=0, venv=Path(sys.prefix)))
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "1"}
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in out.glob("bm25-*.parquet")] == ["bm25-00001-of-00003.parquet"]
+
+
+def test_bundled_slurm_example_is_what_the_cli_generates():
+    example = (ROOT / "scripts" / "slurm_judge_array.sh").read_text()
+    command = next(line for line in example.splitlines() if line.startswith("# Generated by: "))[len("# Generated by: "):]
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert example == done.stdout
