@@ -95,7 +95,7 @@ def make_judge(config: JudgeConfig, backend: str | None = None) -> Judge:
         return LLMJudge(config, engine, AutoTokenizer.from_pretrained(str(path)), f"{config.model} (vLLM)")
     from generation.backends.hf import TransformersBackend
 
-    hf = TransformersBackend(path, device=config.device, dtype=config.dtype, batch_size=config.batch_size)
+    hf = TransformersBackend.from_config(path, config, "judge")
     return LLMJudge(config, hf, hf.tokenizer, f"{config.model} (transformers)")
 
 

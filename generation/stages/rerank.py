@@ -36,7 +36,7 @@ class QwenRerankerScorer:
         from generation.backends.hf import TransformersBackend
 
         path = resolve_model(config.model)
-        self.backend = TransformersBackend(path, device=device, dtype=config.dtype, batch_size=config.batch_size)
+        self.backend = TransformersBackend.from_config(path, config, "rerank", device=device)
         self.encoder = make_encoder(config, self.backend.tokenizer)
         tokenizer = self.backend.tokenizer
         self.no_id, self.yes_id = tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")
