@@ -34,7 +34,6 @@ class BM25(Strict):
 
 
 ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"]
-VARIABLE_LENGTH_ATTENTION = ("flex_attention", "flash_attention_2", "flash_attention_3")
 
 
 class TransformersSettings(Strict):
@@ -45,15 +44,8 @@ class TransformersSettings(Strict):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="share of each GPU's memory the "
                                           "weights, placed by device_map, and the auto batch budget may take")
     attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
-    packed: bool = Field(default=False, description="sequences laid end to end without padding (variable-length "
-                                                    "attention; no shared-prefix reuse)")
-
-    @model_validator(mode="after")
-    def _packing_needs_variable_length_attention(self):
-        if self.packed and self.attention not in VARIABLE_LENGTH_ATTENTION:
-            raise ValueError(f"packed: true needs attention: one of {', '.join(VARIABLE_LENGTH_ATTENTION)} "
-                             f"(sdpa and eager would attend over the whole packed row)")
-        return self
+    packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
+                                                    "reuse; on a GPU with variable-length attention (flex/flash)")
 
 
 class Rerank(TransformersSettings):

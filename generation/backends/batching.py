@@ -83,11 +83,13 @@ class TokenBudget:
         self.max_pairs, self.max_tokens, self.packed, self.setting = max_pairs, max_tokens, packed, setting
         self.largest_fitted = 0  # tokens of the largest batch that ran
         self.noticed = False
+        self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
 
     def run(self, sequences: Sequence[Sequence[int]], step: Callable[[list[int]], None],
             on_oom: Callable[[], None] = lambda: None) -> None:
         """`step(indices)` over the batches of `sequences`; a batch of several sequences that raises
-        torch.OutOfMemoryError is re-cut, with the rest, under a lower budget (one notice), and tried again."""
+        torch.OutOfMemoryError is re-cut, with the rest, under a lower budget and tried again; once a batch fits
+        after that, one notice names it and the setting to change."""
         lengths = [len(s) for s in sequences]
         pending = token_batches(lengths, self.max_pairs, self.max_tokens, self.packed)
         while pending:
@@ -99,21 +101,21 @@ class TokenBudget:
                 on_oom()
                 if len(batch) == 1:
                     raise
-                self._lower(cost, len(batch))
+                self.first_failure = self.first_failure or (len(batch), cost)
+                # the next budget: the largest batch that fitted, or half the one that failed (always below it)
+                self.max_tokens = self.largest_fitted if 0 < self.largest_fitted < cost else cost // 2
                 rest = [i for b in [batch, *pending] for i in b]
                 pending = [[rest[j] for j in b] for b in token_batches(
                     [lengths[i] for i in rest], self.max_pairs, self.max_tokens, self.packed)]
                 continue
             self.largest_fitted = max(self.largest_fitted, cost)
+            if self.first_failure and not self.noticed:
+                self._notice(len(batch), cost)
 
-    def _lower(self, failed_cost: int, failed_pairs: int) -> None:
-        """The next budget: the largest batch that fitted, or half the one that failed (always below it)."""
-        self.max_tokens = self.largest_fitted if 0 < self.largest_fitted < failed_cost else failed_cost // 2
-        if not self.noticed:
-            self.noticed = True
-            before = f"the largest batch that fitted held {self.largest_fitted:,} tokens" if self.largest_fitted else \
-                "no batch had fitted yet"
-            warnings.warn(f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); "
-                          f"{before}; going on with batches of at most {self.max_tokens:,} tokens. Set "
-                          f"{self.setting} to {self.max_tokens:,} (or lower) to start there", OutOfMemoryNotice,
-                          stacklevel=3)
+    def _notice(self, fitted_pairs: int, fitted_cost: int) -> None:
+        self.noticed = True
+        failed_pairs, failed_cost = self.first_failure
+        warnings.warn(f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); a batch of "
+                      f"{fitted_pairs} ({fitted_cost:,} tokens) fitted; going on with batches of at most "
+                      f"{self.max_tokens:,} tokens. Set {self.setting}: {self.max_tokens} (or lower) to start there",
+                      OutOfMemoryNotice, stacklevel=4)

@@ -51,20 +51,22 @@ ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention
 class TransformersBackend:
     """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the device's
     free memory after loading, or None: `batch_size` pairs alone), lowered with one notice when a batch runs out
-    of memory. `packed` lays a batch's sequences end to end in one row without padding (variable-length attention:
-    `attention` must be one of ATTENTION_FOR_PACKING). A model larger than one GPU is spread over the visible
-    GPUs, or refused before loading (generation/backends/placement.py)."""
+    of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU `attention` must
+    be one of ATTENTION_FOR_PACKING; a CPU runs it with any, flex attention's CPU build aside). A model larger than one GPU is spread over the visible
+    GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
+    `max_batch_tokens` tokens, or of one `max_length`-token sequence when the budget is auto or unset."""
 
     def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                  max_batch_tokens: int | str | None = None, quantization: str | None = None,
                  attention: str | None = None, packed: bool = False, gpu_memory_utilization: float = 0.9,
-                 setting: str = "max_batch_tokens"):
+                 max_length: int = 8192, setting: str = "max_batch_tokens"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if packed and attention not in ATTENTION_FOR_PACKING:
-            raise ValueError(f"packed sequences need variable-length attention: attention one of "
-                             f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}")
         self.device = pick_device(device)
+        if packed and self.device != "cpu" and attention not in ATTENTION_FOR_PACKING:
+            # sdpa and eager would get a block-diagonal mask over the whole packed row: right, but quadratic in it
+            raise ValueError(f"packed: true on {self.device} needs variable-length attention: `attention:` one of "
+                             f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}")
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         torch_dtype = DTYPES[dtype]
         if torch_dtype == "auto":
@@ -76,8 +78,8 @@ class TransformersBackend:
             load.update(placement.fp8_load_settings(self.device))
         self.placement = None
         if self.device.startswith("cuda"):
-            reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else config.max_position_embeddings
-            reserve = placement.reserve_for(self.shape, min(reserve_tokens, 32768), torch_dtype.itemsize)
+            reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
+            reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
             self.placement = placement.plan_placement(config, torch_dtype, quantization, placement.visible_gpu_totals(),
                                                       gpu_memory_utilization, reserve, str(model_path))
             load["device_map"] = self.placement.device_map
@@ -101,7 +103,9 @@ class TransformersBackend:
         return cls(model_path, device=device or getattr(config, "device", "auto"), dtype=config.dtype,
                    batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens,
                    quantization=getattr(config, "quantization", None), attention=config.attention, packed=config.packed,
-                   gpu_memory_utilization=config.gpu_memory_utilization, setting=f"{section}.max_batch_tokens")
+                   gpu_memory_utilization=config.gpu_memory_utilization,
+                   max_length=getattr(config, "max_model_len", None) or config.max_length,
+                   setting=f"{section}.max_batch_tokens")
 
     def _batches(self, sequences: Sequence[Sequence[int]]):
         """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory

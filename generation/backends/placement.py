@@ -16,6 +16,7 @@ from generation.model_shapes import Shape, shape_from_config
 GB = 1e9
 # Tensor-parallel sizes vLLM can use for these models (the attention heads must divide evenly).
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+MAX_UTILISATION = 0.98  # the highest gpu_memory_utilization the refusal suggests (CUDA's own context needs some)
 
 
 class ModelTooLarge(ValueError):
@@ -52,13 +53,17 @@ def weight_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def alternatives(shape: Shape, precision: str, budget_per_gpu: float) -> str:
-    """What would run a model that does not fit: fp8 on the GPUs at hand, or vLLM with tensor parallelism."""
+def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: float, reserve_bytes: int) -> str:
+    """What would run a model that does not fit: fp8 on one GPU (at the memory share that needs), or vLLM with
+    tensor parallelism."""
     hints = []
-    fp8 = shape.weight_bytes("fp8")
-    if precision != "fp8" and fp8 <= budget_per_gpu:
-        hints.append(f"`quantization: fp8` ({fp8 / GB:.1f} GB of weights) on one GPU")
-    needed = shape.weight_bytes(precision) / max(budget_per_gpu, 1)
+    fp8_share = (shape.weight_bytes("fp8") + reserve_bytes) / gpu_total if gpu_total else math.inf
+    if precision != "fp8" and fp8_share <= MAX_UTILISATION:
+        hint = f"`quantization: fp8` ({shape.weight_bytes('fp8') / GB:.1f} GB of weights) on one GPU"
+        hints.append(hint if fp8_share <= utilisation else
+                     f"{hint} with `gpu_memory_utilization: {math.ceil(fp8_share * 100) / 100}`")
+    budget = gpu_total * utilisation - reserve_bytes
+    needed = shape.weight_bytes(precision) / budget if budget > 0 else math.inf
     tp = next((n for n in TENSOR_PARALLEL_SIZES if n >= needed and shape.heads % n == 0), None)
     if tp is not None:
         hints.append(f"`backend: vllm` with `tensor_parallel_size: {tp}` ({tp} such GPUs)")
@@ -91,7 +96,7 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
                f"each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
                if gpu_totals else "no visible GPU")
     raise ModelTooLarge(f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. "
-                        f"Use {alternatives(shape, precision, max(budgets, default=0))}")
+                        f"Use {alternatives(shape, precision, max(gpu_totals, default=0), utilisation, reserve_bytes)}")
 
 
 def visible_gpu_totals() -> list[int]:
