@@ -23,7 +23,7 @@ QWEN3_RERANKER_06B = "Qwen/Qwen3-Reranker-0.6B"
 
 # Bytes per weight: fp8 stores the decoder's linear layers in one byte each (embeddings, norms and the LM head
 # stay in bf16, as torchao's and vLLM's fp8 schemes leave them).
-WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
+WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp8": 1}
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ class TransformersBackend:
     """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the device's
     free memory after loading, or None: `batch_size` pairs alone), lowered with one notice when a batch runs out
     of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU `attention` must
-    be one of ATTENTION_FOR_PACKING; a CPU runs it with any, flex attention's CPU build aside). A model larger than one GPU is spread over the visible
+    be one of ATTENTION_FOR_PACKING; a CPU runs it with any). A model larger than one GPU is spread over the visible
     GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
     `max_batch_tokens` tokens, or of one `max_length`-token sequence when the budget is auto or unset."""
 
@@ -86,12 +86,25 @@ class TransformersBackend:
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)
-        self.model.eval()
+        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+
+    @classmethod
+    def wrap(cls, model, tokenizer, batch_size: int = 8, max_batch_tokens: int | str | None = None,
+             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens"):
+        """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
+        self = cls.__new__(cls)
+        self.shape, self.placement = shape_from_config(model.config), None
+        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self.device = str(self.input_device)
+        return self
+
+    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting) -> None:
+        self.model, self.tokenizer = model.eval(), tokenizer
         self.input_device = self.model.get_input_embeddings().weight.device
         self.batch_size, self.packed = batch_size, packed
         if max_batch_tokens == "auto":
             free, total = device_memory(str(self.input_device))
-            per_token = bytes_per_token(self.shape, torch_dtype.itemsize, keeps_cache=not packed)
+            per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
             max_batch_tokens = auto_token_budget(free, total, gpu_memory_utilization, per_token)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id
