@@ -37,7 +37,8 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 
 class TransformersSettings(Strict):
-    """How the transformers backend batches and places the model (README, "vLLM and GPUs"); vLLM ignores them."""
+    """How the transformers backend batches and places the model (README, "The judge and the reranker on GPUs");
+    vLLM ignores them, and so does the config hash."""
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
                                   "it; auto: from the device's free memory after loading; null: batch_size alone")
@@ -136,8 +137,12 @@ class Profile(Strict):
     bandit: Bandit = Bandit()
 
     def config_hash(self, *sections: str) -> str:
-        """A stable hash of the named sections (all when none), for refusing to mix shards."""
-        data = self.model_dump(include=set(sections) if sections else None)
+        """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers
+        backend's batching and placement settings are left out: they change how fast, not what (a run that ran
+        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept)."""
+        execution_only = set(TransformersSettings.model_fields)
+        data = self.model_dump(include=set(sections) if sections else None,
+                               exclude={"judge": execution_only, "rerank": execution_only})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -54,7 +54,8 @@ def test_70b_in_bf16_is_spread_over_four_h100s_within_each_budget(llama70b):
     budget = int(H100 * 0.9) - reserve(llama70b)
     placed = plan_placement(llama70b, torch.bfloat16, None, [H100] * 4, 0.9, reserve(llama70b), LLAMA_33_70B)
     device_map = placed.device_map
-    assert set(device_map.values()) <= {0, 1, 2, 3} and len(set(device_map.values())) >= 2
+    assert set(device_map.values()) == {0, 1, 2, 3}, "balanced over the four, as device_map='auto' does"
+    assert placed.description.startswith("spread over GPUs 0, 1, 2, 3: 141.1 GB of weights in bfloat16")
     model = meta_model(llama70b, torch.bfloat16, None)
     held = {gpu: 0 for gpu in range(4)}
     for name, parameter in model.named_parameters():
@@ -108,6 +109,11 @@ def test_profile_batch_settings_are_validated(tmp_path):
     path.write_text(yaml.safe_dump(data))
     profile = load_profile(path)
     assert profile.judge.max_batch_tokens == "auto" and profile.rerank.packed and profile.rerank.max_batch_tokens == 65536
+    paper = load_profile("paper")
+    assert profile.config_hash() == paper.config_hash(), "batching and placement change how fast, not what"
+    data["judge"]["quantization"] = "fp8"
+    path.write_text(yaml.safe_dump(data))
+    assert load_profile(path).config_hash("judge") != paper.config_hash("judge"), "fp8 changes the labels"
 
 
 def test_packed_reranker_scores_equal_the_padded_ones(tiny_qwen3):

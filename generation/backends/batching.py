@@ -37,18 +37,6 @@ def auto_token_budget(free_bytes: int, total_bytes: int, utilisation: float, per
     return max(int(spare // per_token), 1)
 
 
-def device_memory(device: str) -> tuple[int, int]:
-    """(free, total) bytes of `device`: the GPU's, or this machine's available RAM on a CPU."""
-    if device.startswith("cuda"):
-        return torch.cuda.mem_get_info(torch.device(device))
-    pages = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            pages[key] = int(value.split()[0]) * 1024
-    return pages["MemAvailable"], pages["MemTotal"]
-
-
 def batch_cost(lengths: Sequence[int], packed: bool) -> int:
     return sum(lengths) if packed else len(lengths) * max(lengths, default=0)
 

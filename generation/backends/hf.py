@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from generation.backends import placement
-from generation.backends.batching import TokenBudget, auto_token_budget, bytes_per_token, device_memory, token_batches
+from generation.backends.batching import TokenBudget, auto_token_budget, bytes_per_token, token_batches
 from generation.model_shapes import shape_from_config
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -49,8 +49,8 @@ ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention
 
 
 class TransformersBackend:
-    """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the device's
-    free memory after loading, or None: `batch_size` pairs alone), lowered with one notice when a batch runs out
+    """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the GPU's
+    free memory after loading, or None: `batch_size` pairs alone, as "auto" is on a CPU), lowered with one notice when a batch runs out
     of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU `attention` must
     be one of ATTENTION_FOR_PACKING; a CPU runs it with any). A model larger than one GPU is spread over the visible
     GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
@@ -102,8 +102,10 @@ class TransformersBackend:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.input_device = self.model.get_input_embeddings().weight.device
         self.batch_size, self.packed = batch_size, packed
-        if max_batch_tokens == "auto":
-            free, total = device_memory(str(self.input_device))
+        if max_batch_tokens == "auto" and self.input_device.type != "cuda":
+            max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
+        elif max_batch_tokens == "auto":
+            free, total = torch.cuda.mem_get_info(self.input_device)
             per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
             max_batch_tokens = auto_token_budget(free, total, gpu_memory_utilization, per_token)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)

@@ -84,10 +84,12 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
     if budgets and size <= budgets[0]:
         return Placement({"": 0}, f"on GPU 0: {size / GB:.1f} GB of weights in {precision}")
     if len(budgets) > 1 and size <= sum(budgets):
-        from transformers.integrations.accelerate import infer_auto_device_map
+        from transformers.integrations.accelerate import get_balanced_memory, infer_auto_device_map
 
-        device_map = infer_auto_device_map(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
-                                           no_split_module_classes=model._no_split_modules)
+        # balanced (what device_map="auto" does), so every GPU keeps room for activations
+        balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
+                                       no_split_module_classes=model._no_split_modules)
+        device_map = infer_auto_device_map(model, max_memory=balanced, no_split_module_classes=model._no_split_modules)
         if set(device_map.values()) <= set(range(len(budgets))):
             used = sorted(set(device_map.values()))
             return Placement(device_map, f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "

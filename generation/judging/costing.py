@@ -149,7 +149,7 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     judged, notes = judge_rows(plan, costing)
     reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
     title = (f"{costing.judge.name} judge ({costing.mode}, decode batch {costing.decode_batch}) and "
-             f"{costing.reranker.name} reranker on {cal.device}; utilisation from {cal.source[:80]}")
+             f"{costing.reranker.name} reranker on {cal.device}, calibrated {cal.versions.get('measured', '?')}")
     table = Table(title=title)
     for column in ("row", "pairs / docs", "tokens", "precision", "utilisation", "PFLOPs", "prefill GPU-h",
                    "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s"):
@@ -159,6 +159,6 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
                       f"{row.pflops:,.1f}", f"{row.prefill_hours:,.1f}", f"{row.decode_hours:,.1f}", f"{row.hours:,.1f}",
                       f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}")
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
-    notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}."] + notes + rerank_notes
+    notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes
 
