@@ -38,8 +38,10 @@ WORDS = ("honey bee colony varroa mite virus pesticide neonicotinoid forage poll
          "winter loss habitat climate nutrition pathogen fungicide beekeeper apiary swarm brood wax comb").split()
 
 
-def build_model(shape, device: str, dtype: torch.dtype, attention: str | None = None):
-    """Random weights of `shape` made directly on `device` (no copy through host memory)."""
+def build_model(shape, device: str, dtype: torch.dtype, attention: str | None = None, fp8: bool = False):
+    """Random weights of `shape` on `device`, made layer by layer from the meta device (each decoder layer
+    materialised, initialised and, for fp8, quantized before the next), so the whole 70B shape in fp8 never
+    needs its bf16 size."""
     import transformers
 
     config = shape.transformers_config(dtype=str(dtype).removeprefix("torch."))
@@ -47,16 +49,28 @@ def build_model(shape, device: str, dtype: torch.dtype, attention: str | None = 
         config._attn_implementation = attention
     model_class = {"llama": transformers.LlamaForCausalLM, "qwen3": transformers.Qwen3ForCausalLM}[shape.family]
     torch.manual_seed(0)
-    with torch.device(device):
+    with torch.device("meta"):
         model = model_class(config).to(dtype)
+    for part in [*model.model.layers, model.model.embed_tokens, model.model.norm, model.lm_head]:
+        part.to_empty(device=device)
+        for module in part.modules():
+            model._init_weights(module)
+        if fp8 and part in model.model.layers:
+            to_fp8(part)
+    if shape.tied_embeddings:
+        model.tie_weights()
+    # the rotary embedding's frequencies are a buffer computed at construction, not a weight: compute them here
+    with torch.device(device):
+        model.model.rotary_emb = type(model.model.rotary_emb)(config)
     return model.eval()
 
 
-def to_fp8(model) -> None:
-    """torchao's dynamic float8 (per-tensor scales) on the decoder's linear layers: the transformers backend's fp8."""
+def to_fp8(module) -> None:
+    """torchao's dynamic float8 (per-tensor scales) on a decoder layer's linear layers: the transformers backend's
+    fp8 (generation/backends/placement.fp8_load_settings)."""
     from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor, quantize_
 
-    quantize_(model.model.layers, Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))
+    quantize_(module, Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))
 
 
 def chat_tokenizer(family: str):
@@ -168,9 +182,7 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
     dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
     reranker = shape.family == "qwen3" and name != "tiny-llama"
     attention = args.packed_attention if reranker else None
-    model = build_model(shape, args.device, dtype, attention)
-    if precision == "fp8":
-        to_fp8(model)
+    model = build_model(shape, args.device, dtype, attention, fp8=precision == "fp8")
     tokenizer = chat_tokenizer(shape.family)
     rows = []
     common = {"shape": shape.name, "precision": precision if args.device.startswith("cuda") else "float32"}

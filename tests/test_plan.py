@@ -62,7 +62,9 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
 
     profile = load_profile("paper")
     plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30)
-    costing = costing_for(profile)
+    costing, stand_ins = costing_for(profile)
+    assert stand_ins == [], "both models are published shapes"
+    assert (costing.judge.name, costing.reranker.name) == ("Llama-3.3-70B", "Qwen3-Reranker-0.6B")
     assert costing.calibration.device == Calibration.load(REFERENCE).device == "NVIDIA H100 80GB HBM3"
     assert (costing.backend, costing.mode, costing.decode_batch) == ("vllm", "generate", 256)
     table, notes = plan_table(plan, costing, profile.rerank.depth)
@@ -79,7 +81,7 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     rerank = cells[("rerank, paper (ASSUMED 90,000 questions)", "bf16")]
     hours = 90_000 * 100 * prompt_flops(costing.reranker, 2800) / (989e12 * 0.137) / 3600
     assert rerank[1] == "9,000,000" and rerank[8] == f"{hours:,.1f}"
-    distribution = costing_for(profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})}))
+    distribution, _ = costing_for(profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})}))
     table, _ = plan_table(plan, distribution, profile.rerank.depth)
     assert set(table.columns[7]._cells) == {"0.0"}, "distribution mode has no decode step"
 
@@ -113,6 +115,10 @@ def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline
     profile = load_profile("paper")
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"backend": "transformers"})})
     plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=10)
-    table, notes = plan_table(plan, costing_for(profile, out), profile.rerank.depth)
+    profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"model": "someone/unknown-judge"})})
+    costing, stand_ins = costing_for(profile, out)
+    assert stand_ins == ["someone/unknown-judge: no config on disk and no published shape here; Llama-3.3-70B's "
+                         "shape stood in."]
+    table, notes = plan_table(plan, costing, profile.rerank.depth)
     assert table.columns[3]._cells == ["float32"] * table.row_count
     assert "float32: transformers float32, calibrated" in notes[0]

@@ -276,13 +276,13 @@ def plan(
     positive("--utilisation", utilisation, upper=1)
     config = profile_of(profile)
     try:
-        costing = costing_for(config, calibration, utilisation)
+        costing, stand_ins = costing_for(config, calibration, utilisation)
     except CalibrationError as e:
         fail(str(e))
     result = run_stage("measuring prompts", "pairs", lambda advance: measure(
         config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
     table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
-    for line in result.notes() + costing_notes:
+    for line in result.notes() + stand_ins + costing_notes:
         console.print(line, highlight=False, markup=False)
     console.print(table)
 

@@ -80,9 +80,13 @@ class TransformersBackend:
         if self.device.startswith("cuda"):
             reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
             reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
-            self.placement = placement.plan_placement(config, torch_dtype, quantization, placement.visible_gpu_totals(),
+            index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
+            totals = placement.visible_gpu_totals()
+            self.placement = placement.plan_placement(config, torch_dtype, quantization,
+                                                      totals if index is None else [totals[index]],
                                                       gpu_memory_utilization, reserve, str(model_path))
-            load["device_map"] = self.placement.device_map
+            load["device_map"] = ({module: index for module in self.placement.device_map} if index is not None
+                                  else self.placement.device_map)
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)

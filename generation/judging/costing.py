@@ -130,15 +130,34 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
     return rows, notes
 
 
-def costing_for(profile, calibration_path=None, utilisation: float | None = None) -> Costing:
+def model_shape(name: str) -> tuple[Shape, str | None]:
+    """The shape of a profile's model: its config.json when on disk, else the published shape of that name, else
+    Llama-3.3-70B's, with a note saying it stood in."""
+    from generation.models import ModelNotAvailable, resolve_model
+    from generation.model_shapes import shape_from_config
+
+    try:
+        from transformers import AutoConfig
+
+        return shape_from_config(AutoConfig.from_pretrained(str(resolve_model(name))), name), None
+    except (ModelNotAvailable, OSError, ValueError, AttributeError):
+        if name in PUBLISHED:
+            return PUBLISHED[name], None
+        stand_in = PUBLISHED[LLAMA_33_70B]
+        return stand_in, f"{name}: no config on disk and no published shape here; {stand_in.name}'s shape stood in."
+
+
+def costing_for(profile, calibration_path=None, utilisation: float | None = None) -> tuple[Costing, list[str]]:
+    """The costing of a profile's judge and reranker, and notes on what stood in for what."""
     calibration = Calibration.load(calibration_path or REFERENCE)
     judge = profile.judge
     batch = judge.batch_size
     if isinstance(judge.max_batch_tokens, int):
         batch = max(1, min(batch, judge.max_batch_tokens // judge.max_model_len))
-    shape = PUBLISHED.get(judge.model, PUBLISHED[LLAMA_33_70B])
-    return Costing(calibration, "vllm" if judge.backend in ("vllm", "ray") else judge.backend, judge.mode, batch,
-                   shape, override=utilisation)
+    (judge_shape, judge_note), (rerank_shape, rerank_note) = model_shape(judge.model), model_shape(profile.rerank.model)
+    costing = Costing(calibration, "vllm" if judge.backend in ("vllm", "ray") else judge.backend, judge.mode, batch,
+                      judge_shape, rerank_shape, override=utilisation)
+    return costing, [note for note in (judge_note, rerank_note) if note]
 
 
 def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: float = RERANK_TOKENS_ASSUMED):
