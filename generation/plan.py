@@ -90,6 +90,7 @@ class Plan:
     long_documents: int  # sampled documents with at least context_words words
     mean_context_tokens: float
     assumed_tokens_per_word: float = LLAMA3_TOKENS_PER_WORD
+    questions: int = 0  # distinct questions of these pairs (the rerank stage's unit)
 
     @property
     def measured_is_representative(self) -> bool:
@@ -183,24 +184,5 @@ def measure(profile: Profile, subquestions: Path, candidates: Path, index: Path,
     return Plan(len(pairs), len(by_subq), len(chosen), sum(lengths) / n, sum(overheads) / n,
                 sum(prefixes) / max(len(prefixes), 1), config.max_new_tokens or prompt.max_new_tokens,
                 tokenizer_name, stand_in, config.context_words, sum(context_tokens) / max(sum(words), 1), long_docs,
-                sum(context_tokens) / n, tokens_per_word)
+                sum(context_tokens) / n, tokens_per_word, len({p["qid"] for p in pairs}))
 
-
-def plan_table(plan: Plan, model: ModelSize, utilisation: float):
-    from rich.table import Table
-
-    if not 0 < utilisation <= 1:
-        raise ValueError(f"utilisation {utilisation}: must be in (0, 1]")
-
-    table = Table(title=f"{model.name} ({model.params / 1e9:.1f}B) on H100 SXM at {utilisation:.0%} utilisation")
-    for column in ("row", "pairs", "prompt tokens", "precision", "PFLOPs", "GPU-hours", "GPU-hours, prefix cached",
-                   "4-GPU node pairs/s"):
-        table.add_column(column, justify="right")
-    for s in plan.scenarios():
-        for precision in H100_PEAK:
-            flops = s.flops(model)
-            table.add_row(s.label, f"{s.pairs:,}", f"{s.prompt_tokens:,.0f}", precision, f"{s.pairs * flops / 1e15:,.1f}",
-                          f"{gpu_hours(s.pairs, flops, precision, utilisation):,.1f}",
-                          f"{gpu_hours(s.pairs, s.flops(model, prefix_cached=True), precision, utilisation):,.1f}",
-                          f"{node_pairs_per_second(flops, precision, utilisation):,.1f}")
-    return table

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -33,7 +33,23 @@ class BM25(Strict):
     threads: int = Field(default=1, ge=1)
 
 
-class Rerank(Strict):
+ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"]
+
+
+class TransformersSettings(Strict):
+    """How the transformers backend batches and places the model (README, "The judge and the reranker on GPUs");
+    vLLM ignores them, and so does the config hash."""
+    max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
+        default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
+                                  "it; auto: from the device's free memory after loading; null: batch_size alone")
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="share of each GPU's memory the "
+                                          "weights, placed by device_map, and the auto batch budget may take")
+    attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
+    packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
+                                                    "reuse; on a GPU with variable-length attention (flex/flash)")
+
+
+class Rerank(TransformersSettings):
     backend: Literal["transformers", "vllm", "bi-encoder"]
     model: str = Field(min_length=1, description="Hub name or local path")
     instruction: str = Field(min_length=1)
@@ -58,7 +74,7 @@ class Pool(Strict):
     include_clicked: bool = True
 
 
-class JudgeConfig(Strict):
+class JudgeConfig(TransformersSettings):
     backend: Literal["vllm", "transformers", "ray", "bi-encoder"]
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
     ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
@@ -73,7 +89,8 @@ class JudgeConfig(Strict):
     temperature: float = Field(ge=0)
     max_model_len: int = Field(ge=256)
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "bfloat16"
-    quantization: Literal["fp8"] | None = None
+    quantization: Literal["fp8"] | None = Field(
+        default=None, description="fp8 weights and activations: vLLM's `quantization`, torchao's float8 on transformers")
     tensor_parallel_size: int = Field(default=1, ge=1)
     enable_prefix_caching: bool = True
     batch_size: int = Field(default=64, ge=1)
@@ -120,8 +137,12 @@ class Profile(Strict):
     bandit: Bandit = Bandit()
 
     def config_hash(self, *sections: str) -> str:
-        """A stable hash of the named sections (all when none), for refusing to mix shards."""
-        data = self.model_dump(include=set(sections) if sections else None)
+        """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers
+        backend's batching and placement settings are left out: they change how fast, not what (a run that ran
+        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept)."""
+        execution_only = set(TransformersSettings.model_fields)
+        data = self.model_dump(include=set(sections) if sections else None,
+                               exclude={"judge": execution_only, "rerank": execution_only})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

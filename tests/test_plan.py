@@ -37,3 +37,88 @@ def test_measure_states_its_stand_in_and_projects_the_paper_row_from_the_cut(sma
     assert question_tokens < plan.mean_shared_prefix_tokens < plan.mean_prompt_tokens
     assert plan.mean_overhead_tokens < plan.mean_prompt_tokens
     assert "NOT representative" in measured.note, "the sample's passages never reach 2,048 words"
+
+
+def test_decode_steps_cost_weight_bytes_over_bandwidth_per_batch():
+    """Llama-3.3-70B in bf16 (141,107,412,992 bytes of weights; KV 2 x 80 x 8 x 128 x 2 = 327,680 bytes a token),
+    3,000 prompt tokens, 3 new tokens = 2 decode steps, batch 8, 3.35 TB/s. By hand, one step of one pair:
+    141,107,412,992 / 8 + 327,680 x (3,000 + 1.5) = 17,638,426,624 + 983,531,520 = 18,621,958,144 bytes;
+    two steps / 3.35e12 = 0.011117587 s. One new token (distribution) costs no decode step."""
+    from generation.judging.costing import decode_seconds
+    from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+
+    shape = PUBLISHED[LLAMA_33_70B]
+    assert decode_seconds(shape, "bf16", 3000, 3, 8, 3.35e12) == pytest.approx(2 * 18_621_958_144 / 3.35e12, rel=1e-12)
+    assert decode_seconds(shape, "bf16", 3000, 1, 8, 3.35e12) == 0
+
+
+def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline):
+    """The bundled H100 reference: the paper profile judges on vLLM, which was not measured, so the transformers
+    figures stand in and the plan says so; prefill hours = pairs x prompt FLOPs / (peak x share); generate adds its
+    decode steps; fp8 uses its own share of the fp8 peak; the rerank rows use the reranker's share."""
+    from generation.judging.calibration import REFERENCE, Calibration
+    from generation.judging.costing import costing_for, decode_seconds, plan_table
+    from generation.model_shapes import prompt_flops
+
+    profile = load_profile("paper")
+    plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30)
+    costing, stand_ins = costing_for(profile)
+    assert stand_ins == [], "both models are published shapes"
+    assert (costing.judge.name, costing.reranker.name) == ("Llama-3.3-70B", "Qwen3-Reranker-0.6B")
+    assert costing.calibration.device == Calibration.load(REFERENCE).device == "NVIDIA H100 80GB HBM3"
+    assert (costing.backend, costing.mode, costing.decode_batch) == ("vllm", "generate", 256)
+    table, notes = plan_table(plan, costing, profile.rerank.depth)
+    assert "vLLM not measured: the transformers bf16 figure" in notes[0]
+    cells = {(table.columns[0]._cells[i], table.columns[3]._cells[i]): [c._cells[i] for c in table.columns]
+             for i in range(table.row_count)}
+    assumed = plan.scenarios()[2]
+    for precision, share, peak in (("bf16", 0.511, 989e12), ("fp8", 0.334, 1979e12)):
+        row = cells[("paper, assumed", precision)]
+        prefill = PAPER_PAIRS * prompt_flops(costing.judge, assumed.prompt_tokens) / (peak * share) / 3600
+        decode = PAPER_PAIRS * decode_seconds(costing.judge, precision, assumed.prompt_tokens, 3, 256, 3.35e12) / 3600
+        assert row[4] == f"{share:.1%}"
+        assert row[6] == f"{prefill:,.1f}" and row[7] == f"{decode:,.1f}" and row[8] == f"{prefill + decode:,.1f}"
+    rerank = cells[("rerank, paper (ASSUMED 90,000 questions)", "bf16")]
+    hours = 90_000 * 100 * prompt_flops(costing.reranker, 2800) / (989e12 * 0.137) / 3600
+    assert rerank[1] == "9,000,000" and rerank[8] == f"{hours:,.1f}"
+    distribution, _ = costing_for(profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})}))
+    table, _ = plan_table(plan, distribution, profile.rerank.depth)
+    assert set(table.columns[7]._cells) == {"0.0"}, "distribution mode has no decode step"
+
+
+def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline, capsys):
+    """scripts/bench_gpu.py at tiny shapes on the CPU (no peak in its table: the test states one): it prints every
+    run of both shapes and writes a calibration file whose figures `plan` then prices with."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    import bench_gpu
+
+    from generation.judging.calibration import Calibration
+    from generation.judging.costing import costing_for, plan_table
+
+    out = tmp_path / "calibration.json"
+    bench_gpu.main(["--device", "cpu", "--shape", "tiny-llama", "tiny-qwen3", "--prompt-tokens", "250",
+                    "--rerank-tokens", "150", "--pairs", "4", "--batch-size", "2", "--repeats", "1",
+                    "--peak-tflops", "0.5", "--bandwidth-tbs", "0.02", "--calibration", str(out)])
+    printed = capsys.readouterr().out
+    for run in ("| tiny-llama | kit | distribution |", "| tiny-llama | kit | generate |", "| tiny-llama | raw padded |",
+                "| tiny-llama | raw unpadded |", "| tiny-qwen3 | kit | rerank |", "| tiny-qwen3 | kit packed | rerank |"):
+        assert run in printed
+    calibration = Calibration.load(out)
+    assert calibration.peak_flops == {"float32": pytest.approx(0.5e12)} and calibration.bandwidth == 0.02e12
+    kit = next(r for r in calibration.rows if r["run"] == "kit" and r["mode"] == "distribution")
+    assert calibration.utilisation["transformers"]["float32"] == round(kit["share_of_peak"], 4)
+    assert kit["tflops"] == pytest.approx(kit["share_of_peak"] * 0.5)
+    assert "rerank" in calibration.utilisation
+    profile = load_profile("paper")
+    profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"backend": "transformers"})})
+    plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=10)
+    profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"model": "someone/unknown-judge"})})
+    costing, stand_ins = costing_for(profile, out)
+    assert stand_ins == ["someone/unknown-judge: no config on disk and no published shape here; Llama-3.3-70B's "
+                         "shape stood in."]
+    table, notes = plan_table(plan, costing, profile.rerank.depth)
+    assert table.columns[3]._cells == ["float32"] * table.row_count
+    assert "float32: transformers float32, calibrated" in notes[0]

@@ -173,20 +173,31 @@ def plan(
     index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
     sample: int = typer.Option(200, min=1, help="pairs whose prompts are tokenized"),
     tokenizer: Optional[str] = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
-    utilisation: float = typer.Option(0.4, help="model FLOPs utilisation assumed, in (0, 1]"),
+    utilisation: Optional[float] = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
+                                                "calibration's measured figures"),
+    calibration: Optional[Path] = typer.Option(None, help="scripts/bench_gpu.py's calibration file (default: the "
+                                               "bundled H100 reference of issue 23)"),
+    rerank_tokens: float = typer.Option(2800, min=1, help="reranker tokens per document assumed for the rerank rows"),
     tokens_per_word: Optional[float] = typer.Option(None, help="judge tokens per word of web text assumed for the "
                                                     "paper-scale row (default: 2900/2048, issue 15's figure)"),
 ) -> None:
-    """Count pairs, measure prompt tokens and print the FLOPs and H100 GPU-hours of judging them."""
-    from generation.plan import LLAMA3_TOKENS_PER_WORD, ModelSize, measure, plan_table
+    """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
+    from generation.judging.calibration import CalibrationError
+    from generation.judging.costing import costing_for, plan_table
+    from generation.plan import LLAMA3_TOKENS_PER_WORD, measure
 
     positive("--utilisation", utilisation, upper=1)
     config = profile_of(profile)
+    try:
+        costing, stand_ins = costing_for(config, calibration, utilisation)
+    except CalibrationError as e:
+        fail(str(e))
     result = run_stage("measuring prompts", "pairs", lambda advance: measure(
         config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
-    for line in result.notes():
+    table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
+    for line in result.notes() + stand_ins + costing_notes:
         say(line)
-    console.print(plan_table(result, ModelSize(), utilisation))
+    console.print(table)
 
 
 @app.command()

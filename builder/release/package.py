@@ -47,6 +47,13 @@ def differences(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+def judge_precision(profile: Profile) -> str:
+    """What the judge's weights and activations were: fp8 (quantized) or its dtype."""
+    if profile.judge.quantization == "fp8":
+        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
+    return profile.judge.dtype
+
+
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
@@ -64,7 +71,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     context = {
         "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
         "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
-        "reranker": reranker, "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
+        "reranker": reranker, "judge_precision": judge_precision(profile), "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
                                          "text": prompt.render("{question}", "{context}")},
         "differences": differences(profile), "binary_threshold": binary_threshold(profile),
         "rubric": rubric(prompt.user),
@@ -75,7 +82,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     card = render_card(out, summary.rows, summary.stats, splits, context)
     manifest = {
         "repo": repo, "code_version": __version__, "profile": profile.model_dump(), "profile_hash": profile.config_hash(),
-        "models": {"reranker": reranker, "judge": judge}, "prompt": {"id": prompt.id, "sha256": prompt.sha256},
+        "models": {"reranker": reranker, "judge": judge, "judge_precision": judge_precision(profile)}, "prompt": {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
     }

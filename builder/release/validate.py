@@ -244,7 +244,8 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
     models = manifest.get("models") or {}
     profile = manifest.get("profile") or {}
     for what, value in (("judge", models.get("judge")), ("reranker", models.get("reranker")),
-                        ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash"))):
+                        ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash")),
+                        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
         if not value or str(value) not in body:
             names.fail(f"the card does not state the manifest's {what} {value!r}")
     loads = report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features")

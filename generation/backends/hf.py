@@ -8,8 +8,11 @@ from typing import Sequence
 
 import torch
 
+from generation.backends import placement
+from generation.backends.batching import TokenBudget, auto_token_budget, bytes_per_token, token_batches
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
+from generation.model_shapes import shape_from_config
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
@@ -48,26 +51,96 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     return ids, mask, positions
 
 
+ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention_3")
+
+
 class TransformersBackend:
-    def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8):
+    """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the GPU's
+    free memory after loading, or None: `batch_size` pairs alone, as "auto" is on a CPU), lowered with one notice when a batch runs out
+    of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU `attention` must
+    be one of ATTENTION_FOR_PACKING; a CPU runs it with any). A model larger than one GPU is spread over the visible
+    GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
+    `max_batch_tokens` tokens, or of one `max_length`-token sequence when the budget is auto or unset."""
+
+    def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
+                 max_batch_tokens: int | str | None = None, quantization: str | None = None,
+                 attention: str | None = None, packed: bool = False, gpu_memory_utilization: float = 0.9,
+                 max_length: int = 8192, setting: str = "max_batch_tokens"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = pick_device(device)
+        if packed and self.device != "cpu" and attention not in ATTENTION_FOR_PACKING:
+            # sdpa and eager would get a block-diagonal mask over the whole packed row: right, but quadratic in it
+            raise ValueError(f"packed: true on {self.device} needs variable-length attention: `attention:` one of "
+                             f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}")
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         torch_dtype = DTYPES[dtype]
-        if torch_dtype == "auto" and self.device == "cpu":
-            torch_dtype = torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch_dtype).to(self.device).eval()
-        self.batch_size = batch_size
+        if torch_dtype == "auto":
+            torch_dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        config = placement.read_config(model_path)
+        self.shape = shape_from_config(config, str(model_path))
+        load = {"dtype": torch_dtype, **({"attn_implementation": attention} if attention else {})}
+        if quantization == "fp8":
+            load.update(placement.fp8_load_settings(self.device))
+        self.placement = None
+        if self.device.startswith("cuda"):
+            reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
+            reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
+            index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
+            totals = placement.visible_gpu_totals()
+            self.placement = placement.plan_placement(config, torch_dtype, quantization,
+                                                      totals if index is None else [totals[index]],
+                                                      gpu_memory_utilization, reserve, str(model_path))
+            load["device_map"] = ({module: index for module in self.placement.device_map} if index is not None
+                                  else self.placement.device_map)
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
+        if self.placement is None:
+            self.model.to(self.device)
+        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+
+    @classmethod
+    def wrap(cls, model, tokenizer, batch_size: int = 8, max_batch_tokens: int | str | None = None,
+             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens"):
+        """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
+        self = cls.__new__(cls)
+        self.shape, self.placement = shape_from_config(model.config), None
+        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self.device = str(self.input_device)
+        return self
+
+    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting) -> None:
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.input_device = self.model.get_input_embeddings().weight.device
+        self.batch_size, self.packed = batch_size, packed
+        if max_batch_tokens == "auto" and self.input_device.type != "cuda":
+            max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
+        elif max_batch_tokens == "auto":
+            free, total = torch.cuda.mem_get_info(self.input_device)
+            per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
+            max_batch_tokens = auto_token_budget(free, total, gpu_memory_utilization, per_token)
+        self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
+    @classmethod
+    def from_config(cls, model_path: str | Path, config, section: str, device: str | None = None):
+        """The backend a profile section (`judge` or `rerank`) asks for."""
+        return cls(model_path, device=device or getattr(config, "device", "auto"), dtype=config.dtype,
+                   batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens,
+                   quantization=getattr(config, "quantization", None), attention=config.attention, packed=config.packed,
+                   gpu_memory_utilization=config.gpu_memory_utilization,
+                   max_length=getattr(config, "max_model_len", None) or config.max_length,
+                   setting=f"{section}.max_batch_tokens")
+
     def _batches(self, sequences: Sequence[Sequence[int]]):
-        """Length-sorted batches (less padding), yielded with the original positions."""
-        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-        for start in range(0, len(order), self.batch_size):
-            chosen = order[start:start + self.batch_size]
+        """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory
+        fallback: the benchmark's raw loops use it)."""
+        for chosen in token_batches([len(s) for s in sequences], self.batch_size, self.budget.max_tokens, self.packed):
             yield chosen, [sequences[i] for i in chosen]
+
+    def _free_cache(self) -> None:
+        if self.input_device.type == "cuda":
+            torch.cuda.empty_cache()
 
     @torch.inference_mode()
     def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> torch.Tensor:
@@ -80,36 +153,57 @@ class TransformersBackend:
         wanted = torch.tensor(list(token_ids), dtype=torch.long)
         if not sequences:
             return out
+        if self.packed:
+            self.budget.run(sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache)
+            return out
         shared = shared_prefix_length(sequences)
         prefix = None
         if shared >= MIN_SHARED_PREFIX:
-            prefix = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.device),
+            prefix = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.input_device),
                                 use_cache=True, logits_to_keep=1).past_key_values
         else:
             shared = 0
-        for positions, batch in self._batches(sequences):
-            ids, mask, pos = (t.to(self.device) for t in left_pad([s[shared:] for s in batch], self.pad_id))
+
+        def step(chosen: list[int]) -> None:
+            batch = [sequences[i][shared:] for i in chosen]
+            ids, mask, pos = (t.to(self.input_device) for t in left_pad(batch, self.pad_id))
             cache = None
             if prefix is not None:
                 cache = copy.deepcopy(prefix)
                 cache.batch_repeat_interleave(len(batch))
-                mask = torch.cat([torch.ones((len(batch), shared), dtype=mask.dtype, device=self.device), mask], 1)
+                mask = torch.cat([torch.ones((len(batch), shared), dtype=mask.dtype, device=mask.device), mask], 1)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos + shared, past_key_values=cache,
                                 use_cache=cache is not None, logits_to_keep=1).logits[:, -1, :]
-            logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-            out[positions] = logprobs[:, wanted].double()
+            out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
+
+        self.budget.run(sequences, step, self._free_cache)
         return out
+
+    def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
+        """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
+        transformers tells packed sequences apart (masking_utils.find_packed_sequence_indices: a new sequence where
+        the position does not grow by 1) when there is no attention mask and no cache; the LM head runs on each
+        sequence's last position only (`logits_to_keep` as indices)."""
+        lengths = [len(sequences[i]) for i in chosen]
+        ids = torch.tensor([[t for i in chosen for t in sequences[i]]], device=self.input_device)
+        positions = torch.tensor([[p for n in lengths for p in range(n)]], device=self.input_device)
+        last = torch.tensor(lengths, device=self.input_device).cumsum(0) - 1
+        logits = self.model(input_ids=ids, position_ids=positions, logits_to_keep=last, use_cache=False).logits[0]
+        out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
     @torch.inference_mode()
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
         """Greedy continuation of each sequence, decoded without special tokens."""
         texts: list[str] = [""] * len(sequences)
-        for positions, batch in self._batches(sequences):
-            ids, mask, _ = (t.to(self.device) for t in left_pad(batch, self.pad_id))
+
+        def step(chosen: list[int]) -> None:
+            ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
             out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                                       do_sample=False, pad_token_id=self.pad_id)
-            for row, position in enumerate(positions):
+            for row, position in enumerate(chosen):
                 texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
+
+        self.budget.run(sequences, step, self._free_cache)
         return texts
 
 
@@ -118,7 +212,7 @@ class QwenRerankerScorer:
 
     def __init__(self, config: RerankConfig, device: str = "auto"):
         path = resolve_model(config.model)
-        self.backend = TransformersBackend(path, device=device, dtype=config.dtype, batch_size=config.batch_size)
+        self.backend = TransformersBackend.from_config(path, config, "rerank", device=device)
         self.encoder = make_encoder(config, self.backend.tokenizer)
         tokenizer = self.backend.tokenizer
         self.no_id, self.yes_id = tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")
@@ -135,6 +229,5 @@ def make_scorer(config: RerankConfig) -> QwenRerankerScorer:
 
 
 def make_judge(config: JudgeConfig):
-    backend = TransformersBackend(resolve_model(config.model), device=config.device, dtype=config.dtype,
-                                  batch_size=config.batch_size)
+    backend = TransformersBackend.from_config(resolve_model(config.model), config, "judge")
     return LLMJudge(config, backend, backend.tokenizer, f"{config.model} (transformers)")

@@ -1,0 +1,138 @@
+"""Where the transformers backend puts a model: on one device, spread over the visible GPUs (`device_map` with a
+memory budget per GPU), or nowhere, refused before loading with its size in GB and what to use instead. Also the
+fp8 load settings. Everything here works from the model's config.json: no weights are read.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from generation.backends.batching import bytes_per_token
+from generation.model_shapes import Shape, shape_from_config
+
+GB = 1e9
+# Tensor-parallel sizes vLLM can use for these models (the attention heads must divide evenly).
+TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
+MAX_UTILISATION = 0.98  # the highest gpu_memory_utilization the refusal suggests (CUDA's own context needs some)
+
+
+class ModelTooLarge(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Placement:
+    device_map: dict | None  # None: the whole model on `device`
+    description: str
+
+
+def precision_of(dtype: torch.dtype, quantization: str | None) -> str:
+    return "fp8" if quantization == "fp8" else {torch.float32: "float32", torch.float16: "float16"}.get(dtype, "bfloat16")
+
+
+def meta_model(config, dtype: torch.dtype, quantization: str | None):
+    """The model on the meta device (shapes and dtypes, no memory), its decoder's linear weights one byte each in
+    fp8, as they will be once loaded, so module sizes are what the GPUs will hold."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if quantization == "fp8":
+        for layer in model.model.layers:
+            for module in layer.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.weight = torch.nn.Parameter(torch.empty_like(module.weight, dtype=torch.float8_e4m3fn),
+                                                       requires_grad=False)
+    return model
+
+
+def weight_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: float, reserve_bytes: int) -> str:
+    """What would run a model that does not fit: fp8 on one GPU (at the memory share that needs), or vLLM with
+    tensor parallelism."""
+    hints = []
+    fp8_share = (shape.weight_bytes("fp8") + reserve_bytes) / gpu_total if gpu_total else math.inf
+    if precision != "fp8" and fp8_share <= MAX_UTILISATION:
+        hint = f"`quantization: fp8` ({shape.weight_bytes('fp8') / GB:.1f} GB of weights) on one GPU"
+        hints.append(hint if fp8_share <= utilisation else
+                     f"{hint} with `gpu_memory_utilization: {math.ceil(fp8_share * 100) / 100}`")
+    budget = gpu_total * utilisation - reserve_bytes
+    needed = shape.weight_bytes(precision) / budget if budget > 0 else math.inf
+    tp = next((n for n in TENSOR_PARALLEL_SIZES if n >= needed and shape.heads % n == 0), None)
+    if tp is not None:
+        hints.append(f"`backend: vllm` with `tensor_parallel_size: {tp}` ({tp} such GPUs)")
+    hints.append("more visible GPUs (CUDA_VISIBLE_DEVICES)")
+    return "; or ".join(hints)
+
+
+def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_totals: list[int], utilisation: float,
+                   reserve_bytes: int, name: str = "") -> Placement:
+    """One GPU when the weights and `reserve_bytes` (one full-length batch's activations) fit within `utilisation`
+    of its memory; else a `device_map` over all of `gpu_totals` (transformers' own inference of it, on the meta
+    model, with that budget per GPU); else ModelTooLarge naming the size and what to use instead."""
+    shape = shape_from_config(config, name)
+    precision = precision_of(dtype, quantization)
+    model = meta_model(config, dtype, quantization)
+    size = weight_bytes(model)
+    budgets = [int(total * utilisation) - reserve_bytes for total in gpu_totals]
+    if budgets and size <= budgets[0]:
+        return Placement({"": 0}, f"on GPU 0: {size / GB:.1f} GB of weights in {precision}")
+    if len(budgets) > 1 and size <= sum(budgets):
+        from transformers.integrations.accelerate import get_balanced_memory, infer_auto_device_map
+
+        # balanced (what device_map="auto" does), so every GPU keeps room for activations
+        balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
+                                       no_split_module_classes=model._no_split_modules)
+        device_map = infer_auto_device_map(model, max_memory=balanced, no_split_module_classes=model._no_split_modules)
+        if set(device_map.values()) <= set(range(len(budgets))):
+            used = sorted(set(device_map.values()))
+            return Placement(device_map, f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "
+                                         f"weights in {precision}, at most {max(budgets) / GB:.1f} GB a GPU")
+    visible = (f"{len(gpu_totals)} visible GPU(s) of {gpu_totals[0] / GB:.0f} GB, {max(budgets[0], 0) / GB:.1f} GB "
+               f"each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
+               if gpu_totals else "no visible GPU")
+    raise ModelTooLarge(f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. "
+                        f"Use {alternatives(shape, precision, max(gpu_totals, default=0), utilisation, reserve_bytes)}")
+
+
+def visible_gpu_totals() -> list[int]:
+    return [torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())]
+
+
+def read_config(model_path: str | Path):
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(model_path))
+
+
+def fp8_load_settings(device: str) -> dict:
+    """`from_pretrained` settings for fp8 weights and activations: torchao's dynamic float8 (per-tensor scales, as
+    vLLM's online `quantization="fp8"` makes them; torchao.quantization.Float8DynamicActivationFloat8WeightConfig),
+    applied by transformers as each weight loads, so a model is never held in bf16 whole. Refused where it cannot
+    run: torchao's float8 needs a CUDA GPU of compute capability 8.9 or newer (L4, RTX 4090, H100)."""
+    if not device.startswith("cuda"):
+        raise ValueError(f"quantization: fp8 needs a CUDA GPU of compute capability >= 8.9 (torchao's float8 "
+                         f"kernels); this backend runs on {device!r}. Remove `quantization` to run in "
+                         "bfloat16/float32 here")
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    if (major, minor) < (8, 9):
+        raise ValueError(f"quantization: fp8 needs compute capability >= 8.9; {device} is {major}.{minor}")
+    try:
+        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor
+    except ImportError:
+        raise ValueError("quantization: fp8 on the transformers backend needs torchao: "
+                         "pip install 'researchy-subq-judgments[gpu]'") from None
+    from transformers import TorchAoConfig
+
+    return {"quantization_config": TorchAoConfig(Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))}
+
+
+def reserve_for(shape: Shape, tokens: int, dtype_bytes: int) -> int:
+    """GPU memory kept free of weights: one batch of `tokens` tokens' activations and KV cache."""
+    return math.ceil(tokens * bytes_per_token(shape, dtype_bytes, keeps_cache=True))

@@ -1,0 +1,84 @@
+"""Calibration files: what the GPU benchmark (scripts/bench_gpu.py) measured, read by `plan` in place of an assumed
+utilisation.
+
+A file holds the device, the versions, the rows the benchmark printed and, per backend and precision, the share of
+the device's dense peak that one forward over the prompts reached (distribution mode: prefill only). `plan`
+costs prefill at that share and generate mode's decode steps separately, as memory-bound.
+
+The bundled reference (`calibration-h100-2026-11-23.json`) holds the figures of issue 23, measured on an H100
+80 GB (torch 2.11, transformers 5.17) with main's code before that issue's changes; it is not a run of
+scripts/bench_gpu.py, and says so.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REFERENCE = Path(__file__).with_name("calibration-h100-2026-11-23.json")
+
+
+@dataclass(frozen=True)
+class Device:
+    """Dense tensor-core peaks (no sparsity) and memory bandwidth, from the vendor's data sheets."""
+    name: str
+    peak_flops: dict  # precision ("bf16", "fp8") -> FLOP/s
+    bandwidth: float  # bytes/s
+    memory: int  # bytes
+
+
+# NVIDIA H100 SXM5 80 GB and H200 SXM 141 GB data sheets: 989 / 1,979 TFLOP/s dense bf16 / fp8; 3.35 / 4.8 TB/s.
+DEVICES = {
+    "H100": Device("H100 SXM", {"bf16": 989e12, "fp8": 1979e12}, 3.35e12, 80 * 2**30),
+    "H200": Device("H200 SXM", {"bf16": 989e12, "fp8": 1979e12}, 4.8e12, 141 * 10**9),
+}
+
+
+def device_spec(name: str) -> Device | None:
+    """The spec of a device named like torch.cuda.get_device_name() ("NVIDIA H100 80GB HBM3"), if known."""
+    return next((spec for key, spec in DEVICES.items() if key in name.upper()), None)
+
+
+class CalibrationError(ValueError):
+    pass
+
+
+@dataclass
+class Calibration:
+    device: str
+    source: str  # what measured it: the benchmark's command line, or the reference's provenance
+    versions: dict
+    # backend -> precision -> share of the dense peak in one forward (prefill); "rerank" as a backend key holds the
+    # reranker's figure
+    utilisation: dict
+    peak_flops: dict  # precision -> the device's dense peak, FLOP/s
+    bandwidth: float | None  # the device's memory bandwidth, bytes/s
+    rows: list = field(default_factory=list)
+
+    def share(self, backend: str, precision: str) -> float | None:
+        return self.utilisation.get(backend, {}).get(precision)
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.__dict__, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "Calibration":
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise CalibrationError(f"{path}: cannot read ({e.strerror})") from None
+        except json.JSONDecodeError as e:
+            raise CalibrationError(f"{path}: not JSON (line {e.lineno}: {e.msg})") from None
+        missing = {"device", "source", "versions", "utilisation", "peak_flops", "bandwidth"} - set(
+            data if isinstance(data, dict) else ())
+        if missing:
+            raise CalibrationError(f"{path}: not a calibration file (no {', '.join(sorted(missing))})")
+        for backend, shares in data["utilisation"].items():
+            for precision, value in shares.items():
+                if not isinstance(value, (int, float)) or not 0 < value <= 1:
+                    raise CalibrationError(f"{path}: utilisation.{backend}.{precision} = {value!r}, not in (0, 1]")
+        for precision, value in data["peak_flops"].items():
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise CalibrationError(f"{path}: peak_flops.{precision} = {value!r}, not a positive number")
+        return cls(data["device"], data["source"], data["versions"], data["utilisation"], data["peak_flops"],
+                   data["bandwidth"], data.get("rows", []))

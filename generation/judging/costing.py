@@ -1,0 +1,183 @@
+"""GPU-hours of judging and reranking, calibrated: prefill at the share of the device's peak a calibration file
+measured (generation/judging/calibration.py; a flag can override it), generate mode's decode steps as
+memory-bound, and the rerank stage beside the judge.
+
+Per judged pair: prefill = prompt FLOPs (model_shapes.prompt_flops) / (peak x share). Generate mode then takes
+`new_tokens - 1` decode steps (the first answer token comes from the prefill's last position); each step reads
+every weight once for the whole batch and the pair's own KV cache, so a pair's step costs
+(weight bytes / batch + KV bytes of its prompt) / bandwidth. Distribution mode is the prefill alone. The rerank
+stage: questions x depth documents of `rerank_tokens` tokens, one forward each, at the reranker's share.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generation.judging.calibration import REFERENCE, Calibration
+from generation.plan import Plan
+from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
+
+# Researchy Questions' train split, which the paper judged (seeds/000: "the Researchy Questions Train split"); the
+# paper gives no question count: about 90k (DESIGN.md), an assumption the rerank rows name.
+PAPER_QUESTIONS_ASSUMED = 90_000
+RERANK_TOKENS_ASSUMED = 2800  # issue 23 measured the rerank path at ~2,800 tokens a document
+NODE_GPUS = 4
+
+
+@dataclass(frozen=True)
+class Costing:
+    calibration: Calibration
+    backend: str  # the judge's backend: whose utilisation applies
+    mode: str  # generate or distribution
+    decode_batch: int  # pairs sharing one decode step's weight reads
+    judge: Shape = PUBLISHED[LLAMA_33_70B]
+    reranker: Shape = PUBLISHED[QWEN3_RERANKER_06B]
+    override: float | None = None  # --utilisation: one share for every precision
+
+    def share(self, backend: str, precision: str) -> tuple[float | None, str]:
+        """The prefill share of peak for this backend and precision, and where it comes from."""
+        if self.override is not None:
+            return self.override, "--utilisation"
+        measured = self.calibration.share(backend, precision)
+        if measured is not None:
+            return measured, f"{backend} {precision}, calibrated"
+        if backend == "vllm":
+            stand_in = self.calibration.share("transformers", precision)
+            if stand_in is not None:
+                return stand_in, f"vLLM not measured: the transformers {precision} figure"
+        return None, "not measured"
+
+    def precisions(self) -> list[str]:
+        return list(self.calibration.peak_flops)
+
+
+def prefill_seconds(shape: Shape, tokens: float, cached: float, peak: float, share: float) -> float:
+    return prompt_flops(shape, tokens, cached) / (peak * share)
+
+
+def decode_seconds(shape: Shape, precision: str, prompt_tokens: float, new_tokens: int, batch: int,
+                   bandwidth: float) -> float:
+    """Memory-bound decode steps of one pair: weights read once per step for the batch, plus its KV cache."""
+    steps = max(new_tokens - 1, 0)
+    kv = shape.kv_bytes_per_token(2) * (prompt_tokens + new_tokens / 2)
+    return steps * (shape.weight_bytes(precision) / batch + kv) / bandwidth
+
+
+@dataclass(frozen=True)
+class CostRow:
+    label: str
+    items: int
+    tokens: float
+    precision: str
+    share: float
+    source: str
+    pflops: float
+    prefill_hours: float
+    decode_hours: float
+    cached_hours: float  # prefill with the shared prefix cached, plus decode
+
+    @property
+    def hours(self) -> float:
+        return self.prefill_hours + self.decode_hours
+
+    @property
+    def node_rate(self) -> float:
+        return self.items / (self.hours * 3600) * NODE_GPUS if self.hours else 0.0
+
+
+def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
+    cal, rows, notes = costing.calibration, [], []
+    for scenario in plan.scenarios():
+        reuse = (1 - 1 / scenario.pairs_per_subquestion) if scenario.pairs_per_subquestion >= 1 else 0.0
+        cached = reuse * scenario.shared_prefix_tokens
+        for precision in costing.precisions():
+            share, source = costing.share(costing.backend, precision)
+            if share is None:
+                notes.append(f"{scenario.label}, {precision}: no {costing.backend} utilisation measured; row left out")
+                continue
+            peak, tokens = cal.peak_flops[precision], scenario.prompt_tokens
+            decode = 0.0
+            if costing.mode == "generate":
+                if cal.bandwidth is None:
+                    notes.append(f"{scenario.label}: the calibration has no bandwidth; decode steps not costed")
+                else:
+                    decode = decode_seconds(costing.judge, precision, tokens, scenario.new_tokens,
+                                            costing.decode_batch, cal.bandwidth)
+            prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share)
+            rows.append(CostRow(scenario.label, scenario.pairs, tokens, precision, share, source,
+                                scenario.pairs * prompt_flops(costing.judge, tokens) / 1e15,
+                                scenario.pairs * prefill / 3600, scenario.pairs * decode / 3600,
+                                scenario.pairs * (prefill_seconds(costing.judge, tokens, cached, peak, share) + decode) / 3600))
+    return rows, notes
+
+
+def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) -> tuple[list[CostRow], list[str]]:
+    cal, rows = costing.calibration, []
+    shapes = [("rerank, these questions", plan.questions), (f"rerank, paper (ASSUMED {PAPER_QUESTIONS_ASSUMED:,} "
+                                                              "questions)", PAPER_QUESTIONS_ASSUMED)]
+    notes = [f"Rerank rows: questions x depth {depth} documents of {rerank_tokens:,.0f} tokens (an assumption: "
+             f"--rerank-tokens) on the {costing.reranker.name} shape, one forward each."]
+    for precision, share in costing.calibration.utilisation.get("rerank", {}).items():
+        if costing.override is not None:
+            share = costing.override
+        for label, questions in shapes:
+            docs = questions * depth
+            seconds = prefill_seconds(costing.reranker, rerank_tokens, 0.0, cal.peak_flops[precision], share)
+            rows.append(CostRow(label, docs, rerank_tokens, precision, share, "rerank, calibrated",
+                                docs * prompt_flops(costing.reranker, rerank_tokens) / 1e15, docs * seconds / 3600,
+                                0.0, docs * seconds / 3600))
+    if not rows:
+        notes.append("Rerank rows left out: the calibration has no reranker figure.")
+    return rows, notes
+
+
+def model_shape(name: str) -> tuple[Shape, str | None]:
+    """The shape of a profile's model: its config.json when on disk, else the published shape of that name, else
+    Llama-3.3-70B's, with a note saying it stood in."""
+    from generation.models import ModelNotAvailable, resolve_model
+    from generation.model_shapes import shape_from_config
+
+    try:
+        from transformers import AutoConfig
+
+        return shape_from_config(AutoConfig.from_pretrained(str(resolve_model(name))), name), None
+    except (ModelNotAvailable, OSError, ValueError, AttributeError):
+        if name in PUBLISHED:
+            return PUBLISHED[name], None
+        stand_in = PUBLISHED[LLAMA_33_70B]
+        return stand_in, f"{name}: no config on disk and no published shape here; {stand_in.name}'s shape stood in."
+
+
+def costing_for(profile, calibration_path=None, utilisation: float | None = None) -> tuple[Costing, list[str]]:
+    """The costing of a profile's judge and reranker, and notes on what stood in for what."""
+    calibration = Calibration.load(calibration_path or REFERENCE)
+    judge = profile.judge
+    batch = judge.batch_size
+    if isinstance(judge.max_batch_tokens, int):
+        batch = max(1, min(batch, judge.max_batch_tokens // judge.max_model_len))
+    (judge_shape, judge_note), (rerank_shape, rerank_note) = model_shape(judge.model), model_shape(profile.rerank.model)
+    costing = Costing(calibration, "vllm" if judge.backend in ("vllm", "ray") else judge.backend, judge.mode, batch,
+                      judge_shape, rerank_shape, override=utilisation)
+    return costing, [note for note in (judge_note, rerank_note) if note]
+
+
+def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: float = RERANK_TOKENS_ASSUMED):
+    """The judge rows and the rerank rows as one rich table, and the notes that go with them."""
+    from rich.table import Table
+
+    cal = costing.calibration
+    judged, notes = judge_rows(plan, costing)
+    reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
+    title = (f"{costing.judge.name} judge ({costing.mode}, decode batch {costing.decode_batch}) and "
+             f"{costing.reranker.name} reranker on {cal.device}, calibrated {cal.versions.get('measured', '?')}")
+    table = Table(title=title)
+    for column in ("row", "pairs / docs", "tokens", "precision", "utilisation", "PFLOPs", "prefill GPU-h",
+                   "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s"):
+        table.add_column(column, justify="right")
+    for row in judged + reranked:
+        table.add_row(row.label, f"{row.items:,}", f"{row.tokens:,.0f}", row.precision, f"{row.share:.1%}",
+                      f"{row.pflops:,.1f}", f"{row.prefill_hours:,.1f}", f"{row.decode_hours:,.1f}", f"{row.hours:,.1f}",
+                      f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}")
+    sources = sorted({f"{r.precision}: {r.source}" for r in judged})
+    notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
+    return table, notes
+
