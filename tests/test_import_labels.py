@@ -356,3 +356,18 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
     assert sha256_file(out / "judgments-00000-of-00001.parquet") == sha256_file(
         tmp_path / "reference" / "judgments-00000-of-00001.parquet")
     assert not list(out.glob(".judgments-*.tmp-*")) and not list((out / "_locks").glob("*.lock"))
+
+
+def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
+    from builder.release.package import package_release
+    from builder.release.publish import publish
+    from test_publish import RecordingHub
+
+    import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
+    package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
+    monkeypatch.setenv("HF_TOKEN", "hf_token")
+    hub = RecordingHub(remote_files=None)
+    publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)
+    description = next(c for c in hub.calls if c[0] == "create_commit")[3]["commit_description"]
+    assert "Labels imported (qrels; no prompt, no pool provenance) from judge-b.qrels (sha256 " in description
+    assert "judge: judge B" in description

@@ -55,6 +55,13 @@ def import_record(folders: list[Path]) -> dict | None:
     }
 
 
+def imported_line(imported: dict) -> str:
+    """One line for a commit message: what was imported, from which files."""
+    files = ", ".join(f"{f['name']} (sha256 {f['sha256']})" for f in imported.get("files", []))
+    return (f"Labels imported ({', '.join(imported.get('formats', []))}; no prompt, no pool provenance) from {files}, "
+            f"judge: {'; '.join(imported.get('judges', []))}.")
+
+
 CHECK = "imported labels: status `imported` only where manifest.json records an import, with a level; the rows, " \
         "statuses, files and judges the import recorded"
 

@@ -3,11 +3,12 @@
 Every shard reads every line and keeps the lines of its own questions (`Shard.owns_key(qid)`, as the judge's shards
 are cut), so a question's labels, and so its duplicates, all meet in one shard. A line that names no readable
 question (bad JSON, a wrong shape) belongs to the shard that owns its `file:line`, so each bad line is reported once
-over all shards. Memory follows the shard's lines (one key per ratings line, per pair for qrels and batch lines) and
-the questions folder's ids, not the label files.
+over all shards. Memory follows the shard's lines (one compact key per ratings line, per pair for qrels and batch
+lines: `FirstCopies`), the questions folder's ids, and one block of lines, not the label files.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
@@ -26,7 +27,7 @@ from generation.stages.judge import NAME
 from generation.storage import ParquetSink
 from generation.topics import question_files
 
-BLOCK_LINES = 50_000  # lines whose document ids are resolved together
+BLOCK_LINES = 20_000  # lines whose document ids are resolved together (and rows written as one table)
 
 
 def problem(path: Path, line: int, reason: str, message: str, record_id: str | None = None) -> InputError:
@@ -98,6 +99,25 @@ class Columns:
                          for f in schema], schema=schema)
 
 
+class FirstCopies:
+    """Each line key's first copy: where it was and a 64-bit hash of what it said, kept compact (a 16-byte digest of
+    the key, one integer packing the hash, the file and the line; about 150 bytes a key), since a full-size ratings
+    file has millions of keys. A second copy is the same line when the hashes agree."""
+
+    def __init__(self, names: list[str]):
+        self.names, self.entries = names, {}
+
+    def repeat(self, key: str, value: object, source: int, line: int) -> tuple[bool, str] | None:
+        """None for a first copy (now recorded); else (same value?, "file:line" of the first copy)."""
+        digest = hashlib.blake2b(key.encode("utf-8"), digest_size=16).digest()
+        fingerprint = hash(value) & (1 << 64) - 1
+        found = self.entries.get(digest)
+        if found is None:
+            self.entries[digest] = fingerprint << 64 | source << 40 | line
+            return None
+        return found >> 64 == fingerprint, f"{self.names[found >> 40 & 0xFFFFFF]}:{found & (1 << 40) - 1}"
+
+
 @dataclass
 class ShardImport:
     questions: QuestionLists
@@ -106,7 +126,7 @@ class ShardImport:
     prompt: Prompt
     documents: DocumentKeys
     rejects: Rejects
-    seen: dict = field(default_factory=dict)  # line key -> (value, file, line) of its first copy
+    seen: FirstCopies | None = None
     covered: dict = field(default_factory=dict)  # openai-batch: (qid, docid) -> the positions labelled (a bit mask)
     statuses: Counter = field(default_factory=Counter)
     levels: Counter = field(default_factory=Counter)
@@ -114,7 +134,8 @@ class ShardImport:
     clicked_unknown: int = 0  # rows whose document has no known URL-hash, so no known click
 
     def run(self, sources: list[FileCounts], sink: ParquetSink, progress=None) -> None:
-        for source in sources:
+        self.seen = FirstCopies([s.name for s in sources])
+        for index, source in enumerate(sources):
             path = Path(source.path)
             lines = read_label_file(path, self.kind, self.prompt)
             while block := list(islice(lines, BLOCK_LINES)):
@@ -125,7 +146,7 @@ class ShardImport:
                     source.lines += 1
                     try:
                         if self.mine(item, path, line):
-                            source.rows += self.add(item, path, line, source, columns)
+                            source.rows += self.add(item, path, line, source, index, columns)
                     except InputError as error:
                         self.rejects.reject(error, None, getattr(error, "reason", "malformed"))
                         source.rejected += 1
@@ -173,19 +194,18 @@ class ShardImport:
                           f"{item.qid}'s {len(positions)} sub-questions in {where}", record_id=item.qid)
         return item.qid, [positions[label.subquestion] for label in item.labels]
 
-    def add(self, item: LabelLine, path: Path, line: int, source: FileCounts, columns: Columns) -> int:
+    def add(self, item: LabelLine, path: Path, line: int, source: FileCounts, index: int, columns: Columns) -> int:
         """The line's rows into `columns`; how many (none for an exact repeat of an earlier line)."""
         qid, subq_ids = self.subquestions_of(item, path, line)
         docid, url_hash, how = self.documents.resolve(item.docid)
-        key = item.key(docid)
-        first = self.seen.get(key)
-        if first is not None:
-            if first[0] != item.value:
-                raise problem(path, line, "conflicting_duplicate", f"labels the same pair as {first[1]}:{first[2]} "
-                              f"differently ({first[0]!r} there, {item.value!r} here)", record_id=qid)
+        repeat = self.seen.repeat(item.key(docid), item.value, index, line)
+        if repeat is not None:
+            same, first = repeat
+            if not same:
+                raise problem(path, line, "conflicting_duplicate", f"labels the same pair as {first} differently "
+                              f"({item.value!r} here)", record_id=qid)
             source.duplicates += 1
             return 0
-        self.seen[key] = (item.value, path.name, line)
         if self.kind is LabelFormat.openai_batch:
             self.covered[(qid, docid)] = self.covered.get((qid, docid), 0) | (1 << item.labels[0].subquestion)
         self.documents_by_way[how] += len(subq_ids)
