@@ -77,6 +77,12 @@ def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
 RATINGS_KEYS = {"id", "docid", "rating"}
 
 
+def check_docid(docid: object, path: Path, line: int) -> None:
+    """A document id is a non-empty string without white space (TREC qrels and runs split on it)."""
+    if not isinstance(docid, str) or not docid.strip() or any(c.isspace() for c in docid):
+        raise InputError(path, line, f"expected a document id without white space, got {docid!r}", field="docid")
+
+
 def crux_ratings_line(record: object, path: Path, line: int, max_level: int) -> LabelLine:
     if not isinstance(record, dict):
         raise InputError(path, line, f"expected a JSON object {{\"id\", \"docid\", \"rating\"}}, got "
@@ -87,8 +93,7 @@ def crux_ratings_line(record: object, path: Path, line: int, max_level: int) -> 
     qid, docid, rating = record["id"], record["docid"], record["rating"]
     if not (isinstance(qid, str) or _integer(qid)) or str(qid).strip() == "":
         raise InputError(path, line, f"expected a question id (string or integer), got {qid!r}", field="id")
-    if not isinstance(docid, str) or not docid.strip() or any(c.isspace() for c in docid):
-        raise InputError(path, line, f"expected a document id without white space, got {docid!r}", field="docid")
+    check_docid(docid, path, line)
     if not isinstance(rating, list) or not all(type(r) is int for r in rating):  # noqa: E721 - a bool is no rating
         raise InputError(path, line, f"expected a list of integer ratings, got {json.dumps(rating)[:80]}",
                          field="rating", record_id=str(qid))
@@ -116,6 +121,7 @@ def batch_line(result: BatchResult, path: Path, line: int, prompt: Prompt) -> La
         raise InputError(path, line, f"custom_id {result.custom_id!r} is not the authors' qid::docid::i_subquestion",
                          field="custom_id")
     qid, docid, position = parts
+    check_docid(docid, path, line)
     if result.content is None:
         label = Label(int(position), None, "request_failed", result.error)
     else:
