@@ -17,8 +17,8 @@ from generation.stages.import_labels import ImportLabelsStage
 
 def import_labels_command(execute: Callable) -> Callable:
     def import_labels(
-        files: List[Path] = typer.Argument(..., help="label files: the authors' ratings JSONL, graded qrels, or OpenAI "
-                                                      "Batch result lines (.gz too)"),
+        files: List[Path] = typer.Argument(..., metavar="FILE", help="label files: the authors' ratings JSONL, "
+                                           "graded qrels, or OpenAI Batch result lines (.gz too)"),
         format: LabelFormat = typer.Option(..., "--format", help="crux-ratings ({\"id\", \"docid\", \"rating\": [...]} "
                                            "per line), qrels (subq_id 0 docid level), openai-batch (custom_id "
                                            "qid::docid::i_subquestion)"),
