@@ -26,12 +26,17 @@ CLICKED_DOC = pa.struct([
     pa.field("click_share", pa.float32()),
 ])
 
-# What became of a judged pair. `ok`: a level on the scale. The authors' parser
+# What became of a judged pair. `ok`: a level on the scale, parsed from `raw`; `imported`: a level on the scale
+# that came from a labels file without the judge's text (`import-labels`, generation/stages/import_labels.py), so
+# `raw` is null and there is nothing to re-derive it from. The authors' parser
 # (`re.findall(r"\d|-\d", output + "-1")[0]`, crux/augmentation/gen_ratings.py) yields a first digit, a
 # negative digit or the "-1" it appended; their request failure is the string "-2". Every other class
 # keeps level null and is counted in the summary, the card and `validate`.
+IMPORTED_STATUS = "imported"
+GRADED_STATUSES = ("ok", IMPORTED_STATUS)  # the statuses with a level
 JUDGMENT_STATUSES = (
-    "ok",              # a level on the prompt's scale
+    "ok",              # a level on the prompt's scale, parsed from raw
+    IMPORTED_STATUS,   # a level on the scale imported from a labels file; raw is null
     "no_digit",        # no digit in the output (the authors' "-1")
     "negative",        # a negative digit first, e.g. "-3"
     "out_of_scale",    # a first digit above the scale, e.g. "7"
@@ -94,12 +99,15 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("docid", pa.string(), "ClueWeb22-ID of the judged document", False),
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document"),
         Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
-        Column("raw", pa.string(), "the judge's raw output text (the engine's error text when status is engine_error)"),
-        Column("status", pa.string(), "ok, or why level is null: " + ", ".join(JUDGMENT_STATUSES[1:])),
+        Column("raw", pa.string(), "the judge's raw output text (the engine's error text when status is engine_error); "
+               "null for labels imported without their text"),
+        Column("status", pa.string(), "ok (a level parsed from raw), imported (a level imported without raw text), "
+               "or why level is null: " + ", ".join(s for s in JUDGMENT_STATUSES if s not in GRADED_STATUSES)),
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),
         Column("expected", pa.float32(), "sum of p(level) x level; null in generate mode"),
         *RANK_COLUMNS,
-        Column("source", pa.string(), "what admitted the document to the pool first: bm25, rerank or clicked"),
+        Column("source", pa.string(), "what admitted the document to the pool first: bm25, rerank or clicked; "
+               "null for imported labels (no pool provenance)"),
         Column("context_cut_by_tokens", pa.bool_(), "the context was cut further, by tokens, to fit max_model_len"),
         Column("extract_verbatim", pa.bool_(), "r3a only: the <extract> is verbatim in the document or 'None'"),
     ),

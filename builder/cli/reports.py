@@ -105,8 +105,21 @@ def report_index(summary, profile, out) -> str:
     return f"index: {summary.documents:,} documents {'already built' if summary.skipped else 'built'} -> {summary.path}"
 
 
+def report_import(summary, profile, out) -> str:
+    levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
+    statuses = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.statuses.items()))
+    documents = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.documents.items()))
+    rejected = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items())) or "none"
+    return (f"import-labels [{summary.judge}, {summary.format}]: {summary.lines:,} lines -> {summary.rows:,} judgments "
+            f"of this shard (levels {levels or '-'}; statuses {statuses or '-'}); exact duplicate lines kept once: "
+            f"{summary.duplicates:,}; rejected: {rejected}; document ids: {documents or '-'}"
+            + (f"; documents missing sub-questions: {summary.incomplete_documents:,}" if summary.format == "openai-batch"
+               else "") + f" -> {out}")
+
+
 REPORTS = {"questions": report_questions, "corpus": report_corpus, "index": report_index, "retrieve": report_retrieve,
-           "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge}
+           "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge,
+           "import-labels": report_import}
 
 
 def stage_report(summary, profile, out) -> str:

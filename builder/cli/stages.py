@@ -11,6 +11,7 @@ from typing import Callable, List, Optional
 import typer
 from rich.text import Text
 
+from builder.cli.import_labels import import_labels_command
 from builder.cli.reports import stage_report
 from builder.cli.support import (NUM_SHARDS, PROFILE, SHARD, Policy, check_folder_arg, check_writable_file, fail,
                                  guard_commands, new_app, positive, profile_of, run_stage, shard_of)
@@ -24,7 +25,8 @@ from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
 
-app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, plan, profiles, stages, slurm.")
+app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "
+              "stages, slurm.")
 
 
 def say(line: str) -> None:
@@ -163,6 +165,7 @@ stage_command(REGISTRY["judge"], {
     "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
     "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
 }, make=make_judge_stage)
+app.command(name="import-labels")(import_labels_command(execute))
 
 
 @app.command()

@@ -98,9 +98,7 @@ def stats_markdown(stats: dict) -> str:
                   "Where the judged documents came from (shares of judgments; k is the profile's pool depth): "
                   f"BM25 top-k only {share['bm25_only']:.2%}, reranker top-k only {share['rerank_only']:.2%}, "
                   f"both {share['bm25_and_rerank']:.2%}, clicked only {share['clicked_only']:.2%}."
-                  + (" With the same k for both lists, the two 'only' shares are equal by construction; 'both' "
-                     "says how far the reranker kept BM25's top k." if share["bm25_only"] == share["rerank_only"]
-                     else ""), "",
+                  + provenance_note(share), "",
                   "Judgment status: " + ", ".join(f"{k} {v:,}" for k, v in s["counts"]["status"].items())
                   + f"; contexts cut further by tokens to fit the judge's max_model_len: "
                   f"{s['context_cut_by_tokens']:,}.", "",
@@ -120,6 +118,15 @@ def stats_markdown(stats: dict) -> str:
                       "`answerable_share`, `completeness`, `retrieval_complex` of the `questions` config).", ""]
     lines.append(STATS_END)
     return "\n".join(lines)
+
+
+def provenance_note(share: dict) -> str:
+    if share["bm25"] == share["rerank"] == 0:
+        return " No judgment has a BM25 or reranker rank (no pool provenance, as for imported labels)."
+    if share["bm25_only"] == share["rerank_only"]:
+        return (" With the same k for both lists, the two 'only' shares are equal by construction; 'both' says how far "
+                "the reranker kept BM25's top k.")
+    return ""
 
 
 def config_rows(rows: dict, splits: list[str]) -> list[dict]:

@@ -1,6 +1,7 @@
 """Where a release comes from: the profile and judge the judgment shards were made under, read from
 their completion records (`_done/judgments-*.json`, generation/shards.py), never from the command line
-alone. A `--profile` that is not the one the judgments were made under is an error."""
+alone. A `--profile` that is not the one the judgments were made under is an error. Imported labels
+(`import-labels`) are made under the profile the import named."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from generation.errors import InputError
 from generation.profiles import Profile, bundled_profiles, load_profile
 from generation.shards import DONE_DIR
 from generation.stages import stage_hash
+from generation.stages.import_labels import IMPORTED_PREFIX
 
 
 def judgment_config_hash(profile: Profile) -> str:
@@ -35,9 +37,12 @@ def release_profile(folders: list[Path], requested: str | Path | Profile | None 
     records = judgment_records(folders)
     hashes = {r.get("config_hash") for _, r in records}
     if len(hashes) != 1:
+        mixed = len({str(h).startswith(IMPORTED_PREFIX) for h in hashes}) > 1
         raise InputError(records[0][0].parent, 0, f"judgment shards made under {len(hashes)} different configs "
-                         f"{sorted(map(str, hashes))}: one release holds one profile's judgments")
-    made_under = hashes.pop()
+                         f"{sorted(map(str, hashes))}: one release holds one profile's judgments"
+                         + ("; imported labels and the kit's own judgments cannot share one" if mixed else ""))
+    # an import's shards carry "imported-" + the judge stage's hash under the profile the import named
+    made_under = str(hashes.pop()).removeprefix(IMPORTED_PREFIX)
     matching = [name for name in bundled_profiles() if judgment_config_hash(load_profile(name)) == made_under]
     hint = f"the bundled profile that matches is {matching[0]!r}" if matching else "no bundled profile matches"
     if requested is not None:

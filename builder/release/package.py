@@ -8,6 +8,7 @@ from pathlib import Path
 from builder.analysis.agreement import agreement_markdown
 from builder.release.card import plot_levels, render_card
 from builder.release.configs import binary_threshold
+from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
 from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
@@ -24,11 +25,12 @@ def rubric(prompt_text: str) -> list[tuple[int, str]]:
     return [(int(m[1]), m[2].strip()) for m in re.finditer(r"^- (\d): (.+)$", prompt_text, re.MULTILINE)]
 
 
-def differences(profile: Profile) -> str:
+def differences(profile: Profile, imported: dict | None = None) -> str:
     """Every knob where this release's profile differs from the paper's, then what always differs."""
     paper = load_profile("paper").model_dump()
     ours = profile.model_dump()
-    lines = []
+    lines = ["- The labels were imported, not judged by this kit: the profile's BM25, reranker, pool and judge settings "
+             "below describe the profile the import named, not how these labels were made."] if imported else []
     for section in ("bm25", "rerank", "pool", "judge"):
         for key, value in ours[section].items():
             if paper[section].get(key) != value:
@@ -59,6 +61,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
                     progress=None, agreement: Path | None = None,
                     shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
     profile, judges = release_profile(judgments, profile_name)
+    imported = import_record(judgments)
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
@@ -66,14 +69,15 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
     judge = "; ".join(judges) or profile.judge.model
     splits = list(summary.stats)
-    reranker = profile.rerank.model + (" (stand-in: MiniLM bi-encoder cosine)" if profile.rerank.backend == "bi-encoder"
-                                       else f" ({profile.rerank.backend})")
+    reranker = None if imported else profile.rerank.model + (
+        " (stand-in: MiniLM bi-encoder cosine)" if profile.rerank.backend == "bi-encoder" else f" ({profile.rerank.backend})")
     context = {
         "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
         "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
         "reranker": reranker, "judge_precision": judge_precision(profile), "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
                                          "text": prompt.render("{question}", "{context}")},
-        "differences": differences(profile), "binary_threshold": binary_threshold(profile),
+        "differences": differences(profile, imported), "binary_threshold": binary_threshold(profile),
+        "imported": imported,
         "rubric": rubric(prompt.user),
         "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
         "features": table_features,
@@ -82,9 +86,12 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     card = render_card(out, summary.rows, summary.stats, splits, context)
     manifest = {
         "repo": repo, "code_version": __version__, "profile": profile.model_dump(), "profile_hash": profile.config_hash(),
-        "models": {"reranker": reranker, "judge": judge, "judge_precision": judge_precision(profile)}, "prompt": {"id": prompt.id, "sha256": prompt.sha256},
+        "models": {"reranker": reranker, "judge": judge,
+                   **({} if imported else {"judge_precision": judge_precision(profile)})},
+        "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
+        **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card

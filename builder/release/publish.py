@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from builder.release.hub_errors import PublishRefused, hub_errors
+from builder.release.imported import imported_line
 from generation.shards import sha256_file
 
 ROOT_FILES = ("README.md", "manifest.json", "level_distribution.png")
@@ -93,7 +94,8 @@ def commit_description(manifest: dict) -> str:
     lines = [f"Built by researchy-subq-judgments {manifest.get('code_version')} with profile "
              f"`{manifest.get('profile', {}).get('name')}` (config hash {manifest.get('profile_hash')}).",
              f"Judge: {manifest.get('models', {}).get('judge')}; reranker: {manifest.get('models', {}).get('reranker')}.",
-             f"Prompt: {manifest.get('prompt', {}).get('id')} (sha256 {manifest.get('prompt', {}).get('sha256')}).",
+             imported_line(manifest["imported"]) if manifest.get("imported") else
+             f"Prompt: {(manifest.get('prompt') or {}).get('id')} (sha256 {(manifest.get('prompt') or {}).get('sha256')}).",
              "Judgments: " + ", ".join(f"{s} {n:,}" for s, n in judgments.items()) + "."]
     if manifest.get("shards_revision"):
         lines.append(f"Judgment shards: revision {manifest['shards_revision']}.")

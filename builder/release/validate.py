@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from builder.release.expectations import load_expectations
 from builder.release.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
+from builder.release.imported import CHECK as IMPORT_CHECK, check_import
 from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS
 from builder.release.package import MANIFEST
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
@@ -99,6 +100,8 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     rows = data_rows(files, splits)
     _check_manifest_numbers(release, manifest, profile, rows, stats, report)
     _check_card(release, manifest, rows, stats, splits, report, load)
+    check_import(release, manifest, stats, [p for s in splits for p in files.of("judgments", s)],
+                 read_card(release)[1], report.check(IMPORT_CHECK))
     _check_shares(stats, manifest, expect, against, report)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
@@ -202,7 +205,8 @@ def _check_manifest_numbers(release: Path, manifest: dict, profile: Profile | No
                      if stated.get(split, {}).get(key) != stats[split][key]]
         check.fail(f"stats differ from the data: {differing or 'splits'}")
     models = manifest.get("models") or {}
-    if profile is not None and not str(models.get("reranker", "")).startswith(profile.rerank.model):
+    if profile is not None and not manifest.get("imported") and not str(models.get("reranker", "")).startswith(
+            profile.rerank.model):  # an import names no reranker: the kit made no pool
         check.fail(f"models.reranker {models.get('reranker')!r} is not the profile's {profile.rerank.model!r}")
 
 
@@ -246,7 +250,7 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
     for what, value in (("judge", models.get("judge")), ("reranker", models.get("reranker")),
                         ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash")),
                         *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
-        if not value or str(value) not in body:
+        if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
     loads = report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features")
     if not load or data is None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from generation.docstore import cut_words
-from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_intent
+from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent
 from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
 
@@ -208,9 +208,7 @@ class LLMJudge:
         return Grade(parsed.level, text, status=parsed.status, context_cut_by_tokens=cut)
 
     def _parse(self, text: str) -> Parsed:
-        if self.prompt.parser is parse_first_digit:
-            return parse_first_digit(text, self.prompt.max_level)
-        return self.prompt.parser(text)
+        return self.prompt.parse(text)
 
     def _intent_messages(self, question: str, documents: list[str]) -> list[dict]:
         return [{"role": "system", "content": self.prompt.system},

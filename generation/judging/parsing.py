@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 # DylanJoo/crux crux/augmentation/gen_ratings.py lines 113-115: `re.findall(re.compile(r"\d|-\d"), o + "-1")[0]`,
 # then `int(...)`: the first digit or negative digit of the output; the appended "-1" is what an output without
@@ -42,6 +43,21 @@ def parse_first_digit(text: str, max_level: int = 5) -> Parsed:
     if value > max_level:
         return Parsed(None, status="out_of_scale")
     return Parsed(value)
+
+
+@lru_cache(maxsize=4096)  # a few distinct values, tens of millions of calls in a full-size import
+def classify_rating(value: int, max_level: int = 5, authors_sentinels: bool = True) -> Parsed:
+    """A level that was parsed elsewhere, as the rule above classifies it, with `imported` for a level on the scale
+    (there is no text to re-derive it from). With `authors_sentinels` (the authors' ratings files, where each value
+    is `int(re.findall(r"\\d|-\\d", output + "-1")[0])`, or -2 for a failed request), -1 is their no-digit value and
+    -2 their failed request; a graded qrels file has no such convention, so there any negative value is `negative`."""
+    if 0 <= value <= max_level:
+        return Parsed(value, status="imported")
+    if authors_sentinels and value == int(NO_DIGIT_SENTINEL):
+        return Parsed(None, status="no_digit")
+    if authors_sentinels and value == int(REQUEST_FAILED_SENTINEL):
+        return Parsed(None, status="request_failed")
+    return Parsed(None, status="negative" if value < 0 else "out_of_scale")
 
 
 def _tag(text: str, name: str) -> str | None:

@@ -157,6 +157,12 @@ class Prompt:
             question = self.question_text(question)
         return self.user.format(question=question, context=context)
 
+    def parse(self, text: str):
+        """The answer's level and status by this prompt's parser (the first-digit rule kept on this prompt's scale)."""
+        if self.parser is parse_first_digit:
+            return parse_first_digit(text, self.max_level)
+        return self.parser(text)
+
     def messages(self, question: str, context: str, history: list[dict] | None = None) -> list[dict]:
         """Chat messages: the system turn when there is one, earlier rounds, then this prompt."""
         system = [{"role": "system", "content": self.system}] if self.system else []

@@ -1,0 +1,129 @@
+"""`import-labels`: labels that exist (the authors' ratings files, another judge's graded qrels, OpenAI Batch results)
+-> ordinary judgment shards, so `build-release`, `validate` and `publish` take them as they take the judge's.
+
+It stands beside the pipeline, as the budgeted judge does: it writes what `judge` writes, from files instead of a
+model. Its shards carry the config hash `imported-` + the judge stage's under the profile, so neither stage mistakes
+the other's shards for its own, and `build-release` finds the profile the same way (builder/release/lineage.py).
+Each completion record says where the labels came from: the files (name, sha256, lines, rows, duplicates), the
+format, the judge's name as the user gave it, the statuses and how the document ids were resolved. What the kit
+cannot know is null: the ranks and pool `source` (no pool provenance), `raw` where the file has no text, `probs`.
+`clicked` is derived from the question's clicked URL-hashes where the document's URL-hash is known.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from generation.errors import InputError, Rejects
+from generation.judging.prompts import get_prompt
+from generation.labels.documents import DocumentKeys
+from generation.labels.formats import LabelFormat
+from generation.labels.importer import FileCounts, QuestionLists, ShardImport
+from generation.profiles import Profile
+from generation.shards import Shard, ShardError, StageOutput, sha256_file
+from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.judge import NAME, JudgeStage
+from generation.stages.questions import QuestionsStage
+from generation.storage import ParquetSink
+
+IMPORTED_PREFIX = "imported-"
+
+
+def source_identity(record: dict) -> tuple:
+    """What makes two imports the same import: format, judge name and the files' contents (in any order)."""
+    return record["format"], record["judge"], tuple(sorted(f["sha256"] for f in record["files"]))
+
+
+class ImportLabelsStage(Stage):
+    """Labels made elsewhere (the authors' ratings, graded qrels, OpenAI Batch results) -> judgment shards whose
+    completion records name the files they came from."""
+    name = "import-labels"
+    produces = "`judgments-*.parquet` from the label files given (the records name them)"
+    writes = NAME
+    reads = (Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
+    sections = JudgeStage.sections
+    unit = "lines"
+    summary_fields = {"lines": int, "rows": int, "duplicates": int, "rejected": Counter, "statuses": Counter,
+                      "levels": Counter, "documents": Counter, "clicked_unknown": int, "incomplete_documents": int,
+                      "judge": str, "format": str}
+
+    def __init__(self, profile: Profile, out: Path, subquestions: Path, files: list[Path], format: str | LabelFormat,
+                 judge: str, corpus: Path | None = None, rejects: Path | None = None):
+        super().__init__(profile, out, subquestions=subquestions)
+        self.files = [Path(p) for p in files]
+        self.kind = LabelFormat(format)
+        self.judge_name, self.corpus, self.rejects = judge, corpus, rejects
+        self.prompt = get_prompt(profile.judge.prompt)
+        self.sources: list[FileCounts] = []
+
+    @classmethod
+    def config_hash(cls, profile: Profile) -> str:
+        return IMPORTED_PREFIX + profile.config_hash(*cls.sections)
+
+    def new_summary(self, shard: Shard) -> StageSummary:
+        summary = super().new_summary(shard)
+        summary.judge, summary.format = self.judge_name, self.kind.value
+        return summary
+
+    def prepare(self) -> None:
+        """The arguments, the files' checksums, and a folder that holds no other import."""
+        if not self.judge_name.strip() or any(c in self.judge_name for c in "\r\n"):
+            raise InputError("--judge", 0, f"a judge name on one line is needed, got {self.judge_name!r}")
+        if not self.files:
+            raise InputError("import-labels", 0, "no label files given")
+        if self.kind is LabelFormat.openai_batch and self.prompt.id == "r3a":
+            raise InputError("--profile", 0, "r3a's <extract> must be checked against the document text, which an "
+                             "import does not read: judge r3a pairs with `researchy-subq judge`")
+        resolved = [p.resolve() for p in self.files]
+        for i, path in enumerate(self.files):
+            if not path.is_file():
+                raise InputError(path, 0, "no such file" if not path.exists() else "not a file")
+            if resolved[i] in resolved[:i]:
+                raise InputError(path, 0, "the same label file is given twice")
+        self.sources = [FileCounts(p.name, sha256_file(p), p.stat().st_size, path=str(p)) for p in self.files]
+        wanted = source_identity(self.describe({}))
+        for record in self.output().records():
+            found = record.extra.get("imported")
+            if found is not None and source_identity(found) != wanted:
+                raise ShardError(f"{self.out}: holds labels imported from other files or under another judge name "
+                                 f"({found['format']}, judge {found['judge']!r}, "
+                                 f"{', '.join(f['name'] for f in found['files'])}); this run imports "
+                                 f"{', '.join(p.name for p in self.files)}: use another --out, or remove those shards")
+
+    def describe(self, fields: dict) -> dict:
+        """The completion record's account of the import."""
+        return {"format": self.kind.value, "judge": self.judge_name, "files": [s.as_dict() for s in self.sources],
+                "subquestions": str(self.inputs["subquestions"]),
+                "corpus": str(self.corpus) if self.corpus is not None else None,
+                "parser": self.prompt.id if self.kind is LabelFormat.openai_batch else None, **fields}
+
+    def rejects_path(self, shard: Shard) -> Path | None:
+        if self.rejects is None or shard.count == 1:
+            return self.rejects
+        return self.rejects.with_name(f"{self.rejects.stem}-{shard.label}{self.rejects.suffix}")
+
+    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+        questions = QuestionLists(self.inputs["subquestions"])
+        with Rejects(self.rejects_path(shard)) as rejects, ParquetSink(output.path(shard), NAME) as sink:
+            work = ShardImport(questions, shard, self.kind, self.prompt, DocumentKeys(self.corpus), rejects)
+            work.run(self.sources, sink, progress)
+            summary.rejected.update(rejects.reasons)
+        summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
+        summary.clicked_unknown = work.clicked_unknown
+        if self.kind is LabelFormat.openai_batch:
+            summary.incomplete_documents = work.incomplete_documents()
+        summary.lines = sum(s.lines for s in self.sources)
+        summary.rows = sum(s.rows for s in self.sources)
+        summary.duplicates = sum(s.duplicates for s in self.sources)
+        return {"judge": self.judge_name, "imported": self.describe({
+            "rows": summary.rows, "duplicates": summary.duplicates, "rejected": dict(summary.rejected),
+            "statuses": dict(sorted(summary.statuses.items())),
+            "levels": {str(k): v for k, v in sorted(summary.levels.items())},
+            "documents": dict(sorted(summary.documents.items())), "clicked_unknown": summary.clicked_unknown,
+            "incomplete_documents": summary.incomplete_documents})}
+
+
+def import_labels(profile: Profile, subquestions: Path, files: list[Path], format: str, judge: str, out: Path,
+                  shard: Shard = Shard(), corpus: Path | None = None, rejects: Path | None = None,
+                  progress=None) -> StageSummary:
+    return ImportLabelsStage(profile, out, subquestions, files, format, judge, corpus, rejects).run(shard, progress)

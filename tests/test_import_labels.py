@@ -1,0 +1,373 @@
+"""`import-labels` (issue 18, part 3): the authors' ratings, graded qrels and OpenAI Batch results become judgment
+shards that build-release, validate and load_dataset take as they take the judge's; every malformed line is one error
+line naming its file and line. Label files: tests/fixtures/import_labels/ (its README cites each format's source)."""
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli.main import app
+from conftest import hub_record
+from generation.profiles import load_profile
+from generation.shards import Shard, ShardError, sha256_file
+from generation.stages.import_labels import import_labels
+from generation.stages.questions import read_researchy
+
+ROOT = Path(__file__).resolve().parents[1]
+LABELS = Path(__file__).parent / "fixtures" / "import_labels"
+runner = CliRunner()
+
+
+def second_record():
+    return hub_record(1051894, question="do lions purr",
+                      DocStream=[{"Url": "https://lions.example.org/purr", "CluewebURLHash": "3A4B5C6D7E8F90A1B2C3D4E5F6071829",
+                                  "UrlLanguage": "en", "Title": "Lions", "Snippet": "", "Click_Cnt": 1.0}],
+                      gpt4_decomposition={"llm": "gpt-4", "type": "decomposition", "headers": [], "queries": [],
+                                          "subquestions": ["- Do lions purr?", "- Why can lions not purr?",
+                                                           "- Which big cats purr?"]})
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("import-questions")
+    records = root / "researchy.jsonl"
+    records.write_text(json.dumps(hub_record()) + "\n" + json.dumps(second_record()) + "\n")
+    read_researchy([records], root / "questions")
+    return root / "questions"
+
+
+def cli(*args) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def imported(folder: Path) -> list[dict]:
+    return pq.read_table(folder / "judgments-00000-of-00001.parquet").to_pylist()
+
+
+def record(folder: Path, shard: str = "00000-of-00001") -> dict:
+    return json.loads((folder / "_done" / f"judgments-{shard}.json").read_text())
+
+
+def test_the_authors_ratings_become_judgments_with_their_parser_rules_statuses(questions, tmp_path):
+    summary = import_labels(load_profile("crux-code"), questions, [LABELS / "ratings.jsonl"], "crux-ratings",
+                            "Llama-3.3-70B-Instruct (the authors' ratings)", tmp_path / "j")
+    rows = imported(tmp_path / "j")
+    lines = [json.loads(line) for line in (LABELS / "ratings.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(len(line["rating"]) for line in lines) == summary.rows == 27
+    by_pair = {(r["subq_id"], r["docid"]): r for r in rows}
+    for line in lines:
+        for k, rating in enumerate(line["rating"]):
+            row = by_pair[(f"{line['id']}-{k}", line["docid"])]
+            expected = {-1: (None, "no_digit"), -2: (None, "request_failed"), 7: (None, "out_of_scale")}.get(
+                rating, (rating, "imported"))
+            assert (row["level"], row["status"]) == expected
+            assert row["raw"] is None and row["probs"] is None and row["source"] is None
+            assert row["bm25_rank"] is None and row["rerank_rank"] is None
+            assert row["url_hash"] == line["docid"] and row["qid"] == str(line["id"])
+    # clicked from the question's DocStream: 8C3D... is clicked for 1051893, not for 1051894
+    assert by_pair[("1051893-0", "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5")]["clicked"] is True
+    assert by_pair[("1051894-0", "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5")]["clicked"] is False
+    assert by_pair[("1051893-0", "7D1E5A9C3B2F4E6D8C0A1B2C3D4E5F60")]["clicked"] is False
+    account = record(tmp_path / "j")
+    assert account["config_hash"].startswith("imported-")
+    assert account["extra"]["judge"] == "Llama-3.3-70B-Instruct (the authors' ratings)"
+    files = account["extra"]["imported"]["files"]
+    assert [(f["name"], f["sha256"], f["lines"], f["rows"]) for f in files] == [
+        ("ratings.jsonl", sha256_file(LABELS / "ratings.jsonl"), 5, 27)]
+    assert account["extra"]["imported"]["statuses"] == {"imported": 24, "no_digit": 1, "out_of_scale": 1,
+                                                        "request_failed": 1}
+    assert account["extra"]["imported"]["documents"] == {"url_hash_kept_as_docid": 27}
+
+
+def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
+    qrels = tmp_path / "more.qrels"
+    qrels.write_text((LABELS / "judge-b.qrels").read_text() + "1051894-1 0 clueweb22-en0000-00-00001 -1\n"
+                     "1051894-1 Q0 clueweb22-en0000-00-00002 9\n")
+    import_labels(load_profile("paper"), questions, [qrels], "qrels", "judge B", tmp_path / "j")
+    rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
+    for line in (LABELS / "judge-b.qrels").read_text().splitlines():
+        subq_id, _, docid, level = line.split()
+        assert (rows[(subq_id, docid)]["level"], rows[(subq_id, docid)]["status"]) == (int(level), "imported")
+    assert rows[("1051894-1", "clueweb22-en0000-00-00001")]["status"] == "negative"  # qrels have no -1 sentinel
+    assert rows[("1051894-1", "clueweb22-en0000-00-00002")]["status"] == "out_of_scale"
+    unknown = rows[("1051894-1", "clueweb22-en0000-00-00001")]
+    assert unknown["url_hash"] is None and unknown["clicked"] is False
+    assert record(tmp_path / "j")["extra"]["imported"]["clicked_unknown"] == 2
+
+
+def test_openai_batch_results_are_parsed_by_the_profiles_prompt(questions, tmp_path):
+    summary = import_labels(load_profile("crux-code"), questions, [LABELS / "results.jsonl", LABELS / "errors.jsonl"],
+                            "openai-batch", "tiny Llama (vllm run-batch)", tmp_path / "j")
+    rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
+    assert len(rows) == 6 == summary.rows
+    first = rows[("1051893-0", "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5")]
+    assert (first["raw"], first["level"], first["status"]) == (" 1 3 5", 1, "ok")  # vLLM's own line, first digit
+    assert rows[("1051894-0", "3A4B5C6D7E8F90A1B2C3D4E5F6071829")]["level"] == 4  # the authors' `id`-keyed line
+    failed = rows[("1051893-4", "00FF00FF00FF00FF00FF00FF00FF00FF")]
+    assert failed["status"] == "request_failed" and failed["level"] is None
+    assert failed["raw"].startswith("500: EngineCore encountered an issue")
+    expired = rows[("1051894-1", "3A4B5C6D7E8F90A1B2C3D4E5F6071829")]
+    assert expired["raw"] == "batch_expired: This request could not be executed before the completion window expired."
+    # 1051894's document has all 3 of its sub-questions; 1051893's two documents 2 and 1 of 7
+    assert summary.incomplete_documents == 2
+    assert record(tmp_path / "j")["extra"]["imported"]["parser"] == "crux-code"
+
+
+def test_openai_batch_refuses_a_prompt_whose_parser_needs_the_document(questions, tmp_path):
+    profile = load_profile("paper")
+    r3a = profile.model_copy(update={"judge": profile.judge.model_copy(update={"prompt": "r3a"})})
+    with pytest.raises(ValueError, match="r3a's <extract> must be checked against the document"):
+        import_labels(r3a, questions, [LABELS / "results.jsonl"], "openai-batch", "x", tmp_path / "j")
+
+
+GOOD = '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 7]}'
+MALFORMED = [
+    ("crux-ratings", '{"id": 1051894, "docid": ', "not valid JSON"),
+    ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3, 4, 5, 0]}',
+     "6 ratings, but question 1051894 has 3 sub-questions"),
+    ("crux-ratings", '{"id": 999, "docid": "D1", "rating": [1]}', "question '999' is not in"),
+    ("crux-ratings", '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 6]}',
+     "labels the same pair as"),
+    ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, "2", 3]}', "expected a list of integer ratings"),
+    ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3], "model": "x"}',
+     "exactly the keys id, docid, rating"),
+    ("qrels", "1051893-99 0 D1 3", "sub-question '1051893-99' is not in"),
+    ("qrels", "1051893-1 0 D1", "this one has 3 fields"),
+    ("qrels", "1051893-1 0 D1 high", "level 'high' is not an integer"),
+    ("openai-batch", '{"custom_id": "1051894::D1::3", "response": {"status_code": 200, "body": {"choices": '
+                     '[{"message": {"content": "2"}}]}}, "error": null}',
+     "sub-question position 3 is beyond question 1051894's 3 sub-questions"),
+    ("openai-batch", '{"custom_id": "request-1", "response": {"status_code": 200, "body": {"choices": '
+                     '[{"message": {"content": "2"}}]}}, "error": null}',
+     "is not the authors' qid::docid::i_subquestion"),
+    ("openai-batch", '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {}}, "error": null}',
+     "a successful response without choices[0].message.content"),
+]
+FIRST_LINE = {"crux-ratings": GOOD, "qrels": "1051893-0 0 D1 4",
+              "openai-batch": '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {"choices": '
+                              '[{"message": {"content": "3"}}]}}, "error": null}'}
+
+
+@pytest.mark.parametrize("kind,line,message", MALFORMED)
+def test_a_malformed_line_is_one_error_line_naming_file_and_line(questions, tmp_path, kind, line, message):
+    path = tmp_path / "labels.txt"
+    path.write_text(FIRST_LINE[kind] + "\n" + line + "\n")
+    code, output = cli("import-labels", path, "--format", kind, "--subquestions", questions, "--judge", "j",
+                       "--out", tmp_path / "j")
+    errors = [text for text in output.splitlines() if text.startswith("error:")]
+    assert code == 1 and len(errors) == 1, output  # the one line; above it only the progress bar
+    assert errors[0].startswith(f"error: {path}:2") and message in errors[0], errors[0]
+    assert not (tmp_path / "j" / "judgments-00000-of-00001.parquet").exists()
+    code, output = cli("import-labels", path, "--format", kind, "--subquestions", questions, "--judge", "j",
+                       "--out", tmp_path / "k", "--rejects", tmp_path / "rejects.jsonl")
+    assert code == 0, output
+    rejected = [json.loads(text) for text in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["line"], message in r["error"]) for r in rejected] == [(2, True)]
+    assert sum(record(tmp_path / "k")["extra"]["imported"]["rejected"].values()) == 1
+
+
+def test_a_line_repeated_exactly_is_counted_and_kept_once(questions, tmp_path):
+    path = tmp_path / "ratings.jsonl"
+    path.write_text((LABELS / "ratings.jsonl").read_text() + GOOD + "\n")
+    summary = import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "j")
+    assert summary.duplicates == 1 and summary.rows == 27 == len(imported(tmp_path / "j"))
+
+
+def test_shards_split_the_questions_and_report_a_bad_line_once(questions, tmp_path):
+    path = tmp_path / "ratings.jsonl"
+    path.write_text((LABELS / "ratings.jsonl").read_text() + "not json\n")
+    whole = import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "one",
+                          rejects=tmp_path / "one.rejects")
+    parts = [import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "three",
+                           Shard(i, 3), rejects=tmp_path / "three.rejects") for i in range(3)]
+    assert sum(p.rows for p in parts) == whole.rows == 27
+    assert sum(sum(p.rejected.values()) for p in parts) == sum(whole.rejected.values()) == 1
+    one = sorted((r["subq_id"], r["docid"], r["level"]) for r in imported(tmp_path / "one"))
+    three = sorted((r["subq_id"], r["docid"], r["level"]) for p in (tmp_path / "three").glob("judgments-*.parquet")
+                   for r in pq.read_table(p).to_pylist())
+    assert one == three
+
+
+def test_corpus_matches_url_hashes_and_clueweb22_ids(questions, tmp_path):
+    from generation.sample import CLUEWEB22
+    from generation.stages.corpus import build_corpus, write_url_map
+
+    build_corpus([CLUEWEB22], tmp_path / "corpus")
+    write_url_map(tmp_path / "corpus")
+    docs = pq.read_table(next((tmp_path / "corpus").glob("corpus-*.parquet")), columns=["docid", "url_hash"]).slice(0, 2)
+    (docid_a, docid_b), (hash_a, hash_b) = docs["docid"].to_pylist(), docs["url_hash"].to_pylist()
+    qrels = tmp_path / "labels.qrels"
+    qrels.write_text(f"1051893-0 0 {hash_a.lower()} 3\n1051893-0 0 {docid_b} 2\n1051893-0 0 ABCDEF0123456789ABCDEF0123456789 1\n"
+                     "1051893-0 0 somewhere-else 0\n")
+    summary = import_labels(load_profile("paper"), questions, [qrels], "qrels", "j", tmp_path / "j",
+                            corpus=tmp_path / "corpus")
+    rows = [(r["docid"], r["url_hash"]) for r in imported(tmp_path / "j")]
+    assert rows == [(docid_a, hash_a), (docid_b, hash_b), ("ABCDEF0123456789ABCDEF0123456789",) * 2,
+                    ("somewhere-else", None)]
+    assert dict(summary.documents) == {"url_hash_mapped_to_clueweb22_id": 1, "clueweb22_id_in_corpus": 1,
+                                       "url_hash_kept_as_docid": 1, "kept_as_given_without_url_hash": 1}
+
+
+@pytest.fixture(scope="module")
+def release(questions, tmp_path_factory):
+    """import -> build-release through the CLI, as a user runs them."""
+    root = tmp_path_factory.mktemp("import-release")
+    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
+                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
+                       "--out", root / "judgments")
+    assert code == 0 and "27 judgments" in output, output
+    code, output = cli("build-release", "--profile", "crux-code", "--judgments", root / "judgments", "--questions",
+                       questions, "--out", root / "release")
+    assert code == 0, output
+    return root
+
+
+# the fixture holds the authors' -1, -2 and 7 on purpose: 3 of 27 unparsed, above validate's default 1% bound
+BOUNDS = "unparsed_max: 0.2\n"
+
+
+def test_import_build_validate_load_gives_the_imported_grades(release, tmp_path):
+    from datasets import load_dataset
+
+    (tmp_path / "bounds.yaml").write_text(BOUNDS)
+    code, output = cli("validate", release / "release", "--expect", tmp_path / "bounds.yaml")
+    assert code == 0 and "checks passed" in output, output
+    qrels = load_dataset(str(release / "release"), "qrels", split="train")
+    got = sorted(zip(qrels["query-id"], qrels["corpus-id"], qrels["score"]))
+    expected = sorted((f"{line['id']}-{k}", line["docid"], r)
+                      for line in map(json.loads, (LABELS / "ratings.jsonl").read_text().splitlines())
+                      for k, r in enumerate(line["rating"]) if 0 <= r <= 5)
+    assert got == expected and len(got) == 24
+    manifest = json.loads((release / "release" / "manifest.json").read_text())
+    assert manifest["imported"]["files"][0]["sha256"] == sha256_file(LABELS / "ratings.jsonl")
+    assert manifest["prompt"] is None and manifest["models"]["reranker"] is None
+    card = (release / "release" / "README.md").read_text()
+    assert "**Imported labels.**" in card and sha256_file(LABELS / "ratings.jsonl") in card
+    assert "no prompt text or prompt hash" in card and "The judge prompt (" not in card
+
+
+def test_importing_twice_changes_nothing_and_other_files_are_refused(release, questions):
+    before = {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()}
+    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
+                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
+                       "--out", release / "judgments")
+    assert code == 0 and "skipped" in output, output
+    assert {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()} == before
+    code, output = cli("import-labels", LABELS / "judge-b.qrels", "--format", "qrels", "--profile", "crux-code",
+                       "--judge", "judge B", "--subquestions", questions, "--out", release / "judgments")
+    assert code == 1 and "holds labels imported from other files" in output, output
+
+
+def test_judge_and_import_refuse_each_others_folders(release):
+    from builder.release.lineage import release_profile
+    from generation.stages.judge import JudgeStage
+
+    with pytest.raises(ShardError, match="made under config imported-"):
+        JudgeStage.completed_files(release / "judgments", load_profile("crux-code"))
+    assert release_profile([release / "judgments"])[0].name == "crux-code"
+
+
+def resealed(release: Path, tmp_path: Path, edit) -> Path:
+    copy = tmp_path / "release"
+    shutil.copytree(release / "release", copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    edit(manifest, copy)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+@pytest.mark.parametrize("edit,finding", [
+    (lambda m, _: m["imported"]["statuses"].update(imported=23), "statuses differ from what the import recorded"),
+    (lambda m, _: m["imported"]["files"][0].update(rows=26), "the import recorded 27 rows (26 over its files)"),
+    (lambda m, _: m.pop("imported"), "have status 'imported', but manifest.json records no import"),
+    (lambda m, copy: (copy / "README.md").write_text((copy / "README.md").read_text().replace(
+        m["imported"]["files"][0]["sha256"], "0" * 64)), "the card does not name the import's"),
+])
+def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, finding):
+    from builder.release.imported import CHECK
+    from builder.release.validate import validate
+
+    report = validate(resealed(release, tmp_path, edit), load=False)
+    check = next(c for c in report.checks if c.name == CHECK)
+    assert not check.ok and any(finding in str(e) for e in check.examples), check.examples
+
+
+def readme_commands() -> list[list[str]]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Importing labels"):]
+    block = section[section.index("```bash") + 7: section.index("```", section.index("```bash") + 7)]
+    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_the_readmes_import_commands_run(questions, tmp_path):
+    from generation.sample import CLUEWEB22
+    from generation.stages.corpus import build_corpus, write_url_map
+
+    build_corpus([CLUEWEB22], tmp_path / "corpus")
+    write_url_map(tmp_path / "corpus")
+    (tmp_path / "bounds.yaml").write_text(BOUNDS)
+    paths = {"ratings.train.jsonl": LABELS / "ratings.jsonl", "judge-b.qrels": LABELS / "judge-b.qrels",
+             "results.jsonl": LABELS / "results.jsonl", "errors.jsonl": LABELS / "errors.jsonl",
+             "work/questions/train": questions, "work/corpus": tmp_path / "corpus"}
+    commands = readme_commands()
+    assert [c[1] for c in commands] == ["import-labels"] * 3 + ["build-release", "validate"]
+    for command in commands:
+        args = [str(paths.get(a, tmp_path / a if re.match(r"^(work|imported-release)", a) else a)) for a in command[1:]]
+        if args[0] == "validate":
+            args += ["--expect", str(tmp_path / "bounds.yaml")]  # the fixture's unparsed share, see BOUNDS
+        code, output = cli(*args)
+        assert code == 0, f"{shlex.join(command)}\n{output}"
+    assert (tmp_path / "imported-release" / "manifest.json").is_file()
+
+
+def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shard(questions, tmp_path):
+    lines = [json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]})
+             for i in range(60_000)]  # two blocks of BLOCK_LINES
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    command = [sys.executable, "-m", "builder.cli.main", "import-labels", str(path), "--format", "crux-ratings",
+               "--subquestions", str(questions), "--judge", "j"]
+    reference = subprocess.run(command + ["--out", str(tmp_path / "reference")], capture_output=True, text=True)
+    assert reference.returncode == 0, reference.stderr
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(command + ["--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not list(out.glob(".judgments-*.tmp-*")):
+        time.sleep(0.02)
+    time.sleep(0.5)  # into the shard's lines: the sink is open, the shard file not yet there
+    assert proc.poll() is None, "the import ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "judgments-00000-of-00001.parquet").exists() and not (out / "_done").exists()
+    rerun = subprocess.run(command + ["--out", str(out)], capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert sha256_file(out / "judgments-00000-of-00001.parquet") == sha256_file(
+        tmp_path / "reference" / "judgments-00000-of-00001.parquet")
+    assert not list(out.glob(".judgments-*.tmp-*")) and not list((out / "_locks").glob("*.lock"))
+
+
+def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
+    from builder.release.package import package_release
+    from builder.release.publish import publish
+    from test_publish import RecordingHub
+
+    import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
+    package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
+    monkeypatch.setenv("HF_TOKEN", "hf_token")
+    hub = RecordingHub(remote_files=None)
+    publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)
+    description = next(c for c in hub.calls if c[0] == "create_commit")[3]["commit_description"]
+    assert "Labels imported (qrels; no prompt, no pool provenance) from judge-b.qrels (sha256 " in description
+    assert "judge: judge B" in description
