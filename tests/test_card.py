@@ -60,7 +60,27 @@ def test_metadata(release):
                     "## Relevance scale", "## Dataset Structure", "## Citation", "### Source data"):
         assert section in body
     assert "| 4 | The context is mostly relevant and complete but may have minor gaps or inaccuracies. |" in body
-    assert "relevance_level=4" in body and "2048 words" in body
+    assert "relevance_level=4" in body and "2048 words" in body and "**The 2048-word cut.**" in body
+    assert "STAND-IN" not in body
+
+
+def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipeline, tmp_path):
+    """The demo profile's judge (the MiniLM stand-in), run for real on two sample questions."""
+    from generation.backends.biencoder import STAND_IN_NOTE
+    from generation.stages.judge import run_judge
+
+    profile = small_pipeline["profile"]
+    run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
+              tmp_path / "judgments")
+    out = tmp_path / "release"
+    package_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
+    _, body = card(out)
+    warning = [line for line in body.splitlines() if "STAND-IN" in line]
+    assert warning == [f"> **This release was made with a STAND-IN judge:** {profile.judge.model} ({STAND_IN_NOTE}). "
+                       "The paper's judge is Llama-3.3-70B."]
+    assert warning[0].count(profile.judge.model) == 1 and "((" not in warning[0] and "))" not in warning[0]
+    assert profile.judge.context_words == 256
+    assert "**The 256-word cut.** The judge saw only the first 256 words" in body and "2048-word" not in body
 
 
 def test_data_fields_come_from_the_schema(release):
