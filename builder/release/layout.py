@@ -1,5 +1,5 @@
-"""The release folder = the Hub repository: its configs, where each config's Parquet files live, and
-which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
+"""The release folder = the Hub repository: its configs, where each config's Parquet files live (and each
+split's TREC qrels file beside the `qrels` Parquet), and which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
 and `unparsed` are globs over one partition, `judgments` over all of them."""
 from __future__ import annotations
 
