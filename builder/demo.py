@@ -19,7 +19,7 @@ from generation.stages.judge import run_judge
 from generation.stages.pool import build_pool
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
-from generation.progress import console, counter, spinner
+from generation.progress import console, counter
 from generation.stages.rerank import rerank
 from generation.stages.questions import read_researchy
 from generation.stages.retrieve import retrieve
@@ -171,7 +171,7 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
         summary, card = package_release(judgments, questions, release, PROFILE, repo=DEMO_REPO,
                                         agreement=out / "agreement.json", progress=advance)
     step(f"validate {release}")
-    with spinner("validate"):
+    with counter("validate", unit="checks"):
         report = validate(release)
     for check in report.checks:
         console.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""))

@@ -47,10 +47,18 @@ def log_interval() -> float:
     return DEFAULT_INTERVAL
 
 
+def counting(done: int, total: int | None) -> bool:
+    """False for work that has neither counted anything nor a total (validate's checks): it shows as running, with
+    its elapsed time, not as "0/?" or "0 checks/s"."""
+    return bool(done) or total is not None
+
+
 class CountColumn(ProgressColumn):
     """"done/total", or the count alone while the total is unknown (never "n/?")."""
 
     def render(self, task) -> Text:
+        if not counting(task.completed, task.total):
+            return Text("")
         done = f"{int(task.completed):,}"
         return Text(f"{done}/{int(task.total):,}" if task.total is not None else done, style="progress.download")
 
@@ -61,6 +69,8 @@ class RateColumn(ProgressColumn):
         self.unit = unit
 
     def render(self, task) -> Text:
+        if not counting(task.completed, task.total):
+            return Text("")
         return Text(rate_text(task.finished_speed or task.speed, self.unit), style="cyan")
 
 
@@ -68,7 +78,7 @@ class LogLines:
     """The plain progress lines of one stage: a daemon thread prints one every `interval` seconds, whether or not
     the count moved (a stall shows as the same count with a falling rate)."""
 
-    def __init__(self, description: str, total: int | None, unit: str | None, interval: float):
+    def __init__(self, description: str, total: int | None, unit: str, interval: float):
         self.description, self.total, self.unit, self.interval = description, total, unit, interval
         self.done = 0
         self.started = time.monotonic()
@@ -82,7 +92,7 @@ class LogLines:
 
     def line(self, final: bool = False) -> str:
         elapsed = time.monotonic() - self.started
-        if self.unit is None:
+        if not counting(self.done, self.total):
             return f"{self.description}: " + (f"done in {clock(elapsed)}" if final else f"running, {clock(elapsed)} elapsed")
         rate = self.done / elapsed if elapsed > 0 else None
         if final:
@@ -142,16 +152,3 @@ def counter(description: str, total: int | None = None, unit: str = "records",
             progress.advance(task, n)
 
         yield advance
-
-
-@contextmanager
-def spinner(description: str) -> Iterator[None]:
-    """For work that reports no count (validate): a spinner and the elapsed time, or in a log a line every
-    interval saying it is still running."""
-    if to_log():
-        with LogLines(description, None, None, log_interval()):
-            yield
-        return
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(), console=console) as progress:
-        progress.add_task(description, total=None)
-        yield

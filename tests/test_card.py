@@ -47,8 +47,9 @@ def snippets(body):
 
 
 def shell_lines(body):
-    """The card's trec_eval commands, without their comments."""
-    block = re.search(r"```bash\n(.*?)\n```", body, re.DOTALL)[1]
+    """The card's trec_eval commands (its one shell snippet), without their comments."""
+    block = re.search(r"^### TREC qrels files \(trec_eval\)\n\n[^`\n][^\n]*\n\n```bash\n(.*?)\n```", body,
+                      re.MULTILINE | re.DOTALL)[1]
     return [line.split("  #")[0] for line in block.splitlines()]
 
 
@@ -221,6 +222,11 @@ def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(releas
                          (line.split() for line in result.stdout.splitlines())})
     assert measured == {(False, "ndcg_cut_10"): round(graded["ndcg_cut_10"], 4),
                         (True, "P_10"): round(binary["P_10"], 4), (True, "recall_100"): round(binary["recall_100"], 4)}
+    # and ir-measures reads the same file, as the card says, into the same judgments
+    import ir_measures
+
+    read = {(q.query_id, q.doc_id): q.relevance for q in ir_measures.read_trec_qrels(str(release / commands[1].split()[-2]))}
+    assert read == {(q, d): level for q, docs in qrels.items() for d, level in docs.items()}
 
 
 def test_dataset_info_sizes_are_what_datasets_computes(release, tmp_path):

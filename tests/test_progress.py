@@ -17,7 +17,7 @@ LINE = re.compile(r"^judge \(train\): (\d+)/6 pairs \((\d+)%\), (- |[0-9.,]+ )pa
 
 STAGES = """
 import time
-from generation.progress import counter, spinner
+from generation.progress import counter
 with counter("stalled", total=10, unit="pairs"):
     time.sleep(0.9)
 with counter("judge (train)", total=6, unit="pairs") as advance:
@@ -26,7 +26,7 @@ with counter("judge (train)", total=6, unit="pairs") as advance:
         advance(1)
 with counter("bm25", unit="queries") as advance:
     advance(17)
-with spinner("validate"):
+with counter("validate", unit="checks"):  # as the demo runs validate: nothing counted, no total
     time.sleep(0.7)
 """
 

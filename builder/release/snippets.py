@@ -1,6 +1,6 @@
 """The card's generated parts: the Data Fields tables (from the schema module's descriptions) and the loading
-snippets, written only for the configs a release publishes. Each snippet is a complete Python program, so
-tests run every one of them against the built release."""
+snippets, written only for the configs a release publishes. Each snippet is a complete program (Python, and the
+trec_eval commands), so tests run every one of them against the built release."""
 from __future__ import annotations
 
 import json
@@ -39,8 +39,9 @@ def variable(name: str) -> str:
 
 
 def loading_snippets(repo: str, published: list[str], splits: list[str], threshold: int) -> list[dict]:
-    """[{"title", "code", "note"?}]: every published config, a split slice and streaming, ir-measures and
-    BEIR-style dicts over `qrels` with the binary threshold, an mteb task, and alpha-nDCG over the diversity qrels.
+    """[{"title", "code", "note"?, "language"?}]: every published config, a split slice and streaming, ir-measures
+    and BEIR-style dicts over `qrels` with the binary threshold, an mteb task, trec_eval on the TREC qrels files
+    (builder/release/trec.py; shell, the one snippet that is not Python), and alpha-nDCG over the diversity qrels.
 
     The loaders the notes describe, as their code reads: BEIR beir/datasets/data_loader_hf.py (`HFDataLoader`:
     qrels `load_dataset(hf_repo + "-qrels")[split]`, `corpus` and `queries` configs), MTEB 1.x
@@ -123,6 +124,19 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             'model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")',
             "results = mteb.evaluate(model, ResearchySubquestions())",
             'print("nDCG@10", results.task_results[0].get_score())'])})
+    if has("qrels"):
+        # trec_eval's `-l<num>` is "the minimum relevance judgement value needed for a document to be called
+        # relevant" (trec_eval's help): its binary measures' threshold.
+        path = f"data/qrels/{test}{TREC_QRELS_SUFFIX}"
+        snippets.append({"title": "TREC qrels files (trec_eval)", "language": "bash", "note": (
+            f"Each split's `qrels` are also a TREC qrels file beside its Parquet files, `data/qrels/SPLIT"
+            f"{TREC_QRELS_SUFFIX}`: one judgment a line, `query-id 0 corpus-id level`, the same rows as the `qrels` "
+            "config. trec_eval scores a TREC run whose query ids are sub-question ids (`subq_id`) against it as it "
+            "is; Pyserini's `python -m pyserini.eval.trec_eval` takes the same arguments, and ir-measures reads the "
+            f'file with `ir_measures.read_trec_qrels("{path}")`.'), "code": "\n".join([
+            f"hf download {repo} {path} --repo-type dataset --local-dir .",
+            f"trec_eval -m ndcg_cut.10 {path} run.txt  # graded: the levels as gains",
+            f"trec_eval -l{threshold} -m P.10 -m recall.100 {path} run.txt  # binary: relevant = level >= {threshold}"])})
     if has("diversity-qrels") and has("judgments"):
         snippets.append({"title": "alpha-nDCG of a question run (ir-measures + pyndeval)", "code": "\n".join([
             "import ir_measures",
@@ -139,17 +153,3 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             f"for measure in (ir_measures.alpha_nDCG(rel={threshold}) @ 10, ir_measures.alpha_nDCG(rel=1) @ 10):",
             '    print(ir_measures.calc_aggregate([measure], qrels, run[["query_id", "doc_id", "score"]]))'])})
     return snippets
-
-
-def trec_section(repo: str, qrels_splits: list[str], threshold: int) -> dict | None:
-    """The card's trec_eval section: the TREC qrels file of each split with qrels (builder/release/trec.py) and
-    the commands that use one. trec_eval's `-l<num>` is "the minimum relevance judgement value needed for a
-    document to be called relevant" (trec_eval's help), its binary measures' threshold."""
-    if not qrels_splits:
-        return None
-    split = "test" if "test" in qrels_splits else qrels_splits[0]
-    path = f"data/qrels/{split}{TREC_QRELS_SUFFIX}"
-    return {"files": [f"data/qrels/{s}{TREC_QRELS_SUFFIX}" for s in qrels_splits], "path": path, "shell": "\n".join([
-        f"hf download {repo} {path} --repo-type dataset --local-dir .",
-        f"trec_eval -m ndcg_cut.10 {path} run.txt  # graded: the levels as gains",
-        f"trec_eval -l{threshold} -m P.10 -m recall.100 {path} run.txt  # binary: relevant = level >= {threshold}"])}
