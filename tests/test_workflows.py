@@ -1,10 +1,13 @@
 """The release and CI workflows keep the properties the release process relies on (their syntax and security
 are checked by zizmor and check-jsonschema in `make check-workflows`)."""
+import re
+import tomllib
 from pathlib import Path
 
 import yaml
 
-GITHUB = Path(__file__).resolve().parents[1] / ".github"
+ROOT = Path(__file__).resolve().parents[1]
+GITHUB = ROOT / ".github"
 
 
 def load(name: str) -> dict:
@@ -23,14 +26,26 @@ def test_release_is_serialised_installs_once_and_records_the_shards_revision():
     assert steps(build).count("make install") == 1 and "make install" not in steps(publish)
     assert "pip install --quiet --no-deps dist/*.whl" in steps(publish) and "-c dist/constraints.txt" in steps(publish)
     assert "torch" not in steps(publish) and "pyserini" not in steps(publish).lower()
+    # the publish job installs only dependencies of the kit itself (pyproject's), nothing it no longer uses
+    install = next(s["run"] for s in publish["steps"] if "-c dist/constraints.txt" in str(s.get("run", "")))
+    named = install.split("-c dist/constraints.txt", 1)[1].replace("\\", " ").split()
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        required = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in tomllib.load(f)["project"]["dependencies"]}
+    assert named and {n.lower() for n in named} <= required, set(named) - required
     assert '--revision "$sha"' in steps(build) and '--shards-revision "$SHARDS_REVISION"' in steps(build)
     assert not any("cache" in str(s.get("uses", "")) or "cache" in s.get("with", {}) for job in release["jobs"].values()
                    for s in job["steps"]), "no caches in a release workflow (cache poisoning)"
 
 
-def test_ci_caches_pip_and_dependabot_watches_the_actions():
+def test_ci_caches_only_what_pip_writes_and_dependabot_watches_the_actions():
     setup = next(s for s in load("workflows/ci.yml")["jobs"]["test"]["steps"] if "setup-python" in s.get("uses", ""))
-    assert setup["with"]["cache"] == "pip" and setup["with"]["cache-dependency-path"] == "pyproject.toml"
+    pip = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("PIP :="))
+    pip_keeps_a_cache = "--no-cache-dir" not in pip
+    # setup-python's pip cache is pip's download folder: only worth saving (and only present, else its post step
+    # fails) when pip writes one, and then keyed on the pinned lists the Makefile installs from.
+    assert ("cache" in setup.get("with", {})) == pip_keeps_a_cache
+    if pip_keeps_a_cache:
+        assert setup["with"]["cache"] == "pip" and "constraints" in setup["with"]["cache-dependency-path"]
     updates = load("dependabot.yml")["updates"]
     assert [(u["package-ecosystem"], u["directory"]) for u in updates] == [("github-actions", "/")]
     for workflow in (GITHUB / "workflows").glob("*.yml"):

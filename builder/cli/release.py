@@ -42,7 +42,9 @@ def build_release_command(
     for split, stats in summary.stats.items():
         levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
         console.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
-    console.print(f"release -> {out} (card {card}, {len(summary.files)} Parquet files)", highlight=False, markup=False)
+    parquet = sum(p.suffix == ".parquet" for p in summary.files)
+    console.print(f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels "
+                  "files)", highlight=False, markup=False)
 
 
 @app.command()

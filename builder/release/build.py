@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 from builder.analysis.complexity import ComplexityAccumulator, add_columns
 from builder.analysis.complexity import summary as complexity_summary
 from builder.release.configs import CorpusIds, Subtopics, binary_qrels, binary_threshold, diversity_qrels, queries
-from builder.release.layout import PARTITIONS, SPLITS, config_of_partition
+from builder.release.layout import PARTITIONS, SPLITS, config_of_partition, data_files, file_rows
 from builder.release.stats import Batch, SplitStats
 from builder.analysis.topic_index import MISSING, TopicIndex, string_hashes
+from builder.release.trec import QrelsWriter
 from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity
@@ -230,7 +231,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
                                        settings.completeness_threshold)
     writers = {(p, s): RollingWriter(out / "data" / "judgments" / PARTITIONS[p], split, "judgments", rows_per_file)
                for p in range(len(PARTITIONS)) for s, split in enumerate(splits)}
-    qrels = {s: RollingWriter(out / "data" / "qrels", split, "qrels", rows_per_file) for s, split in enumerate(splits)}
+    qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
     for _, routed in route(files, index, profile.pool if profile is not None else None):
         b = routed.batch
@@ -265,11 +266,11 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
 
 
 def file_manifest(release: Path) -> dict:
-    """Every data file with its size, row count and sha256."""
+    """Every data file (Parquet and TREC qrels) with its size, row count and sha256."""
     entries = {}
-    for path in sorted((release / "data").rglob("*.parquet")):
+    for path in data_files(release):
         entries[str(path.relative_to(release))] = {"bytes": path.stat().st_size, "sha256": sha256_file(path),
-                                                   "rows": pq.ParquetFile(path).metadata.num_rows}
+                                                   "rows": file_rows(path)}
     return entries
 
 

@@ -1,5 +1,5 @@
-"""The release folder = the Hub repository: its configs, where each config's Parquet files live, and
-which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
+"""The release folder = the Hub repository: its configs, where each config's Parquet files live (and each
+split's TREC qrels file beside the `qrels` Parquet), and which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
 and `unparsed` are globs over one partition, `judgments` over all of them."""
 from __future__ import annotations
 
@@ -110,5 +110,28 @@ def present_splits(release: Path) -> list[str]:
     return [s for s in SPLITS if config("questions").files(release, s)]
 
 
+TREC_QRELS_SUFFIX = ".qrels.txt"
+
+
+def trec_qrels_path(release: Path, split: str) -> Path:
+    """The `qrels` config of a split as one TREC qrels file, beside its Parquet files (builder/release/trec.py)."""
+    return Path(release) / "data" / config("qrels").folders[0] / f"{split}{TREC_QRELS_SUFFIX}"
+
+
 def data_files(release: Path) -> list[Path]:
-    return sorted((release / "data").rglob("*.parquet"))
+    """Every data file of a release folder: the configs' Parquet files and the TREC qrels files."""
+    data = Path(release) / "data"
+    return sorted(p for p in data.rglob("*") if p.name.endswith((".parquet", TREC_QRELS_SUFFIX)))
+
+
+def file_rows(path: Path) -> int:
+    """The rows of a data file: a Parquet file's from its footer, a TREC qrels file's lines."""
+    if path.name.endswith(TREC_QRELS_SUFFIX):
+        lines = 0
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                lines += block.count(b"\n")
+        return lines
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows

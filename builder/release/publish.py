@@ -12,6 +12,7 @@ from typing import Callable
 
 from builder.release.hub_errors import PublishRefused, hub_errors
 from builder.release.imported import imported_line
+from builder.release.layout import data_files
 from generation.shards import sha256_file
 
 ROOT_FILES = ("README.md", "manifest.json", "level_distribution.png")
@@ -56,7 +57,7 @@ def git_blob_sha1(path: Path) -> str:
 
 def release_files(release: Path) -> list[str]:
     files = [name for name in ROOT_FILES if (release / name).exists()]
-    files += sorted(str(p.relative_to(release)) for p in (release / "data").rglob("*.parquet"))
+    files += [str(p.relative_to(release)) for p in data_files(release)]
     return files
 
 

@@ -1,11 +1,13 @@
 """The card's generated parts: the Data Fields tables (from the schema module's descriptions) and the loading
-snippets, written only for the configs a release publishes. Each snippet is a complete Python program, so
-tests run every one of them against the built release."""
+snippets, written only for the configs a release publishes. Each snippet is a complete program (Python, and the
+trec_eval commands), so tests run every one of them against the built release."""
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 
-from builder.release.layout import config
+from builder.release.layout import TREC_QRELS_SUFFIX, config
 from generation.schema import columns
 
 
@@ -28,13 +30,23 @@ def field_tables(published: list[str]) -> list[dict]:
             for table, names in tables.items()]
 
 
+# What each tool calls the qrels columns: ir-measures wants query_id, doc_id, relevance (its error names them).
+QRELS_COLUMNS = {"query-id": "query_id", "corpus-id": "doc_id", "score": "relevance"}
+
+
 def variable(name: str) -> str:
     return name.replace("-", "_")
 
 
 def loading_snippets(repo: str, published: list[str], splits: list[str], threshold: int) -> list[dict]:
-    """[{"title", "code"}]: every published config, a split slice and streaming, BEIR/MTEB-style dicts with the
-    binary threshold, and alpha-nDCG over the diversity qrels."""
+    """[{"title", "code", "note"?, "language"?}]: every published config, a split slice and streaming, ir-measures
+    and BEIR-style dicts over `qrels` with the binary threshold, an mteb task, trec_eval on the TREC qrels files
+    (builder/release/trec.py; shell, the one snippet that is not Python), and alpha-nDCG over the diversity qrels.
+
+    The loaders the notes describe, as their code reads: BEIR beir/datasets/data_loader_hf.py (`HFDataLoader`:
+    qrels `load_dataset(hf_repo + "-qrels")[split]`, `corpus` and `queries` configs), MTEB 1.x
+    mteb/abstasks/AbsTaskRetrieval.py (the same loader, qrels from the same repository's default config), mteb 2.26
+    mteb/abstasks/retrieval_dataset_loaders.py (`_load_qrels`: config `default`, else `qrels`)."""
     test = "test" if "test" in splits else splits[0]
     has = set(published).__contains__
     snippets = [{"title": "Every config", "code": "\n".join(
@@ -46,8 +58,23 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
         f'stream = load_dataset("{repo}", "judgments", split="{splits[0]}", streaming=True)',
         "for row in stream.take(3):",
         '    print(row["subq_id"], row["docid"], row["level"])'])})
+    if has("qrels"):
+        snippets.append({"title": "ir-measures (trec_eval's measures) on the qrels config", "note": (
+            "ir-measures wants the columns `query_id`, `doc_id`, `relevance`: one rename."), "code": "\n".join([
+            "import ir_measures",
+            "from datasets import load_dataset",
+            "from ir_measures import P, R, nDCG", "",
+            f'qrels = load_dataset("{repo}", "qrels", split="{test}").to_pandas().rename(columns={json.dumps(QRELS_COLUMNS)})',
+            "# A run: query_id, doc_id, score for each retrieved document; here a stand-in that ranks every judged "
+            "document alike.",
+            'run = qrels[["query_id", "doc_id"]].assign(score=1.0)',
+            f"print(ir_measures.calc_aggregate([nDCG@10, P(rel={threshold})@10, R(rel={threshold})@100], qrels, run))"])})
     if has("queries") and has("qrels"):
-        snippets.append({"title": f"BEIR/MTEB-style dicts, relevant = level >= {threshold}", "code": "\n".join([
+        snippets.append({"title": f"BEIR-style dicts, relevant = level >= {threshold}", "note": (
+            "BEIR's `HFDataLoader` and MTEB 1.x read qrels from a repository's default config (`load_dataset(repo)`, "
+            "BEIR from a second repository named `<repo>-qrels`), which here is `judgments`, and texts from a "
+            "`corpus` config, which ClueWeb22's licence keeps out of this dataset. Load `qrels` and `queries` by "
+            "name into the dicts BEIR's loaders return:"), "code": "\n".join([
             "import pytrec_eval",
             "from datasets import load_dataset", "",
             f'queries = {{q["_id"]: q["text"] for q in load_dataset("{repo}", "queries", split="{test}")}}',
@@ -60,6 +87,56 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             f'graded = pytrec_eval.RelevanceEvaluator(qrels, {{"ndcg_cut_10"}})',
             f'binary = pytrec_eval.RelevanceEvaluator(qrels, {{"P_10", "recall_100"}}, relevance_level={threshold})',
             "print(len(queries), len(graded.evaluate(run)), len(binary.evaluate(run)))"])})
+    if has("queries") and has("qrels") and has("corpus-ids"):
+        snippets.append({"title": "mteb: a retrieval task over your ClueWeb22 texts", "note": (
+            "mteb 2 (tested with 2.26) reads this repository's `qrels` config (its `RetrievalDatasetLoader` falls back "
+            "to that name when there is no `default` config) and `queries` as they are, and wants the texts as a "
+            "`corpus` config, which this dataset cannot ship: the task below takes them from your licensed "
+            "ClueWeb22-B copy, read by `researchy-subq corpus` (Parquet with `docid` and `text`), cut to the "
+            "judged documents. mteb counts every score >= 1 as relevant in precision, recall and MRR; load "
+            f"`qrels-binary` instead for level >= {threshold} (nDCG then loses the grades)."), "code": "\n".join([
+            "import mteb",
+            "from datasets import load_dataset",
+            "from mteb.abstasks.retrieval import AbsTaskRetrieval",
+            "from mteb.abstasks.task_metadata import TaskMetadata",
+            "from sentence_transformers import SentenceTransformer", "",
+            f'REPO, SPLIT = "{repo}", "{test}"', "",
+            "class ResearchySubquestions(AbsTaskRetrieval):",
+            '    metadata = TaskMetadata(name="ResearchySubquestions", description="Researchy Questions sub-questions '
+            'over their judged ClueWeb22-B pool",',
+            '                            dataset={"path": REPO, "revision": "main"}, type="Retrieval", '
+            'eval_splits=[SPLIT],',
+            '                            eval_langs=["eng-Latn"], main_score="ndcg_at_10")', "",
+            "    def load_data(self, **kwargs):",
+            "        qrels = {}",
+            '        for r in load_dataset(REPO, "qrels", split=SPLIT):',
+            '            qrels.setdefault(r["query-id"], {})[r["corpus-id"]] = r["score"]',
+            '        queries = load_dataset(REPO, "queries", split=SPLIT).rename_column("_id", "id")',
+            '        queries = queries.filter(lambda q: q["id"] in qrels)',
+            '        judged = set(load_dataset(REPO, "corpus-ids", split=SPLIT)["_id"])',
+            '        corpus = load_dataset("parquet", data_files="corpus/corpus-*.parquet", split="train")  '
+            '# researchy-subq corpus --out corpus',
+            '        corpus = corpus.rename_column("docid", "id").select_columns(["id", "text"])',
+            '        corpus = corpus.filter(lambda d: d["id"] in judged)',
+            '        self.dataset = {"default": {SPLIT: {"corpus": corpus, "queries": queries, "relevant_docs": qrels,',
+            '                                            "top_ranked": None}}}',
+            "        self.data_loaded = True", "",
+            'model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")',
+            "results = mteb.evaluate(model, ResearchySubquestions())",
+            'print("nDCG@10", results.task_results[0].get_score())'])})
+    if has("qrels"):
+        # trec_eval's `-l<num>` is "the minimum relevance judgement value needed for a document to be called
+        # relevant" (trec_eval's help): its binary measures' threshold.
+        path = f"data/qrels/{test}{TREC_QRELS_SUFFIX}"
+        snippets.append({"title": "TREC qrels files (trec_eval)", "language": "bash", "note": (
+            f"Each split's `qrels` are also a TREC qrels file beside its Parquet files, `data/qrels/SPLIT"
+            f"{TREC_QRELS_SUFFIX}`: one judgment a line, `query-id 0 corpus-id level`, the same rows as the `qrels` "
+            "config. trec_eval scores a TREC run whose query ids are sub-question ids (`subq_id`) against it as it "
+            "is; Pyserini's `python -m pyserini.eval.trec_eval` takes the same arguments, and ir-measures reads the "
+            f'file with `ir_measures.read_trec_qrels("{path}")`.'), "code": "\n".join([
+            f"hf download {repo} {path} --repo-type dataset --local-dir .",
+            f"trec_eval -m ndcg_cut.10 {path} run.txt  # graded: the levels as gains",
+            f"trec_eval -l{threshold} -m P.10 -m recall.100 {path} run.txt  # binary: relevant = level >= {threshold}"])})
     if has("diversity-qrels") and has("judgments"):
         snippets.append({"title": "alpha-nDCG of a question run (ir-measures + pyndeval)", "code": "\n".join([
             "import ir_measures",

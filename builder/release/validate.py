@@ -3,18 +3,21 @@ named with a count and examples; a release passes only when every check does."""
 from __future__ import annotations
 
 import json
+import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
-import pyarrow.parquet as pq
 import yaml
 from pydantic import ValidationError
 
 from builder.release.expectations import load_expectations
 from builder.release.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.release.imported import CHECK as IMPORT_CHECK, check_import
-from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS
+from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
+from builder.release.trec import compare_trec_qrels
 from builder.release.package import MANIFEST
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
                                    scan_judgments, scan_qrels, scan_topics, split_summaries)
@@ -94,6 +97,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         if (rows, printed) != (scans[split].graded, scans[split].graded_print):
             checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
                                  "judgments (subq_id, docid, level) of the split")
+        compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
@@ -118,6 +122,7 @@ CHECKS = {
     "scale": f"levels are on the scale {LEVELS[0]}-{LEVELS[-1]} and in their own partition",
     "nan": "no NaN in a float column",
     "qrels": "qrels are exactly the graded judgments of their split, and every query-id is a sub-question",
+    "trec": f"each split's TREC qrels file (data/qrels/SPLIT{TREC_QRELS_SUFFIX}) holds exactly its qrels config's rows",
     "complexity": "the questions' complexity columns equal what the judgments give",
 }
 
@@ -146,7 +151,7 @@ def manifest_profile(manifest: dict, check: Check) -> Profile | None:
 
 def _check_files(release: Path, manifest: dict, check: Check, report: Report) -> None:
     listed = manifest.get("files", {})
-    on_disk = {str(p.relative_to(release)) for p in (release / "data").rglob("*.parquet")}
+    on_disk = {str(p.relative_to(release)) for p in data_files(release)}
     for name in sorted(set(listed) - on_disk):
         check.fail(f"{name}: listed but missing")
     for name in sorted(on_disk - set(listed)):
@@ -169,6 +174,12 @@ def _check_files(release: Path, manifest: dict, check: Check, report: Report) ->
     names = report.check("shard names XXXXX-of-YYYYY are complete in every folder")
     groups: dict[tuple, list] = {}
     for name in on_disk | set(listed):
+        if name.endswith(TREC_QRELS_SUFFIX):
+            split = Path(name).name.removesuffix(TREC_QRELS_SUFFIX)
+            if Path(name).parent != Path("data/qrels") or split not in manifest["splits"]:
+                layout.fail(f"{name}: a TREC qrels file is data/qrels/SPLIT{TREC_QRELS_SUFFIX} for a split of the "
+                            f"manifest's {manifest['splits']}")
+            continue
         match = FILE_NAME.match(Path(name).name)
         if not match:
             names.fail(f"{name}: not named split-XXXXX-of-YYYYY.parquet")
@@ -194,7 +205,7 @@ def _check_manifest_numbers(release: Path, manifest: dict, profile: Profile | No
         path = release / name
         if isinstance(entry, dict) and path.is_file() and not path.is_symlink():
             try:
-                n = pq.ParquetFile(path).metadata.num_rows
+                n = file_rows(path)
             except Exception:  # noqa: BLE001 - unreadable files are reported by the readable-files check
                 continue
             if entry.get("rows") != n:
@@ -256,6 +267,32 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
     if not load or data is None:
         loads.note = "skipped" if not load else "no YAML"
         return
+    with datasets_log() as logged:
+        _load_every_config(release, rows, splits, loads, logged)
+
+
+@contextmanager
+def datasets_log() -> Iterator[list[logging.LogRecord]]:
+    """The records `datasets` logs (WARNING and up) while the load checks run, kept instead of printed: a reader
+    error it logs before raising (`Failed to read file ... ArrowInvalid`) is the failure the check reports, and
+    printed it came before validate's own report. validate's lines are its report's, untouched."""
+    logger = logging.getLogger("datasets")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [Keep(logging.WARNING)], False
+    try:
+        yield records
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+
+
+def _load_every_config(release: Path, rows: dict, splits: list[str], loads: Check,
+                       logged: list[logging.LogRecord]) -> None:
     from datasets import get_dataset_config_names, load_dataset
 
     try:
@@ -267,6 +304,7 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
         if c.name not in names:
             loads.fail(f"{c.name}: not a config of the folder")
             continue
+        before = len(logged)
         try:
             dataset = load_dataset(str(release), c.name, streaming=True)
             for split, stream in dataset.items():
@@ -275,6 +313,13 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
                     loads.fail(f"{c.name}/{split}: features {stream.features} differ from the schema module's")
         except Exception as e:  # noqa: BLE001
             loads.fail(f"{c.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue  # what datasets logged on the way is this failure
+        for record in logged[before:]:
+            message = f"{c.name}: datasets logged {record.levelname}: {record.getMessage().splitlines()[0][:200]}"
+            if record.levelno >= logging.ERROR:
+                loads.fail(message)
+            elif not loads.note:
+                loads.note = message
 
 
 def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Path | None, report: Report) -> None:

