@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -74,8 +74,32 @@ class Pool(Strict):
     include_clicked: bool = True
 
 
+class OpenAIServer(Strict):
+    """The judge's `openai` backend: any OpenAI-compatible server (`vllm serve`, SGLang, TGI, a hosted API)."""
+    endpoint: str = Field(pattern=r"^https?://\S+$", description="the API base URL, e.g. http://gpu-node:8000/v1; "
+                          "requests go to {endpoint}/completions or {endpoint}/chat/completions")
+    request_shape: Literal["completions", "chat"] = Field(
+        description="completions: the prompt as the kit's own token ids (its chat template, token cut and BOS); "
+                    "chat: the rendered messages, the server's chat template applies")
+    served_model: str | None = Field(default=None, min_length=1, description="the model name the server answers to "
+                                     "(vLLM: --served-model-name, default its --model); default: judge.model")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="name of the environment variable holding the API key (sent as a "
+                                                "Bearer token, never printed or written); null: no key")
+    digit_logprobs: Literal["logprob_token_ids", "top_logprobs"] = Field(
+        default="logprob_token_ids", description="distribution mode: vLLM's logprob_token_ids (each digit's exact "
+        "log-probability, whatever its rank), or the standard top_logprobs (a digit outside the top-k counts as 0)")
+    top_logprobs: int = Field(default=20, ge=1, description="distribution mode with top_logprobs: the k asked for")
+    concurrency: int = Field(default=64, ge=1, description="requests in flight at once")
+    request_timeout_s: float = Field(default=300.0, gt=0, description="one request's time limit, per attempt")
+    max_retries: int = Field(default=5, ge=0, description="retries of a request after 429, 5xx, a timeout or a "
+                                                          "connection error, before the pair fails")
+    retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait before a retry, doubled each time "
+                                   "(at most 60 s); a server's Retry-After header takes its place")
+
+
 class JudgeConfig(TransformersSettings):
-    backend: Literal["vllm", "transformers", "ray", "bi-encoder"]
+    backend: Literal["vllm", "transformers", "ray", "bi-encoder", "openai"]
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
     ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
     device: str = "auto"
@@ -97,9 +121,20 @@ class JudgeConfig(TransformersSettings):
     chunk_size: int = Field(default=4096, ge=1, description="pairs per checkpointed chunk")
     cut_points: list[float] | None = Field(
         default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
+    openai: OpenAIServer | None = Field(default=None, description="backend openai: the server and how to call it")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_server(self, handler):
+        """A profile without a server dumps (and hashes) as before the `openai` section existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("openai") is None:
+            data.pop("openai", None)
+        return data
 
     @model_validator(mode="after")
     def _cut_points_fit(self) -> "JudgeConfig":
+        if self.backend == "openai" and self.openai is None:
+            raise ValueError("backend openai needs the openai section (endpoint, request_shape, ...)")
         if self.backend == "bi-encoder":
             if not self.cut_points:
                 raise ValueError("backend bi-encoder needs cut_points")

@@ -37,9 +37,23 @@ class Judge(Protocol):
 
 
 class TokenBackend(Protocol):
+    """Turns prompts into answers. A backend with `takes_messages = True` is handed each prompt as its chat
+    messages (fitted to the token budget here) instead of token ids. An answer may be a `RequestFailed` in place
+    of the text or log-probabilities: that item alone failed."""
+
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]: ...
 
     def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]): ...
+
+
+class RequestFailed(RuntimeError):
+    """One item's request to a served model failed for good (its retries spent): the pair's status is
+    `request_failed`, the authors' "-2", with this text in `raw`."""
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend as a whole cannot answer (its server is gone): no item is to blame, so nothing is bisected
+    and the chunk in hand is not written."""
 
 
 class PromptEncoder:
@@ -99,7 +113,7 @@ def isolate_failures(call: Callable[[list], list], items: list) -> list:
     so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
     result holds the exception. When every item fails the failure is not the items' (engine down, out of
     memory): the first error is raised."""
-    results = _bisect(call, items)
+    results = _bisect(call, items)  # BackendUnavailable passes through
     if results and all(isinstance(r, Exception) for r in results):
         raise results[0]
     return results
@@ -108,6 +122,8 @@ def isolate_failures(call: Callable[[list], list], items: list) -> list:
 def _bisect(call: Callable[[list], list], items: list) -> list:
     try:
         return list(call(items))
+    except BackendUnavailable:
+        raise
     except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
         if len(items) == 1:
             return [error]
@@ -116,7 +132,8 @@ def _bisect(call: Callable[[list], list], items: list) -> list:
 
 
 def failed(error: Exception) -> Grade:
-    return Grade(None, f"{type(error).__name__}: {error}"[:2000], status="engine_error")
+    status = "request_failed" if isinstance(error, RequestFailed) else "engine_error"
+    return Grade(None, f"{type(error).__name__}: {error}"[:2000], status=status)
 
 
 def digit_token_ids(tokenizer, levels: Sequence[int]) -> list[int]:
@@ -144,6 +161,7 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
 class LLMJudge:
     def __init__(self, config: JudgeConfig, backend: TokenBackend, tokenizer, description: str):
         self.config, self.backend, self.description = config, backend, description
+        self.takes_messages = bool(getattr(backend, "takes_messages", False))
         self.prompt: Prompt = get_prompt(config.prompt)
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
@@ -161,13 +179,16 @@ class LLMJudge:
         """Prompt tokens that leave room for the answer within max_model_len."""
         return self.config.max_model_len - self.max_new_tokens
 
-    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int], bool]:
-        """The pair's prompt ids, its context cut by tokens (after the word cut) when the prompt would not fit;
-        and whether it was."""
+    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int] | list[dict], bool]:
+        """The pair's prompt ids (its messages, for a backend that takes messages), its context cut by tokens
+        (after the word cut) when the prompt would not fit; and whether it was."""
+        def messages(context: str) -> list[dict]:
+            return self.prompt.messages(pair.question, context, history)
+
         context = self.context(pair)
-        ids, used = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
-            self.prompt.messages(pair.question, c, history)), context, self.budget)
-        return ids, used != context
+        ids, used = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(messages(c)), context,
+                                self.budget)
+        return (messages(used) if self.takes_messages else ids), used != context
 
     def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
         encoded = []
@@ -192,12 +213,20 @@ class LLMJudge:
             return self._grade_r3a(pairs)
         encoded = self._encode_all(pairs)
         if self.config.mode == "distribution":
-            rows = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
-            return [failed(row) if isinstance(row, Exception) else self._distribution_grade(row, enc[1])
-                    for row, enc in zip(rows, encoded)]
-        texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
-        return [failed(text) if isinstance(text, Exception) else self._text_grade(text, enc[1])
-                for text, enc in zip(texts, encoded)]
+            answers = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
+        else:
+            answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
+        return [self.grade_answer(answer, not isinstance(enc, Exception) and enc[1])
+                for answer, enc in zip(answers, encoded)]
+
+    def grade_answer(self, answer, cut: bool = False) -> Grade:
+        """One pair's answer (its text in generate mode, the digits' log-probabilities in distribution mode, or
+        the exception that took its place) -> its Grade. Also what an import of batch results grades with."""
+        if isinstance(answer, Exception):
+            return failed(answer)
+        if self.config.mode == "distribution":
+            return self._distribution_grade(answer, cut)
+        return self._text_grade(answer, cut)
 
     def _distribution_grade(self, row, cut: bool) -> Grade:
         probs, level, expected = distribution([float(x) for x in row], self.prompt.levels)
@@ -239,7 +268,8 @@ class LLMJudge:
             except PromptTooLong as error:
                 firsts[(question, auxiliary)] = error
         answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens),
-                            [f if isinstance(f, Exception) else (f[0], False) for f in firsts.values()])
+                            [f if isinstance(f, Exception) else (f[1] if self.takes_messages else f[0], False)
+                             for f in firsts.values()])
         intents = dict(zip(keys, answers))
         histories = [None if isinstance(intents[key], Exception) else
                      [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]

@@ -1,0 +1,379 @@
+"""The judge's `openai` backend: any OpenAI-compatible server (`vllm serve`, SGLang, TGI, a hosted API).
+
+Two request shapes (the profile's `judge.openai.request_shape`):
+- `completions`: POST {endpoint}/completions with `prompt` = the kit's own token ids (the OpenAI completions API
+  takes "an array of tokens" as prompt; vLLM and SGLang do too), so the model sees what the in-process backends
+  feed it: the same chat template, token cut and single BOS;
+- `chat`: POST {endpoint}/chat/completions with the messages the judge fitted to its token budget; the server's
+  chat template applies.
+
+Sampling is the in-process vLLM adapter's (`vllm_adapter.generate_params` / `distribution_params`), so a vLLM
+server gets the request the engine gets in process. Distribution mode reads the digits' log-probabilities from
+the answer's first position: with vLLM's `logprob_token_ids` (each digit's log-probability whatever its rank;
+`return_tokens_as_token_ids` names them `token_id:N`), or from the standard `logprobs` / `top_logprobs`, where a
+digit outside the server's top-k counts as probability 0. Either way these are raw log-probabilities over the
+full vocabulary: vLLM takes them before `allowed_token_ids` masks the sampled token, as in process.
+
+Requests run `concurrency` at a time on an asyncio loop of the backend's own thread. A 429, a 5xx, a body that
+is not JSON, a timeout or a connection error is retried with a doubling wait (a `Retry-After` header takes its
+place); then the pair alone fails (`judges.RequestFailed`, status `request_failed`), except when the server
+cannot be reached at all: that stops the call (`judges.BackendUnavailable`), so no chunk is written half-judged.
+`check` probes the server once before any pair is judged, and refuses with one line (`ServerError`).
+The API key is read from the environment variable the profile names and is never printed or written.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import os
+import random
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import httpx
+
+from generation.backends.vllm_adapter import distribution_params, generate_params
+from generation.judging.judges import BackendUnavailable, RequestFailed
+from generation.profiles import OpenAIServer
+
+PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+MAX_BACKOFF_S = 60.0
+TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids names a token "token_id:{id}"
+MESSAGE_CHARS = 300  # of a server's error text, in a pair's `raw` or an error line
+
+
+class ServerError(RuntimeError):
+    """The server cannot judge under this profile: down, wrong URL, key or model, or no digit log-probabilities."""
+
+
+class AnswerUnreadable(ValueError):
+    """A 200 answer without what the request asked for (no choices, no text, no digit log-probabilities)."""
+
+
+def _token_id(key: str) -> int | None:
+    if key.startswith(TOKEN_ID_PREFIX) and key[len(TOKEN_ID_PREFIX):].isdigit():
+        return int(key[len(TOKEN_ID_PREFIX):])
+    return None
+
+
+@dataclass(frozen=True)
+class RequestFormat:
+    """The request bodies of one shape, and how to read their answers. Shared with the batch files
+    (generation/judging/batch_files.py), so a batch line's body is the request this backend sends."""
+    shape: str  # completions | chat
+    model: str
+    digit_logprobs: str = "logprob_token_ids"  # or top_logprobs
+    top_logprobs: int = 20
+
+    @property
+    def path(self) -> str:
+        return PATHS[self.shape]
+
+    def _prompt(self, payload) -> dict:
+        return {"prompt": [int(t) for t in payload]} if self.shape == "completions" else {"messages": list(payload)}
+
+    def generate_body(self, payload, max_new_tokens: int) -> dict:
+        return {"model": self.model, **self._prompt(payload), **generate_params(max_new_tokens)}
+
+    def distribution_body(self, payload, token_ids: Sequence[int]) -> dict:
+        body = {"model": self.model, **self._prompt(payload)}
+        if self.digit_logprobs == "logprob_token_ids":
+            # vLLM 0.32's CompletionRequest wants `logprobs` set (an int) and ChatCompletionRequest `logprobs: true`
+            # beside logprob_token_ids (vllm/entrypoints/openai/*/protocol.py, check_logprobs)
+            return {**body, **distribution_params(token_ids), "logprobs": True if self.shape == "chat" else 1,
+                    "return_tokens_as_token_ids": True}
+        top = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.shape == "chat" else \
+            {"logprobs": self.top_logprobs}
+        return {**body, "temperature": 0.0, "max_tokens": 1, "n": 1, **top}
+
+    @staticmethod
+    def _choice(body: Any) -> dict:
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise AnswerUnreadable("the answer has no choices")
+        return choices[0]
+
+    def text(self, body: Any) -> str:
+        """The generated text: choices[0].text (completions) or choices[0].message.content (chat)."""
+        choice = self._choice(body)
+        text = choice.get("text") if self.shape == "completions" else (choice.get("message") or {}).get("content", "")
+        if text is not None and not isinstance(text, str):
+            raise AnswerUnreadable(f"the answer's text is a {type(text).__name__}")
+        return text or ""
+
+    def first_position_logprobs(self, body: Any) -> dict[str, float]:
+        """{token: log-probability} reported at the answer's first position."""
+        logprobs = self._choice(body).get("logprobs") or {}
+        if self.shape == "completions":  # {"top_logprobs": [{token: logprob}, ...]}
+            tops = logprobs.get("top_logprobs") or [None]
+            return dict(tops[0] or {})
+        content = logprobs.get("content") or [None]  # {"content": [{"top_logprobs": [{"token", "logprob"}]}]}
+        return {entry["token"]: entry["logprob"] for entry in (content[0] or {}).get("top_logprobs") or []}
+
+    def digit_row(self, body: Any, token_ids: Sequence[int], token_texts: Sequence[str]) -> list[float]:
+        """The log-probabilities of `token_ids` at the first position, in that order. A token is named by its
+        id (`token_id:N`) or else by its text; with top_logprobs a digit the server did not list is -inf."""
+        by_text = {text: i for i, text in zip(token_ids, token_texts) if token_texts.count(text) == 1}
+        found: dict[int, float] = {}
+        for key, value in self.first_position_logprobs(body).items():
+            token = _token_id(key)
+            token = by_text.get(key) if token is None else token
+            if token is not None and isinstance(value, (int, float)):
+                found[token] = float(value)
+        missing = [t for t in token_ids if t not in found]
+        if self.digit_logprobs == "logprob_token_ids" and missing:
+            raise AnswerUnreadable(f"no log-probability for the digit tokens {missing} (logprob_token_ids is vLLM's "
+                                   "extension: a server without it ignores it)")
+        if len(missing) == len(token_ids):
+            raise AnswerUnreadable(f"none of the digit tokens among the {self.top_logprobs} top log-probabilities")
+        return [found.get(t, -math.inf) for t in token_ids]
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header: delay-seconds or an HTTP-date (RFC 9110 section 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def server_message(response: httpx.Response) -> str:
+    """The error text of an OpenAI-style {"error": {"message": ...}} body, FastAPI's {"detail": ...}, or the text."""
+    try:
+        data = response.json()
+    except ValueError:
+        return " ".join(response.text.split())[:MESSAGE_CHARS]
+    if isinstance(data, dict):
+        error = data.get("error")
+        data = error.get("message", error) if isinstance(error, dict) else (error or data.get("detail") or data)
+    return " ".join(str(data).split())[:MESSAGE_CHARS]
+
+
+def api_key(env_name: str | None) -> str | None:
+    if env_name is None:
+        return None
+    key = os.environ.get(env_name)
+    if not key:
+        raise ServerError(f"openai backend: judge.openai.api_key_env names {env_name}, which is not set in the "
+                          "environment")
+    return key
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, wait: float | None = None, unreachable: bool = False):
+        super().__init__(message)
+        self.wait, self.unreachable = wait, unreachable
+
+
+class _EventLoopThread:
+    """An asyncio loop on a thread of its own, so the synchronous backend calls work from any caller, including
+    one that runs an event loop itself."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="openai-backend", daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+class OpenAIServerBackend:
+    """A TokenBackend over HTTP. `takes_messages` in the chat shape: the judge hands over fitted messages."""
+
+    def __init__(self, server: OpenAIServer, model: str, tokenizer=None):
+        self.server = server
+        self.format = RequestFormat(server.request_shape, server.served_model or model, server.digit_logprobs,
+                                    server.top_logprobs)
+        self.takes_messages = server.request_shape == "chat"
+        self.endpoint = server.endpoint.rstrip("/")
+        self.url = self.endpoint + self.format.path
+        self._key = api_key(server.api_key_env)
+        self._token_text: Callable[[int], str] = (lambda t: tokenizer.decode([t])) if tokenizer else str
+        self._loop = _EventLoopThread()
+        self._client = self._loop.run(self._open())
+
+    async def _open(self) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        limits = httpx.Limits(max_connections=self.server.concurrency,
+                              max_keepalive_connections=self.server.concurrency)
+        return httpx.AsyncClient(headers=headers, limits=limits, timeout=self.server.request_timeout_s)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._loop.run(self._client.aclose())
+            self._loop.close()
+            self._client = None
+
+    def __enter__(self) -> "OpenAIServerBackend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- one request ---------------------------------------------------------------------------------------------
+    async def _attempt(self, body: dict) -> dict:
+        try:
+            response = await self._client.post(self.url, json=body)
+        except httpx.TimeoutException as error:
+            raise _Retryable(f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})")
+        except httpx.TransportError as error:
+            raise _Retryable(f"{type(error).__name__}: {error}", unreachable=True)
+        if response.status_code == 200:
+            try:
+                return response.json()
+            except ValueError:
+                raise _Retryable(f"HTTP 200 with a body that is not JSON: {response.text[:80]!r}")
+        message = f"HTTP {response.status_code}: {server_message(response)}"
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _Retryable(message, wait=retry_after_seconds(response.headers.get("Retry-After")))
+        raise RequestFailed(self._redact(f"POST {self.url}: {message}"))
+
+    async def _request(self, body: dict) -> dict:
+        """The answer's JSON, after retries; RequestFailed, or BackendUnavailable when the server is unreachable."""
+        for attempt in range(self.server.max_retries + 1):
+            try:
+                return await self._attempt(body)
+            except _Retryable as failure:
+                last = failure
+                if attempt < self.server.max_retries:
+                    backoff = min(MAX_BACKOFF_S, self.server.retry_backoff_s * 2 ** attempt)
+                    await asyncio.sleep(failure.wait if failure.wait is not None
+                                        else backoff * random.uniform(0.75, 1.0))
+        message = self._redact(f"POST {self.url}: {last} ({self.server.max_retries + 1} attempts)")
+        if last.unreachable:
+            raise BackendUnavailable(f"openai backend: the server stopped answering: {message}")
+        raise RequestFailed(message)
+
+    async def _answer(self, body: dict, read: Callable[[Any], Any]):
+        try:
+            return read(await self._request(body))
+        except AnswerUnreadable as error:
+            return RequestFailed(f"POST {self.url}: {error}")
+        except RequestFailed as error:
+            return error
+
+    async def _answers(self, bodies: list[dict], read: Callable[[Any], Any]) -> list:
+        """Every body's answer, `concurrency` in flight; the first BackendUnavailable cancels the rest."""
+        gate = asyncio.Semaphore(self.server.concurrency)
+
+        async def one(body):
+            async with gate:
+                return await self._answer(body, read)
+
+        tasks = [asyncio.ensure_future(one(body)) for body in bodies]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    # -- the TokenBackend calls ------------------------------------------------------------------------------------
+    def generate(self, sequences: Sequence, max_new_tokens: int) -> list:
+        bodies = [self.format.generate_body(s, max_new_tokens) for s in sequences]
+        return self._loop.run(self._answers(bodies, self.format.text))
+
+    def next_token_logprobs(self, sequences: Sequence, token_ids: Sequence[int]) -> list:
+        bodies = [self.format.distribution_body(s, token_ids) for s in sequences]
+        return self._loop.run(self._answers(bodies, self._digit_reader(token_ids)))
+
+    def _digit_reader(self, token_ids: Sequence[int]) -> Callable[[Any], list[float]]:
+        texts = [self._token_text(t) for t in token_ids]
+        return lambda body: self.format.digit_row(body, token_ids, texts)
+
+    # -- the start-up probe --------------------------------------------------------------------------------------
+    def check(self, probe_payload, max_new_tokens: int, digit_ids: Sequence[int] | None = None) -> None:
+        """One line (ServerError) unless the server answers this profile: it is up, takes the key, serves the
+        model, answers one request of this shape, and in distribution mode (`digit_ids`) returns the digits'
+        log-probabilities."""
+        self._loop.run(self._check(probe_payload, max_new_tokens, digit_ids))
+
+    async def _check(self, probe_payload, max_new_tokens: int, digit_ids) -> None:
+        where = f"openai backend ({self.endpoint})"
+        try:
+            response = await self._client.get(self.endpoint + "/models")
+        except httpx.TransportError as error:
+            raise ServerError(self._redact(f"{where}: cannot reach the server ({type(error).__name__}: {error}); is it "
+                                           "running, and is the endpoint its API base, e.g. http://host:8000/v1?"))
+        if response.status_code in (401, 403):
+            key = f"the API key from ${self.server.api_key_env}" if self._key else "a request without an API key " \
+                "(judge.openai.api_key_env is not set)"
+            raise ServerError(self._redact(f"{where}: the server refused {key}: HTTP {response.status_code}: "
+                                           f"{server_message(response)}"))
+        try:
+            served = [m["id"] for m in response.json()["data"]] if response.status_code == 200 else None
+        except (ValueError, KeyError, TypeError):
+            served = None
+        if served is None:
+            raise ServerError(self._redact(f"{where}: GET /models answered HTTP {response.status_code} "
+                                           f"({server_message(response)[:120]}), not an OpenAI model list: is the "
+                                           "endpoint the API base, e.g. http://host:8000/v1?"))
+        if self.format.model not in served:
+            raise ServerError(f"{where}: the server does not serve the model {self.format.model!r} (it serves: "
+                              f"{', '.join(map(str, served)) or 'nothing'}); set judge.openai.served_model")
+        if digit_ids is None:
+            body, read = self.format.generate_body(probe_payload, max_new_tokens), self.format.text
+        else:
+            body, read = self.format.distribution_body(probe_payload, digit_ids), self._digit_reader(digit_ids)
+        try:
+            answer = read(await self._request(body))
+        except AnswerUnreadable as error:
+            raise ServerError(f"{where}: distribution mode needs the digits' log-probabilities and the probe request's "
+                              f"answer has none ({error}); use mode: generate, or judge.openai.digit_logprobs: "
+                              "top_logprobs") from None
+        except (RequestFailed, BackendUnavailable) as error:
+            raise ServerError(f"{where}: the probe request failed: {error}") from None
+        if isinstance(answer, list) and not any(math.isfinite(x) for x in answer):
+            raise ServerError(f"{where}: the probe request's digit log-probabilities are all -inf")
+
+
+def describe(server: OpenAIServer, model: str) -> str:
+    return f"{server.served_model or model} (openai {server.request_shape} at {server.endpoint})"
+
+
+def openai_judge(config, tokenizer=None):
+    """An LLMJudge on the server of `config.openai`, probed before it is returned. The tokenizer (the model's own,
+    for the token budget and, in the completions shape, the token ids) is loaded from `config.model` when not
+    given."""
+    from generation.judging.judges import LLMJudge, Pair
+
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        from generation.models import resolve_model
+
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model)))
+    backend = OpenAIServerBackend(config.openai, config.model, tokenizer)
+    try:
+        judge = LLMJudge(config, backend, tokenizer, describe(config.openai, config.model))
+        probe = judge.encode_pair(Pair(PROBE_QUESTION, PROBE_DOCUMENT))[0]
+        backend.check(probe, judge.max_new_tokens, judge.digit_ids if config.mode == "distribution" else None)
+    except BaseException:
+        backend.close()
+        raise
+    return judge
+
+
+PROBE_QUESTION = "Is this a probe request?"
+PROBE_DOCUMENT = "This is a probe request sent before any pair is judged."
