@@ -76,8 +76,9 @@ class Pool(Strict):
 
 class OpenAIServer(Strict):
     """The judge's `openai` backend: any OpenAI-compatible server (`vllm serve`, SGLang, TGI, a hosted API)."""
-    endpoint: str = Field(pattern=r"^https?://\S+$", description="the API base URL, e.g. http://gpu-node:8000/v1; "
-                          "requests go to {endpoint}/completions or {endpoint}/chat/completions")
+    endpoint: str = Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", description=(
+        "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
+        "{endpoint}/chat/completions; no credentials in it (api_key_env)"))
     request_shape: Literal["completions", "chat"] = Field(
         description="completions: the prompt as the kit's own token ids (its chat template, token cut and BOS); "
                     "chat: the rendered messages, the server's chat template applies")

@@ -59,3 +59,39 @@ def test_broken_yaml_and_unknown_name(tmp_path):
         load_profile(write(tmp_path, "bm25: [unclosed\n"))
     with pytest.raises(ProfileError, match=r"no bundled profile .papre. \(bundled: crux-code, demo, paper\)"):
         load_profile("papre")
+
+
+SERVER = """  backend: openai
+  openai:
+    endpoint: http://gpu-node:8000/v1
+    request_shape: chat
+    api_key_env: JUDGE_KEY
+    concurrency: 32
+"""
+
+
+def openai_profile(tmp_path, server=SERVER):
+    text = profile_path("paper").read_text().replace("  backend: vllm\n  model: meta-llama", server + "  model: meta-llama")
+    return write(tmp_path, text)
+
+
+def test_openai_backend_section_is_validated_strictly(tmp_path):
+    judge = load_profile(openai_profile(tmp_path)).judge
+    assert (judge.backend, judge.openai.request_shape, judge.openai.concurrency) == ("openai", "chat", 32)
+    assert (judge.openai.digit_logprobs, judge.openai.max_retries) == ("logprob_token_ids", 5)
+    assert "openai" in judge.model_dump() and load_profile(openai_profile(tmp_path)).config_hash() != \
+        load_profile("paper").config_hash()
+    with pytest.raises(ProfileError, match="key judge: .*backend openai needs the openai section"):
+        load_profile(openai_profile(tmp_path, "  backend: openai\n"))
+    for bad, key in [("request_shape: chat", "request_shape: responses"), ("concurrency: 32", "concurrency: 0"),
+                     ("concurrency: 32", "concurrency: 32\n    retries: 3"),
+                     ("endpoint: http://gpu-node:8000/v1", "endpoint: gpu-node:8000"),
+                     ("endpoint: http://gpu-node:8000/v1", "endpoint: http://user:sk-123@gpu-node:8000/v1"),
+                     ("api_key_env: JUDGE_KEY", "api_key_env: sk-live-key")]:
+        with pytest.raises(ProfileError, match="key judge.openai."):
+            load_profile(openai_profile(tmp_path, SERVER.replace(bad, key)))
+
+
+def test_a_profile_without_a_server_hashes_as_before_the_section_existed():
+    for name in bundled_profiles():
+        assert "openai" not in load_profile(name).judge.model_dump()

@@ -1,0 +1,171 @@
+"""A stand-in OpenAI-compatible server on 127.0.0.1 for `make test` (the real `vllm serve` runs in `make test-vllm`).
+
+It answers GET /v1/models, POST /v1/completions and POST /v1/chat/completions in the shapes vLLM 0.32 answers them
+(choices[0].text / .message.content; completions logprobs.top_logprobs = [{token: logprob}], chat
+logprobs.content[0].top_logprobs = [{token, logprob}]; vLLM's `logprob_token_ids` and `return_tokens_as_token_ids`).
+Its answer is a deterministic function of the prompt (`answer_for`), so a test knows what each pair must get.
+Faults are scripted per prompt: the first requests matching a rule get the rule's faults in turn, later ones the
+normal answer. Every handler ends by itself (a fault's delay is bounded); `close()` stops the server.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+DIGITS = [str(d) for d in range(6)]
+
+
+@dataclass
+class Fault:
+    status: int = 500
+    body: str = '{"error": {"message": "the stand-in failed on purpose"}}'
+    headers: tuple = ()
+    delay: float = 0.0  # seconds before answering (longer than the client's timeout: a timeout)
+
+
+def fingerprint(body: dict) -> int:
+    """The prompt's number: the sum of its token ids (completions) or of its last message's characters (chat)."""
+    if "prompt" in body:
+        return sum(body["prompt"])
+    return sum(map(ord, body["messages"][-1]["content"]))
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that gave up (a timeout) is not news
+        pass
+
+
+class StandIn:
+    def __init__(self, model: str = "standin-judge", api_key: str | None = None, logprob_token_ids: bool = True):
+        self.model, self.api_key, self.honours_logprob_token_ids = model, api_key, logprob_token_ids
+        self.rules: list[tuple[Callable[[dict], bool], deque]] = []
+        self.received: list[tuple[float, str, dict]] = []  # (arrival time, path, body)
+        self.answer_limit: int | None = None  # after this many answers the server closes (it "dies")
+        self._lock = threading.Lock()
+        self.server = QuietServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+        self.closed = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def fail(self, match: Callable[[dict], bool], *faults: Fault) -> None:
+        self.rules.append((match, deque(faults)))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.server.shutdown()
+            self.server.server_close()
+
+    def answers(self) -> int:
+        return sum(1 for _, path, _ in self.received if path != "/v1/models")
+
+    # -- what the stand-in answers -------------------------------------------------------------------------------
+    def level_for(self, body: dict) -> int:
+        return fingerprint(body) % 6
+
+    def digit_logprobs(self, body: dict) -> list[float]:
+        """Log-probabilities of "0".."5" (unnormalised: the judge renormalises over the digits)."""
+        seed = fingerprint(body)
+        return [-0.5 * ((seed + 3 * d) % 7) - 1.0 for d in range(6)]
+
+    def answer_for(self, body: dict) -> dict:
+        chat = "messages" in body
+        text = f" {self.level_for(body)}"
+        choice: dict = {"index": 0, "finish_reason": "length"}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if body.get("logprobs"):
+            choice["logprobs"] = self._logprobs(body, chat)
+        return {"id": "cmpl-standin", "object": "chat.completion" if chat else "text_completion",
+                "model": self.model, "choices": [choice]}
+
+    def _logprobs(self, body: dict, chat: bool):
+        rows = self.digit_logprobs(body)
+        ids = body.get("logprob_token_ids") if self.honours_logprob_token_ids else None
+        if ids:  # vLLM: exactly these tokens, named token_id:N with return_tokens_as_token_ids
+            named = {(f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t)): lp
+                     for t, lp in zip(ids, rows)}
+        elif ids is None and (body.get("top_logprobs") or (not chat and isinstance(body["logprobs"], int))):
+            k = body.get("top_logprobs") or body["logprobs"]
+            ranked = sorted([*zip(DIGITS, rows), ("the", -0.9), ("a", -2.2)], key=lambda kv: -kv[1])
+            named = dict(ranked[:k])
+        else:
+            return None
+        if chat:
+            return {"content": [{"token": next(iter(named)), "logprob": next(iter(named.values())),
+                                 "top_logprobs": [{"token": t, "logprob": lp} for t, lp in named.items()]}]}
+        return {"tokens": [next(iter(named))], "token_logprobs": [next(iter(named.values()))], "top_logprobs": [named]}
+
+    # -- HTTP ----------------------------------------------------------------------------------------------------
+    def _handler(self):
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, payload: str, headers=()):
+                data = payload.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self) -> bool:
+                if standin.api_key is None:
+                    return True
+                given = self.headers.get("Authorization", "")
+                if given == f"Bearer {standin.api_key}":
+                    return True
+                # as OpenAI does, the refusal quotes (part of) the key it was given
+                self._send(401, json.dumps({"error": {"message": f"Incorrect API key provided: {given[7:]}"}}))
+                return False
+
+            def do_GET(self):
+                standin.received.append((time.monotonic(), self.path, {}))
+                if not self._authorised():
+                    return
+                if self.path != "/v1/models":
+                    return self._send(404, '{"detail": "Not Found"}')
+                self._send(200, json.dumps({"object": "list", "data": [{"id": standin.model, "object": "model"}]}))
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.received.append((time.monotonic(), self.path, body))
+                if not self._authorised():
+                    return
+                if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                    return self._send(404, '{"detail": "Not Found"}')
+                if body.get("model") != standin.model:
+                    return self._send(404, json.dumps({"error": {"message": f"The model `{body.get('model')}` "
+                                                                            "does not exist."}}))
+                fault = None
+                with standin._lock:
+                    for match, faults in standin.rules:
+                        if faults and match(body):
+                            fault = faults.popleft()
+                            break
+                if fault is not None:
+                    time.sleep(fault.delay)
+                    return self._send(fault.status, fault.body, fault.headers)
+                self._send(200, json.dumps(standin.answer_for(body)))
+                if standin.answer_limit is not None and standin.answers() >= standin.answer_limit:
+                    threading.Thread(target=standin.close, daemon=True).start()
+
+        return Handler
