@@ -71,7 +71,8 @@ SERVER = """  backend: openai
 
 
 def openai_profile(tmp_path, server=SERVER):
-    text = profile_path("paper").read_text().replace("  backend: vllm\n  model: meta-llama", server + "  model: meta-llama")
+    text = profile_path("paper").read_text().replace("  backend: vllm\n  model: meta-llama",
+                                                     server + "  model: meta-llama")
     return write(tmp_path, text)
 
 
