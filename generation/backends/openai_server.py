@@ -246,7 +246,7 @@ class OpenAIServerBackend:
         message = f"HTTP {response.status_code}: {server_message(response)}"
         if response.status_code == 429 or response.status_code >= 500:
             raise _Retryable(message, wait=retry_after_seconds(response.headers.get("Retry-After")))
-        raise RequestFailed(self._redact(f"POST {self.url}: {message}"))
+        raise RequestFailed(self._redact(message))
 
     async def _request(self, body: dict) -> dict:
         """The answer's JSON, after retries; RequestFailed, or BackendUnavailable when the server is unreachable."""
@@ -259,16 +259,16 @@ class OpenAIServerBackend:
                     backoff = min(MAX_BACKOFF_S, self.server.retry_backoff_s * 2 ** attempt)
                     await asyncio.sleep(failure.wait if failure.wait is not None
                                         else backoff * random.uniform(0.75, 1.0))
-        message = self._redact(f"POST {self.url}: {last} ({self.server.max_retries + 1} attempts)")
+        message = self._redact(f"{last} ({self.server.max_retries + 1} attempts)")
         if last.unreachable:
-            raise BackendUnavailable(f"openai backend: the server stopped answering: {message}")
-        raise RequestFailed(message)
+            raise BackendUnavailable(f"openai backend: the server stopped answering: POST {self.url}: {message}")
+        raise RequestFailed(message)  # the pair's `raw`, which a release publishes: no URL in it
 
     async def _answer(self, body: dict, read: Callable[[Any], Any]):
         try:
             return read(await self._request(body))
         except AnswerUnreadable as error:
-            return RequestFailed(f"POST {self.url}: {error}")
+            return RequestFailed(str(error))
         except RequestFailed as error:
             return error
 

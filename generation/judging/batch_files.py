@@ -1,0 +1,375 @@
+"""OpenAI Batch files for the judge: request lines out, result lines in.
+
+Export: each pair becomes one request line {"custom_id", "method": "POST", "url", "body"} (OpenAI's
+`BatchRequestInput`), whose body is the request the `openai` server backend sends for that pair
+(`openai_server.RequestFormat`): the same prompt fitted to the token budget, the same sampling. Lines go into
+files within the OpenAI Batch limits, "up to 50,000 requests, and can be up to 200 MB in size" (openai-python
+3.54, openai/types/batch_create_params.py lines 50-51), with a manifest beside them.
+
+`vllm run-batch` 0.32 takes only `/v1/chat/completions` lines (its BatchRequestInput body is a
+ChatCompletionRequest, vllm/entrypoints/launchers/run_batch.py): export in the `chat` shape for it. Its chat
+request has no token-id input (no `prompt_token_ids` field; vLLM ignores unknown fields), so a batch line carries
+messages and the server's chat template applies. The OpenAI Batch API also takes `/v1/completions` lines; the
+`completions` shape exports those, with the kit's token ids as prompt.
+
+custom_id: `{qid}::{docid}::{k}`, k = the sub-question's position in its question's list (subq_id is
+`{qid}-{k}`): the authors' request id (DylanJoo/crux crux/augmentation/gen_ratings_offload.py writes
+f"{id}::{docid}::{j}", j the position; crux-researchy/merge_ratings.py splits it with `.split("::")`). It is
+unambiguous however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always
+gives three parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither,
+so for the paper's data the id is the authors', character for character.
+
+Import: result lines as `vllm run-batch` writes them and as the OpenAI Batch API writes its output and error
+files (OpenAI's `BatchRequestOutput`, "the per-line object of the batch output and error files": `id`,
+`custom_id`, `response` {`status_code`, `request_id`, `body`} or null, `error` {`code`, `message`} or null; vLLM
+0.32 writes the same, with `error` an ErrorResponse or a string). Matched to a pair plan by custom_id; nothing
+is dropped or doubled silently (see `ImportResult`); the outcome does not depend on the order of files or lines,
+so importing the same files twice gives the same result.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from generation.backends.openai_server import AnswerUnreadable, RequestFormat
+from generation.errors import InputError, Rejects, read_lines
+from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
+from generation.storage import commit, tmp_path, write_text_atomic
+
+MAX_LINES = 50_000
+MAX_BYTES = 200_000_000  # 200 MB, counted in decimal megabytes to stay within either reading
+URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+SEPARATOR = "::"
+MANIFEST = "manifest.json"
+EXAMPLES = 5  # examples kept per kind of problem
+
+
+# -- custom_id ------------------------------------------------------------------------------------------------------
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
+
+
+def _unescape(part: str) -> str:
+    return part.replace("%3A", ":").replace("%25", "%")
+
+
+def subquestion_position(subq_id: str, qid: str) -> int:
+    """k of a subq_id `{qid}-{k}` (schema.py, the subquestions table)."""
+    rest = subq_id[len(qid) + 1:] if subq_id.startswith(f"{qid}-") else ""
+    if not rest.isdigit():
+        raise ValueError(f"sub-question id {subq_id!r} is not '{qid}-<position>'")
+    return int(rest)
+
+
+def custom_id(qid: str, docid: str, subq_id: str) -> str:
+    return SEPARATOR.join([_escape(qid), _escape(docid), str(subquestion_position(subq_id, qid))])
+
+
+def parse_custom_id(text: str) -> tuple[str, str, str]:
+    """(qid, docid, subq_id) of a custom_id; ValueError when it is not one of ours."""
+    parts = text.split(SEPARATOR)
+    if len(parts) != 3 or not parts[2].isdigit() or not parts[0] or not parts[1]:
+        raise ValueError(f"custom_id {text!r} is not 'qid::docid::position'")
+    qid, docid = _unescape(parts[0]), _unescape(parts[1])
+    return qid, docid, f"{qid}-{int(parts[2])}"
+
+
+def plan_ids(plan: Iterable[dict]) -> list[str]:
+    """The custom_ids of a pair plan (rows with subq_id, qid and docid, as the judge stage lays them out)."""
+    return [custom_id(row["qid"], row["docid"], row["subq_id"]) for row in plan]
+
+
+# -- export ---------------------------------------------------------------------------------------------------------
+class BatchRequests:
+    """What a judge that exports is built on: it receives prompts as the server backend of the same shape does
+    (messages in the chat shape, token ids in the completions shape) and runs nothing."""
+
+    def __init__(self, request_format: RequestFormat):
+        self.format = request_format
+        self.takes_messages = request_format.shape == "chat"
+
+    def generate(self, sequences, max_new_tokens):
+        raise RuntimeError("a batch export writes requests; `vllm run-batch` or the Batch API runs them")
+
+    next_token_logprobs = generate
+
+
+def request_format(config, shape: str | None = None) -> RequestFormat:
+    """The request format of the profile's `openai` section (or the defaults, `chat`, when it has none)."""
+    server = config.openai
+    if server is None:
+        return RequestFormat(shape or "chat", config.model)
+    return RequestFormat(shape or server.request_shape, server.served_model or config.model, server.digit_logprobs,
+                         server.top_logprobs)
+
+
+def export_judge(config, tokenizer, shape: str | None = None) -> LLMJudge:
+    """An LLMJudge that builds the prompts of a batch export."""
+    if config.prompt == "r3a":
+        raise ValueError("prompt r3a asks in two rounds, the second built from the first's answer: a batch file "
+                         "holds one round; judge it with a backend")
+    fmt = request_format(config, shape)
+    return LLMJudge(config, BatchRequests(fmt), tokenizer, f"{fmt.model} (batch export, {fmt.shape})")
+
+
+def request_body(judge: LLMJudge, payload) -> dict:
+    fmt: RequestFormat = judge.backend.format
+    if judge.config.mode == "distribution":
+        return fmt.distribution_body(payload, judge.digit_ids)
+    return fmt.generate_body(payload, judge.max_new_tokens)
+
+
+@dataclass
+class ExportSummary:
+    pairs: int = 0
+    files: list[dict] = field(default_factory=list)  # name, lines, bytes, sha256
+    cut_by_tokens: list[str] = field(default_factory=list)  # custom_ids whose context was cut to fit
+    not_exported: list[dict] = field(default_factory=list)  # custom_id, error: prompts over the budget
+
+
+def request_lines(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], summary: ExportSummary) -> Iterator[bytes]:
+    """One JSON line per (custom_id, pair); a pair whose prompt cannot fit is recorded in `summary` instead."""
+    url = URLS[judge.backend.format.shape]
+    for cid, pair in pairs:
+        try:
+            payload, cut = judge.encode_pair(pair)
+        except PromptTooLong as error:
+            summary.not_exported.append({"custom_id": cid, "error": failed(error).raw})
+            continue
+        if cut:
+            summary.cut_by_tokens.append(cid)
+        line = {"custom_id": cid, "method": "POST", "url": url, "body": request_body(judge, payload)}
+        yield (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def write_request_files(lines: Iterable[bytes], out_dir: Path, summary: ExportSummary, stem: str = "requests",
+                        max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> None:
+    """`lines` into `{stem}-00000.jsonl`, `{stem}-00001.jsonl`, ... each within max_lines and max_bytes, each
+    appearing under its name only when complete."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    current = None
+
+    def finish():
+        handle, tmp, final, digest, count, size = current
+        handle.close()
+        commit(tmp, final)
+        summary.files.append({"name": final.name, "lines": count, "bytes": size, "sha256": digest.hexdigest()})
+
+    for line in lines:
+        if len(line) > max_bytes:
+            raise ValueError(f"one request line is {len(line)} bytes, over the file limit {max_bytes}")
+        if current is not None and (current[4] + 1 > max_lines or current[5] + len(line) > max_bytes):
+            finish()
+            current = None
+        if current is None:
+            final = out_dir / f"{stem}-{len(summary.files):05d}.jsonl"
+            tmp = tmp_path(final)
+            current = [open(tmp, "wb"), tmp, final, hashlib.sha256(), 0, 0]
+        current[0].write(line)
+        current[3].update(line)
+        current[4] += 1
+        current[5] += len(line)
+        summary.pairs += 1
+    if current is not None:
+        finish()
+
+
+def export_batch(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], out_dir: str | Path, profile_hash: str,
+                 max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> dict:
+    """Request files for `pairs` ((custom_id, Pair), e.g. a shard's pairs still missing) and their manifest
+    (returned, and written to out_dir/manifest.json)."""
+    out_dir = Path(out_dir)
+    summary = ExportSummary()
+    write_request_files(request_lines(judge, pairs, summary), out_dir, summary, max_lines=max_lines,
+                        max_bytes=max_bytes)
+    fmt: RequestFormat = judge.backend.format
+    manifest = {"profile_hash": profile_hash, "prompt": judge.prompt.id, "prompt_sha256": judge.prompt.sha256,
+                "request_shape": fmt.shape, "url": URLS[fmt.shape], "model": fmt.model, "mode": judge.config.mode,
+                "digit_logprobs": fmt.digit_logprobs if judge.config.mode == "distribution" else None,
+                "pairs": summary.pairs, "files": summary.files, "context_cut_by_tokens": summary.cut_by_tokens,
+                "not_exported": summary.not_exported}
+    write_text_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def load_manifest(path: str | Path) -> dict:
+    path = Path(path)
+    path = path / MANIFEST if path.is_dir() else path
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(path, 1, f"not a batch manifest ({error})") from None
+
+
+def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
+    """Results are imported under the profile and prompt they were exported with, or not at all."""
+    fmt: RequestFormat = judge.backend.format
+    expected = {"profile_hash": profile_hash, "prompt_sha256": judge.prompt.sha256, "request_shape": fmt.shape,
+                "mode": judge.config.mode}
+    wrong = [f"{k} {manifest.get(k)!r} (this run: {v!r})" for k, v in expected.items() if manifest.get(k) != v]
+    if wrong:
+        raise ValueError("the batch was exported under another judge: " + "; ".join(wrong))
+
+
+# -- import ---------------------------------------------------------------------------------------------------------
+def _message(error: Any) -> str:
+    if isinstance(error, dict):
+        inner = error.get("error") if isinstance(error.get("error"), dict) else error
+        text = inner.get("message") or json.dumps(error, ensure_ascii=False)
+        code = inner.get("code")  # OpenAI's are names (batch_expired); vLLM repeats the HTTP status
+        return f"{code}: {text}" if isinstance(code, str) and code else str(text)
+    return str(error)
+
+
+def result_body(record: dict) -> tuple[Any, str | None]:
+    """(the response body, None) of an answered line, or (None, why it has no answer)."""
+    response, error = record.get("response"), record.get("error")
+    status = response.get("status_code") if isinstance(response, dict) else None
+    if error not in (None, "", {}):
+        return None, (f"HTTP {status}: " if status not in (None, 200) else "") + _message(error)
+    if not isinstance(response, dict):
+        return None, "the line has neither a response nor an error"
+    body = response.get("body")
+    if status != 200:
+        return None, f"HTTP {status}: " + (_message(body) if body else "no body")
+    if not isinstance(body, dict):
+        return None, "HTTP 200 without a body"
+    return body, None
+
+
+@dataclass
+class Problems:
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, example: str, times: int = 1) -> None:
+        self.count += times
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(example)
+
+
+@dataclass
+class ImportResult:
+    grades: dict[str, Grade]  # custom_id -> Grade, for the plan's pairs that have one
+    lines: int = 0
+    duplicates: int = 0  # repeated lines with the same answer: counted once
+    unknown: Problems = field(default_factory=Problems)  # lines naming no pair of the plan
+    conflicting: Problems = field(default_factory=Problems)  # pairs answered differently: left out of grades
+    error_lines: Problems = field(default_factory=Problems)  # failed requests; a pair with only these gets status
+    superseded_errors: int = 0  # request_failed; error lines of a pair that also has an answer
+    missing: Problems = field(default_factory=Problems)  # plan pairs without any line
+    unresolved: set[str] = field(default_factory=set)  # the pairs to export again: missing or answered differently
+
+    def counts(self) -> dict[str, int]:
+        return {"lines": self.lines, "graded": len(self.grades), "duplicates": self.duplicates,
+                "unknown": self.unknown.count, "conflicting": self.conflicting.count,
+                "error_lines": self.error_lines.count, "superseded_errors": self.superseded_errors,
+                "missing": self.missing.count}
+
+
+def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) -> Iterator[tuple[str, str, dict]]:
+    """(where "file:line", custom_id, record) of each result line. A line that is not a JSON object with a
+    string custom_id names no pair: an InputError, or counted in `rejects` when given."""
+    for path in map(Path, files):
+        for number, raw in read_lines(path):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict) or not isinstance(record.get("custom_id"), str):
+                    raise ValueError("not a result line: no custom_id")
+            except ValueError as error:
+                problem = InputError(path, number, f"{' '.join(str(error).split())[:200]}")
+                if rejects is None:
+                    raise problem from None
+                rejects.reject(problem, raw.decode("utf-8", "replace")[:500], "malformed result line")
+                continue
+            yield f"{path}:{number}", record["custom_id"], record
+
+
+def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Callable[[dict, bool], Grade],
+                   cut_by_tokens: Iterable[str] = (), rejects: Rejects | None = None) -> ImportResult:
+    """Grades for the plan's custom_ids from result files. `grade(body, cut)` turns an answered line's response
+    body into a Grade (`answer_grader`). Per pair: one answer (however often repeated) is its grade; different
+    answers are a conflict, and the pair is left out; error lines alone give status request_failed (the
+    smallest error text, whatever the order); no line at all is missing."""
+    wanted = list(dict.fromkeys(plan))
+    planned, cut = set(wanted), set(cut_by_tokens)
+    answers: dict[str, dict[tuple, tuple[Grade, str]]] = defaultdict(dict)
+    errors: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    result = ImportResult(grades={})
+    for where, cid, record in read_results(files, rejects):
+        result.lines += 1
+        if cid not in planned:
+            result.unknown.add(f"{where}: {cid!r}")
+            continue
+        body, error = result_body(record)
+        if error is None:
+            graded = grade(body, cid in cut)
+            key = (graded.level, graded.raw, graded.status, tuple(graded.probs or ()))
+            if key in answers[cid]:
+                result.duplicates += 1
+            answers[cid].setdefault(key, (graded, where))
+        else:
+            result.error_lines.add(f"{where}: {cid}: {error[:200]}")
+            errors[cid].append((error, where))
+    for cid in wanted:
+        found = answers.get(cid)
+        if found and len(found) > 1:
+            shown = "; ".join(f"{w}: {g.raw!r}" for g, w in list(found.values())[:3])
+            result.conflicting.add(f"{cid}: {shown}")
+        elif found:
+            result.grades[cid] = next(iter(found.values()))[0]
+            result.superseded_errors += len(errors.get(cid, ()))
+        elif cid in errors:
+            error, where = min(errors[cid])  # `raw` is published: the file's name, not where it lay
+            result.grades[cid] = failed(RequestFailed(f"{error} (batch result {Path(where).name})"))
+        else:
+            result.missing.add(cid)
+    result.unresolved = planned - set(result.grades)
+    return result
+
+
+def answer_grader(judge: LLMJudge) -> Callable[[dict, bool], Grade]:
+    """`grade(body, cut)` for `import_results`: the judge's own parsing of the backend's answer (the profile's
+    parser in generate mode, the digit distribution in distribution mode); an unreadable body is request_failed."""
+    fmt: RequestFormat = judge.backend.format
+    if judge.config.mode == "distribution":
+        texts = [judge.encoder.tokenizer.decode([t]) for t in judge.digit_ids]
+        read = lambda body: fmt.digit_row(body, judge.digit_ids, texts)  # noqa: E731
+    else:
+        read = fmt.text
+
+    def grade(body: dict, cut: bool) -> Grade:
+        try:
+            return judge.grade_answer(read(body), cut)
+        except AnswerUnreadable as error:
+            return judge.grade_answer(RequestFailed(str(error)), cut)
+
+    return grade
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_files(out_dir: str | Path) -> list[Path]:
+    """The request files a manifest lists, checked against their recorded sha256."""
+    out_dir = Path(out_dir)
+    files = []
+    for entry in load_manifest(out_dir)["files"]:
+        path = out_dir / entry["name"]
+        digest = file_sha256(path) if path.exists() else None
+        if digest != entry["sha256"]:
+            raise InputError(path, 1, "missing" if digest is None else "changed since export (sha256 differs)")
+        files.append(path)
+    return files
+

@@ -1,0 +1,204 @@
+"""OpenAI Batch files: export (custom_id, limits, manifest, the server backend's own request bodies) and import
+(vLLM run-batch and OpenAI output/error lines, malformed lines, repeats, conflicts, missing pairs). The real
+`vllm run-batch` round trip is tests/test_vllm_server.py."""
+import gzip
+import json
+
+import httpx
+import pytest
+
+from conftest import tiny_tokenizer
+from generation.backends.openai_server import openai_judge
+from generation.errors import InputError, Rejects
+from generation.judging.batch_files import (
+    answer_grader, check_manifest, custom_id, export_batch, export_judge, import_results, load_manifest,
+    manifest_files, parse_custom_id, plan_ids,
+)
+from generation.judging.judges import Pair
+from openai_standin import StandIn
+from test_openai_server import config
+
+QID = "1051893"
+PLAN = [{"subq_id": f"{QID}-{k}", "qid": QID, "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(3)
+        for d in range(3)]
+DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
+             "A recipe for lemon cake with honey glaze and almonds.",
+             "Colony collapse disorder " + "was reported in many states and countries " * 80]  # cut by tokens
+QUESTIONS = ["Why are honey bee populations declining?", "What do varroa mites do?", "Do pesticides harm bees?"]
+PAIRS = [Pair(QUESTIONS[int(row["subq_id"][-1])], DOCUMENTS[int(row["docid"][-1])]) for row in PLAN]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer("llama3")
+
+
+@pytest.fixture
+def standin():
+    server = StandIn()
+    yield server
+    server.close()
+
+
+def keyed(pairs=PAIRS, plan=PLAN):
+    return list(zip(plan_ids(plan), pairs))
+
+
+def test_custom_id_is_the_authors_id_and_unambiguous():
+    cid = custom_id(QID, "clueweb22-en0000-00-00000", f"{QID}-4")
+    assert cid == f"{QID}::clueweb22-en0000-00-00000::4"
+    qid, docid, i_subquestion = cid.split("::")  # crux-researchy/merge_ratings.py's own split
+    assert (qid, docid, int(i_subquestion)) == (QID, "clueweb22-en0000-00-00000", 4)
+    assert parse_custom_id(cid) == (QID, "clueweb22-en0000-00-00000", f"{QID}-4")
+    odd = custom_id("q:1", "doc::a%3A", "q:1-12")
+    assert len(odd.split("::")) == 3 and parse_custom_id(odd) == ("q:1", "doc::a%3A", "q:1-12")
+    with pytest.raises(ValueError, match="is not '1-<position>'"):
+        custom_id("1", "d", "2-0")
+    for bad in ("1::d", "1::d::x", "::d::0"):
+        with pytest.raises(ValueError):
+            parse_custom_id(bad)
+
+
+def test_export_writes_the_server_backends_own_requests(standin, tokenizer, tmp_path):
+    cfg = config(standin.endpoint, shape="chat")
+    served = openai_judge(cfg, tokenizer)
+    served.grade(PAIRS)
+    sent = [body for _, path, body in standin.received if path == "/v1/chat/completions"][1:]
+    manifest = export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path, profile_hash="abc")
+    lines = [json.loads(line) for f in manifest_files(tmp_path) for line in f.read_text().splitlines()]
+    assert [line["custom_id"] for line in lines] == plan_ids(PLAN)
+    assert {(line["method"], line["url"]) for line in lines} == {("POST", "/v1/chat/completions")}
+    assert sorted(json.dumps(line["body"], sort_keys=True) for line in lines) == \
+        sorted(json.dumps(body, sort_keys=True) for body in sent)
+    assert manifest["context_cut_by_tokens"] == [cid for cid, p in keyed() if p.document == DOCUMENTS[2]]
+    assert (manifest["pairs"], manifest["request_shape"], manifest["mode"]) == (len(PAIRS), "chat", "generate")
+    assert manifest["prompt_sha256"] == served.prompt.sha256 and load_manifest(tmp_path) == manifest
+    served.backend.close()
+
+
+def test_export_splits_within_the_limits_and_records_each_file(tokenizer, tmp_path):
+    cfg = config("http://unused:1/v1", shape="completions", mode="distribution")
+    manifest = export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path, "abc", max_lines=4, max_bytes=6000)
+    sizes = [(f["lines"], f["bytes"]) for f in manifest["files"]]
+    assert sum(n for n, _ in sizes) == len(PAIRS) and all(n <= 4 and b <= 6000 for n, b in sizes)
+    assert len(sizes) > len(PAIRS) // 4, "the byte limit cut a file before its line limit"
+    first = json.loads((tmp_path / "requests-00000.jsonl").read_text().splitlines()[0])
+    assert first["url"] == "/v1/completions" and isinstance(first["body"]["prompt"][0], int)
+    assert first["body"]["max_tokens"] == 1 and len(first["body"]["logprob_token_ids"]) == 6
+    (tmp_path / "requests-00001.jsonl").write_text("changed\n")
+    with pytest.raises(InputError, match="requests-00001.jsonl:1: changed since export"):
+        manifest_files(tmp_path)
+    with pytest.raises(ValueError, match="over the file limit 100"):
+        export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path / "small", "abc", max_bytes=100)
+
+
+def test_a_prompt_that_cannot_fit_is_recorded_not_exported(tokenizer, tmp_path):
+    cfg = config("http://unused:1/v1", shape="chat")
+    long_question = Pair("why " * 400 + "?", DOCUMENTS[0])
+    manifest = export_batch(export_judge(cfg, tokenizer), keyed([long_question, *PAIRS[1:]]), tmp_path, "abc")
+    assert manifest["pairs"] == len(PAIRS) - 1
+    assert [e["custom_id"] for e in manifest["not_exported"]] == plan_ids(PLAN)[:1]
+    assert "PromptTooLong" in manifest["not_exported"][0]["error"]
+
+
+def run_batch_on(standin, request_file, out_file, openai_style=False):
+    """A batch runner over the stand-in: each request line's body POSTed, its answer written as vLLM 0.32's
+    run_batch writes a BatchRequestOutput line (or the OpenAI Batch API's, with a batch_req id)."""
+    with httpx.Client() as client, open(out_file, "w") as out:
+        for number, line in enumerate(request_file.read_text().splitlines()):
+            request = json.loads(line)
+            response = client.post(standin.endpoint.removesuffix("/v1") + request["url"], json=request["body"])
+            out.write(json.dumps({"id": f"batch_req_{number}" if openai_style else f"vllm-{number}",
+                                  "custom_id": request["custom_id"],
+                                  "response": {"status_code": 200, "request_id": f"req_{number}",
+                                               "body": response.json()}, "error": None}) + "\n")
+
+
+@pytest.mark.parametrize("mode", ["generate", "distribution"])
+def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, tmp_path, mode):
+    cfg = config(standin.endpoint, shape="chat", mode=mode)
+    served = openai_judge(cfg, tokenizer)
+    expected = served.grade(PAIRS)
+    judge = export_judge(cfg, tokenizer)
+    manifest = export_batch(judge, keyed(), tmp_path / "requests", "abc")
+    run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "results.jsonl")
+    result = import_results([tmp_path / "results.jsonl"], plan_ids(PLAN), answer_grader(judge),
+                            manifest["context_cut_by_tokens"])
+    assert [result.grades[cid] for cid in plan_ids(PLAN)] == expected
+    assert result.counts() == {"lines": len(PAIRS), "graded": len(PAIRS), "duplicates": 0, "unknown": 0,
+                               "conflicting": 0, "error_lines": 0, "superseded_errors": 0, "missing": 0}
+    check_manifest(manifest, judge, "abc")
+    with pytest.raises(ValueError, match="exported under another judge: profile_hash 'abc' .this run: 'xyz'"):
+        check_manifest(manifest, judge, "xyz")
+    served.backend.close()
+
+
+def answered(cid, text, style="vllm"):
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                         "finish_reason": "stop"}]}
+    return json.dumps({"id": "batch_req_1" if style == "openai" else "vllm-1", "custom_id": cid,
+                       "response": {"status_code": 200, "request_id": "req_1", "body": body}, "error": None})
+
+
+def test_import_counts_every_kind_of_problem_and_does_not_depend_on_order(tokenizer, tmp_path):
+    ids = plan_ids(PLAN)
+    judge = export_judge(config("http://unused:1/v1", shape="chat"), tokenizer)
+    output = [answered(ids[0], " 4"), answered(ids[0], " 4"),  # a repeat with the same answer
+              answered(ids[1], " 2"), answered(ids[1], "5"),  # two different answers: a conflict
+              answered(ids[2], "none", style="openai"),  # the authors' parser: no digit
+              # vLLM 0.32 run_batch's error line: status 400, no body, an ErrorResponse
+              json.dumps({"id": "vllm-9", "custom_id": ids[3], "response": {"status_code": 400, "request_id": "r",
+                          "body": None}, "error": {"error": {"message": "maximum context length is 384",
+                                                             "type": "BadRequestError", "code": 400}}}),
+              answered(ids[4], " 3"),
+              answered("999::clueweb22-en0000-00-00009::0", " 1"),  # a pair of no plan
+              answered("not-ours", " 1")]
+    # the OpenAI Batch API's error file: `error` {code, message} with no response (OpenAI's OpenAPI spec,
+    # BatchRequestOutput.error; codes batch_expired, batch_cancelled, request_timeout)
+    errors = [json.dumps({"id": "batch_req_7", "custom_id": ids[4], "response": None,
+                          "error": {"code": "request_timeout", "message": "The model call timed out."}}),
+              json.dumps({"id": "batch_req_8", "custom_id": ids[5], "response": None,
+                          "error": {"code": "batch_expired", "message": "This request could not be executed "
+                                    "before the completion window expired."}})]
+    (tmp_path / "output.jsonl").write_text("\n".join(output) + "\n\n")
+    with gzip.open(tmp_path / "errors.jsonl.gz", "wt") as f:
+        f.write("\n".join(errors) + "\n")
+    files = [tmp_path / "output.jsonl", tmp_path / "errors.jsonl.gz"]
+    result = import_results(files, ids, answer_grader(judge))
+    assert result.counts() == {"lines": 11, "graded": 5, "duplicates": 1, "unknown": 2, "conflicting": 1,
+                               "error_lines": 3, "superseded_errors": 1, "missing": 3}
+    assert (result.grades[ids[0]].level, result.grades[ids[2]].status) == (4, "no_digit")
+    assert result.grades[ids[4]].level == 3, "an answer supersedes an error line for the same pair"
+    for cid, text in [(ids[3], "HTTP 400: maximum context length is 384"), (ids[5], "batch_expired: This request")]:
+        assert result.grades[cid].status == "request_failed" and text in result.grades[cid].raw
+    assert f"{ids[1]}: " in result.conflicting.examples[0] and "' 2'" in result.conflicting.examples[0]
+    assert result.unknown.examples[1].startswith(f"{tmp_path / 'output.jsonl'}:9: 'not-ours'")
+    assert result.missing.examples == ids[6:] and result.unresolved == {ids[1], *ids[6:]}
+    again = import_results(files[::-1] + files, ids, answer_grader(judge))
+    assert again.grades == result.grades and again.unresolved == result.unresolved
+    assert (again.conflicting.count, again.missing.count) == (1, 3)
+
+
+def test_a_malformed_result_line_is_one_error_naming_file_and_line(tokenizer, tmp_path):
+    ids = plan_ids(PLAN)
+    judge = export_judge(config("http://unused:1/v1", shape="chat"), tokenizer)
+    path = tmp_path / "output.jsonl"
+    path.write_text("\n".join([answered(ids[0], "1"), '{"custom_id": "x", "response": {', '["a list"]',
+                               json.dumps({"response": None}), answered(ids[1], "2")]) + "\n")
+    with pytest.raises(InputError, match=r"output.jsonl:2: .*(Expecting|Unterminated)"):
+        import_results([path], ids, answer_grader(judge))
+    with Rejects(tmp_path / "rejects.jsonl", stop=False) as rejects:
+        result = import_results([path], ids, answer_grader(judge), rejects=rejects)
+    assert rejects.count == 3 and sorted(result.grades) == sorted(ids[:2])
+    rejected = [json.loads(line) for line in (tmp_path / "rejects.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rejected] == [2, 3, 4] and "no custom_id" in rejected[1]["error"]
+    path.write_text(answered(ids[0], "1").replace('"choices"', '"nothing"') + "\n")
+    unreadable = import_results([path], ids, answer_grader(judge)).grades[ids[0]]
+    assert unreadable.status == "request_failed" and "no choices" in unreadable.raw
+
+
+def test_r3a_cannot_be_exported(tokenizer):
+    cfg = config("http://unused:1/v1", shape="chat").model_copy(update={"prompt": "r3a"})
+    with pytest.raises(ValueError, match="r3a asks in two rounds"):
+        export_judge(cfg, tokenizer)
