@@ -99,7 +99,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("docid", pa.string(), "ClueWeb22-ID of the judged document", False),
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document"),
         Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
-        Column("raw", pa.string(), "the judge's raw output text (the engine's error text when status is engine_error); "
+        Column("raw", pa.string(), "the judge's raw output text (the error text when status is engine_error or "
+               "request_failed); "
                "null for labels imported without their text"),
         Column("status", pa.string(), "ok (a level parsed from raw), imported (a level imported without raw text), "
                "or why level is null: " + ", ".join(s for s in JUDGMENT_STATUSES if s not in GRADED_STATUSES)),
