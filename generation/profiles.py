@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
@@ -76,6 +76,10 @@ class Pool(Strict):
 
 class OpenAIServer(Strict):
     """The judge's `openai` backend: any OpenAI-compatible server (`vllm serve`, SGLang, TGI, a hosted API)."""
+    # How to reach the server, not what it is asked: outside the config hash, so a shard resumes after the server
+    # moves to another node or the concurrency changes. request_shape, served_model and the logprobs keys are in it.
+    NOT_HASHED: ClassVar[tuple[str, ...]] = ("endpoint", "api_key_env", "concurrency", "request_timeout_s",
+                                             "max_retries", "retry_backoff_s")
     endpoint: str = Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", description=(
         "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
         "{endpoint}/chat/completions; no credentials in it (api_key_env)"))
@@ -175,10 +179,12 @@ class Profile(Strict):
     def config_hash(self, *sections: str) -> str:
         """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers
         backend's batching and placement settings are left out: they change how fast, not what (a run that ran
-        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept)."""
+        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept); so are the openai
+        server's address, key variable, concurrency, timeout and retries (OpenAIServer.NOT_HASHED)."""
         execution_only = set(TransformersSettings.model_fields)
+        judge_only = {**dict.fromkeys(execution_only, True), "openai": set(OpenAIServer.NOT_HASHED)}
         data = self.model_dump(include=set(sections) if sections else None,
-                               exclude={"judge": execution_only, "rerank": execution_only})
+                               exclude={"judge": judge_only, "rerank": execution_only})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

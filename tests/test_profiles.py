@@ -80,8 +80,12 @@ def test_openai_backend_section_is_validated_strictly(tmp_path):
     judge = load_profile(openai_profile(tmp_path)).judge
     assert (judge.backend, judge.openai.request_shape, judge.openai.concurrency) == ("openai", "chat", 32)
     assert (judge.openai.digit_logprobs, judge.openai.max_retries) == ("logprob_token_ids", 5)
-    assert "openai" in judge.model_dump() and load_profile(openai_profile(tmp_path)).config_hash() != \
-        load_profile("paper").config_hash()
+    served = load_profile(openai_profile(tmp_path))
+    assert "openai" in judge.model_dump() and served.config_hash() != load_profile("paper").config_hash()
+    moved = load_profile(openai_profile(tmp_path, SERVER.replace("gpu-node", "other-node").replace("32", "8")))
+    assert moved.config_hash() == served.config_hash(), "where the server runs is not what the judgments are"
+    chat = load_profile(openai_profile(tmp_path, SERVER.replace("request_shape: chat", "request_shape: completions")))
+    assert chat.config_hash() != served.config_hash()
     with pytest.raises(ProfileError, match="key judge: .*backend openai needs the openai section"):
         load_profile(openai_profile(tmp_path, "  backend: openai\n"))
     for bad, key in [("request_shape: chat", "request_shape: responses"), ("concurrency: 32", "concurrency: 0"),
