@@ -18,7 +18,7 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVC
 	VLLM_CACHE_ROOT=$(CURDIR)/.cache-vllm TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache-vllm/inductor \
 	XDG_CACHE_HOME=$(CURDIR)/.cache-vllm/xdg VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
-.PHONY: demo test test-vllm check-gpu-extra bench-judge install clean sample check-workflows
+.PHONY: demo test test-vllm check-gpu-extra bench-judge bench-server install clean sample check-workflows
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> [1/4] $(VENV): a virtual environment with $(PYTHON)"
@@ -68,6 +68,10 @@ check-gpu-extra: $(STAMP)
 bench-judge: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python scripts/bench_judge.py --backend transformers
 	$(VLLM_ENV) $(VLLM_BIN)/python scripts/bench_judge.py --backend vllm
+
+# The openai backend against a bare async loop of the same requests on one `vllm serve`, and in-process vLLM.
+bench-server: $(VLLM_STAMP)
+	$(VLLM_ENV) $(VLLM_BIN)/python scripts/bench_server.py
 
 check-workflows: $(STAMP)
 	$(BIN)/zizmor --offline --min-severity medium .github/
