@@ -7,7 +7,6 @@ import json
 import httpx
 import pytest
 
-from conftest import tiny_tokenizer
 from generation.backends.openai_server import openai_judge
 from generation.errors import InputError, Rejects
 from generation.judging.batch_files import (
@@ -15,29 +14,13 @@ from generation.judging.batch_files import (
     manifest_files, parse_custom_id, plan_ids,
 )
 from generation.judging.judges import Pair
-from openai_standin import StandIn
-from test_openai_server import config
+from test_openai_server import DOCUMENTS, QUESTIONS, config, standin, tokenizer  # noqa: F401 (fixtures)
 
 QID = "1051893"
-PLAN = [{"subq_id": f"{QID}-{k}", "qid": QID, "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(3)
-        for d in range(3)]
-DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
-             "A recipe for lemon cake with honey glaze and almonds.",
-             "Colony collapse disorder " + "was reported in many states and countries " * 80]  # cut by tokens
-QUESTIONS = ["Why are honey bee populations declining?", "What do varroa mites do?", "Do pesticides harm bees?"]
-PAIRS = [Pair(QUESTIONS[int(row["subq_id"][-1])], DOCUMENTS[int(row["docid"][-1])]) for row in PLAN]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer("llama3")
-
-
-@pytest.fixture
-def standin():
-    server = StandIn()
-    yield server
-    server.close()
+SUBQUESTIONS = [*QUESTIONS, "What do varroa mites do to a hive?"]
+PLAN = [{"subq_id": f"{QID}-{k}", "qid": QID, "docid": f"clueweb22-en0000-00-0000{d}"}
+        for k in range(len(SUBQUESTIONS)) for d in range(len(DOCUMENTS))]
+PAIRS = [Pair(SUBQUESTIONS[int(row["subq_id"][-1])], DOCUMENTS[int(row["docid"][-1])]) for row in PLAN]
 
 
 def keyed(pairs=PAIRS, plan=PLAN):

@@ -20,20 +20,13 @@ from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import (  # noqa: E402
     answer_grader, export_batch, export_judge, import_results, plan_ids,
 )
-from generation.judging.judges import BackendUnavailable, LLMJudge, Pair  # noqa: E402
+from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import Judge, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
+from test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
 from vllm_serve import engine_flags, VllmServer  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-MAX_MODEL_LEN = 512
-QUESTIONS = ["Why are honey bee populations declining?", "What do varroa mites do to a hive?",
-             "Do neonicotinoid pesticides harm bees?"]
-DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
-             "Neonicotinoid pesticides impair bee navigation " * 9,
-             "A recipe for lemon cake with honey glaze and almonds.",
-             "Colony collapse disorder " + "was reported in many states and countries " * 60]  # cut by tokens
-PAIRS = [Pair(q, d) for q in QUESTIONS for d in DOCUMENTS]
 PLAN = [{"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(len(QUESTIONS))
         for d in range(len(DOCUMENTS))]
 

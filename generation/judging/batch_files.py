@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 from generation.backends.openai_server import AnswerUnreadable, RequestFormat
 from generation.errors import InputError, Rejects, read_lines
 from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
+from generation.shards import sha256_file
 from generation.storage import commit, tmp_path, write_text_atomic
 
 MAX_LINES = 50_000
@@ -353,21 +354,13 @@ def answer_grader(judge: LLMJudge) -> Callable[[dict, bool], Grade]:
     return grade
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def manifest_files(out_dir: str | Path) -> list[Path]:
     """The request files a manifest lists, checked against their recorded sha256."""
     out_dir = Path(out_dir)
     files = []
     for entry in load_manifest(out_dir)["files"]:
         path = out_dir / entry["name"]
-        digest = file_sha256(path) if path.exists() else None
+        digest = sha256_file(path) if path.exists() else None
         if digest != entry["sha256"]:
             raise InputError(path, 1, "missing" if digest is None else "changed since export (sha256 differs)")
         files.append(path)
