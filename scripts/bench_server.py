@@ -5,8 +5,8 @@ Llama-3.3's chat template (tests/conftest.py builds it).
     make bench-server      (= VLLM_ENV .venv-vllm/bin/python scripts/bench_server.py)
 
 Rows, per mode (generate: 3 new tokens, the paper's; distribution: one step, vLLM's logprob_token_ids):
-- bare loop: the request bodies built beforehand, POSTed by an httpx.AsyncClient `--concurrency` at a time, each
-  answer parsed as JSON and nothing more: the floor any client pays;
+- bare loop: the request bodies built beforehand, POSTed by one keep-alive httpx.AsyncClient `--concurrency` at a
+  time, each answer parsed as JSON and nothing more: the floor any client pays;
 - backend: `OpenAIServerBackend.generate` / `next_token_logprobs` on the judge's prompts encoded beforehand (the
   backend's own work: bodies, retries wrapper, reading the answers);
 - kit: `LLMJudge.grade` on `Pair`s through the backend (adds prompt building, the chat template, the token cut
@@ -36,19 +36,31 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 MAX_MODEL_LEN = 2048
 
 
-async def bare_loop(url: str, bodies: list[dict], concurrency: int) -> None:
-    import httpx
+class BareLoop:
+    """The same requests with nothing around them: one event loop and one keep-alive client for every run, as the
+    backend keeps its own, `concurrency` in flight, each answer parsed as JSON."""
 
-    gate = asyncio.Semaphore(concurrency)
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=600) as client:
+    def __init__(self, url: str, concurrency: int):
+        import httpx
+
+        self.url, self.concurrency = url, concurrency
+        self.loop = asyncio.new_event_loop()
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self.client = httpx.AsyncClient(limits=limits, timeout=600)
+
+    async def _all(self, bodies: list[dict]) -> None:
+        gate = asyncio.Semaphore(self.concurrency)
+
         async def one(body):
             async with gate:
-                response = await client.post(url, json=body)
+                response = await self.client.post(self.url, json=body)
                 response.raise_for_status()
                 return response.json()
 
         await asyncio.gather(*(one(b) for b in bodies))
+
+    def run(self, bodies: list[dict]) -> None:
+        self.loop.run_until_complete(self._all(bodies))
 
 
 def judge_config(model: Path, mode: str, endpoint: str, concurrency: int):
@@ -104,8 +116,8 @@ def main() -> None:
                     bodies = [backend.format.distribution_body(s, kit.digit_ids) for s in sequences]
                     call = (lambda b=backend, s=sequences, d=kit.digit_ids: b.next_token_logprobs(s, d))
                 local = LLMJudge(config, in_process, tokenizer, "in-process")
-                runs[(mode, "bare loop")] = lambda u=backend.url, b=bodies: asyncio.run(
-                    bare_loop(u, b, args.concurrency))
+                bare = BareLoop(backend.url, args.concurrency)
+                runs[(mode, "bare loop")] = lambda loop=bare, b=bodies: loop.run(b)
                 runs[(mode, "backend")] = call
                 runs[(mode, "kit")] = lambda k=kit: k.grade(pairs)
                 runs[(mode, "in-process vLLM")] = lambda j=local: j.grade(pairs)

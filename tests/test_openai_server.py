@@ -225,3 +225,20 @@ def test_retry_after_takes_seconds_or_an_http_date():
     assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
     later = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 120))
     assert 100 < retry_after_seconds(later) <= 120
+
+
+def test_r3a_hands_both_rounds_over_as_messages(standin, tokenizer):
+    cfg = config(standin.endpoint, shape="chat").model_copy(
+        update={"prompt": "r3a", "max_new_tokens": 8, "max_model_len": 1024})
+    judge = openai_judge(cfg, tokenizer)
+    pairs = [Pair(QUESTIONS[0], d, (DOCUMENTS[0], DOCUMENTS[1])) for d in DOCUMENTS[:2]]
+    grades = judge.grade(pairs)
+    sent = bodies(standin)
+    first = [b for b in sent if b["messages"][-1]["content"].startswith("Please determine the primary intent")]
+    second = [b for b in sent if len(b["messages"]) > 2]
+    assert len(first) == 1 and len(second) == len(pairs), "one intent round for the question, then one per pair"
+    intent = f" {standin.level_for(first[0])}"
+    assert all(b["messages"][1:3] == [first[0]["messages"][1], {"role": "assistant", "content": intent}]
+               for b in second)
+    assert [g.status for g in grades] == ["no_digit"] * len(pairs), "the stand-in answers no <think>/<score>"
+    judge.backend.close()
