@@ -137,15 +137,17 @@ def main() -> None:
         finally:
             server.kill()
     rate = {name: len(pairs) / statistics.median(s) for name, s in seconds.items()}
+    spread = {name: (len(pairs) / max(s), len(pairs) / min(s)) for name, s in seconds.items()}
     tokens = statistics.mean(len(s) for s in sequences)
     print(f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents, {tokens:.0f} prompt "
           f"tokens on average), completions shape, concurrency {args.concurrency}, median of {args.repeats}; "
           f"vllm {vllm.__version__}, {os.cpu_count()} CPUs shared by client and server, load average "
           f"{os.getloadavg()[0]:.2f} at the end")
-    print("| mode | run | pairs/s (wall) | x bare loop |")
-    print("| --- | --- | ---: | ---: |")
+    print("| mode | run | pairs/s (wall) | slowest-fastest run | x bare loop |")
+    print("| --- | --- | ---: | ---: | ---: |")
     for (mode, run), value in rate.items():
-        print(f"| {mode} | {run} | {value:.1f} | {value / rate[(mode, 'bare loop')]:.2f} |")
+        low, high = spread[(mode, run)]
+        print(f"| {mode} | {run} | {value:.1f} | {low:.1f}-{high:.1f} | {value / rate[(mode, 'bare loop')]:.2f} |")
 
 
 if __name__ == "__main__":
