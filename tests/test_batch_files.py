@@ -73,6 +73,7 @@ def test_export_splits_within_the_limits_and_records_each_file(tokenizer, tmp_pa
         manifest_files(tmp_path)
     with pytest.raises(ValueError, match="over the file limit 100"):
         export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path / "small", "abc", max_bytes=100)
+    assert list((tmp_path / "small").iterdir()) == [], "no half-written file left behind"
 
 
 def test_a_prompt_that_cannot_fit_is_recorded_not_exported(tokenizer, tmp_path):

@@ -147,36 +147,56 @@ def request_lines(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], summary: E
         yield (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+class _RequestFile:
+    """One request file being written under a temporary name, its lines, bytes and sha256 counted."""
+
+    def __init__(self, final: Path):
+        self.final, self.tmp = final, tmp_path(final)
+        self.handle = open(self.tmp, "wb")
+        self.digest, self.lines, self.bytes = hashlib.sha256(), 0, 0
+
+    def fits(self, line: bytes, max_lines: int, max_bytes: int) -> bool:
+        return self.lines + 1 <= max_lines and self.bytes + len(line) <= max_bytes
+
+    def write(self, line: bytes) -> None:
+        self.handle.write(line)
+        self.digest.update(line)
+        self.lines += 1
+        self.bytes += len(line)
+
+    def commit(self) -> dict:
+        self.handle.close()
+        commit(self.tmp, self.final)
+        return {"name": self.final.name, "lines": self.lines, "bytes": self.bytes, "sha256": self.digest.hexdigest()}
+
+    def discard(self) -> None:
+        self.handle.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 def write_request_files(lines: Iterable[bytes], out_dir: Path, summary: ExportSummary, stem: str = "requests",
                         max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> None:
     """`lines` into `{stem}-00000.jsonl`, `{stem}-00001.jsonl`, ... each within max_lines and max_bytes, each
     appearing under its name only when complete."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    current = None
-
-    def finish():
-        handle, tmp, final, digest, count, size = current
-        handle.close()
-        commit(tmp, final)
-        summary.files.append({"name": final.name, "lines": count, "bytes": size, "sha256": digest.hexdigest()})
-
-    for line in lines:
-        if len(line) > max_bytes:
-            raise ValueError(f"one request line is {len(line)} bytes, over the file limit {max_bytes}")
-        if current is not None and (current[4] + 1 > max_lines or current[5] + len(line) > max_bytes):
-            finish()
-            current = None
-        if current is None:
-            final = out_dir / f"{stem}-{len(summary.files):05d}.jsonl"
-            tmp = tmp_path(final)
-            current = [open(tmp, "wb"), tmp, final, hashlib.sha256(), 0, 0]
-        current[0].write(line)
-        current[3].update(line)
-        current[4] += 1
-        current[5] += len(line)
-        summary.pairs += 1
+    current: _RequestFile | None = None
+    try:
+        for line in lines:
+            if len(line) > max_bytes:
+                raise ValueError(f"one request line is {len(line)} bytes, over the file limit {max_bytes}")
+            if current is not None and not current.fits(line, max_lines, max_bytes):
+                summary.files.append(current.commit())
+                current = None
+            if current is None:
+                current = _RequestFile(out_dir / f"{stem}-{len(summary.files):05d}.jsonl")
+            current.write(line)
+            summary.pairs += 1
+    except BaseException:
+        if current is not None:
+            current.discard()
+        raise
     if current is not None:
-        finish()
+        summary.files.append(current.commit())
 
 
 def export_batch(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], out_dir: str | Path, profile_hash: str,
