@@ -14,7 +14,10 @@ Rows, per mode (generate: 3 new tokens, the paper's; distribution: one step, vLL
 - in-process vLLM: `LLMJudge.grade` on `VllmJudgeBackend` (`vllm.LLM` in this process), for scale.
 The server runs in VLLM_SERVER_DEV_MODE so its prefix cache can be reset (POST /reset_prefix_cache) before every
 run, as the in-process engine's is: every run pays for its own prefixes. Runs are interleaved; the median of
-`--repeats` is printed as pairs per wall second. The client and the server share this machine's CPUs.
+`--repeats` rounds is printed as pairs per wall second; "x bare loop" is the median over rounds of the run's
+speed over the bare loop's in the same round, and the client's CPU time per pair (this process, all its threads;
+for in-process vLLM that includes the engine) is the overhead a client adds, whatever the load. The client, the
+server and whatever else runs share this machine's CPUs.
 """
 from __future__ import annotations
 
@@ -127,27 +130,31 @@ def main() -> None:
                 httpx.post(server.endpoint.removesuffix("/v1") + "/reset_prefix_cache", timeout=60).raise_for_status()
 
             seconds: dict = {name: [] for name in runs}
+            cpu: dict = {name: [] for name in runs}
             for repeat in range(args.repeats + 1):  # the first round warms up and is not counted
                 for name, run in runs.items():
                     resets.get(name, reset_server)()
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     run()
                     if repeat:
                         seconds[name].append(time.perf_counter() - start)
+                        cpu[name].append(time.process_time() - start_cpu)
         finally:
             server.kill()
-    rate = {name: len(pairs) / statistics.median(s) for name, s in seconds.items()}
-    spread = {name: (len(pairs) / max(s), len(pairs) / min(s)) for name, s in seconds.items()}
     tokens = statistics.mean(len(s) for s in sequences)
     print(f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents, {tokens:.0f} prompt "
-          f"tokens on average), completions shape, concurrency {args.concurrency}, median of {args.repeats}; "
-          f"vllm {vllm.__version__}, {os.cpu_count()} CPUs shared by client and server, load average "
+          f"tokens on average), completions shape, concurrency {args.concurrency}, {args.repeats} rounds; "
+          f"vllm {vllm.__version__}, {os.cpu_count()} CPUs shared by client, server and other jobs, load average "
           f"{os.getloadavg()[0]:.2f} at the end")
-    print("| mode | run | pairs/s (wall) | slowest-fastest run | x bare loop |")
-    print("| --- | --- | ---: | ---: | ---: |")
-    for (mode, run), value in rate.items():
-        low, high = spread[(mode, run)]
-        print(f"| {mode} | {run} | {value:.1f} | {low:.1f}-{high:.1f} | {value / rate[(mode, 'bare loop')]:.2f} |")
+    print("| mode | run | pairs/s (wall), median | slowest-fastest run | x bare loop (median of rounds) | "
+          "client CPU ms per pair |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for (mode, run), times in seconds.items():
+        bare = seconds[(mode, "bare loop")]
+        paired = statistics.median(b / t for b, t in zip(bare, times))  # a round's runs share the machine's load
+        print(f"| {mode} | {run} | {len(pairs) / statistics.median(times):.1f} | {len(pairs) / max(times):.1f}-"
+              f"{len(pairs) / min(times):.1f} | {paired:.2f} | "
+              f"{1000 * statistics.median(cpu[(mode, run)]) / len(pairs):.2f} |")
 
 
 if __name__ == "__main__":
