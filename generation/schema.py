@@ -100,8 +100,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash of the judged document"),
         Column("level", pa.int8(), "graded relevance 0-5; null when the judge's output had no digit ('Other')"),
         Column("raw", pa.string(), "the judge's raw output text (the error text when status is engine_error or "
-               "request_failed); "
-               "null for labels imported without their text"),
+               "request_failed); null for labels imported without their text"),
         Column("status", pa.string(), "ok (a level parsed from raw), imported (a level imported without raw text), "
                "or why level is null: " + ", ".join(s for s in JUDGMENT_STATUSES if s not in GRADED_STATUSES)),
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),

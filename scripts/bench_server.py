@@ -67,13 +67,13 @@ class BareLoop:
 
 
 def judge_config(model: Path, mode: str, endpoint: str, concurrency: int):
-    from generation.profiles import Judge, load_profile
+    from generation.profiles import JudgeConfig, load_profile
 
     data = load_profile("paper").judge.model_dump()
-    return Judge.model_validate({**data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32",
-                                 "tensor_parallel_size": 1, "max_model_len": MAX_MODEL_LEN, "device": "cpu",
-                                 "openai": {"endpoint": endpoint, "request_shape": "completions",
-                                            "concurrency": concurrency}})
+    return JudgeConfig.model_validate({
+        **data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
+        "max_model_len": MAX_MODEL_LEN, "device": "cpu",
+        "openai": {"endpoint": endpoint, "request_shape": "completions", "concurrency": concurrency}})
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import pytest
 from conftest import tiny_tokenizer
 from generation.backends.openai_server import ServerError, openai_judge, retry_after_seconds
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
-from generation.profiles import Judge, load_profile
+from generation.profiles import JudgeConfig, load_profile
 from openai_standin import Fault, StandIn, fingerprint
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
@@ -30,12 +30,12 @@ def standin():
     server.close()
 
 
-def config(endpoint, shape="completions", mode="generate", **server) -> Judge:
+def config(endpoint, shape="completions", mode="generate", **server) -> JudgeConfig:
     """The paper's judge section on the stand-in's model, validated as a profile file would be."""
     data = load_profile("paper").judge.model_dump()
     server = {"endpoint": endpoint, "request_shape": shape, "retry_backoff_s": 0.01, **server}
-    return Judge.model_validate({**data, "backend": "openai", "model": "standin-judge", "mode": mode,
-                                 "max_model_len": 384, "context_words": 400, "openai": server})
+    return JudgeConfig.model_validate({**data, "backend": "openai", "model": "standin-judge", "mode": mode,
+                                       "max_model_len": 384, "context_words": 400, "openai": server})
 
 
 def judge_on(standin, tokenizer, **kwargs) -> LLMJudge:

@@ -21,7 +21,7 @@ from generation.judging.batch_files import (  # noqa: E402
     answer_grader, export_batch, export_judge, import_results, plan_ids,
 )
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
-from generation.profiles import Judge, OpenAIServer, load_profile  # noqa: E402
+from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
 from test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
 from vllm_serve import engine_flags, VllmServer  # noqa: E402
@@ -52,12 +52,12 @@ def in_process(model):
     return VllmJudgeBackend(str(model), judge_config(model, "generate"))
 
 
-def judge_config(model, mode, endpoint="http://127.0.0.1:1/v1", shape="completions", **updates) -> Judge:
+def judge_config(model, mode, endpoint="http://127.0.0.1:1/v1", shape="completions", **updates) -> JudgeConfig:
     data = load_profile("paper").judge.model_dump()
-    return Judge.model_validate({**data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32",
-                                 "tensor_parallel_size": 1, "max_model_len": MAX_MODEL_LEN, "context_words": 400,
-                                 "openai": {"endpoint": endpoint, "request_shape": shape, "concurrency": 8},
-                                 **updates})
+    return JudgeConfig.model_validate({
+        **data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
+        "max_model_len": MAX_MODEL_LEN, "context_words": 400,
+        "openai": {"endpoint": endpoint, "request_shape": shape, "concurrency": 8}, **updates})
 
 
 def in_process_grades(in_process, model, mode, pairs=PAIRS):
