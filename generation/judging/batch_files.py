@@ -22,7 +22,8 @@ so for the paper's data the id is the authors', character for character.
 Import: result lines as `vllm run-batch` writes them and as the OpenAI Batch API writes its output and error
 files (OpenAI's `BatchRequestOutput`, "the per-line object of the batch output and error files": `id`,
 `custom_id`, `response` {`status_code`, `request_id`, `body`} or null, `error` {`code`, `message`} or null; vLLM
-0.32 writes the same, with `error` an ErrorResponse or a string). Matched to a pair plan by custom_id; nothing
+0.32 writes the same, with `error` an ErrorResponse or a string), each line read by the import-labels stage's
+reader (generation/labels/batch_results.py). Matched to a pair plan by custom_id; nothing
 is dropped or doubled silently (see `ImportResult`); the outcome does not depend on the order of files or lines,
 so importing the same files twice gives the same result.
 """
@@ -33,11 +34,12 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from generation.backends.openai_server import AnswerUnreadable, RequestFormat
 from generation.errors import InputError, Rejects, read_lines
 from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
+from generation.labels.batch_results import BatchResult, read_result_lines
 from generation.shards import sha256_file
 from generation.storage import commit, tmp_path, write_text_atomic
 
@@ -237,31 +239,6 @@ def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
 
 
 # -- import ---------------------------------------------------------------------------------------------------------
-def _message(error: Any) -> str:
-    if isinstance(error, dict):
-        inner = error.get("error") if isinstance(error.get("error"), dict) else error
-        text = inner.get("message") or json.dumps(error, ensure_ascii=False)
-        code = inner.get("code")  # OpenAI's are names (batch_expired); vLLM repeats the HTTP status
-        return f"{code}: {text}" if isinstance(code, str) and code else str(text)
-    return str(error)
-
-
-def result_body(record: dict) -> tuple[Any, str | None]:
-    """(the response body, None) of an answered line, or (None, why it has no answer)."""
-    response, error = record.get("response"), record.get("error")
-    status = response.get("status_code") if isinstance(response, dict) else None
-    if error not in (None, "", {}):
-        return None, (f"HTTP {status}: " if status not in (None, 200) else "") + _message(error)
-    if not isinstance(response, dict):
-        return None, "the line has neither a response nor an error"
-    body = response.get("body")
-    if status != 200:
-        return None, f"HTTP {status}: " + (_message(body) if body else "no body")
-    if not isinstance(body, dict):
-        return None, "HTTP 200 without a body"
-    return body, None
-
-
 @dataclass
 class Problems:
     count: int = 0
@@ -292,24 +269,18 @@ class ImportResult:
                 "missing": self.missing.count}
 
 
-def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) -> Iterator[tuple[str, str, dict]]:
-    """(where "file:line", custom_id, record) of each result line. A line that is not a JSON object with a
-    string custom_id names no pair: an InputError, or counted in `rejects` when given."""
+def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) -> Iterator[tuple[str, BatchResult]]:
+    """("file:line", the line's BatchResult) of each result line, read by generation/labels/batch_results.py (also
+    the authors' lines, which carry the pair's id in `id`). A line that is not a result line is an InputError, or
+    counted in `rejects` when given."""
     for path in map(Path, files):
-        for number, raw in read_lines(path):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-                if not isinstance(record, dict) or not isinstance(record.get("custom_id"), str):
-                    raise ValueError("not a result line: no custom_id")
-            except ValueError as error:
-                problem = InputError(path, number, f"{' '.join(str(error).split())[:200]}")
+        for number, result in read_result_lines(read_lines(path), path):
+            if isinstance(result, InputError):
                 if rejects is None:
-                    raise problem from None
-                rejects.reject(problem, raw.decode("utf-8", "replace")[:500], "malformed result line")
+                    raise result
+                rejects.reject(result, None, "malformed result line")
                 continue
-            yield f"{path}:{number}", record["custom_id"], record
+            yield f"{path}:{number}", result
 
 
 def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Callable[[dict, bool], Grade],
@@ -323,14 +294,14 @@ def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Call
     answers: dict[str, dict[tuple, tuple[Grade, str]]] = defaultdict(dict)
     errors: dict[str, list[tuple[str, str]]] = defaultdict(list)
     result = ImportResult(grades={})
-    for where, cid, record in read_results(files, rejects):
+    for where, line in read_results(files, rejects):
         result.lines += 1
+        cid, error = line.custom_id, line.error
         if cid not in planned:
             result.unknown.add(f"{where}: {cid!r}")
             continue
-        body, error = result_body(record)
         if error is None:
-            graded = grade(body, cid in cut)
+            graded = grade(line.body, cid in cut)
             key = (graded.level, graded.raw, graded.status, tuple(graded.probs or ()))
             if key in answers[cid]:
                 result.duplicates += 1

@@ -31,6 +31,7 @@ class BatchResult:
     custom_id: str
     content: str | None  # the answer's text; None when the request failed
     error: str | None = None  # why it failed (the error's message, or the HTTP status)
+    body: dict | None = None  # the whole response body of an answer (the judge's batch import reads log-probabilities)
 
 
 def _error_text(error: Any) -> str:
@@ -78,7 +79,7 @@ def parse_result_line(record: Any, path: Path, line: int) -> BatchResult:
     if content is None:
         raise InputError(path, line, "a successful response without choices[0].message.content (or "
                          "choices[0].text)", field="response.body", record_id=custom_id)
-    return BatchResult(custom_id, content)
+    return BatchResult(custom_id, content, body=response["body"])
 
 
 def read_result_lines(lines: Iterable[tuple[int, bytes]], path: Path) -> Iterator[tuple[int, BatchResult | InputError]]:
