@@ -91,7 +91,7 @@ def main() -> None:
 
     from bench_judge import make_pairs
     from conftest import save_tiny_causal_lm
-    from generation.backends.openai_server import openai_judge
+    from generation.backends.openai_server import make_judge
     from generation.backends.vllm_adapter import VllmJudgeBackend
     from generation.judging.judges import LLMJudge
     from vllm_serve import VllmServer
@@ -109,7 +109,7 @@ def main() -> None:
             runs, resets = {}, {}
             for mode in ("generate", "distribution"):
                 config = judge_config(model, mode, server.endpoint, args.concurrency)
-                kit = openai_judge(config, tokenizer)
+                kit = make_judge(config, tokenizer)
                 backend = kit.backend
                 sequences = [kit.encode_pair(p)[0] for p in pairs]
                 if mode == "generate":

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from generation.backends.openai_server import openai_judge
+from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
 from generation.judging.batch_files import (
     answer_grader, check_manifest, custom_id, export_batch, export_judge, import_results, load_manifest,
@@ -44,7 +44,7 @@ def test_custom_id_is_the_authors_id_and_unambiguous():
 
 def test_export_writes_the_server_backends_own_requests(standin, tokenizer, tmp_path):
     cfg = config(standin.endpoint, shape="chat")
-    served = openai_judge(cfg, tokenizer)
+    served = make_judge(cfg, tokenizer)
     served.grade(PAIRS)
     sent = [body for _, path, body in standin.received if path == "/v1/chat/completions"][1:]
     manifest = export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path, profile_hash="abc")
@@ -101,7 +101,7 @@ def run_batch_on(standin, request_file, out_file, openai_style=False):
 @pytest.mark.parametrize("mode", ["generate", "distribution"])
 def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, tmp_path, mode):
     cfg = config(standin.endpoint, shape="chat", mode=mode)
-    served = openai_judge(cfg, tokenizer)
+    served = make_judge(cfg, tokenizer)
     expected = served.grade(PAIRS)
     judge = export_judge(cfg, tokenizer)
     manifest = export_batch(judge, keyed(), tmp_path / "requests", "abc")

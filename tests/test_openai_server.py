@@ -5,7 +5,7 @@ import time
 import pytest
 
 from conftest import tiny_tokenizer
-from generation.backends.openai_server import ServerError, openai_judge, retry_after_seconds
+from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
 from generation.profiles import JudgeConfig, load_profile
 from openai_standin import Fault, StandIn, fingerprint
@@ -39,7 +39,7 @@ def config(endpoint, shape="completions", mode="generate", **server) -> JudgeCon
 
 
 def judge_on(standin, tokenizer, **kwargs) -> LLMJudge:
-    return openai_judge(config(standin.endpoint, **kwargs), tokenizer)
+    return make_judge(config(standin.endpoint, **kwargs), tokenizer)
 
 
 def reference(cfg, tokenizer) -> LLMJudge:
@@ -126,7 +126,7 @@ def is_pair(tokenizer, cfg, pair):
 def test_429_is_retried_after_the_servers_retry_after(standin, tokenizer):
     cfg = config(standin.endpoint)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[1]), Fault(429, headers=(("Retry-After", "1"),)))
-    judge = openai_judge(cfg, tokenizer)
+    judge = make_judge(cfg, tokenizer)
     grades = judge.grade(PAIRS)
     assert [g.status for g in grades] == ["ok"] * len(PAIRS)
     target = reference(cfg, tokenizer).encode_pair(PAIRS[1])[0]
@@ -139,7 +139,7 @@ def test_500_and_garbage_are_retried_then_only_that_pair_fails(standin, tokenize
     cfg = config(standin.endpoint, max_retries=2)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[0]), *[Fault(500)] * 3)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[3]), Fault(200, body="{not json"), Fault(502, body="Bad Gateway"))
-    judge = openai_judge(cfg, tokenizer)
+    judge = make_judge(cfg, tokenizer)
     grades = judge.grade(PAIRS)
     assert grades[0].status == "request_failed" and grades[0].level is None
     assert "HTTP 500" in grades[0].raw and "the stand-in failed on purpose" in grades[0].raw
@@ -151,7 +151,7 @@ def test_500_and_garbage_are_retried_then_only_that_pair_fails(standin, tokenize
 def test_a_client_error_is_not_retried(standin, tokenizer):
     cfg = config(standin.endpoint)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[2]), Fault(400, body='{"error": {"message": "prompt too long"}}'))
-    judge = openai_judge(cfg, tokenizer)
+    judge = make_judge(cfg, tokenizer)
     grades = judge.grade(PAIRS)
     assert grades[2].status == "request_failed" and "HTTP 400: prompt too long" in grades[2].raw
     assert len(bodies(standin)) == len(PAIRS)
@@ -162,7 +162,7 @@ def test_a_timeout_is_retried_then_that_pair_fails(standin, tokenizer):
     cfg = config(standin.endpoint, request_timeout_s=0.3, max_retries=1)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[4]), *[Fault(200, delay=1.0)] * 2)
     standin.fail(is_pair(tokenizer, cfg, PAIRS[5]), Fault(200, delay=1.0))
-    judge = openai_judge(cfg, tokenizer)
+    judge = make_judge(cfg, tokenizer)
     grades = judge.grade(PAIRS)
     assert grades[4].status == "request_failed" and "no answer within 0.3 s" in grades[4].raw
     assert grades[5].status == "ok", "one timeout, then an answer"
@@ -173,15 +173,15 @@ def test_a_dead_port_is_one_line_before_any_pair(tokenizer):
     server = StandIn()
     server.close()  # nothing listens there now
     with pytest.raises(ServerError, match="cannot reach the server") as caught:
-        openai_judge(config(server.endpoint), tokenizer)
+        make_judge(config(server.endpoint), tokenizer)
     assert "\n" not in str(caught.value)
 
 
 def test_wrong_url_or_model_is_one_line(standin, tokenizer):
     with pytest.raises(ServerError, match="not an OpenAI model list: is the endpoint the API base"):
-        openai_judge(config(standin.endpoint.replace("/v1", "/v2")), tokenizer)
+        make_judge(config(standin.endpoint.replace("/v1", "/v2")), tokenizer)
     with pytest.raises(ServerError, match=r"does not serve the model 'elsewhere' \(it serves: standin-judge\)"):
-        openai_judge(config(standin.endpoint, served_model="elsewhere"), tokenizer)
+        make_judge(config(standin.endpoint, served_model="elsewhere"), tokenizer)
     assert bodies(standin) == [], "no request was sent"
 
 
@@ -190,15 +190,15 @@ def test_the_api_key_comes_from_the_named_variable_and_is_never_shown(tokenizer,
     try:
         monkeypatch.delenv(KEY_ENV, raising=False)
         with pytest.raises(ServerError, match=f"api_key_env names {KEY_ENV}, which is not set"):
-            openai_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
+            make_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
         monkeypatch.setenv(KEY_ENV, "sk-wrong-4567")
         with pytest.raises(ServerError, match=f"refused the API key from \\${KEY_ENV}: HTTP 401") as caught:
-            openai_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
+            make_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
         assert "sk-wrong-4567" not in str(caught.value) and "***" in str(caught.value), "the server quoted the key"
         with pytest.raises(ServerError, match="refused a request without an API key"):
-            openai_judge(config(server.endpoint), tokenizer)
+            make_judge(config(server.endpoint), tokenizer)
         monkeypatch.setenv(KEY_ENV, "sk-right-0123")
-        judge = openai_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
+        judge = make_judge(config(server.endpoint, api_key_env=KEY_ENV), tokenizer)
         grades = judge.grade(PAIRS)
         assert [g.status for g in grades] == ["ok"] * len(PAIRS)
         assert "sk-right" not in judge.description and "sk-right" not in repr(judge.config)
@@ -209,7 +209,7 @@ def test_the_api_key_comes_from_the_named_variable_and_is_never_shown(tokenizer,
 
 def test_a_server_that_dies_mid_run_stops_the_call_with_one_line(standin, tokenizer):
     pairs = [Pair(f"question {i}?", DOCUMENTS[i % 2]) for i in range(40)]
-    judge = openai_judge(config(standin.endpoint, concurrency=2, max_retries=1), tokenizer)
+    judge = make_judge(config(standin.endpoint, concurrency=2, max_retries=1), tokenizer)
     standin.answer_limit = standin.answers() + 5
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="the server stopped answering") as caught:
@@ -230,7 +230,7 @@ def test_retry_after_takes_seconds_or_an_http_date():
 def test_r3a_hands_both_rounds_over_as_messages(standin, tokenizer):
     cfg = config(standin.endpoint, shape="chat").model_copy(
         update={"prompt": "r3a", "max_new_tokens": 8, "max_model_len": 1024})
-    judge = openai_judge(cfg, tokenizer)
+    judge = make_judge(cfg, tokenizer)
     pairs = [Pair(QUESTIONS[0], d, (DOCUMENTS[0], DOCUMENTS[1])) for d in DOCUMENTS[:2]]
     grades = judge.grade(pairs)
     sent = bodies(standin)

@@ -15,7 +15,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
 from conftest import answer_with_digits, save_tiny_causal_lm  # noqa: E402
-from generation.backends.openai_server import openai_judge  # noqa: E402
+from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import (  # noqa: E402
     answer_grader, export_batch, export_judge, import_results, plan_ids,
@@ -82,7 +82,7 @@ def assert_same(got, expected):
 @pytest.mark.parametrize("mode", ["generate", "distribution"])
 @pytest.mark.parametrize("shape", ["completions", "chat"])
 def test_the_server_backend_grades_as_the_in_process_engine(server, in_process, model, shape, mode):
-    judge = openai_judge(judge_config(model, mode, server.endpoint, shape))
+    judge = make_judge(judge_config(model, mode, server.endpoint, shape))
     got = judge.grade(PAIRS)
     judge.backend.close()
     expected = in_process_grades(in_process, model, mode)
@@ -136,7 +136,7 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
             if len(chunks_seen) == 2:
                 server.kill()
 
-    judge = openai_judge(config)
+    judge = make_judge(config)
     with pytest.raises(BackendUnavailable) as caught:
         run_judge(profile.model_copy(update={"judge": config}), *stages, judge=judge, progress=kill_after_two_chunks)
     judge.backend.close()
@@ -147,7 +147,7 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
 
     server.start()  # on another port: the endpoint is outside the config hash, so the shard resumes
     moved = config.model_copy(update={"openai": config.openai.model_copy(update={"endpoint": server.endpoint})})
-    judge = openai_judge(moved)
+    judge = make_judge(moved)
     summary = run_judge(profile.model_copy(update={"judge": moved}), *stages, judge=judge)
     judge.backend.close()
     assert summary.chunks_done_before == 2 and summary.judged_now == summary.pairs - 32

@@ -352,10 +352,10 @@ def describe(server: OpenAIServer, model: str) -> str:
     return f"{server.served_model or model} (openai {server.request_shape} at {server.endpoint})"
 
 
-def openai_judge(config, tokenizer=None):
-    """An LLMJudge on the server of `config.openai`, probed before it is returned. The tokenizer (the model's own,
-    for the token budget and, in the completions shape, the token ids) is loaded from `config.model` when not
-    given."""
+def make_judge(config, tokenizer=None):
+    """An LLMJudge on the server of `config.openai`, probed before it is returned (the backend registry's factory,
+    generation/backends/__init__.py). The tokenizer (the model's own, for the token budget and, in the completions
+    shape, the token ids) is loaded from `config.model` when not given."""
     from generation.judging.judges import LLMJudge, Pair
 
     if tokenizer is None:
