@@ -1,15 +1,32 @@
-"""Progress bars for long stages (rich): count, rate and elapsed time."""
+"""Progress bars for long stages (rich): count, rate and elapsed time; and the two consoles every command prints
+on: `console` (stderr: progress, notices, errors) and `results` (stdout: results, tables, YAML, JSON)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn,
                            TimeElapsedColumn)
 from rich.text import Text
 
-console = Console(stderr=True)
+
+class FullWidthConsole(Console):
+    """A terminal's width on a terminal; unbounded when piped or logged, so no table cell is cut to fit 80 columns
+    (rich's default width when it finds no terminal) and a line is one line in a log."""
+    UNBOUNDED = 100_000
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        return super().size if self.is_terminal else ConsoleDimensions(self.UNBOUNDED, super().size.height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = FullWidthConsole(stderr=True)  # progress, notices, errors
+results = FullWidthConsole()  # results, tables, YAML: what a script reads
 
 
 class RateColumn(ProgressColumn):

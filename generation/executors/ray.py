@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from generation.executors.errors import ClusterError
+
 
 class ChunkActor:
     """A Ray Data actor: the work of one shard, rebuilt from its recipe, and a worker to run its chunks."""
@@ -42,7 +44,7 @@ class RayExecutor:
         needed = self.gpus_per_worker * min(self.workers, 1)
         have = ray.cluster_resources().get("GPU", 0.0)
         if needed > have:
-            raise RuntimeError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
+            raise ClusterError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
                                f"cluster has {have:g}; start Ray on GPU nodes (`ray start --head --num-gpus N`), or "
                                "set judge.device: cpu / fewer ray_workers")
 
