@@ -109,10 +109,11 @@ def test_evaluate_and_agreement_print_json_on_stdout(release, run_file, tmp_path
     data = json.loads(invoke("evaluate", release, "--run", run_file, "--json", "-").stdout)
     assert set(data["metrics"]) == {"alpha-ndcg@10", "alpha-ndcg@20", "ndcg@10"}
     for name, result in data["metrics"].items():
-        assert f"{name}: {result['mean']:.4f} over {result['queries']:,} questions" in lines
+        assert f"{name}: {result['mean']:.4f} over {result['queries']:,} questions ({result['in_run']:,} in the run)" \
+            in lines
     agreement = json.loads(invoke("agreement", "--judgments", release, "--against", release, "--resamples", "0",
                                   "--json", "-").stdout)
-    assert agreement["measures"]["cohen_kappa"] == pytest.approx(1.0)
+    assert agreement["measures"]["kappa"] == pytest.approx(1.0)
     written = tmp_path / "agreement.json"
     shown = invoke("agreement", "--judgments", release, "--against", release, "--resamples", "0", "--json", written)
     assert json.loads(written.read_text()) == agreement and "confusion (rows A, columns B)" in shown.stdout
@@ -122,10 +123,11 @@ def test_help_reads_as_english():
     """No typer placeholders (`{release}`, `<path>`, `<list[Path]>`) and no issue numbers in any -h text."""
     top = typer.main.get_command(app)
     for name in top.commands:
-        text = runner.invoke(app, [name, "-h"]).stdout
+        text = runner.invoke(app, [name, "-h"], prog_name="researchy-subq").stdout
         assert text.startswith(f"Usage: researchy-subq {name} [OPTIONS]"), text
         assert not re.search(r"\{[a-z_]+\}|<[a-z_ \[\]]+>|list\[|issue \d", text, re.IGNORECASE), f"{name}: {text}"
-    assert "Usage: researchy-subq validate [OPTIONS] RELEASE\n" in runner.invoke(app, ["validate", "-h"]).stdout
+    assert "Usage: researchy-subq validate [OPTIONS] RELEASE\n" in runner.invoke(app, ["validate", "-h"],
+                                                                                prog_name="researchy-subq").stdout
     assert "--json PATH" in runner.invoke(app, ["plan", "-h"]).stdout
 
 
