@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -85,6 +85,13 @@ class Pool(Strict):
                                                             "corpus")
 
 
+# vllm.LLM arguments the judge section's own keys give (generation/backends/vllm_adapter.py judge_engine_args)
+ENGINE_ARGS_SET_BY_KEYS = {"model": "judge.model", "tensor_parallel_size": "judge.tensor_parallel_size",
+                           "dtype": "judge.dtype", "max_model_len": "judge.max_model_len",
+                           "enable_prefix_caching": "judge.enable_prefix_caching",
+                           "quantization": "judge.quantization", "seed": "the kit (0, for reproducible runs)"}
+
+
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
     backend: Literal["vllm", "transformers", "ray", "bi-encoder"] = Field(
@@ -120,6 +127,19 @@ class JudgeConfig(TransformersSettings):
     chunk_size: int = Field(default=4096, ge=1, description="pairs per checkpointed chunk")
     cut_points: list[float] | None = Field(
         default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict, exclude_if=lambda args: not args,  # left out when empty: older hashes stand
+        description="vllm backend: more `vllm.LLM(...)` arguments, passed as given, e.g. {gpu_memory_utilization: "
+                    "0.9, max_num_seqs: 256, enforce_eager: true}; not those other keys set (model, dtype, "
+                    "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed)")
+
+    @model_validator(mode="after")
+    def _engine_args_do_not_repeat_keys(self) -> "JudgeConfig":
+        repeated = sorted(set(self.engine_args) & set(ENGINE_ARGS_SET_BY_KEYS))
+        if repeated:
+            raise ValueError("engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}"
+                                                         for key in repeated))
+        return self
 
     @model_validator(mode="after")
     def _cut_points_fit(self) -> "JudgeConfig":

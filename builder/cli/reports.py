@@ -124,9 +124,21 @@ def report_import(summary, profile, out) -> str:
                else "") + f" -> {out}")
 
 
+def limited_run_notice(stage) -> str:
+    return (f"judge --limit {stage.limit}: a smoke test, the first {stage.limit:,} pairs of the shard -> {stage.out} "
+            "(beside --out, never in it; no release reads these files)")
+
+
+def report_limited_judge(summary, profile, out) -> str:
+    folder = summary.outputs[0].parent if summary.outputs else out
+    of = f" of the shard's {summary.shard_pairs:,}" if summary.shard_pairs else ""
+    return (f"LIMITED RUN (judge --limit {summary.limit}): the first {summary.pairs or summary.limit:,} pairs{of}, a "
+            f"smoke test, not a shard of the full run\n" + report_judge(summary, profile, folder))
+
+
 REPORTS = {"questions": report_questions, "corpus": report_corpus, "index": report_index, "retrieve": report_retrieve,
            "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge,
-           "import-labels": report_import}
+           "import-labels": report_import, "judge-limited": report_limited_judge}
 
 
 def stage_report(summary, profile, out) -> str:

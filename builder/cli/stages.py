@@ -146,8 +146,17 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy) -> Stage:
-    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs)."""
+def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit) -> Stage:
+    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test."""
+    if limit is not None:
+        from builder.cli.reports import limited_run_notice
+        from generation.stages.limited import limited_judge_stage
+
+        if budget is not None:
+            raise typer.BadParameter("a smoke test of the full judge: leave out --budget", param_hint="--limit")
+        stage = limited_judge_stage(profile, out, subquestions, candidates, index, limit)
+        notice(limited_run_notice(stage))
+        return stage
     if budget is not None:
         positive("--budget", budget, upper=1)
         return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy.value)
@@ -164,6 +173,9 @@ stage_command(REGISTRY["pool"], {})
 stage_command(REGISTRY["judge"], {
     "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
     "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
+    "limit": (Optional[int], typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
+                                                            "pairs of the shard, into OUT.limit-N beside --out (files "
+                                                            "limited-judgments-*, which no release reads)")),
 }, make=make_judge_stage)
 app.command(name="import-labels")(import_labels_command(execute))
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 from generation.executors.errors import ClusterError
+from generation.executors.stall import StallWatch, describe_ray_job
+from generation.shards import Shard
 
 
 class ChunkActor:
@@ -19,7 +21,8 @@ class ChunkActor:
 
         arguments = dict(arguments)
         profile = Profile.model_validate_json(arguments.pop("profile_json"))
-        stage = stage_class(profile, Path(arguments.pop("out")), **{k: Path(v) for k, v in arguments.items()})
+        stage = stage_class(profile, Path(arguments.pop("out")),
+                            **{k: Path(v) if isinstance(v, str) else v for k, v in arguments.items()})
         stage.check_inputs()
         self.work = stage.chunk_work(Shard(shard_index, shard_count))
         self.worker = self.work.make_worker(backend)
@@ -58,10 +61,13 @@ class RayExecutor:
             ChunkActor, batch_size=1, concurrency=self.workers, num_gpus=self.gpus_per_worker,
             fn_constructor_kwargs={"stage_class": stage_class, "arguments": arguments, "shard_index": shard_index,
                                    "shard_count": shard_count, "backend": self.backend})
-        done = 0
-        for batch in dataset.iter_batches(batch_size=1):
-            rows = int(batch["rows"][0])
-            done += rows
-            if progress is not None:
-                progress(rows)
+        done, finished = 0, 0
+        label = Shard(shard_index, shard_count).label
+        with StallWatch(lambda: describe_ray_job(self, label, len(pending), finished)) as watch:
+            for batch in dataset.iter_batches(batch_size=1):
+                rows, finished = int(batch["rows"][0]), finished + 1
+                done += rows
+                watch.beat()
+                if progress is not None:
+                    progress(rows)
         return done
