@@ -253,6 +253,8 @@ def slurm(
     time: Optional[str] = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
     gpu_hours: Optional[float] = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
                                                          "task gets its share, plus a margin"),
+    from_plan: Optional[Path] = typer.Option(None, help="judge: the GPU-hours from `plan --json FILE` for the same "
+                                                        "profile and folders, at the profile's precision"),
     gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
     venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
     write: Optional[Path] = typer.Option(None, help="write the sbatch file here instead of printing it"),
@@ -263,8 +265,10 @@ def slurm(
     from generation.executors.slurm import SlurmError, sbatch_script
 
     try:
+        if sum(x is not None for x in (time, gpu_hours, from_plan)) > 1:
+            fail("give one of --time, --gpu-hours and --from-plan")
         script = sbatch_script(stage, num_shards, list(arguments or []), time=time, gpu_hours=gpu_hours,
-                               gpus_per_task=gpus_per_task, venv=venv)
+                               gpus_per_task=gpus_per_task, venv=venv, from_plan=from_plan)
     except SlurmError as e:
         fail(str(e))
     if write is None:
