@@ -12,14 +12,11 @@ import re
 import shlex
 from pathlib import Path
 
+from generation.executors.errors import SlurmError
 from generation.stages import PIPELINE, REGISTRY
 
 TIME_MARGIN = 1.25  # a task's share of the GPU-hours, plus a quarter: the plan is an estimate
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+):([0-5]\d):([0-5]\d)$")
-
-
-class SlurmError(ValueError):
-    pass
 
 
 def slurm_time(hours: float) -> str:

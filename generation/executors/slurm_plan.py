@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from generation.executors.slurm import SlurmError
+from generation.executors.errors import SlurmError
 from generation.profiles import ProfileError, load_profile
 
 MEASURED_ROW = "these pairs"
