@@ -181,8 +181,10 @@ class StageOutput:
                     f"{self.out}: shard {record.shard} of stage {self.name} was made under config {record.config_hash}, "
                     f"this run's is {self.config_hash}; use another --out or remove the old shards")
             if not record.shard.endswith(f"-of-{shard.count:05d}"):
-                raise ShardError(f"{self.out}: holds {self.name} shards cut as {record.shard.split('-of-')[1]}, "
-                                 f"this run asks for {shard.count}; use the same --num-shards or another --out")
+                made = int(record.shard.split("-of-")[1])
+                raise ShardError(f"{self.out}: holds {self.name} shards of a run cut into {made} shard"
+                                 f"{'s' if made != 1 else ''}, this run asks for {shard.count}; use the same "
+                                 "--num-shards or another --out")
 
     def is_done(self, shard: Shard) -> bool:
         self.check_compatible(shard)

@@ -139,7 +139,8 @@ def test_profile_reference_is_the_readme_section_and_describes_every_key():
     assert printed == profile_reference()
     readme = (ROOT / "README.md").read_text()
     begin, end = "<!-- profile-reference:begin -->\n", "<!-- profile-reference:end -->"
-    assert readme[readme.index(begin) + len(begin):readme.index(end)].strip() == printed.strip()
+    assert readme[readme.index(begin) + len(begin):readme.index(end)].strip() == printed.strip(), \
+        "the README's profile reference is stale: paste `researchy-subq profiles --reference` between its markers"
     for section, model in [("judge", "JudgeConfig"), ("bm25", "BM25")]:
         from generation import profiles
 

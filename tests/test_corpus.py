@@ -64,7 +64,7 @@ def test_completed_shard_is_skipped_and_other_shard_counts_refused(tree, tmp_pat
     build_corpus([tree / "extra.jsonl"], out)
     again = build_corpus([tree / "extra.jsonl"], out)
     assert again.skipped_shards == 1 and again.documents == 0
-    with pytest.raises(ShardError, match="cut as 00001, this run asks for 2"):
+    with pytest.raises(ShardError, match="cut into 1 shard, this run asks for 2"):
         build_corpus([tree / "extra.jsonl"], out, Shard(0, 2))
     path, rows = write_url_map(out)
     assert rows == 1 and pq.read_table(path).column("docid").to_pylist() == ["doc-1"]
