@@ -30,6 +30,9 @@ def section_models(model: type[BaseModel] = Profile) -> list[tuple[str, type[Bas
 def type_text(annotation) -> str:
     """A type as a profile's author reads it: `float`, `one of: a, b`, `list of float`, `mapping`."""
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        bounds = bounds_text([m for item in arguments[1:] for m in getattr(item, "metadata", [item])])
+        return type_text(arguments[0]) + (f" ({bounds})" if bounds else "")
     if origin is typing.Literal:
         return "one of: " + ", ".join(f"`{a}`" if a is not None else "`null`" for a in arguments)
     if origin in (typing.Union, types.UnionType):

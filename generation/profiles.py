@@ -128,10 +128,11 @@ class JudgeConfig(TransformersSettings):
     cut_points: list[float] | None = Field(
         default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
     engine_args: dict[str, Any] = Field(
-        default_factory=dict, exclude_if=lambda args: not args,  # left out when empty: older hashes stand
+        default_factory=dict, exclude_if=lambda args: not args,  # empty: not in the manifest's profile at all
         description="vllm backend: more `vllm.LLM(...)` arguments, passed as given, e.g. {gpu_memory_utilization: "
                     "0.9, max_num_seqs: 256, enforce_eager: true}; not those other keys set (model, dtype, "
-                    "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed)")
+                    "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed); left out of "
+                    "the config hash, as the transformers settings are")
 
     @model_validator(mode="after")
     def _engine_args_do_not_repeat_keys(self) -> "JudgeConfig":
@@ -184,10 +185,11 @@ class Profile(Strict):
     def config_hash(self, *sections: str) -> str:
         """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers
         backend's batching and placement settings are left out: they change how fast, not what (a run that ran
-        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept)."""
+        out of memory resumes under a smaller `max_batch_tokens` with its chunks kept); so are the judge's vLLM
+        `engine_args`, for the same reason (a smaller `gpu_memory_utilization` or `max_num_seqs`)."""
         execution_only = set(TransformersSettings.model_fields)
         data = self.model_dump(include=set(sections) if sections else None,
-                               exclude={"judge": execution_only, "rerank": execution_only})
+                               exclude={"judge": execution_only | {"engine_args"}, "rerank": execution_only})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

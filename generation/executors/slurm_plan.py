@@ -1,8 +1,9 @@
 """`slurm judge --from-plan PLAN.json`: the array's wall time from `researchy-subq plan --json PLAN.json`, checked
 against the job it times. The plan must be of the same judge configuration (the job's --profile gives the same judge
 config hash) and of the same pairs (the same --subquestions and --candidates folders); its row "these pairs" at the
-profile's precision (fp8 when judge.quantization is fp8, else bf16) gives the GPU-hours, without the prefix cache's
-saving (the plan's upper figure: a task cut short costs more than a task that ends early)."""
+profile's precision (fp8 when judge.quantization is fp8, else bf16) gives the GPU-hours (prefill and decode),
+without the prefix cache's saving (the plan's upper figure: a task cut short costs more than a task that ends
+early)."""
 from __future__ import annotations
 
 import json
@@ -65,9 +66,11 @@ def gpu_hours_from_plan(path: Path, stage_name: str, arguments: list[str]) -> tu
             raise SlurmError(f"{path}: planned over --{option} {planned_folder}, this job judges {job}: run `plan` "
                              "over the job's folders")
     precision = planned.get("precision", "bf16")
-    row = next((r for r in plan["rows"] if r.get("row") == MEASURED_ROW and r.get("precision") == precision), None)
+    row = next((r for r in plan["rows"] if r.get("stage") == "judge" and r.get("label") == MEASURED_ROW
+                and r.get("precision") == precision), None)
     if row is None:
-        raise SlurmError(f"{path}: no row {MEASURED_ROW!r} in {precision}")
-    source = (f"{row['gpu_hours']:,.1f} GPU-hours: `plan` row {MEASURED_ROW!r}, {precision}, {row['pairs']:,} pairs, "
-              f"{plan.get('gpu', 'H100')} at {plan.get('utilisation', 0):.0%} utilisation, no prefix-cache saving")
-    return float(row["gpu_hours"]), source
+        raise SlurmError(f"{path}: no judge row {MEASURED_ROW!r} in {precision} (the calibration measured no "
+                         f"{precision} figure for this backend?)")
+    source = (f"{row['hours']:,.1f} GPU-hours: `plan` row {MEASURED_ROW!r}, {precision}, {row['items']:,} pairs, "
+              f"{plan.get('device', 'H100')} at {row['share']:.1%} of peak ({row['source']}), no prefix-cache saving")
+    return float(row["hours"]), source
