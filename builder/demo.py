@@ -138,7 +138,8 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
                                        "judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
     step(f"researchy-subq judge --profile {profile_argument(short, out / 'profiles')} --subquestions "
-         f"{out / 'questions' / 'train'} --candidates {out / 'candidates' / 'train'} --index {out / 'index'} --out {second}")
+         f"{out / 'questions' / 'train'} --candidates {out / 'candidates' / 'train'} --index {out / 'index'} "
+         f"--out {second}")
     with counter("judge (train, 64 words)", unit="pairs") as advance:
         run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second,
                   progress=advance)
@@ -191,8 +192,8 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     with counter("validate", unit="checks"):
         report = validate(release)
     for check in report.checks:
-        results.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""),
-                      highlight=False, markup=False)
+        results.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}"
+                      + (f": {check.examples}" if not check.ok else ""), highlight=False, markup=False)
     if not report.ok:
         raise SystemExit("the demo release did not validate")
     for config in ("judgments", "level-5"):
@@ -201,8 +202,8 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
         dataset = load_dataset(str(release), config)
         results.print(dataset)
         for row in dataset["train"].select(range(3)):
-            results.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
-                          highlight=False)
+            results.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank",
+                                               "clicked")}, highlight=False)
     simulation_demo(release, out)
     text = card.read_text()
     results.print("\nThe card's statistics", style="bold")

@@ -31,7 +31,8 @@ class BM25(Strict):
     depth: int = Field(ge=1, description="hits retrieved per query")
     query: Literal["question", "subquestions"] = Field(description="what the BM25 query is built from")
     stemmer: Literal["porter", "krovetz", "none"] = Field(
-        default="porter", description="stemmer of the index and the queries (Anserini's -stemmer); `index` builds with it")
+        default="porter", description="stemmer of the index and the queries (Anserini's -stemmer); `index` builds "
+                                      "with it")
     threads: int = Field(default=1, ge=1, description="search threads of `retrieve` (its --threads overrides this)")
 
 

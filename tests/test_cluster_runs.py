@@ -37,8 +37,8 @@ def with_judge(pipeline, folder, **judge):
 def error_lines(output: str) -> list[str]:
     """The error lines of a failed command, and anything else it printed but a progress bar's last state."""
     assert "Traceback" not in output
-    return [line for line in output.splitlines() if line.strip() and not line.startswith(("⠋", "⠙", "⠹", "⠸", "⠼",
-                                                                                          "⠴", "⠦", "⠧", "⠇", "⠏"))]
+    spinner = tuple("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+    return [line for line in output.splitlines() if line.strip() and not line.startswith(spinner)]
 
 
 def test_ray_with_a_missing_model_fails_in_one_line_before_ray_starts(small_pipeline, tmp_path):
@@ -130,16 +130,15 @@ def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path):
     assert load_profile("paper").model_dump()["judge"].keys() == profile.model_dump()["judge"].keys() - {"engine_args"}
     assert profile.config_hash("judge") == load_profile("paper").config_hash("judge"), \
         "how vLLM runs, not what it judges: a shard resumes under new engine arguments"
-    for edit, message in [("    max_num_seqs: 128\n", "    dtype: float16\n"), ("  engine_args:\n", "  engine_args: [1]\n")]:
+    engine_args = ("  engine_args:\n    gpu_memory_utilization: 0.85\n    max_num_seqs: 128\n"
+                   "    enforce_eager: true\n")
+    for replacement, message in [(engine_args + "    dtype: float16\n", "engine_args: dtype is set by judge.dtype"),
+                                 ("  engine_args: [1]\n", "Input should be a valid dictionary")]:
         bad = tmp_path / "bad.yaml"
-        bad.write_text(text.replace(*((edit, message) if "dtype" in message else (
-            "  engine_args:\n    gpu_memory_utilization: 0.85\n    max_num_seqs: 128\n    enforce_eager: true\n",
-            "  engine_args: [1]\n"))))
+        bad.write_text(text.replace(engine_args, replacement))
         with pytest.raises(ProfileError) as refused:
             load_profile(bad)
-        assert str(refused.value).startswith(f"{bad}: key judge")
-        assert ("dtype is set by judge.dtype" in str(refused.value) if "dtype" in message
-                else "valid dictionary" in str(refused.value))
+        assert str(refused.value).startswith(f"{bad}: key judge") and message in str(refused.value)
 
     from builder.analysis.synthetic import synthesize
     from builder.release.package import package_release

@@ -16,7 +16,8 @@ JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout inst
 
 def print_agreement(result: dict) -> None:
     coverage = result["coverage"]
-    results.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only in B",
+    results.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only "
+                  "in B",
                   highlight=False)
     table = Table(title="agreement (A vs B)")
     for column in ("measure", "value", "95% interval"):

@@ -226,7 +226,7 @@ def plan(
 @app.command()
 def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path"),
              reference: bool = typer.Option(False, "--reference", help="print every key a profile may hold, with "
-                                                                        "its type, default and meaning (Markdown)")) -> None:
+                                            "its type, default and meaning (Markdown)")) -> None:
     """List the bundled profiles, or validate one and print its file as it is (`profiles paper > mine.yaml`, edit,
     then `--profile mine.yaml`)."""
     from builder.cli.reports import print_profile, print_reference

@@ -55,9 +55,9 @@ def judge_engine_args(model: str, config) -> dict:
     keys (a profile cannot give one twice: generation/profiles.py refuses it). Log-probabilities stay vLLM's default,
     "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
     transformers backend returns."""
-    args = {**config.engine_args, "model": model, "tensor_parallel_size": config.tensor_parallel_size, "dtype": config.dtype,
-            "max_model_len": config.max_model_len, "enable_prefix_caching": config.enable_prefix_caching,
-            "seed": 0}
+    args = {**config.engine_args, "model": model, "tensor_parallel_size": config.tensor_parallel_size,
+            "dtype": config.dtype, "max_model_len": config.max_model_len,
+            "enable_prefix_caching": config.enable_prefix_caching, "seed": 0}
     if config.quantization:
         args["quantization"] = config.quantization
     return args

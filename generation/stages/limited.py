@@ -56,8 +56,8 @@ class LimitedJudgeStage(JudgeStage):
         self.limit, self.shard_pairs = limit, 0
 
     def output(self) -> StageOutput:
-        full = self.config_hash(self.profile)
-        return StageOutput(self.out, self.writes, hashlib.sha256(f"{full}:limit={self.limit}".encode()).hexdigest()[:16])
+        limited = hashlib.sha256(f"{self.config_hash(self.profile)}:limit={self.limit}".encode()).hexdigest()[:16]
+        return StageOutput(self.out, self.writes, limited)
 
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)
