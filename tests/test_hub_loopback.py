@@ -209,7 +209,7 @@ def test_offline_and_unreachable_hub(release, monkeypatch):
     from builder.release.publish import release_files
 
     def unreachable():
-        return HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token=False)
+        return HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token="hf_test")
 
     with pytest.raises(PublishRefused, match="cannot reach the Hub .*check the network"):
         publish(release, REPO, yes=True, api=unreachable(), say=lambda line: None)
