@@ -14,9 +14,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from builder.cli.reports import stage_report
+from builder.pasteable import kit_command, profile_argument, python_command, shown_path
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
-from generation.progress import console, counter
+from generation.progress import console, counter, results
 from generation.sample import CLUEWEB22, RESEARCHY
 from generation.stages import PIPELINE, Stage
 from generation.stages.corpus import write_url_map
@@ -26,6 +27,7 @@ from generation.storage import reset_claimed_folder
 PROFILE = "demo"
 QWEN3_RERANKER = "Qwen/Qwen3-Reranker-0.6B"
 DEMO_REPO = "demo/researchy-subq-judgments"
+EXPECTED_LEVELS = Path(__file__).resolve().parents[1] / "cards" / "expected_levels.yaml"  # in a source checkout
 
 
 def rows(path: Path) -> int | None:
@@ -33,7 +35,7 @@ def rows(path: Path) -> int | None:
 
 
 def step(command: str) -> None:
-    console.print(f"\n[bold cyan]$ {command}[/]", highlight=False, soft_wrap=True)
+    results.print(f"\n$ {kit_command(command)}", style="bold cyan", highlight=False, markup=False, soft_wrap=True)
 
 
 def with_local_qwen3_reranker(profile: Profile) -> Profile:
@@ -53,8 +55,8 @@ class DemoLayout:
               "pool": "candidates", "judge": "judgments"}
     SHARED = {"corpus", "index"}
 
-    def __init__(self, out: Path):
-        self.out = out
+    def __init__(self, out: Path, profile: str = PROFILE):
+        self.out, self.profile = out, profile  # `profile`: what --profile takes (a name, or a derived profile's file)
 
     def folder(self, what: str, split: str | None) -> Path:
         return self.out / what if what in self.SHARED else self.out / what / split
@@ -80,7 +82,7 @@ class DemoLayout:
         elif stage.name == "index":
             inputs.update(threads=2)
             flags += ["--threads 2"]
-        profile_flag = [f"--profile {PROFILE}"] if stage.sections or stage.name == "index" else []
+        profile_flag = [f"--profile {self.profile}"] if stage.sections or stage.name == "index" else []
         out_flag = f"--index {out}" if stage.name == "index" else f"--out {out}"
         return {"out": out, **inputs}, ["researchy-subq", stage.name, *profile_flag, *flags, out_flag]
 
@@ -88,7 +90,7 @@ class DemoLayout:
 def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     out = reset_claimed_folder(out, "demo")  # OwnershipError for a folder the demo did not make
     profile = with_local_qwen3_reranker(load_profile(PROFILE))
-    layout = DemoLayout(out)
+    layout = DemoLayout(out, profile_argument(profile, out / "profiles"))
     written: list[tuple[str, Path, int | None]] = []
     for stage_class in PIPELINE:
         announce_stand_in(stage_class.name, profile)
@@ -99,17 +101,17 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
             label = stage_class.name + (f" ({split})" if split else "")
             with counter(label, unit=stage_class.unit) as advance:
                 summary = stage.run(progress=advance)
-            console.print(stage_report(summary, profile, arguments["out"]), highlight=False, markup=False)
+            results.print(stage_report(summary, profile, arguments["out"]), highlight=False, markup=False)
             if stage_class.name == "corpus":
                 url_map, entries = write_url_map(arguments["out"])
-                console.print(f"url-hash map: {entries:,} entries -> {url_map}", highlight=False, markup=False)
+                results.print(f"url-hash map: {entries:,} entries -> {url_map}", highlight=False, markup=False)
                 summary.outputs.append(url_map)
             stand_in = stage_class.name in ("judge",) or (stage_class.name == "rerank"
                                                           and profile.rerank.backend == "bi-encoder")
             written.extend((label + (", stand-in" if stand_in else ""), p, rows(p) if p.is_file() else None)
                            for p in summary.outputs)
     written += agreement_demo(out, profile)
-    written += release_demo(out)
+    written += release_demo(out, layout.profile)
     return written
 
 
@@ -131,13 +133,18 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     from builder.analysis.agreement import agreement
     from builder.cli.reports import print_agreement
 
-    short = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 64})})
+    short = profile.model_copy(update={"name": f"{profile.name}-64-words", "description": f"The {profile.name} profile "
+                                       "with judge.context_words: 64 (the demo's second judging configuration).",
+                                       "judge": profile.judge.model_copy(update={"context_words": 64})})
     second = out / "judgments-64-words" / "train"
-    step(f"researchy-subq judge --profile demo-64-words ... --out {second}   (the demo profile with context_words: 64)")
+    step(f"researchy-subq judge --profile {profile_argument(short, out / 'profiles')} --subquestions "
+         f"{out / 'questions' / 'train'} --candidates {out / 'candidates' / 'train'} --index {out / 'index'} "
+         f"--out {second}")
     with counter("judge (train, 64 words)", unit="pairs") as advance:
         run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second,
                   progress=advance)
-    step(f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --json {out / 'agreement.json'}")
+    step(f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --resamples 200 "
+         f"--json {out / 'agreement.json'}")
     result = agreement(out / "judgments" / "train", second, resamples=200)
     print_agreement(result)
     (out / "agreement.json").write_text(json.dumps(result, indent=1))
@@ -150,20 +157,22 @@ def simulation_demo(release: Path, out: Path) -> None:
     from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate
     from generation.bandits.policies import POLICIES
 
-    step(f"researchy-subq simulate {release} --repeats 3 --index {out / 'index'} --out {out / 'simulation'}")
+    step(f"researchy-subq simulate {release} --policies {','.join(POLICIES)} --repeats 3 --index {out / 'index'} "
+         f"--out {out / 'simulation'}")
     instances = load_instances(release, "train")
     with counter("embedding documents (MiniLM)", unit="docs") as advance:
         embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
         advance(len({d for i in instances for d in i.docs}))
     budgets = [round(0.1 * i, 1) for i in range(1, 11)]
     with counter("simulating", total=len(POLICIES) * 3, unit="runs") as advance:
-        results = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding, progress=advance)
-    print_simulation({p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in results.items()}, len(instances), 3, 4)
+        by_policy = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding, progress=advance)
+    print_simulation({p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in by_policy.items()}, len(instances), 3,
+                     4)
     (out / "simulation").mkdir(exist_ok=True)
-    console.print(f"plot -> {plot(results, out / 'simulation' / 'simulation.png')}")
+    console.print(f"plot -> {plot(by_policy, out / 'simulation' / 'simulation.png')}", highlight=False, markup=False)
 
 
-def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
+def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int | None]]:
     """Build the sample's release, validate it, and load two configs the way a user would."""
     from datasets import load_dataset
 
@@ -173,36 +182,41 @@ def release_demo(out: Path) -> list[tuple[str, Path, int | None]]:
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]
     questions = [out / "questions" / s for s in RESEARCHY]
-    step(f"researchy-subq build-release --profile {PROFILE} " + " ".join(f"--judgments {j}" for j in judgments) + " "
-         + " ".join(f"--questions {q}" for q in questions) + f" --out {release}")
+    step(f"researchy-subq build-release --profile {profile} " + " ".join(f"--judgments {j}" for j in judgments) + " "
+         + " ".join(f"--questions {q}" for q in questions) + f" --repo {DEMO_REPO} --agreement {out / 'agreement.json'}"
+         + f" --out {release}")
     with counter("build-release", unit="judgments") as advance:
-        summary, card = package_release(judgments, questions, release, PROFILE, repo=DEMO_REPO,
+        summary, card = package_release(judgments, questions, release, profile, repo=DEMO_REPO,
                                         agreement=out / "agreement.json", progress=advance)
     step(f"researchy-subq validate {release}")
     with counter("validate", unit="checks"):
         report = validate(release)
     for check in report.checks:
-        console.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""))
+        results.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}"
+                      + (f": {check.examples}" if not check.ok else ""), highlight=False, markup=False)
     if not report.ok:
         raise SystemExit("the demo release did not validate")
     for config in ("judgments", "level-5"):
-        console.print(f"\n[bold]datasets.load_dataset({str(release)!r}, {config!r})[/]", highlight=False)
+        results.print(f"\ndatasets.load_dataset({str(release)!r}, {config!r})", style="bold", highlight=False,
+                      markup=False)
         dataset = load_dataset(str(release), config)
-        console.print(dataset)
+        results.print(dataset)
         for row in dataset["train"].select(range(3)):
-            console.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
-                          highlight=False)
+            results.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank",
+                                               "clicked")}, highlight=False)
     simulation_demo(release, out)
     text = card.read_text()
-    console.print("\n[bold]The card's statistics[/]")
-    console.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
+    results.print("\nThe card's statistics", style="bold")
+    results.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
                   highlight=False, markup=False)
     return [("release", p, None) for p in (card, release / "manifest.json", release / "level_distribution.png")]
 
 
 def next_steps(out: Path) -> list[str]:
-    """What to type after the demo: load its release, validate it, and dry-run publishing it."""
+    """What to type after the demo, each runnable as printed: load its release, validate it against the expected
+    level shares, and dry-run publishing it (it uploads nothing without --yes, and works offline)."""
     release = Path(out) / "release"
-    return [f"python -c \"from datasets import load_dataset; print(load_dataset('{release}', 'judgments'))\"",
-            f"researchy-subq validate {release} --expect cards/expected_levels.yaml",
-            f"researchy-subq publish {release} --repo {DEMO_REPO}   (a dry run: it uploads nothing without --yes)"]
+    return [python_command(f'from datasets import load_dataset; print(load_dataset("{release}", "judgments"))'),
+            kit_command(f"researchy-subq validate {release}" + (f" --expect {shown_path(EXPECTED_LEVELS)}"
+                                                                if EXPECTED_LEVELS.is_file() else "")),
+            kit_command(f"researchy-subq publish {release} --repo {DEMO_REPO}")]

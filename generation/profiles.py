@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
@@ -25,12 +25,15 @@ class Strict(BaseModel):
 
 
 class BM25(Strict):
-    k1: float = Field(gt=0)
-    b: float = Field(ge=0, le=1)
+    """BM25 over the Lucene index (`retrieve`; the stemmer also builds the index)."""
+    k1: float = Field(gt=0, description="BM25 term-frequency saturation (Pyserini's default 0.9)")
+    b: float = Field(ge=0, le=1, description="BM25 document-length normalisation (Pyserini's default 0.4)")
     depth: int = Field(ge=1, description="hits retrieved per query")
     query: Literal["question", "subquestions"] = Field(description="what the BM25 query is built from")
-    stemmer: Literal["porter", "krovetz", "none"] = "porter"
-    threads: int = Field(default=1, ge=1)
+    stemmer: Literal["porter", "krovetz", "none"] = Field(
+        default="porter", description="stemmer of the index and the queries (Anserini's -stemmer); `index` builds "
+                                      "with it")
+    threads: int = Field(default=1, ge=1, description="search threads of `retrieve` (its --threads overrides this)")
 
 
 ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"]
@@ -50,11 +53,17 @@ class TransformersSettings(Strict):
 
 
 class Rerank(TransformersSettings):
-    backend: Literal["transformers", "vllm", "bi-encoder"]
-    model: str = Field(min_length=1, description="Hub name or local path")
-    instruction: str = Field(min_length=1)
-    query_builder: Literal["join-subquestions", "crux-code-list"]
-    query_separator: str = " "
+    """The reranker over the BM25 run (`rerank`)."""
+    backend: Literal["transformers", "vllm", "bi-encoder"] = Field(
+        description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
+                    "stand-in")
+    model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (nothing downloads at "
+                                                 "run time) or a local folder")
+    instruction: str = Field(min_length=1, description="the reranker's instruction (Qwen3-Reranker's <Instruct>)")
+    query_builder: Literal["join-subquestions", "crux-code-list"] = Field(
+        description="join-subquestions: the sub-questions joined by query_separator (the paper's Figure 1); "
+                    "crux-code-list: \"[\" + \", \".join([question] + subquestions) + \"]\" (the authors' code)")
+    query_separator: str = Field(default=" ", description="what joins the sub-questions (join-subquestions)")
     input_format: Literal["model-card", "crux-code"] = Field(
         default="model-card", description="the reranker input as the model card builds it, or as the authors' "
                                           "crux-researchy/rerank-candidates.py does (generation/judging/reranker_input.py)")
@@ -62,16 +71,26 @@ class Rerank(TransformersSettings):
     depth: int = Field(ge=1, description="BM25 hits reranked per question")
     max_doc_words: int | None = Field(default=None, ge=1, description="cut the document to its first N words")
     max_length: int = Field(ge=64, description="max tokens of the whole reranker input")
-    batch_size: int = Field(default=16, ge=1)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    batch_size: int = Field(default=16, ge=1, description="documents scored per engine call")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="the weights' dtype; auto: the checkpoint's own (float32 on a CPU)")
 
 
 class Pool(Strict):
+    """Which documents each question's sub-questions are judged against (`pool`)."""
     rule: Literal["union", "sequential"] = Field(
         description="union: top-k BM25 + top-k reranked + clicked; sequential: fill in that order, no repeats")
-    bm25_top: int = Field(ge=0)
-    rerank_top: int = Field(ge=0)
-    include_clicked: bool = True
+    bm25_top: int = Field(ge=0, description="BM25 hits taken per question")
+    rerank_top: int = Field(ge=0, description="reranked hits taken per question")
+    include_clicked: bool = Field(default=True, description="add the question's clicked documents that are in the "
+                                                            "corpus")
+
+
+# vllm.LLM arguments the judge section's own keys give (generation/backends/vllm_adapter.py judge_engine_args)
+ENGINE_ARGS_SET_BY_KEYS = {"model": "judge.model", "tensor_parallel_size": "judge.tensor_parallel_size",
+                           "dtype": "judge.dtype", "max_model_len": "judge.max_model_len",
+                           "enable_prefix_caching": "judge.enable_prefix_caching",
+                           "quantization": "judge.quantization", "seed": "the kit (0, for reproducible runs)"}
 
 
 class OpenAIServer(Strict):
@@ -104,25 +123,37 @@ class OpenAIServer(Strict):
 
 
 class JudgeConfig(TransformersSettings):
-    backend: Literal["vllm", "transformers", "ray", "bi-encoder", "openai"]
+    """The judge that grades every (sub-question, candidate) pair (`judge`)."""
+    backend: Literal["vllm", "transformers", "ray", "bi-encoder", "openai"] = Field(
+        description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
+                    "ray_backend), openai (any OpenAI-compatible server, the `openai` section), or the MiniLM bi-encoder stand-in")
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
     ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
-    device: str = "auto"
-    model: str = Field(min_length=1)
-    prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"]
-    mode: Literal["generate", "distribution"]
-    chat_template: bool
+    device: str = Field(default="auto", description="transformers: cpu, cuda or cuda:N; auto: a GPU when there is "
+                                                    "one (with backend ray, cpu asks Ray for no GPU)")
+    model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (`hf download NAME`: "
+                                                 "nothing downloads at run time) or a local folder")
+    prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"] = Field(
+        description="crux-paper: the paper's Figure 2; crux-code: the authors' gen_ratings.py template; umbrela; r3a "
+                    "(generation/judging/prompts.py)")
+    mode: Literal["generate", "distribution"] = Field(
+        description="generate: greedy text parsed by the authors' rule; distribution: one step, probabilities over "
+                    "the scale's digit tokens")
+    chat_template: bool = Field(description="render the prompt through the judge tokenizer's chat template")
     context_words: int = Field(ge=1, description="the document is cut to its first N whitespace words")
     max_new_tokens: int | None = Field(default=None, ge=1, description="default: the prompt's token budget")
     auxiliary_documents: int = Field(default=3, ge=1, description="r3a: top-ranked candidates shown in round one")
-    temperature: float = Field(ge=0)
-    max_model_len: int = Field(ge=256)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "bfloat16"
+    temperature: float = Field(ge=0, description="recorded in the manifest only: every backend decodes greedily "
+                                                  "(temperature 0), as the authors' code did")
+    max_model_len: int = Field(ge=256, description="tokens of prompt + answer; a longer context is cut by tokens")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(default="bfloat16", description="the weights' "
+                                                                                             "dtype")
     quantization: Literal["fp8"] | None = Field(
         default=None, description="fp8 weights and activations: vLLM's `quantization`, torchao's float8 on transformers")
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    enable_prefix_caching: bool = True
-    batch_size: int = Field(default=64, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs one vLLM engine spans")
+    enable_prefix_caching: bool = Field(default=True, description="vLLM reuses the KV cache of a prompt prefix "
+                                                                  "shared by pairs of one sub-question")
+    batch_size: int = Field(default=64, ge=1, description="pairs per engine call")
     chunk_size: int = Field(default=4096, ge=1, description="pairs per checkpointed chunk")
     cut_points: list[float] | None = Field(
         default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
@@ -135,6 +166,21 @@ class JudgeConfig(TransformersSettings):
         if isinstance(data, dict) and data.get("openai") is None:
             data.pop("openai", None)
         return data
+
+    engine_args: dict[str, Any] = Field(
+        default_factory=dict, exclude_if=lambda args: not args,  # empty: not in the manifest's profile at all
+        description="vllm backend: more `vllm.LLM(...)` arguments, passed as given, e.g. {gpu_memory_utilization: "
+                    "0.9, max_num_seqs: 256, enforce_eager: true}; not those other keys set (model, dtype, "
+                    "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed); left out of "
+                    "the config hash, as the transformers settings are")
+
+    @model_validator(mode="after")
+    def _engine_args_do_not_repeat_keys(self) -> "JudgeConfig":
+        repeated = sorted(set(self.engine_args) & set(ENGINE_ARGS_SET_BY_KEYS))
+        if repeated:
+            raise ValueError("engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}"
+                                                         for key in repeated))
+        return self
 
     @model_validator(mode="after")
     def _cut_points_fit(self) -> "JudgeConfig":
@@ -162,29 +208,32 @@ class Complexity(Strict):
 class Bandit(Strict):
     """Budgeted judging (seeds/002)."""
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
-    top_k: int = Field(default=3, ge=1)
-    hierarchical: bool = False
+    top_k: int = Field(default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked "
+                                                    "observed documents")
+    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (seeds/002 "
+                                                          "section 3.5)")
 
 
 class Profile(Strict):
-    name: str
-    description: str
-    bm25: BM25
-    rerank: Rerank
-    pool: Pool
-    judge: JudgeConfig
-    complexity: Complexity = Complexity()
-    bandit: Bandit = Bandit()
+    name: str = Field(description="the profile's name, in outputs, the manifest and the card")
+    description: str = Field(description="one line on what the profile is for (`researchy-subq profiles` lists it)")
+    bm25: BM25 = Field(description="BM25 retrieval")
+    rerank: Rerank = Field(description="the reranker")
+    pool: Pool = Field(description="the candidate pool")
+    judge: JudgeConfig = Field(description="the judge")
+    complexity: Complexity = Field(default=Complexity(), description="retrieval complexity (the card's analysis)")
+    bandit: Bandit = Field(default=Bandit(), description="budgeted judging (`judge --budget`, `simulate`)")
 
     def config_hash(self, *sections: str) -> str:
         """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers
         backend's batching and placement settings are left out: they change how fast, not what (a run that ran
         out of memory resumes under a smaller `max_batch_tokens` with its chunks kept); so are the openai
-        server's address, key variable, concurrency, timeout and retries (OpenAIServer.NOT_HASHED)."""
+        server's address, key variable, concurrency, timeout and retries (OpenAIServer.NOT_HASHED), and the judge's vLLM
+        `engine_args`, for the same reason (a smaller `gpu_memory_utilization` or `max_num_seqs`)."""
         execution_only = set(TransformersSettings.model_fields)
         judge_only = {**dict.fromkeys(execution_only, True), "openai": set(OpenAIServer.NOT_HASHED)}
         data = self.model_dump(include=set(sections) if sections else None,
-                               exclude={"judge": judge_only, "rerank": execution_only})
+                               exclude={"judge": {**judge_only, "engine_args": True}, "rerank": execution_only})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

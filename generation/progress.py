@@ -1,7 +1,8 @@
 """Progress for long stages, on stderr. On a terminal: a rich bar with count, rate and elapsed time. In a log
 (stderr to a file, a Slurm or Ray job's output): a plain line every `log_interval()` seconds with what is done, the
 rate and the time left, as datatrove's workers log theirs, and one line when the stage ends, so a batch job that
-stalls or runs shows it (a live bar draws nothing into a file)."""
+stalls or runs shows it (a live bar draws nothing into a file). The two consoles every command prints on:
+`console` (stderr: progress, notices, errors) and `results` (stdout: results, tables, YAML, JSON)."""
 from __future__ import annotations
 
 import os
@@ -10,11 +11,27 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-console = Console(stderr=True)
+
+class FullWidthConsole(Console):
+    """A terminal's width on a terminal; unbounded when piped or logged, so no table cell is cut to fit 80 columns
+    (rich's default width when it finds no terminal) and a line is one line in a log."""
+    UNBOUNDED = 100_000
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        return super().size if self.is_terminal else ConsoleDimensions(self.UNBOUNDED, super().size.height)
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = FullWidthConsole(stderr=True)  # progress, notices, errors
+results = FullWidthConsole()  # results, tables, YAML: what a script reads
 
 INTERVAL_ENV = "RESEARCHY_SUBQ_PROGRESS_INTERVAL"  # seconds between progress lines in a log
 DEFAULT_INTERVAL = 30.0

@@ -182,9 +182,9 @@ class StageOutput:
                     f"this run's is {self.config_hash}; use another --out or remove the old shards")
             if not record.shard.endswith(f"-of-{shard.count:05d}"):
                 made = int(record.shard.split("-of-")[1])
-                raise ShardError(f"{self.out}: holds {self.name} shards cut as {made} shard"
-                                 f"{'s' if made != 1 else ''} (--num-shards {made}), this run asks for "
-                                 f"--num-shards {shard.count}; use the same --num-shards or another --out")
+                raise ShardError(f"{self.out}: holds {self.name} shards of a run cut into {made} shard"
+                                 f"{'s' if made != 1 else ''}, this run asks for {shard.count}; use the same "
+                                 "--num-shards or another --out")
 
     def is_done(self, shard: Shard) -> bool:
         self.check_compatible(shard)

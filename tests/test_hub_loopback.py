@@ -222,13 +222,29 @@ def test_each_hub_error_is_one_line_saying_what_to_do(release, status, hint):
 
 
 def test_offline_and_unreachable_hub(release, monkeypatch):
+    """Publishing refuses in one line without the Hub; a dry run still validates and lists every file, and says it
+    could not compare them with the Hub."""
     from huggingface_hub import HfApi
 
+    from builder.release.publish import release_files
+
+    def unreachable():
+        return HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token="hf_test")
+
     with pytest.raises(PublishRefused, match="cannot reach the Hub .*check the network"):
-        publish(release, REPO, api=HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token=False), say=lambda line: None)
+        publish(release, REPO, yes=True, api=unreachable(), say=lambda line: None)
+    lines, notices = [], []
+    plan = publish(release, REPO, api=unreachable(), say=lines.append, notice=notices.append)
+    assert plan.offline and plan.uploads == release_files(release) and len(plan.uploads) > 10
+    assert len(notices) == 1 and "cannot reach the Hub" in notices[0]
+    assert "not compared with the Hub (offline)" in lines[0]
+    assert lines[-1] == "dry run: nothing was sent (pass --yes to publish)"
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     with pytest.raises(PublishRefused, match="HF_HUB_OFFLINE is set"):
-        publish(release, REPO, api=HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token=False), say=lambda line: None)
+        publish(release, REPO, yes=True, api=unreachable(), say=lambda line: None)
+    notices.clear()
+    assert publish(release, REPO, api=unreachable(), say=lambda line: None, notice=notices.append).offline
+    assert "HF_HUB_OFFLINE is set" in notices[0]
 
 
 def test_cli_prints_one_line_and_no_traceback(release, tmp_path):

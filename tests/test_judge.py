@@ -165,8 +165,11 @@ def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pip
     assert not chunks.exists()
 
 
-def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama, tmp_path):
+def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama, tmp_path, monkeypatch, capsys):
+    """The same rows as a run in this process; and while the actors start (seconds: each loads torch and the
+    model), no chunk finishes, so a stall threshold of about a second makes the job say so on stderr."""
     ray = pytest.importorskip("ray")
+    monkeypatch.setenv("RESEARCHY_SUBQ_STALL_MINUTES", "0.02")
     plain = judge_profile(small_pipeline["profile"], **llm_config(tiny_llama, chunk_size=100).model_dump())
     on_ray = judge_profile(plain, backend="ray", ray_backend="transformers", ray_workers=2)
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])
@@ -177,6 +180,8 @@ def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama
     finally:
         ray.shutdown()
     assert summary.judged_now == summary.pairs
+    stalled = [line for line in capsys.readouterr().err.splitlines() if line.startswith("stalled?")]
+    assert stalled and "shard 00000-of-00001 on ray x2 over transformers" in stalled[0], stalled
     assert (pq.read_table(tmp_path / "ray" / "judgments-00000-of-00001.parquet").to_pylist()
             == pq.read_table(tmp_path / "plain" / "judgments-00000-of-00001.parquet").to_pylist())
 

@@ -43,9 +43,14 @@ def chat_model(request, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engines(chat_model):
-    """One transformers backend and one vLLM engine per model, shared by both modes."""
+    """One transformers backend and one vLLM engine per model, shared by both modes. The engine gets the profile's
+    `judge.engine_args` (enforce_eager is also what the adapter sets on a CPU: the profile's value wins, no clash)."""
     hf = TransformersBackend(chat_model, device="cpu", dtype="float32", batch_size=4)
-    return chat_model, hf, VllmJudgeBackend(str(chat_model), judge_config(chat_model, "generate"))
+    config = judge_config(chat_model, "generate").model_copy(update={"engine_args": ENGINE_ARGS})
+    return chat_model, hf, VllmJudgeBackend(str(chat_model), config)
+
+
+ENGINE_ARGS = {"enforce_eager": True, "max_num_seqs": 8}  # a profile's judge.engine_args, passed to vllm.LLM
 
 
 def judge_config(model, mode):
@@ -84,6 +89,7 @@ def test_distribution_mode_gives_the_same_digit_distributions(engines):
 def test_distribution_is_one_decode_step_over_the_digits_with_prefix_caching(engines):
     llm = engines[2].llm
     assert llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
+    assert llm.llm_engine.vllm_config.scheduler_config.max_num_seqs == ENGINE_ARGS["max_num_seqs"]
     tokenizer = llm.get_tokenizer()
     digits = [tokenizer.convert_tokens_to_ids(str(level)) for level in range(6)]
     prompts = token_prompts([tokenizer.encode(f"Question: {q} Rating:") for q in QUESTIONS])

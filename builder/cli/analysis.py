@@ -8,9 +8,12 @@ from typing import Optional
 
 import typer
 
-from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, policy_names, positive
+from builder.cli.reports import JSON_HELP, emit_json
+from builder.cli.support import (RELEASE, check_writable_file, existing_release, fail, guard_commands, new_app,
+                                 policy_names, positive)
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
+from generation.progress import results as results_console
 
 app = new_app("Analysis commands: agreement, simulate, evaluate.")
 
@@ -24,13 +27,15 @@ def agreement(
     binary_at: Optional[int] = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
     runs: Optional[Path] = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
     resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result as JSON here"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP + " (`build-release --agreement` reads "
+                                            "the file)"),
 ) -> None:
     """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
     from builder.analysis.agreement import agreement as measure
     from builder.analysis.labels import parse_mapping
     from builder.cli.reports import print_agreement
 
+    check_writable_file(json_out, "--json")
     for path in (judgments, against):
         if not path.exists():
             fail(f"{path}: no such file or folder")
@@ -46,10 +51,8 @@ def agreement(
     result = measure(judgments, against, *mappings, binary_at, run_files, resamples)
     if result["coverage"]["both"] == 0:
         fail(f"no (query, document) pair is labelled in both {judgments} and {against}: nothing to compare")
-    print_agreement(result)
-    if json_out:
-        json_out.write_text(json.dumps(result, indent=1))
-        console.print(f"-> {json_out}", highlight=False, markup=False)
+    if not emit_json(result, json_out):
+        print_agreement(result)
 
 
 def parse_list(text: str, option: str, kind=str) -> list:
@@ -96,6 +99,7 @@ def simulate(
     index: Optional[Path] = typer.Option(None, help="Lucene index: document texts for the diversity policies"),
     limit: Optional[int] = typer.Option(None, min=1, help="simulate on the first N questions only"),
     out: Optional[Path] = typer.Option(None, help="folder for simulation.json and simulation.png"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP),
 ) -> None:
     """Offline budgeted judging on a judged release: precision, recall and alpha-nDCG@10 per budget."""
     from builder.cli.reports import print_simulation
@@ -105,6 +109,7 @@ def simulate(
     existing_release(release)
     if out is not None and out.exists() and not out.is_dir():
         fail(f"{out}: is a file; --out takes a folder")
+    check_writable_file(json_out, "--json")
     instances = load_instances(release, split, limit)
     if not instances:
         fail(f"{release}: no {split} questions with judgments to simulate on")
@@ -116,11 +121,13 @@ def simulate(
         embedding = document_embeddings(index, {d for i in instances for d in i.docs})
     with counter("simulating", total=len(chosen) * repeats, unit="runs") as advance:
         results = run_simulation(instances, chosen, shares, repeats, threshold, hierarchical, embedding, progress=advance)
-    print_simulation(results, len(instances), repeats, threshold)
+    by_policy = {p: {str(b): v for b, v in r.items()} for p, r in results.items()}
+    if not emit_json({"release": str(release), "split": split, "questions": len(instances), "repeats": repeats,
+                      "threshold": threshold, "hierarchical": hierarchical, "policies": by_policy}, json_out):
+        print_simulation(results, len(instances), repeats, threshold)
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "simulation.json").write_text(json.dumps({p: {str(b): v for b, v in r.items()} for p, r in results.items()},
-                                                        indent=1))
+        (out / "simulation.json").write_text(json.dumps(by_policy, indent=1))
         console.print(f"-> {out / 'simulation.json'}, {plot(results, out / 'simulation.png')}", highlight=False,
                       markup=False)
 
@@ -153,6 +160,7 @@ def evaluate(
                                      "default 0.5) or ndcg@K"),
     threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
     split: Optional[str] = typer.Option(None, help="average over this split's questions only (default: all)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP),
 ) -> None:
     """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
     averaged over every question of the release (a question missing from the run scores 0)."""
@@ -161,6 +169,7 @@ def evaluate(
 
     names = parse_metrics(metrics)
     existing_release(release)
+    check_writable_file(json_out, "--json")
     ranking = read_trec_run(run)
     if not ranking:
         fail(f"{run}: holds no ranked documents")
@@ -168,9 +177,12 @@ def evaluate(
         results = evaluate_run(ranking, release, names, threshold, split)
     except (ValueError, OSError) as e:
         fail(str(e))
+    if emit_json({"release": str(release), "run": str(run), "threshold": threshold, "split": split, **results},
+                 json_out):
+        return
     for name, result in results["metrics"].items():
-        console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions "
-                      f"({result['in_run']:,} in the run)", highlight=False, markup=False)
+        results_console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions "
+                              f"({result['in_run']:,} in the run)", highlight=False, markup=False)
     if results["ignored_run_queries"]:
         console.print(f"{results['ignored_run_queries']:,} run query ids are no question of the release: ignored",
                       highlight=False, markup=False)

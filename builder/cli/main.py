@@ -13,7 +13,7 @@ from builder.cli import release as release_commands
 from builder.cli import analysis as analysis_commands
 from builder.cli import stages as stage_commands
 from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
-from generation.progress import console
+from generation.progress import results
 
 app = new_app("Regenerate, package, validate and publish the Researchy Questions sub-question judgments.")
 
@@ -37,10 +37,10 @@ def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage w
         table.add_column(column)
     for stage, path, rows in written:
         table.add_row(stage, str(path.relative_to(out)), f"{rows:,}" if rows is not None else "")
-    console.print(table)
-    console.print("\n[bold]Next:[/]")
+    results.print(table)
+    results.print("\nNext, from this folder (each line runs as printed; the publish line is a dry run):", style="bold")
     for line in next_steps(out):
-        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+        results.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
 
 
 guard_commands(app)

@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, run_stage
+from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, notice, run_stage
 from builder.release.expectations import ExpectationError
-from generation.progress import console
+from generation.progress import results
 from generation.storage import MARKER, OwnershipError, claim_folder
 
 app = new_app("Release commands: build-release, validate, publish.")
@@ -41,9 +41,9 @@ def build_release_command(
         shards_revision=shards_revision))
     for split, stats in summary.stats.items():
         levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
-        console.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
+        results.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
     parquet = sum(p.suffix == ".parquet" for p in summary.files)
-    console.print(f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels "
+    results.print(f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels "
                   "files)", highlight=False, markup=False)
 
 
@@ -72,7 +72,7 @@ def validate(
     failed = [c for c in report.checks if not c.ok]
     if failed:
         fail(f"{len(failed)} of {len(report.checks)} checks failed: " + "; ".join(c.name for c in failed))
-    console.print(f"all {len(report.checks)} checks passed")
+    results.print(f"all {len(report.checks)} checks passed")
 
 
 @app.command()
@@ -85,13 +85,15 @@ def publish(
     private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
     yes: bool = typer.Option(False, "--yes", help="really publish (default: a dry run)"),
 ) -> None:
-    """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login."""
+    """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login. Without
+    --yes, a dry run: it lists what would be sent, and works offline (then every file is listed)."""
     from builder.release.publish import PublishRefused, publish as run_publish
 
     existing_release(release)  # then publish checks the repo id before its full validate
     try:
         run_publish(release, repo, tag, revision, create_pr, yes,
-                    say=lambda line: console.print(line, highlight=False, markup=False), private=private)
+                    say=lambda line: results.print(line, highlight=False, markup=False, soft_wrap=True),
+                    private=private, notice=notice)
     except PublishRefused as e:
         fail(str(e))
 

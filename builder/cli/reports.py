@@ -1,15 +1,23 @@
-"""What the CLI and the demo both print: the stages' summary lines, and tables for agreement, simulation, validation."""
+"""What the CLI and the demo both print, on stdout (`results`): the stages' summary lines, and tables for agreement,
+simulation, validation; and `emit_json`, the `--json PATH` (`-` for stdout) of plan, simulate, evaluate, agreement."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import typer
 from rich.table import Table
 from rich.text import Text
 
-from generation.progress import console
+from generation.progress import console, results
+
+JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout instead of the table"
 
 
 def print_agreement(result: dict) -> None:
     coverage = result["coverage"]
-    console.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only in B",
+    results.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only "
+                  "in B",
                   highlight=False)
     table = Table(title="agreement (A vs B)")
     for column in ("measure", "value", "95% interval"):
@@ -17,7 +25,7 @@ def print_agreement(result: dict) -> None:
     for name, value in result["measures"].items():
         low, high = result.get("confidence_95", {}).get(name, (None, None))
         table.add_row(name, f"{value:.3f}", Text(f"[{low:.3f}, {high:.3f}]") if low is not None else "")
-    console.print(table)
+    results.print(table)
     levels = result["confusion"]["levels"]
     matrix = Table(title="confusion (rows A, columns B)")
     matrix.add_column("A \\ B")
@@ -25,25 +33,25 @@ def print_agreement(result: dict) -> None:
         matrix.add_column(str(lv), justify="right")
     for lv, row in zip(levels, result["confusion"]["rows_a_columns_b"]):
         matrix.add_row(str(lv), *(f"{v:,}" for v in row))
-    console.print(matrix)
+    results.print(matrix)
     binary = ", ".join(f">={t}: {v['agreement']:.3f} (kappa {v['kappa']:.3f})" for t, v in result["binary"].items())
-    console.print(f"binary agreement at each threshold: {binary}", highlight=False, markup=False)
+    results.print(f"binary agreement at each threshold: {binary}", highlight=False, markup=False)
     if "system_ranking" in result:
-        console.print(f"system ranking Kendall tau: {result['system_ranking']['kendall_tau']}")
+        results.print(f"system ranking Kendall tau: {result['system_ranking']['kendall_tau']}")
 
 
-def print_simulation(results: dict, questions: int, repeats: int, threshold: int) -> None:
-    budgets = sorted(next(iter(results.values())))
+def print_simulation(by_policy: dict, questions: int, repeats: int, threshold: int) -> None:
+    budgets = sorted(next(iter(by_policy.values())))
     for metric in ("precision", "recall", "alpha_ndcg@10"):
         table = Table(title=f"{metric} by budget ({questions} questions, {repeats} seeded repeats, relevant = level "
                             f">= {threshold}; mean +- 95% interval half-width)")
         table.add_column("policy")
         for b in budgets:
             table.add_column(f"{b:.0%}", justify="right")
-        for policy, by_budget in results.items():
+        for policy, by_budget in by_policy.items():
             table.add_row(policy, *(f"{by_budget[b][metric]['mean']:.3f}\u00b1{by_budget[b][metric]['high'] - by_budget[b][metric]['mean']:.3f}"
                                     for b in budgets))
-        console.print(table, width=max(console.width, 40 + 14 * len(budgets)))
+        results.print(table, width=max(results.width, 40 + 14 * len(budgets)))  # on a terminal too
 
 
 def print_validation(report) -> None:
@@ -54,7 +62,7 @@ def print_validation(report) -> None:
         mark = Text("ok", style="green") if check.ok else Text("FAIL", style="bold red")
         examples = "\n".join(str(e) for e in check.examples) or check.note
         table.add_row(mark, Text(check.name), f"{check.failures:,}" if check.failures else "", Text(examples))
-    console.print(table)
+    results.print(table)
 
 
 def report_retrieve(summary, profile, out) -> str:
@@ -117,11 +125,53 @@ def report_import(summary, profile, out) -> str:
                else "") + f" -> {out}")
 
 
+def limited_run_notice(stage) -> str:
+    return (f"judge --limit {stage.limit}: a smoke test, the first {stage.limit:,} pairs of the shard -> {stage.out} "
+            "(beside --out, never in it; no release reads these files)")
+
+
+def report_limited_judge(summary, profile, out) -> str:
+    folder = summary.outputs[0].parent if summary.outputs else out
+    of = f" of the shard's {summary.shard_pairs:,}" if summary.shard_pairs else ""
+    return (f"LIMITED RUN (judge --limit {summary.limit}): the first {summary.pairs or summary.limit:,} pairs{of}, a "
+            f"smoke test, not a shard of the full run\n" + report_judge(summary, profile, folder))
+
+
 REPORTS = {"questions": report_questions, "corpus": report_corpus, "index": report_index, "retrieve": report_retrieve,
            "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge,
-           "import-labels": report_import}
+           "import-labels": report_import, "judge-limited": report_limited_judge}
 
 
 def stage_report(summary, profile, out) -> str:
     """The line a stage's command prints when it ends: what it did, with the numbers that matter for it."""
     return REPORTS[summary.stage](summary, profile, out)
+
+
+def emit_json(data, target: Path | None) -> bool:
+    """`data` as JSON into the file `target`, or onto stdout when `target` is `-`: True then, and the caller prints
+    no table, so stdout is one JSON document a script can parse."""
+    if target is None:
+        return False
+    text = json.dumps(data, indent=1)
+    if str(target) == "-":
+        typer.echo(text)
+        return True
+    target.write_text(text + "\n")
+    console.print(f"-> {target}", highlight=False, markup=False, soft_wrap=True)
+    return False
+
+
+def print_profile(name: str, profile) -> None:
+    """The profile's file byte for byte on stdout (so `> mine.yaml` is a profile to edit); where it is on stderr."""
+    from generation.profiles import profile_path
+
+    path = profile_path(name)
+    console.print(f"{path}: a valid profile (config hash {profile.config_hash()})", highlight=False, markup=False,
+                  soft_wrap=True)
+    typer.echo(path.read_text(encoding="utf-8"), nl=False)
+
+
+def print_reference() -> None:
+    from generation.profile_reference import profile_reference
+
+    typer.echo(profile_reference(), nl=False)

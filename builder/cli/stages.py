@@ -12,12 +12,12 @@ import typer
 from rich.text import Text
 
 from builder.cli.import_labels import import_labels_command
-from builder.cli.reports import stage_report
+from builder.cli.reports import JSON_HELP, emit_json, stage_report
 from builder.cli.support import (NUM_SHARDS, PROFILE, SHARD, Policy, check_folder_arg, check_writable_file, fail,
-                                 guard_commands, new_app, positive, profile_of, run_stage, shard_of)
+                                 guard_commands, new_app, notice, positive, profile_of, run_stage, shard_of)
 from generation.errors import InputError
-from generation.profiles import bundled_profiles, load_profile, profile_path
-from generation.progress import console
+from generation.profiles import bundled_profiles, load_profile
+from generation.progress import console, results
 from generation.shards import ShardError
 from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_table
 from generation.stages.budgeted import BudgetedJudgeStage
@@ -30,12 +30,12 @@ app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool,
 
 
 def say(line: str) -> None:
-    console.print(line, highlight=False, markup=False)
+    results.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def report_skipped(summary: StageSummary) -> None:
     if summary.skipped:
-        say("shard already complete under this config: skipped (delete its _done record to redo it)")
+        notice("shard already complete under this config: skipped (delete its _done record to redo it)")
 
 
 def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
@@ -90,7 +90,7 @@ def corpus(
         path, rows = write_url_map(out)
         say(f"url-hash map: {rows:,} entries -> {path}")
     except ShardError:
-        say("url-hash map: waiting for the other corpus shards")
+        notice("url-hash map: waiting for the other corpus shards")
 
 
 @app.command()
@@ -146,8 +146,17 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy) -> Stage:
-    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs)."""
+def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit) -> Stage:
+    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test."""
+    if limit is not None:
+        from builder.cli.reports import limited_run_notice
+        from generation.stages.limited import limited_judge_stage
+
+        if budget is not None:
+            raise typer.BadParameter("a smoke test of the full judge: leave out --budget", param_hint="--limit")
+        stage = limited_judge_stage(profile, out, subquestions, candidates, index, limit)
+        notice(limited_run_notice(stage))
+        return stage
     if budget is not None:
         positive("--budget", budget, upper=1)
         return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy.value)
@@ -164,6 +173,9 @@ stage_command(REGISTRY["pool"], {})
 stage_command(REGISTRY["judge"], {
     "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
     "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
+    "limit": (Optional[int], typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
+                                                            "pairs of the shard, into OUT.limit-N beside --out (files "
+                                                            "limited-judgments-*, which no release reads)")),
 }, make=make_judge_stage)
 app.command(name="import-labels")(import_labels_command(execute))
 
@@ -179,17 +191,20 @@ def plan(
     utilisation: Optional[float] = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
                                                 "calibration's measured figures"),
     calibration: Optional[Path] = typer.Option(None, help="scripts/bench_gpu.py's calibration file (default: the "
-                                               "bundled H100 reference of issue 23)"),
+                                               "bundled reference, measured on an H100)"),
     rerank_tokens: float = typer.Option(2800, min=1, help="reranker tokens per document assumed for the rerank rows"),
     tokens_per_word: Optional[float] = typer.Option(None, help="judge tokens per word of web text assumed for the "
-                                                    "paper-scale row (default: 2900/2048, issue 15's figure)"),
+                                                    "paper-scale row (default: 2900/2048, about 2,900 Llama-3 tokens "
+                                                    "for 2,048 words of ClueWeb22 text)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
     from generation.judging.calibration import CalibrationError
-    from generation.judging.costing import costing_for, plan_table
+    from generation.judging.costing import costing_for, plan_json, plan_table
     from generation.plan import LLAMA3_TOKENS_PER_WORD, measure
 
     positive("--utilisation", utilisation, upper=1)
+    check_writable_file(json_out, "--json")
     config = profile_of(profile)
     try:
         costing, stand_ins = costing_for(config, calibration, utilisation)
@@ -198,21 +213,31 @@ def plan(
     result = run_stage("measuring prompts", "pairs", lambda advance: measure(
         config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
     table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
+    planned = {**plan_json(result, costing, config, config.rerank.depth, rerank_tokens),
+               "inputs": {"subquestions": str(subquestions), "candidates": str(candidates), "index": str(index)}}
+    planned["notes"] = stand_ins + planned["notes"]
+    if emit_json(planned, json_out):
+        return
     for line in result.notes() + stand_ins + costing_notes:
         say(line)
-    console.print(table)
+    results.print(table)
 
 
 @app.command()
-def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path")) -> None:
-    """List the bundled profiles, or validate and print one."""
+def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path"),
+             reference: bool = typer.Option(False, "--reference", help="print every key a profile may hold, with "
+                                            "its type, default and meaning (Markdown)")) -> None:
+    """List the bundled profiles, or validate one and print its file as it is (`profiles paper > mine.yaml`, edit,
+    then `--profile mine.yaml`)."""
+    from builder.cli.reports import print_profile, print_reference
+
+    if reference:
+        return print_reference()
     if name is None:
         for bundled in bundled_profiles():
             say(f"{bundled:10} {load_profile(bundled).description}")
         return
-    profile = profile_of(name)
-    say(f"# {profile_path(name)} (config hash {profile.config_hash()})")
-    say(profile_path(name).read_text())
+    print_profile(name, profile_of(name))
 
 
 @app.command()
@@ -228,6 +253,8 @@ def slurm(
     time: Optional[str] = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
     gpu_hours: Optional[float] = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
                                                          "task gets its share, plus a margin"),
+    from_plan: Optional[Path] = typer.Option(None, help="judge: the GPU-hours from `plan --json FILE` for the same "
+                                                        "profile and folders, at the profile's precision"),
     gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
     venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
     write: Optional[Path] = typer.Option(None, help="write the sbatch file here instead of printing it"),
@@ -238,8 +265,10 @@ def slurm(
     from generation.executors.slurm import SlurmError, sbatch_script
 
     try:
+        if sum(x is not None for x in (time, gpu_hours, from_plan)) > 1:
+            fail("give one of --time, --gpu-hours and --from-plan")
         script = sbatch_script(stage, num_shards, list(arguments or []), time=time, gpu_hours=gpu_hours,
-                               gpus_per_task=gpus_per_task, venv=venv)
+                               gpus_per_task=gpus_per_task, venv=venv, from_plan=from_plan)
     except SlurmError as e:
         fail(str(e))
     if write is None:

@@ -1,19 +1,24 @@
-"""What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `guard_commands` (an
-error from bad input becomes that one line, never a traceback), argument checks, and `new_app`."""
+"""What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
+`guard_commands` (an error from bad input becomes that one line, never a traceback; help reads as English), argument
+checks, and `new_app`."""
 from __future__ import annotations
 
 import functools
 import os
+import typing
 from enum import Enum
 from pathlib import Path
 
 import click
 import typer
 from rich.text import Text
+from typer.core import TyperCommand
 from typer.exceptions import TyperException
+from typer.models import ArgumentInfo, OptionInfo
 
 from generation import __version__
 from generation.docstore import MissingDocument, NotAnIndex
+from generation.executors.errors import ClusterError
 from generation.errors import InputError
 from generation.stages.index import IndexBuildError
 from generation.java import JavaError
@@ -33,6 +38,10 @@ def new_app(help: str) -> typer.Typer:
                        rich_markup_mode=None, context_settings=HELP)
 
 
+def notice(message: str) -> None:
+    console.print(message, highlight=False, markup=False, soft_wrap=True)
+
+
 def fail(message: str) -> None:
     text = Text("error: ", style="bold red")
     text.append(str(message))
@@ -43,7 +52,7 @@ def fail(message: str) -> None:
 # Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the
 # file (and line): the guard prints the message alone.
 KNOWN_ERRORS = (InputError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable, OwnershipError,
-                MissingDocument, NotAnIndex)
+                MissingDocument, NotAnIndex, ClusterError)
 
 
 def describe(error: BaseException) -> str:
@@ -87,9 +96,65 @@ def guarded(callback):
 
 def guard_commands(typer_app: typer.Typer) -> typer.Typer:
     for command in typer_app.registered_commands:
+        name_metavars(command.callback)
+        if command.cls in (None, TyperCommand):
+            command.cls = PlainCommand
         if not getattr(command.callback, "__wrapped__", None):
             command.callback = guarded(command.callback)
     return typer_app
+
+
+# -- help that reads as English: `--out PATH`, `RELEASE`, not typer's `<path>`, `{release}`, `<list[Path]>` ----------
+METAVARS = {Path: "PATH", int: "N", float: "NUMBER", str: "TEXT"}
+
+
+def metavar_of(annotation) -> str | None:
+    """PATH, N, NUMBER, TEXT or [a|b|c] for an option's type (a list: its items' type; a flag: none)."""
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is not None and arguments:
+        return metavar_of(arguments[0])
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return "[" + "|".join(str(m.value) for m in annotation) + "]"
+    return METAVARS.get(annotation)
+
+
+def name_metavars(callback) -> None:
+    hints = typing.get_type_hints(callback) if not hasattr(callback, "__signature__") else {}
+    for name, parameter in inspect_parameters(callback):
+        info, annotation = parameter.default, hints.get(name, parameter.annotation)
+        if isinstance(info, ArgumentInfo) and info.metavar is None:
+            info.metavar = name.upper()
+        elif isinstance(info, OptionInfo) and info.metavar is None and annotation is not bool:
+            info.metavar = metavar_of(annotation)
+
+
+def inspect_parameters(callback):
+    import inspect
+
+    return inspect.signature(callback).parameters.items()
+
+
+class PlainCommand(TyperCommand):
+    """Usage `researchy-subq validate [OPTIONS] RELEASE` and argument rows `RELEASE  what it is`, as click writes
+    them, instead of typer's `{release}` and `release <path>`."""
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or param.name.upper()
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+        return pieces
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
+        arguments = [(p.metavar or p.name.upper(), getattr(p, "help", None) or "") for p in params
+                     if p.param_type_name == "argument"]
+        options = [record for p in params if p.param_type_name != "argument" and (record := p.get_help_record(ctx))]
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 def version_callback(value: bool) -> None:

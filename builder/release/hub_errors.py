@@ -12,6 +12,10 @@ class PublishRefused(RuntimeError):
     pass
 
 
+class HubUnreachable(PublishRefused):
+    """The Hub was not reached at all (offline mode, no network): a dry run can still plan without it."""
+
+
 WHAT_TO_DO = {
     401: "the token is missing, invalid or expired: set HF_TOKEN or run `hf auth login`",
     403: "the token may not write to {repo}: use a token with write access to its namespace",
@@ -34,12 +38,12 @@ def hub_errors(repo: str, step: str):
     try:
         yield
     except OfflineModeIsEnabled:
-        raise PublishRefused(f"{step}: HF_HUB_OFFLINE is set; unset it to reach the Hub") from None
+        raise HubUnreachable(f"{step}: HF_HUB_OFFLINE is set; unset it to reach the Hub") from None
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
         hint = WHAT_TO_DO.get(status, "see the Hub's message; run again once it is resolved").format(repo=repo)
         server = one_line(getattr(e, "server_message", "") or str(e).splitlines()[0])
         raise PublishRefused(f"{step}: HTTP {status} from the Hub ({server}): {hint}") from None
     except (httpx2.TransportError, ConnectionError) as e:
-        raise PublishRefused(f"{step}: cannot reach the Hub ({type(e).__name__}: {one_line(e)}): check the network "
+        raise HubUnreachable(f"{step}: cannot reach the Hub ({type(e).__name__}: {one_line(e)}): check the network "
                              "and HF_ENDPOINT") from None

@@ -1,16 +1,19 @@
 """`publish`: check the repo id, validate, plan against the Hub, then one commit (with `parent_commit`) and a
-tag. A dry run unless told otherwise. Files already on the Hub with the same content are not uploaded again;
+tag. A dry run unless told otherwise; a dry run that cannot reach the Hub (offline) still validates and lists every
+file, saying that it could not compare them with the Hub. Files already on the Hub with the same content are not
+uploaded again;
 an existing tag is refused before anything is written; a missing branch is created from main. The token
 comes from HF_TOKEN or the stored login, through huggingface_hub, and is never printed."""
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from builder.release.hub_errors import PublishRefused, hub_errors
+from builder.release.hub_errors import HubUnreachable, PublishRefused, hub_errors
 from builder.release.imported import imported_line
 from builder.release.layout import data_files
 from generation.shards import sha256_file
@@ -32,9 +35,12 @@ class PublishPlan:
     create_pr: bool = False
     create_branch: bool = False  # the revision is a branch to create from main's head
     private: bool = False
+    offline: str | None = None  # why the Hub was not asked: the plan lists every file, as for a new repository
 
     def describe(self) -> list[str]:
-        if self.parent_commit is None:
+        if self.offline:
+            where = "not compared with the Hub (offline): every file is listed; those already there would not be sent"
+        elif self.parent_commit is None:
             where = f"new {'private' if self.private else 'public'} repository: create it"
         else:
             where = f"parent commit {self.parent_commit}"
@@ -133,8 +139,16 @@ def plan_publish(release: Path, api, repo: str, revision: str = "main", tag: str
     return plan
 
 
+def offline_plan(release: Path, repo: str, revision: str, tag: str | None, create_pr: bool, private: bool,
+                 reason: str) -> PublishPlan:
+    """What a dry run can say without the Hub: every file of the release, as for a new repository."""
+    return PublishPlan(repo, revision, None, uploads=release_files(release), tag=tag, create_pr=create_pr,
+                       private=private, offline=reason)
+
+
 def publish(release: Path, repo: str, tag: str | None = None, revision: str = "main", create_pr: bool = False,
-            yes: bool = False, api=None, say: Callable[[str], None] = print, private: bool = False) -> PublishPlan:
+            yes: bool = False, api=None, say: Callable[[str], None] = print, private: bool = False,
+            notice: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> PublishPlan:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     from builder.release.validate import validate
@@ -149,7 +163,13 @@ def publish(release: Path, repo: str, tag: str | None = None, revision: str = "m
     if yes:
         with hub_errors(repo, "checking the token"):
             api.whoami()
-    plan = plan_publish(release, api, repo, revision, tag, create_pr, private)
+    try:
+        plan = plan_publish(release, api, repo, revision, tag, create_pr, private)
+    except HubUnreachable as e:
+        if yes:
+            raise
+        notice(f"dry run without the Hub: {e}")
+        plan = offline_plan(release, repo, revision, tag, create_pr, private, str(e))
     for line in plan.describe():
         say(line)
     if not yes:

@@ -51,11 +51,13 @@ class VllmReranker:
 
 
 def judge_engine_args(model: str, config) -> dict:
-    """`vllm.LLM` arguments for the judge. Log-probabilities stay vLLM's default, "raw_logprobs" (taken over the
-    full vocabulary before `allowed_token_ids` masks it), the same quantity the transformers backend returns."""
-    args = {"model": model, "tensor_parallel_size": config.tensor_parallel_size, "dtype": config.dtype,
-            "max_model_len": config.max_model_len, "enable_prefix_caching": config.enable_prefix_caching,
-            "seed": 0}
+    """`vllm.LLM` arguments for the judge: the profile's `judge.engine_args` as given, then the judge section's own
+    keys (a profile cannot give one twice: generation/profiles.py refuses it). Log-probabilities stay vLLM's default,
+    "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
+    transformers backend returns."""
+    args = {**config.engine_args, "model": model, "tensor_parallel_size": config.tensor_parallel_size,
+            "dtype": config.dtype, "max_model_len": config.max_model_len,
+            "enable_prefix_caching": config.enable_prefix_caching, "seed": 0}
     if config.quantization:
         args["quantization"] = config.quantization
     return args
@@ -86,7 +88,7 @@ class VllmJudgeBackend:
     def __init__(self, model: str, config):
         from vllm import LLM
 
-        self.llm = LLM(**judge_engine_args(model, config), **platform_engine_args())
+        self.llm = LLM(**{**platform_engine_args(), **judge_engine_args(model, config)})  # the profile's win
 
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
         from vllm import SamplingParams

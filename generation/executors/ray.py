@@ -7,6 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from generation.executors.errors import ClusterError
+from generation.executors.stall import StallWatch, describe_ray_job
+from generation.shards import Shard
+
 
 class ChunkActor:
     """A Ray Data actor: the work of one shard, rebuilt from its recipe, and a worker to run its chunks."""
@@ -17,7 +21,8 @@ class ChunkActor:
 
         arguments = dict(arguments)
         profile = Profile.model_validate_json(arguments.pop("profile_json"))
-        stage = stage_class(profile, Path(arguments.pop("out")), **{k: Path(v) for k, v in arguments.items()})
+        stage = stage_class(profile, Path(arguments.pop("out")),
+                            **{k: Path(v) if isinstance(v, str) else v for k, v in arguments.items()})
         stage.check_inputs()
         self.work = stage.chunk_work(Shard(shard_index, shard_count))
         self.worker = self.work.make_worker(backend)
@@ -42,7 +47,7 @@ class RayExecutor:
         needed = self.gpus_per_worker * min(self.workers, 1)
         have = ray.cluster_resources().get("GPU", 0.0)
         if needed > have:
-            raise RuntimeError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
+            raise ClusterError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
                                f"cluster has {have:g}; start Ray on GPU nodes (`ray start --head --num-gpus N`), or "
                                "set judge.device: cpu / fewer ray_workers")
 
@@ -56,10 +61,13 @@ class RayExecutor:
             ChunkActor, batch_size=1, concurrency=self.workers, num_gpus=self.gpus_per_worker,
             fn_constructor_kwargs={"stage_class": stage_class, "arguments": arguments, "shard_index": shard_index,
                                    "shard_count": shard_count, "backend": self.backend})
-        done = 0
-        for batch in dataset.iter_batches(batch_size=1):
-            rows = int(batch["rows"][0])
-            done += rows
-            if progress is not None:
-                progress(rows)
+        done, finished = 0, 0
+        label = Shard(shard_index, shard_count).label
+        with StallWatch(lambda: describe_ray_job(self, label, len(pending), finished)) as watch:
+            for batch in dataset.iter_batches(batch_size=1):
+                rows, finished = int(batch["rows"][0]), finished + 1
+                done += rows
+                watch.beat()
+                if progress is not None:
+                    progress(rows)
         return done

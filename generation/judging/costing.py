@@ -181,3 +181,30 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes
 
+
+def precision_of(profile) -> str:
+    """The precision a profile's judge runs at, as the plan's rows name it: fp8 when it quantizes to fp8, else bf16."""
+    return "fp8" if profile.judge.quantization == "fp8" else "bf16"
+
+
+def plan_json(plan: Plan, costing: Costing, profile, rerank_depth: int,
+              rerank_tokens: float = RERANK_TOKENS_ASSUMED) -> dict:
+    """`plan --json`: the table's rows as numbers, the notes, and the profile they were made for (`slurm judge
+    --from-plan` checks the judge config hash against its job and takes the row at the profile's precision)."""
+    from dataclasses import asdict
+
+    from generation.stages.judge import JudgeStage
+
+    judged, notes = judge_rows(plan, costing)
+    reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
+
+    def as_dict(row: CostRow, stage: str) -> dict:
+        return {"stage": stage, **asdict(row), "hours": row.hours, "node_rate": row.node_rate}
+
+    return {"profile": {"name": profile.name, "judge_config_hash": JudgeStage.config_hash(profile),
+                        "precision": precision_of(profile)},
+            "judge": costing.judge.name, "reranker": costing.reranker.name, "mode": costing.mode,
+            "device": costing.calibration.device, "pairs": plan.pairs, "subquestions": plan.subquestions,
+            "sampled": plan.sampled, "tokenizer": plan.tokenizer, "tokenizer_stand_in": plan.stand_in,
+            "notes": plan.notes() + notes + rerank_notes,
+            "rows": [as_dict(r, "judge") for r in judged] + [as_dict(r, "rerank") for r in reranked]}

@@ -1,0 +1,66 @@
+"""The demo as a new user meets it (issue 20): `researchy-subq demo` run as `make demo` runs it, then every command it
+printed, its `$ researchy-subq ...` step lines and its "Next" lines, pasted into bash in a fresh environment (no venv
+activated, nothing on PATH but the system's, offline), each of which must run as printed. Its results (the steps, the
+tables, the next steps) are on stdout and its progress bars on stderr."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT = Path(sys.executable).with_name("researchy-subq")
+
+
+def fresh_environment(home: Path) -> dict:
+    """A new shell's environment: the system's PATH only, no VIRTUAL_ENV, offline. PYTHONPATH stays when set: it is
+    how this test process itself finds the kit's source (a worktree beside an editable install)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LANG": "C.UTF-8"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    here = tmp_path_factory.mktemp("new-user")
+    done = subprocess.run([str(KIT), "demo", "--out", "demo-output"], cwd=here, env=fresh_environment(here),
+                          capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return here, done
+
+
+def printed_commands(stdout: str) -> tuple[list[str], list[str]]:
+    lines = stdout.splitlines()
+    steps = [line[2:] for line in lines if line.startswith("$ ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Next, from this folder"))
+    following = [line.strip() for line in lines[start + 1:] if line.strip()]
+    return steps, following
+
+
+def test_every_printed_command_runs_as_printed_in_a_fresh_shell(demo):
+    here, done = demo
+    steps, following = printed_commands(done.stdout)
+    assert len(steps) >= 15 and len(following) == 3
+    assert all(line.split()[0] == str(KIT) for line in steps), "the venv's executable, not a bare researchy-subq"
+    assert "--profile demo-output/profiles/demo-64-words.yaml" in next(s for s in steps if "judgments-64-words" in s)
+    for line in steps + following:
+        run = subprocess.run(["bash", "-c", line], cwd=here, env=fresh_environment(here), capture_output=True,
+                             text=True, timeout=1200)
+        assert run.returncode == 0, f"$ {line}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+        if " publish " in line:
+            assert "dry run: nothing was sent" in run.stdout and "dry run without the Hub" in run.stderr
+        if " validate " in line:
+            assert run.stdout.rstrip().endswith("checks passed")
+        if " -c " in line:
+            assert "DatasetDict" in run.stdout
+
+
+def test_the_demo_prints_results_on_stdout_and_progress_on_stderr(demo):
+    here, done = demo
+    assert "researchy-subq demo: what was written under demo-output" in done.stdout
+    assert "stand-in" in done.stdout and "Next, from this folder" in done.stdout
+    assert "STAND-IN" in done.stderr and "Next" not in done.stderr and "$ " not in done.stderr
+    assert not any("…" in line for line in done.stdout.splitlines()), "no cell cut when piped"
