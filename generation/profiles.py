@@ -302,3 +302,25 @@ def load_profile(name_or_path: str | Path) -> Profile:
             value = "" if err["type"] in {"missing", "extra_forbidden", "value_error"} else f" (got {err.get('input')!r})"
             problems.append(f"{path}: key {key}: {message}{value}")
         raise ProfileError("\n".join(problems)) from None
+
+
+def judge_overrides(profile: Profile, backend: str | None = None, endpoint: str | None = None,
+                    concurrency: int | None = None) -> Profile:
+    """The profile with the judge's backend, server endpoint or concurrency given on the command line. An endpoint
+    for a profile without an `openai` section makes one (request shape `completions`: the kit's own token ids)."""
+    judge = profile.judge.model_dump()
+    if backend is not None:
+        judge["backend"] = backend
+    if endpoint is not None or concurrency is not None:
+        server = judge.get("openai") or {}
+        if endpoint is not None:
+            server = {"request_shape": "completions", **server, "endpoint": endpoint}
+        if concurrency is not None:
+            server["concurrency"] = concurrency
+        judge["openai"] = server
+    if judge == profile.judge.model_dump():
+        return profile
+    try:
+        return profile.model_copy(update={"judge": JudgeConfig.model_validate(judge)})
+    except ValidationError as e:
+        raise ValueError("; ".join(f"judge.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None

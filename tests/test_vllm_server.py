@@ -156,3 +156,54 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
     assert len(set(zip(table["subq_id"].to_pylist(), table["docid"].to_pylist()))) == table.num_rows
     assert set(table["status"].to_pylist()) == {"ok"}
     assert json.loads(json.dumps(summary.statuses)) == {"ok": summary.pairs}
+
+
+def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_release(server, model, small_pipeline,
+                                                                                    tmp_path):
+    """The paper's judge section on the served model, from the command line: `judge --backend openai --endpoint`,
+    then `build-release` and `validate`; and the same shard through `--export-batch`, a real `vllm run-batch` and
+    `--import-batch`, which gives the served run's rows."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from builder.cli.main import app
+
+    data = small_pipeline["profile"].model_dump()
+    data["name"] = "paper-served"
+    data["judge"] = {**load_profile("paper").judge.model_dump(), "backend": "vllm", "model": str(model),
+                     "dtype": "float32", "max_model_len": MAX_MODEL_LEN, "context_words": 256, "chunk_size": 64,
+                     "openai": {"endpoint": "http://127.0.0.1:1/v1", "request_shape": "chat"}}
+    profile = tmp_path / "paper-served.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    inputs = ["--subquestions", small_pipeline["questions"], "--candidates", small_pipeline["candidates"],
+              "--index", small_pipeline["index"]]
+
+    def cli(*args):
+        result = CliRunner().invoke(app, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "served", "--backend", "openai",
+        "--endpoint", server.endpoint)
+    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--export-batch", tmp_path / "batch")
+    run = subprocess.run([sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i",
+                          str(tmp_path / "batch" / "requests-00000.jsonl"), "-o", str(tmp_path / "batch" / "out.jsonl"),
+                          *engine_flags(model, MAX_MODEL_LEN)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--import-batch",
+        tmp_path / "batch" / "out.jsonl")
+
+    def rows(folder):
+        table = pq.read_table(next(folder.glob("judgments-*.parquet")))
+        return sorted((r["subq_id"], r["docid"], r["level"], r["status"], r["raw"].strip(), r["context_cut_by_tokens"])
+                      for r in table.to_pylist())
+
+    served = rows(tmp_path / "served")
+    assert served == rows(tmp_path / "batched") and len(served) > 100
+    assert {r[3] for r in served} == {"ok"}
+    # the served run is the vllm profile judged through `--backend openai`: its own config hash, its own release
+    served_profile = tmp_path / "served.yaml"
+    served_profile.write_text(yaml.safe_dump({**data, "judge": {**data["judge"], "backend": "openai"}}))
+    cli("build-release", "--profile", served_profile, "--judgments", tmp_path / "served", "--questions",
+        small_pipeline["questions"], "--out", tmp_path / "release")
+    assert "all" in cli("validate", tmp_path / "release")

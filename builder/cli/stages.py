@@ -132,7 +132,7 @@ def stage_command(stage_class: type[Stage], options: dict[str, tuple[type, objec
         check_folder_arg(out, "--out")
         if before is not None:
             before(profile)
-        stage = make(profile, out, **values) if make else stage_class(profile, out, **values)
+        stage = make(profile, out, shard=shard, **values) if make else stage_class(profile, out, **values)
         say(stage_report(execute(stage, shard), profile, out))
 
     command.__signature__ = inspect.Signature(params)
@@ -146,8 +146,19 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit) -> Stage:
-    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test."""
+def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit, backend, endpoint,
+                     concurrency, export_batch, import_batch, batch_manifest, shard) -> Stage:
+    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test; with
+    --export-batch the shard's missing pairs as OpenAI Batch request files, with --import-batch their results."""
+    from generation.profiles import judge_overrides
+
+    try:
+        profile = judge_overrides(profile, backend, endpoint, concurrency)
+    except ValueError as e:
+        fail(str(e))
+    if export_batch is not None or import_batch:
+        return batch_stage(profile, out, subquestions, candidates, index, export_batch, import_batch, batch_manifest,
+                           shard, budget is not None or limit is not None)
     if limit is not None:
         from builder.cli.reports import limited_run_notice
         from generation.stages.limited import limited_judge_stage
@@ -170,12 +181,51 @@ stage_command(REGISTRY["retrieve"], {"threads": (Optional[int], typer.Option(
     None, min=1, help="search threads (default: the profile's)"))})
 stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
 stage_command(REGISTRY["pool"], {})
+def batch_stage(profile, out, subquestions, candidates, index, export_batch, import_batch, manifest, shard,
+                other_mode: bool) -> Stage:
+    from generation.stages.judge_batch import BatchImportJudgeStage, export_shard
+
+    if other_mode or (export_batch is not None and import_batch):
+        fail("--export-batch and --import-batch judge the whole shard, one at a time: leave out --budget, --limit "
+             "and the other batch option")
+    if export_batch is not None:
+        check_folder_arg(export_batch, "--export-batch")
+        stage = REGISTRY["judge"](profile, out, subquestions, candidates, index)
+        manifest = export_shard(stage, shard, export_batch)
+        files = ", ".join(f["name"] for f in manifest["files"]) or "none"
+        say(f"batch export: {manifest['pairs']:,} requests ({manifest['request_shape']}, {manifest['url']}) in "
+            f"{len(manifest['files'])} files ({files}), {len(manifest['not_exported']):,} prompts over the budget "
+            f"recorded -> {export_batch}/manifest.json")
+        raise typer.Exit(0)
+    for path in import_batch:
+        if not path.is_file():
+            fail(f"{path}: no such result file")
+    manifest = manifest or next((folder / "manifest.json" for folder in (import_batch[0].parent,
+                                 import_batch[0].parent.parent) if (folder / "manifest.json").is_file()), None)
+    if manifest is None:
+        fail(f"no manifest.json beside {import_batch[0]} or in its parent folder: pass --batch-manifest, the "
+             "manifest.json --export-batch wrote")
+    return BatchImportJudgeStage(profile, out, subquestions, candidates, index, import_batch, manifest)
+
+
 stage_command(REGISTRY["judge"], {
     "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
     "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
     "limit": (Optional[int], typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
                                                             "pairs of the shard, into OUT.limit-N beside --out (files "
                                                             "limited-judgments-*, which no release reads)")),
+    "backend": (Optional[str], typer.Option(None, help="the judge backend, instead of the profile's: transformers, "
+                                                       "vllm, ray, openai, bi-encoder")),
+    "endpoint": (Optional[str], typer.Option(None, help="backend openai: the server's API base URL, e.g. "
+                                                        "http://gpu-node:8000/v1 (instead of the profile's)")),
+    "concurrency": (Optional[int], typer.Option(None, min=1, help="backend openai: requests in flight")),
+    "export_batch": (Optional[Path], typer.Option(None, help="write the shard's pairs still missing as OpenAI Batch "
+                                                             "request files (and manifest.json) into this folder")),
+    "import_batch": (Optional[List[Path]], typer.Option(None, help="result file of those requests (`vllm run-batch` "
+                                                                   "output, OpenAI Batch output or error file); "
+                                                                   "repeat for several")),
+    "batch_manifest": (Optional[Path], typer.Option(None, help="the export's manifest.json (default: beside the "
+                                                               "first result file, or in its parent folder)")),
 }, make=make_judge_stage)
 app.command(name="import-labels")(import_labels_command(execute))
 

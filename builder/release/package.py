@@ -56,11 +56,25 @@ def judge_precision(profile: Profile) -> str:
     return profile.judge.dtype
 
 
+WITHHELD_ENDPOINT = "http://endpoint.withheld"
+
+
+def withhold_endpoint(profile: Profile) -> Profile:
+    """The profile as a release publishes it: an `openai` server's address (an internal host) replaced; it is not in
+    the config hash, so the profile hash stays the judgments' own."""
+    server = profile.judge.openai
+    if server is None:
+        return profile
+    judge = profile.judge.model_copy(update={"openai": server.model_copy(update={"endpoint": WITHHELD_ENDPOINT})})
+    return profile.model_copy(update={"judge": judge})
+
+
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
                     shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
     profile, judges = release_profile(judgments, profile_name)
+    profile = withhold_endpoint(profile)
     imported = import_record(judgments)
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
@@ -73,7 +87,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         " (stand-in: MiniLM bi-encoder cosine)" if profile.rerank.backend == "bi-encoder" else f" ({profile.rerank.backend})")
     context = {
         "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
-        "judge": judge, "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
+        "judge": judge, "server_template": any("request shape chat" in j for j in judges), "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
         "reranker": reranker, "judge_precision": judge_precision(profile), "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
                                          "text": prompt.render("{question}", "{context}")},
         "differences": differences(profile, imported), "binary_threshold": binary_threshold(profile),

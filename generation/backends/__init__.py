@@ -13,6 +13,7 @@ JUDGE_BACKENDS = {
     "transformers": "generation.backends.hf:make_judge",
     "vllm": "generation.backends.vllm_adapter:make_judge",
     "bi-encoder": "generation.backends.biencoder:make_judge",
+    "openai": "generation.backends.openai_server:make_judge",
 }
 RERANK_BACKENDS = {
     "transformers": "generation.backends.hf:make_scorer",

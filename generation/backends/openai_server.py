@@ -349,7 +349,8 @@ class OpenAIServerBackend:
 
 
 def describe(server: OpenAIServer, model: str) -> str:
-    return f"{server.served_model or model} (openai {server.request_shape} at {server.endpoint})"
+    """The judge as completion records, the card and the manifest name it: never the endpoint (an internal host)."""
+    return f"{server.served_model or model} (openai server, request shape {server.request_shape})"
 
 
 def make_judge(config, tokenizer=None):

@@ -79,8 +79,13 @@ def describe(config: JudgeConfig) -> str:
         from generation.backends.biencoder import STAND_IN_NOTE
 
         return f"{config.model} ({STAND_IN_NOTE})"
-    backend = f"ray x{config.ray_workers} over {config.ray_backend}" if config.backend == "ray" else config.backend
-    return f"{config.model} ({backend}, prompt {config.prompt}, mode {config.mode})"
+    model, backend = config.model, config.backend
+    if config.backend == "ray":
+        backend = f"ray x{config.ray_workers} over {config.ray_backend}"
+    elif config.backend == "openai":  # never the endpoint: records, the card and the manifest name the judge
+        model = config.openai.served_model or config.model
+        backend = f"openai server, request shape {config.openai.request_shape}"
+    return f"{model} ({backend}, prompt {config.prompt}, mode {config.mode})"
 
 
 class ShardJob:
@@ -137,16 +142,23 @@ class ShardJob:
             self._docs = DocStore(self.stage.inputs["index"])
         return self._docs
 
+    def chunk(self, k: int) -> list[dict]:
+        return self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
+
+    def write_chunk(self, k: int, rows) -> None:
+        """Chunk k's judgment rows, written atomically: from then on its pairs are judged."""
+        with ParquetSink(self.chunk_path(k), NAME) as sink:
+            sink.write_rows(rows)
+
     def run_chunk(self, k: int, judge: Judge) -> int:
-        rows = self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
+        rows = self.chunk(k)
         if self.config.prompt == "r3a" and self._auxiliary is None:
             self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
         aux = self._auxiliary or {}
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
-        with ParquetSink(self.chunk_path(k), NAME) as sink:
-            sink.write_rows(judgment_row(r, g) for r, g in zip(rows, grades))
+        self.write_chunk(k, (judgment_row(r, g) for r, g in zip(rows, grades)))
         return len(rows)
 
     def merge(self, summary: StageSummary) -> dict:

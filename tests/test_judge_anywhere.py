@@ -1,0 +1,148 @@
+"""The judge stage through a served model and through OpenAI Batch files, end to end on the sample's pairs, against
+the loopback stand-in server (tests/openai_standin.py; the real `vllm serve` / `vllm run-batch` run in
+tests/test_vllm_server.py under `make test-vllm`)."""
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from builder.cli.main import app
+from generation.profiles import load_profile
+from generation.shards import Shard
+from generation.stages.judge import run_judge
+from generation.stages.judge_batch import IncompleteShard, BatchImportJudgeStage, export_shard
+from generation.stages import REGISTRY
+from openai_standin import StandIn
+from test_batch_files import run_batch_on
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def standin():
+    server = StandIn()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def server_profile(tmp_path, small_pipeline, chat_llama):
+    """The small pipeline's profile with the paper's prompt on the tiny chat Llama, served as `standin-judge`."""
+    data = small_pipeline["profile"].model_dump()
+    paper = load_profile("paper").judge.model_dump()
+    data["judge"] = {**paper, "backend": "openai", "model": str(chat_llama), "max_model_len": 512, "context_words": 120,
+                     "chunk_size": 16, "openai": {"endpoint": "http://127.0.0.1:9/v1", "request_shape": "chat",
+                                                  "served_model": "standin-judge", "retry_backoff_s": 0.01}}
+    data["name"] = "served"
+    path = tmp_path / "served.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def folders(small_pipeline):
+    return [small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"]]
+
+
+def rows(folder):
+    table = pq.read_table(next(folder.glob("judgments-*.parquet")))
+    return sorted(table.to_pylist(), key=lambda r: (r["subq_id"], r["docid"]))
+
+
+def cli(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def judge_args(profile, small_pipeline, out, *more):
+    q, c, i = folders(small_pipeline)
+    return ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]
+
+
+def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pipeline, server_profile, standin):
+    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint,
+                                   "--concurrency", 8))
+    assert code == 0, output
+    judged = rows(tmp_path / "served")
+    assert judged and all(r["status"] == "ok" and r["level"] is not None for r in judged)
+    record = json.loads(next((tmp_path / "served" / "_done").glob("judgments-*.json")).read_text())
+    assert record["extra"]["judge"] == ("standin-judge (openai server, request shape chat, prompt crux-paper, "
+                                        "mode generate)")  # the endpoint is not in it
+    code, output = cli("build-release", "--profile", server_profile, "--judgments", tmp_path / "served", "--questions",
+                       small_pipeline["questions"], "--out", tmp_path / "release")
+    assert code == 0, output
+    manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    assert standin.endpoint not in json.dumps(manifest), "the server's address is not published"
+    assert manifest["profile"]["judge"]["openai"]["endpoint"] == "http://endpoint.withheld"
+    card = (tmp_path / "release" / "README.md").read_text()
+    assert "server applied its own chat template" in card and standin.endpoint not in card
+    code, output = cli("validate", tmp_path / "release", "--no-load")
+    assert code == 0, output
+
+
+def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, small_pipeline, server_profile, standin):
+    profile = load_profile(server_profile)
+    q, c, i = folders(small_pipeline)
+    served = profile.model_copy(update={"judge": profile.judge.model_copy(update={
+        "openai": profile.judge.openai.model_copy(update={"endpoint": standin.endpoint})})})
+    run_judge(served, q, c, i, tmp_path / "served")
+
+    out, first = tmp_path / "batched", tmp_path / "round1"
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--export-batch", first))
+    assert code == 0, output
+    manifest = json.loads((first / "manifest.json").read_text())
+    assert manifest["pairs"] == len(rows(tmp_path / "served")) and manifest["request_shape"] == "chat"
+    run_batch_on(standin, first / "requests-00000.jsonl", first / "all.jsonl")
+    lines = (first / "all.jsonl").read_text().splitlines()
+    (first / "results.jsonl").write_text("\n".join(lines[:-5]) + "\n")  # five answers lost on the way
+
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl"))
+    assert code == 1 and "still lack a grade" in output
+    assert "missing 5" in " ".join(output.split())
+    assert not list(out.glob("judgments-*.parquet")), "an incomplete import is not a shard"
+
+    second = tmp_path / "round2"
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--export-batch", second))
+    assert code == 0, output
+    again = [json.loads(line)["custom_id"] for line in (second / "requests-00000.jsonl").read_text().splitlines()]
+    assert again == [json.loads(line)["custom_id"] for line in lines[-5:]], "only the missing pairs are exported"
+    run_batch_on(standin, second / "requests-00000.jsonl", second / "results.jsonl")
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl",
+                                   "--import-batch", second / "results.jsonl", "--batch-manifest", first / "manifest.json"))
+    assert code == 0, output
+    assert rows(out) == rows(tmp_path / "served")
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl"))
+    assert code == 0 and "already complete" in output  # importing again changes nothing
+
+
+def test_results_of_another_profile_are_refused(tmp_path, small_pipeline, server_profile, standin):
+    q, c, i = folders(small_pipeline)
+    profile = load_profile(server_profile)
+    manifest = export_shard(REGISTRY["judge"](profile, tmp_path / "a", q, c, i), Shard(),
+                            tmp_path / "requests")
+    run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "results.jsonl")
+    other = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 60})})
+    stage = BatchImportJudgeStage(other, tmp_path / "b", q, c, i, [tmp_path / "results.jsonl"],
+                                  tmp_path / "requests" / "manifest.json")
+    with pytest.raises(ValueError, match="exported under another judge: profile_hash"):
+        stage.run()
+    assert manifest["pairs"] > 0
+
+
+def test_an_incomplete_import_keeps_what_it_graded(tmp_path, small_pipeline, server_profile, standin):
+    q, c, i = folders(small_pipeline)
+    profile = load_profile(server_profile)
+    export_shard(REGISTRY["judge"](profile, tmp_path / "out", q, c, i), Shard(),
+                 tmp_path / "requests")
+    run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "all.jsonl")
+    lines = (tmp_path / "all.jsonl").read_text().splitlines()
+    (tmp_path / "part.jsonl").write_text("\n".join(lines[:20]) + "\n")
+    stage = BatchImportJudgeStage(profile, tmp_path / "out", q, c, i, [tmp_path / "part.jsonl"],
+                                  tmp_path / "requests" / "manifest.json")
+    with pytest.raises(IncompleteShard, match="still lack a grade"):
+        stage.run()
+    chunks = next((tmp_path / "out").glob("judgments-*.chunks"))
+    written = sum(pq.read_metadata(p).num_rows for p in chunks.glob("chunk-*.parquet"))
+    waiting = pq.read_metadata(chunks / "batch-imported.parquet").num_rows
+    assert written == 16 and waiting == 4  # chunk 0 whole (16 pairs), 4 graded pairs of chunk 1 wait
