@@ -194,7 +194,8 @@ class DerivedConfigs:
 
     def close(self, summary: ReleaseSummary) -> None:
         for split, writers, docs in zip(self.splits, self.writers, self.docs):
-            writers["corpus-ids"].write(docs.table())
+            for table in docs.tables():
+                writers["corpus-ids"].write(table)
             for name, writer in writers.items():
                 summary.files += writer.close()
                 summary.rows.setdefault(name, {})[split] = writer.rows

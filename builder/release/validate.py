@@ -91,8 +91,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     questions, index = scan_topics(release, splits, files, checks)
     scans, complexity = scan_judgments(release, splits, files, index, profile, checks)
     for code, split in enumerate(splits):
-        find_duplicates(release, split, files, index, scans[split].keys[:scans[split].filled], checks["unique"])
-        scans[split].keys = None
+        find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
         rows, printed = scan_qrels(release, split, files, index, code, checks)
         if (rows, printed) != (scans[split].graded, scans[split].graded_print):
             checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from builder.analysis.complexity import ComplexityAccumulator, add_columns
 from builder.analysis.complexity import summary as complexity_summary
 from builder.release.layout import CONFIGS, PARTITIONS
+from builder.release.spill import KeyRuns
 from builder.release.stats import Batch, SplitStats
 from builder.analysis.topic_index import MISSING, TopicIndex, mix, string_hashes
 from generation.profiles import Complexity, Profile
@@ -120,8 +121,7 @@ def read_all(paths: list[Path], columns: list[str] | None, check, release: Path,
 @dataclass
 class SplitScan:
     stats: SplitStats
-    keys: np.ndarray | None = None  # 64-bit (subq_id, docid) key per judgment, filled batch by batch
-    filled: int = 0
+    keys: KeyRuns = field(default_factory=KeyRuns)  # 64-bit (subq_id, docid) key per judgment, spilled to disk
     graded: int = 0
     graded_print: int = 0  # sum of mix(subq, doc, level) over graded judgments, mod 2^64
 
@@ -176,7 +176,6 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
         scan = scans[split] = SplitScan(SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum())))
-        scan.keys = np.empty(sum(pq.ParquetFile(p).metadata.num_rows for p in files.of("judgments", split)), np.uint64)
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
             name = path.relative_to(release)
@@ -210,9 +209,7 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                 for column, n in nan_count(table, "judgments").items():
                     checks["nan"].fail(f"{name}: {n} NaN in {column}", n)
                 document = string_hashes(table["docid"])
-                keys = mix(subquestion, document)[: len(scan.keys) - scan.filled]
-                scan.keys[scan.filled: scan.filled + len(keys)] = keys
-                scan.filled += len(keys)
+                scan.keys.add(mix(subquestion, document))
                 if not known.all():
                     table, question, subquestion, document = (table.filter(pa.array(known)), question[known],
                                                               subquestion[known], document[known])
@@ -250,11 +247,10 @@ def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, co
     return rows, printed
 
 
-def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: np.ndarray, check) -> None:
-    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass).
-    `keys` is sorted in place: 8 bytes a judgment, the one part of validate's memory that follows the rows."""
-    keys.sort()
-    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
+def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: KeyRuns, check) -> None:
+    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass). The
+    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (builder/release/spill.py)."""
+    repeated = keys.repeated()
     if len(repeated) == 0:
         return
     seen: dict[tuple, int] = {}
