@@ -34,6 +34,11 @@ def subtopics(subquestions: pa.Table) -> pa.Table:
     """subq_id -> its 1-based position among its question's sub-questions, in the subquestions table's order
     (the order of `gpt4_decomposition.subquestions`); a question's rows need not be contiguous."""
     codes = pc.dictionary_encode(subquestions["qid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    return pa.table({"subq_id": subquestions["subq_id"], "subtopic": pa.array(subtopic_numbers(codes), pa.int32())})
+
+
+def subtopic_numbers(codes: np.ndarray) -> np.ndarray:
+    """Per row, its 1-based position among the rows of the same question code, in row order."""
     order = np.argsort(codes, kind="stable")
     ordered = codes[order]
     index = np.arange(len(codes))
@@ -41,7 +46,7 @@ def subtopics(subquestions: pa.Table) -> pa.Table:
         else index
     number = np.empty(len(codes), np.int32)
     number[order] = index - starts + 1
-    return pa.table({"subq_id": subquestions["subq_id"], "subtopic": pa.array(number, pa.int32())})
+    return number
 
 
 def binary_qrels(rows: pa.Table, threshold: int) -> pa.Table:

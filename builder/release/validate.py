@@ -14,11 +14,15 @@ import yaml
 from pydantic import ValidationError
 
 from builder.release.expectations import load_expectations
-from builder.release.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
+from builder.release.card import PLOT, STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.release.imported import CHECK as IMPORT_CHECK, check_import
 from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
 from builder.release.trec import compare_trec_qrels
 from builder.release.package import MANIFEST
+from builder.release.configs import binary_threshold
+from builder.release.rederive import Rederivation
+from builder.release.validate_card import check_figures, check_plot, check_prompt
+from builder.release.validate_derived import DerivedPrints, check_derived
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
                                    scan_judgments, scan_qrels, scan_topics, split_summaries)
 from generation.profiles import Profile
@@ -89,7 +93,9 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
     questions, index = scan_topics(release, splits, files, checks)
-    scans, complexity = scan_judgments(release, splits, files, index, profile, checks)
+    prints = DerivedPrints(splits, binary_threshold(profile))
+    scans, complexity = scan_judgments(release, splits, files, index, profile, checks,
+                                       Rederivation(manifest, profile, report), prints)
     for code, split in enumerate(splits):
         find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
         rows, printed = scan_qrels(release, split, files, index, code, checks)
@@ -97,6 +103,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
             checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
                                  "judgments (subq_id, docid, level) of the split")
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
+    check_derived(release, splits, files, index, questions, scans, prints, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
@@ -262,6 +269,10 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
                         *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
         if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
+    check_prompt(body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256"))
+    check_figures(release, rows, splits, body, data, report.check(
+        "the card's configs table, download sizes and byte counts equal the data"))
+    check_plot(release, stats, report.check(f"{PLOT} draws the data's level counts"))
     loads = report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features")
     if not load or data is None:
         loads.note = "skipped" if not load else "no YAML"

@@ -27,8 +27,8 @@ from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144
-JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "level", "status", "source", "context_cut_by_tokens", "bm25_rank",
-                    "rerank_rank", "clicked", "expected", "probs"]
+JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "source", "context_cut_by_tokens",
+                    "bm25_rank", "rerank_rank", "clicked", "expected", "probs", "extract_verbatim"]
 FLOAT_COLUMNS = {"judgments": ("expected", "probs"), "questions": ("answerable_share", "completeness", "clicked"),
                  "subquestions": (), "qrels": ()}
 
@@ -167,7 +167,9 @@ def scan_topics(release: Path, splits: list[str], files: Readable, checks: dict)
 
 
 def scan_judgments(release: Path, splits: list[str], files: Readable, index: TopicIndex, profile: Profile | None,
-                   checks: dict) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+                   checks: dict, rederive=None, derived=None) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+    """The one pass over the judgment files; `rederive` (builder/release/rederive.py) sees every batch, `derived`
+    (builder/release/validate_derived.py) its rows of known sub-questions."""
     settings = profile.complexity if profile is not None else Complexity()
     pool = profile.pool if profile is not None else None
     complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
@@ -179,7 +181,11 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
             name = path.relative_to(release)
+            offset = 0
             for table in batches(path, JUDGMENT_COLUMNS, checks["readable"], release):
+                if rederive is not None:
+                    rederive.add(table, offset)
+                offset += table.num_rows
                 question = index.question_positions(table["qid"])
                 subquestion = index.subquestion_positions(table["subq_id"])
                 for values, column in ((question, "qid"), (subquestion, "subq_id")):
@@ -216,10 +222,14 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                 scan.stats.add(Batch(table, question, subquestion, document,
                                      pool.bm25_top if pool else None, pool.rerank_top if pool else None))
                 complexity.add(question, subquestion, document, table["level"])
+                if derived is not None:
+                    derived.add(code, subquestion, document, table["level"], table["url_hash"])
                 graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
                 scan.graded += int(graded.sum())
                 scan.graded_print = (scan.graded_print + fingerprint(
                     subquestion[graded], document[graded], table["level"].drop_null().to_numpy(zero_copy_only=False))) % 2**64
+            if rederive is not None:
+                rederive.end_file(name)
     return scans, complexity
 
 
