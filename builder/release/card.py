@@ -19,6 +19,7 @@ PLOT_COUNTS = "researchy-subq:level-counts"  # PNG text chunk: the counts the pl
 STATS_BEGIN, STATS_END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
 LICENSE = "cdla-permissive-2.0"  # Researchy Questions' licence, which the judgments derive from
 SOURCE_DATASET = "corbyrosset/researchy_questions"
+PRETTY_NAME = "Researchy Questions sub-question judgments"
 
 
 def template_text() -> str:
@@ -137,7 +138,7 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
 
 
 def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
-    data = card_data(rows, splits, "Researchy Questions sub-question judgments", Path(out), context.pop("features"))
+    data = card_data(rows, splits, PRETTY_NAME, Path(out), context.pop("features"))
     published = [c.name for c in published_configs(rows, splits)]
     card = DatasetCard.from_template(data, template_str=template_text(), statistics=stats_markdown(stats),
                                      configs=config_rows(rows, splits), splits=splits, fields=field_tables(published),

@@ -54,6 +54,8 @@ class Check:
 class Report:
     release: Path
     checks: list[Check] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)  # what the data gives: split -> statistics (as the manifest states them)
+    rows: dict = field(default_factory=dict)  # config -> split -> rows
 
     def check(self, name: str) -> Check:
         self.checks.append(Check(name))
@@ -108,6 +110,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
     rows = data_rows(files, splits)
+    report.stats, report.rows = stats, rows
     _check_manifest_numbers(release, manifest, profile, rows, stats, report)
     _check_card(release, manifest, rows, stats, splits, report, load)
     check_import(release, manifest, stats, [p for s in splits for p in files.of("judgments", s)],

@@ -89,8 +89,14 @@ def check_plot(release: Path, stats: dict, check) -> None:
         drawn = json.loads(text.get(PLOT_COUNTS, "null"))
     except json.JSONDecodeError:
         drawn = "unreadable"
-    if drawn != json.loads(json.dumps(plot_counts(stats), sort_keys=True)):
-        check.fail(f"{PLOT}: draws the counts {drawn} (its {PLOT_COUNTS!r} chunk), the data gives {plot_counts(stats)}")
+    data = plot_counts(stats)
+    if drawn != json.loads(json.dumps(data, sort_keys=True)):
+        drawn = drawn if isinstance(drawn, dict) else {}
+        differ = [f"{split} {level}: {(drawn.get(split) or {}).get(level)} drawn, {n:,} in the data"
+                  for split, counts in data.items() for level, n in counts.items()
+                  if (drawn.get(split) or {}).get(level) != n]
+        check.fail(f"{PLOT}: its {PLOT_COUNTS!r} chunk states other counts than the data's: {'; '.join(differ[:3])}"
+                   + (f" ({len(differ)} differ)" if len(differ) > 3 else ""))
         return
     if matplotlib.__version__ not in text.get("Software", ""):
         check.note = f"{PLOT} drawn by {text.get('Software')!r}, not this matplotlib {matplotlib.__version__}: " \

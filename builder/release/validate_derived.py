@@ -75,18 +75,71 @@ def check_derived(release, splits: list[str], files: Readable, index: TopicIndex
         binary = _qrels_like(release, files.of("qrels-binary", split), "query-id", index, checks["qrels-binary"],
                              lambda t, subq, path: _binary_rows(t, path, checks["qrels-binary"], release))
         if binary != (scan.graded, prints.binary[code]):
-            checks["qrels-binary"].fail(f"qrels-binary/{split}: {binary[0]:,} rows that are not the {scan.graded:,} "
-                                        f"graded judgments with score = level >= {prints.threshold}")
+            _locate(release, files.of("qrels", split), files.of("qrels-binary", split), "query-id",
+                    lambda score: (score >= prints.threshold).astype(np.int64), checks["qrels-binary"],
+                    f"{binary[0]:,} rows that are not the {scan.graded:,} graded judgments with score = level >= "
+                    f"{prints.threshold}")
         diverse = _qrels_like(release, files.of("diversity-qrels", split), "subq_id", index, checks["diversity-qrels"],
                               lambda t, subq, path: _diversity_rows(t, subq, path, index, numbers,
                                                                     checks["diversity-qrels"], release))
         if diverse != (scan.graded, scan.graded_print):
-            checks["diversity-qrels"].fail(f"diversity-qrels/{split}: {diverse[0]:,} rows that are not the "
-                                           f"{scan.graded:,} graded judgments (subq_id, corpus-id, score)")
+            _locate(release, files.of("qrels", split), files.of("diversity-qrels", split), "subq_id", lambda s: s,
+                    checks["diversity-qrels"], f"{diverse[0]:,} rows that are not the {scan.graded:,} graded "
+                                               "judgments (subq_id, corpus-id, score)")
         _queries(release, split, code, files, index, subq_split, checks["queries"])
         in_split = questions.filter(pc.equal(questions["release_split"], split))
         _corpus_ids(release, split, files, clicked_urls(in_split), prints.documents[code], prints.pairs[code],
                     checks["corpus-ids"])
+
+
+def _rows(paths, columns, check, release):
+    """(file, position of the batch's first row in it, batch) over the files in order."""
+    for path in paths:
+        offset = 0
+        for table in batches(path, columns, check, release):
+            yield path, offset, table
+            offset += table.num_rows
+
+
+def _aligned(left, right):
+    """Batches of `right` with the same rows of `left` (both `_rows` streams), position by position."""
+    left, buffer = iter(left), None
+    for path, offset, table in right:
+        pieces, need = [], table.num_rows
+        while need:
+            if buffer is None or buffer.num_rows == 0:
+                following = next(left, None)
+                if following is None:
+                    return
+                buffer = following[2]
+            take = min(need, buffer.num_rows)
+            pieces.append(buffer.slice(0, take))
+            buffer, need = buffer.slice(take), need - take
+        yield path, offset, pa.concat_tables(pieces), table
+
+
+def _locate(release, qrels_paths, paths, subq_column, score_of, check, summary: str) -> None:
+    """A derived qrels config whose fingerprint differs from the judgments': its rows are compared position by
+    position with the qrels (checked against the judgments; build-release writes both from the same batches in
+    the same order) to name the first differing row and count them."""
+    count, first = 0, None
+    stream = _aligned(_rows(qrels_paths, None, check, release), _rows(paths, None, check, release))
+    for path, offset, qrels, table in stream:
+        score = qrels["score"].fill_null(-1).to_numpy(zero_copy_only=False)
+        stated = table["score"].fill_null(-1).to_numpy(zero_copy_only=False)
+        bad = ~pc.equal(qrels["query-id"], table[subq_column]).to_numpy(zero_copy_only=False) \
+            | ~pc.equal(qrels["corpus-id"], table["corpus-id"]).to_numpy(zero_copy_only=False) | (score_of(score) != stated)
+        if bad.any() and first is None:
+            row = int(np.flatnonzero(bad)[0])
+            first = (f"{path.relative_to(release)}: row {offset + row} ({subq_column} {table[subq_column][row]}, "
+                     f"corpus-id {table['corpus-id'][row]}, score {stated[row]}) is not the graded judgment at that "
+                     f"position ({qrels['query-id'][row]}, {qrels['corpus-id'][row]}, level {score[row]})")
+        count += int(bad.sum())
+    names = sorted({str(p.relative_to(release).parent) for p in paths}) or ["(no files)"]
+    if first:
+        check.fail(f"{first}; {count:,} rows differ ({summary})", max(count, 1))
+    else:
+        check.fail(f"{', '.join(names)}: {summary}")
 
 
 def _qrels_like(release, paths, subq_column, index, check, per_batch) -> tuple[int, int]:
@@ -129,29 +182,36 @@ def _diversity_rows(table, subquestion, path, index, numbers, check, release) ->
                        f"{int(bad.sum()):,} rows)", int(bad.sum()))
 
 
-def _text_print(release, paths, id_column, index, check) -> tuple[int, int, np.ndarray]:
-    rows, printed, positions = 0, 0, []
-    for path in paths:
-        for table in batches(path, [id_column, "text"], check, release):
-            subquestion = index.subquestion_positions(table[id_column])
-            positions.append(subquestion)
-            rows += table.num_rows
-            printed = (printed + int(np.sum(mix(subquestion, string_hashes(table["text"])), dtype=np.uint64))) % 2**64
-    return rows, printed, np.concatenate(positions) if positions else np.zeros(0, np.int64)
-
-
 def _queries(release, split, code, files, index, subq_split, check) -> None:
-    expected = _text_print(release, files.of("subquestions", split), "subq_id", index, check)
-    found = _text_print(release, files.of("queries", split), "_id", index, check)
-    unknown = found[2] == MISSING
-    if unknown.any():
-        check.fail(f"queries/{split}: {int(unknown.sum()):,} _id values are no sub-question", int(unknown.sum()))
-    other = ~unknown & (subq_split[np.where(unknown, 0, found[2])] != code)
-    if other.any():
-        check.fail(f"queries/{split}: {int(other.sum()):,} sub-questions of another split", int(other.sum()))
-    if found[:2] != expected[:2]:
-        check.fail(f"queries/{split}: {found[0]:,} rows that are not the split's {expected[0]:,} sub-questions with "
-                   "their text (subquestions)")
+    """Every row's text is its sub-question's (8 bytes of text hash per sub-question), every sub-question of the
+    split is there once."""
+    text = np.zeros(len(index.subq_question), np.uint64)
+    expected = 0
+    for _, _, table in _rows(files.of("subquestions", split), ["subq_id", "text"], check, release):
+        subquestion = index.subquestion_positions(table["subq_id"])
+        known = subquestion != MISSING
+        text[subquestion[known]] = string_hashes(table["text"])[known]
+        expected += int(known.sum())
+    rows, known_rows, seen, first, wrong = 0, 0, KeyRuns(), None, 0
+    for path, offset, table in _rows(files.of("queries", split), ["_id", "text"], check, release):
+        subquestion = index.subquestion_positions(table["_id"])
+        known = subquestion != MISSING
+        where = np.where(known, subquestion, 0)
+        bad = ~known | (subq_split[where] != code) | (text[where] != string_hashes(table["text"]))
+        if bad.any() and first is None:
+            row = int(np.flatnonzero(bad)[0])
+            why = "is no sub-question" if not known[row] else "is a sub-question of another split" \
+                if subq_split[where[row]] != code else "has another text than its sub-question"
+            first = f"{path.relative_to(release)}: row {offset + row} (_id {table['_id'][row]}) {why}"
+        wrong += int(bad.sum())
+        seen.add(subquestion[known])
+        rows, known_rows = rows + table.num_rows, known_rows + int(known.sum())
+    if wrong:
+        check.fail(f"{first} ({wrong:,} rows)", wrong)
+    listed, _ = distinct(seen)
+    if listed != expected or known_rows != listed:
+        check.fail(f"queries/{split}: {rows:,} rows for {listed:,} of the split's {expected:,} sub-questions "
+                   "(each once)")
 
 
 def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_pairs: KeyRuns, check) -> None:
@@ -182,5 +242,6 @@ def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_p
     if n_listed != rows:
         check.fail(f"corpus-ids/{split}: {rows - n_listed:,} docids listed more than once", rows - n_listed)
     if (rows, printed) != (n_pairs, pairs_print):
-        check.fail(f"corpus-ids/{split}: {rows:,} rows that are not the {n_documents:,} distinct judged documents "
-                   "with their url_hash")
+        names = ", ".join(str(p.relative_to(release)) for p in files.of("corpus-ids", split)) or f"corpus-ids/{split}"
+        check.fail(f"{names}: {rows:,} (docid, url_hash) rows that are not the {n_documents:,} distinct judged "
+                   "documents with their url_hash")
