@@ -30,6 +30,10 @@ class InputError(ValueError):
                 "error": self.message}
 
 
+class ArgumentError(ValueError):
+    """A command-line value a library function refuses (named with its option), e.g. `--split ../x`."""
+
+
 class Rejects:
     """Where bad records go. With `stop`, the first one raises unless a path is given; without it,
     each is counted by reason (and written to the path when there is one) and the run goes on."""

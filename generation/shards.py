@@ -135,6 +135,18 @@ class ShardLock:
             self.path.unlink(missing_ok=True)
 
 
+def read_record(path: Path, what: str, remedy: str) -> dict:
+    """A JSON object the kit wrote (a marker, a record), or a ShardError naming the file, what it should be and
+    what to do."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ShardError(f"{path}: not a valid {what} ({str(e).splitlines()[0][:120]}); {remedy}") from None
+    if not isinstance(data, dict):
+        raise ShardError(f"{path}: not a valid {what} (a JSON {type(data).__name__}, not an object); {remedy}")
+    return data
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -261,10 +273,13 @@ def stage_files(folder: str | Path, name: str, config_hash: str | None = None, f
                if f"{name}-{Shard(i, expected).label}" not in done]
     if missing:
         raise ShardError(f"{folder}: {len(missing)} of {expected} {name} shards are not complete, e.g. {missing[0]}")
+    from generation.input_fingerprints import warn_changed  # it reads completion records: imported here, not above
+
     for path in files:
         record_path = folder / DONE_DIR / f"{path.stem}.json"
         record = Completion.read(record_path)
         verify(path, record, record_path, full)
+        warn_changed(path, record)
         if config_hash is not None and record.config_hash != config_hash:
             raise ShardError(f"{path}: made under config {record.config_hash} of the profile sections "
                              f"{'+'.join(sections)}, this run's profile gives {config_hash} (another "

@@ -53,7 +53,9 @@ class ComplexityAccumulator:
         """Arrays per question position; questions without any judgment are masked by `judged`."""
         n = len(self.subquestions_of)
         k = self.subquestions_of.astype(np.float64)
-        answered = np.bincount(self.subq_question[self.answered], minlength=n)
+        # a sub-question of no known question (validate reports it) counts for none
+        known = self.subq_question[self.answered]
+        answered = np.bincount(known[known >= 0], minlength=n)
         pairs = np.concatenate(self._pairs) if self._pairs else np.empty(0, dtype=PAIR)
         keys, first, where = np.unique(pairs["key"], return_index=True, return_inverse=True)
         m = np.bincount(where, weights=np.concatenate(self._counts) if self._counts else None,

@@ -14,7 +14,7 @@ from typer.exceptions import TyperException
 
 from generation import __version__
 from generation.docstore import MissingDocument, NotAnIndex
-from generation.errors import InputError
+from generation.errors import ArgumentError, InputError
 from generation.stages.index import IndexBuildError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
@@ -42,8 +42,8 @@ def fail(message: str) -> None:
 
 # Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the
 # file (and line): the guard prints the message alone.
-KNOWN_ERRORS = (InputError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable, OwnershipError,
-                MissingDocument, NotAnIndex)
+KNOWN_ERRORS = (InputError, ArgumentError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable,
+                OwnershipError, MissingDocument, NotAnIndex)
 
 
 def describe(error: BaseException) -> str:

@@ -335,6 +335,20 @@ def _load_every_config(release: Path, rows: dict, splits: list[str], loads: Chec
                 loads.note = message
 
 
+def previous_shares(release: Path, check: Check) -> dict:
+    """split -> level -> share stated by a previous release's manifest; what it lacks is a report line."""
+    try:
+        stated = json.loads((release / MANIFEST).read_text()).get("stats")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        check.fail(f"--against {release}: {MANIFEST} is not readable ({e})")
+        return {}
+    if not isinstance(stated, dict):
+        check.fail(f"--against {release}: {MANIFEST} states no statistics")
+        return {}
+    return {split: s["level_share"] for split, s in stated.items()
+            if isinstance(s, dict) and isinstance(s.get("level_share"), dict)}
+
+
 def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Path | None, report: Report) -> None:
     bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
     unparsed = report.check("unparsed ('Other') share under its bound")
@@ -347,9 +361,11 @@ def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Pat
     tolerance = float(bounds.get("tolerance", DEFAULT_TOLERANCE))
     reference = {}
     if against:
-        previous = json.loads((Path(against) / MANIFEST).read_text())["stats"]
-        reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s["level_share"].items()}
-                     for split, s in previous.items()}
+        previous = previous_shares(Path(against), shares)
+        reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s.items()} for split, s in previous.items()}
+        for split in sorted(set(stats) - set(previous)) if not bounds.get("levels") else ():
+            shares.fail(f"{split}: --against {against} has no {split} split (or no level shares for it): nothing to "
+                        "compare this split's shares with; give --expect bounds for it")
     too_small = [f"{split} ({s['judgments']:,} judgments)" for split, s in stats.items()
                  if s["judgments"] < bounds.get("min_judgments", 0)]
     for split, s in stats.items():
