@@ -77,14 +77,15 @@ def setup(w: Path) -> dict:
     rerank(small, q, w / "runs", w / "index", w / "runs")
     build_pool(small, q, w / "runs", w / "corpus", w / "candidates")
     run_judge(small, q, w / "candidates", w / "index", w / "judgments")
-    synthetic = synthesize(w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1)
+    synthetic = synthesize(w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1,
+                           unparsed_share=0.004)
     release = w / "release"
     package_release([synthetic["judgments"]], list(synthetic["questions"].values()), release, "paper",
                     repo="org/researchy-subq-judgments", rows_per_file=3000)
     paper = load_profile("paper")
     distribution = paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"})})
     judged = synthesize(w / "synthetic-distribution", subquestions=400, judgments=8_000, test_share=0.25, shards=2,
-                        seed=1, profile=distribution)
+                        seed=1, unparsed_share=0.004, profile=distribution)
     package_release([judged["judgments"]], list(judged["questions"].values()), w / "distribution-release",
                     distribution, repo="org/researchy-subq-judgments", rows_per_file=3000)
     first = pq.read_table(sorted((release / "data" / "judgments").glob("*/train-*.parquet"))[0]).slice(0, 3)
@@ -105,6 +106,8 @@ def classify(expected: str, code: int, output: str, exception) -> str:
         return "bare Aborted"
     if expected == "rejects":
         return "clear" if code == 0 and ("rejected" in flat or "malformed" in flat) else f"exit {code}"
+    if expected == "warning":  # accepted, saying what was assumed
+        return "clear" if code == 0 and "warning:" in flat else f"exit {code}" if code else "accepted without a word"
     if code == 0:
         return "accepted"
     lines = [line for line in output.strip().splitlines() if line.strip()]

@@ -181,6 +181,9 @@ def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, w
     summary = read_researchy([write_jsonl([bare, hub_record("6")], name="two.jsonl")], tmp_path / "q2",
                              rejects_path=tmp_path / "rejects.jsonl")
     assert (summary.questions, summary.rejected) == (1, 1)
+    code, output = cli("questions", "--input", write_jsonl([bare], name="one.jsonl"), "--out", tmp_path / "q3",
+                       "--rejects", tmp_path / "rejects3.jsonl")  # going on past bad records was asked for: said
+    assert code == 0 and "warning: no questions kept: all 1 records were rejected" in output, output
 
 
 def test_a_split_that_is_not_a_release_split(tmp_path, write_jsonl):

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
 from generation.provenance import admitted_by
+from generation.schema import JUDGMENT_STATUSES
 
 TOLERANCE = 1e-4  # |sum(probs) - 1| and |expected - sum p x level|: float32 storage is ~1e-7 off
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
@@ -70,6 +71,15 @@ class FileFindings:
 
 def as_numpy(column, fill) -> np.ndarray:
     return column.fill_null(fill).to_numpy(zero_copy_only=False)
+
+
+STATUS = {s: i for i, s in enumerate(JUDGMENT_STATUSES)}
+NOT_STAND_IN = -2  # a parsed code: the raw is not what the stand-in writes
+
+
+def status_codes(column) -> np.ndarray:
+    """Each row's status as its position in schema.JUDGMENT_STATUSES; -1 for anything else (null included)."""
+    return as_numpy(pc.index_in(column, value_set=pa.array(JUDGMENT_STATUSES)), -1).astype(np.int16)
 
 
 class Rederivation:
@@ -112,14 +122,15 @@ class Rederivation:
         if self.rule is None:
             return
         level = as_numpy(table["level"].cast(pa.int16()), -1)
-        status = table["status"]
-        ok = as_numpy(pc.equal(status, "ok"), False)
-        underivable = as_numpy(pc.is_in(status, value_set=pa.array(list(UNDERIVABLE))), False)
+        status = status_codes(table["status"])
+        ok, underivable = status == STATUS["ok"], np.isin(status, [STATUS[s] for s in UNDERIVABLE])
+        self.findings.add("level", f"a status that is none of {', '.join(JUDGMENT_STATUSES)}", status < 0, table,
+                          offset, lambda r: f"status {table['status'][r]}")
         self._scale(table, offset, level, ok, underivable)
         if self.rule == "distribution":
             self._distribution(table, offset, level, ok, underivable)
         else:
-            self._generate(table, offset, level, underivable)
+            self._generate(table, offset, level, status, underivable)
 
     def end_file(self, name: str) -> None:
         self.findings.flush(name)
@@ -135,48 +146,46 @@ class Rederivation:
         add("level", f"status {'/'.join(UNDERIVABLE)} with probabilities", underivable & has_probs, table, offset)
 
     def _parsed(self, raw: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row: the level (-1: none), status and second acceptable level (-1: none) its raw gives, each
-        distinct raw parsed once by the judge's own rule."""
+        """Per row: the level (-1: none), status code and second acceptable level (-1: none) its raw gives,
+        each distinct raw parsed once by the judge's own rule (NOT_STAND_IN: not a stand-in's raw)."""
         encoded = pc.dictionary_encode(raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw)
         values = encoded.dictionary.to_pylist() + [None]
         parsed = [self.cache.get(v) or self._parse(v) for v in values]
         if len(self.cache) < 100_000:
             self.cache.update(zip(values, parsed))
         codes = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
-        level, status, other = (np.array([p[i] for p in parsed], dtype=object if i == 1 else np.int16)[codes]
-                                for i in range(3))
-        return level, status, other
+        return tuple(np.array([p[i] for p in parsed], np.int16)[codes] for i in range(3))
 
-    def _parse(self, raw: str | None) -> tuple[int, str, int]:
+    def _parse(self, raw: str | None) -> tuple[int, int, int]:
         if self.rule == "stand-in":
             cosine = stand_in_cosine(raw)
             if cosine is None:
-                return -2, "not a stand-in judgment", -2
+                return NOT_STAND_IN, NOT_STAND_IN, NOT_STAND_IN
             cuts = self.profile.judge.cut_points or []
             low, high = (cut_level(cosine + d, cuts) for d in (-STAND_IN_ROUNDING, STAND_IN_ROUNDING))
-            return low, "ok", high
+            return low, STATUS["ok"], high
         parsed = self.prompt.parse(r3a_answer(raw) if self.prompt.id == "r3a" else raw)
         level = -1 if parsed.level is None else parsed.level
         # r3a: an ok grade whose extract is not in the document becomes not_verbatim (level null)
-        return level, parsed.status, (-1 if self.prompt.id == "r3a" and parsed.status == "ok" else level)
+        return level, STATUS[parsed.status], (-1 if self.prompt.id == "r3a" and parsed.status == "ok" else level)
 
-    def _generate(self, table, offset, level, underivable) -> None:
+    def _generate(self, table, offset, level, stored, underivable) -> None:
         add = self.findings.add
         expected, status, other = self._parsed(table["raw"])
         if self.rule == "stand-in":
-            add("level", "raw is not a stand-in judgment (stand-in bi-encoder cosine=...)", expected == -2, table, offset)
-        stored_status = np.asarray(table["status"].fill_null("null").to_pylist(), dtype=object)
-        r3a_cut = (other == -1) & (level == -1) & (stored_status == "not_verbatim") & (status == "ok")
+            add("level", "raw is not a stand-in judgment (stand-in bi-encoder cosine=...)", expected == NOT_STAND_IN,
+                table, offset)
+        r3a_cut = (other == -1) & (level == -1) & (stored == STATUS["not_verbatim"]) & (status == STATUS["ok"])
         in_range = (level >= np.minimum(expected, other)) & (level <= np.maximum(expected, other))
-        same = ((level == expected) | (in_range & (self.rule == "stand-in"))) & (stored_status == status)
-        bad = ~underivable & (expected != -2) & ~(same | r3a_cut)
+        same = ((level == expected) | (in_range & (self.rule == "stand-in"))) & (stored == status)
+        bad = ~underivable & (expected != NOT_STAND_IN) & ~(same | r3a_cut)
         add("level", "level/status not what raw parses to", bad, table, offset, lambda r: (
-            f"raw {table['raw'][r].as_py()!r:.60} gives level {_level(expected[r])} ({status[r]}), stored "
-            f"{_level(level[r])} ({stored_status[r]})"))
+            f"raw {table['raw'][r].as_py()!r:.60} gives level {_level(expected[r])} ({JUDGMENT_STATUSES[status[r]]}), "
+            f"stored {_level(level[r])} ({table['status'][r]})"))
         if self.prompt.id == "r3a":
             verbatim = as_numpy(table["extract_verbatim"].cast(pa.int8()), -1)
             add("level", "extract_verbatim disagrees with the status (ok: true, not_verbatim: false)",
-                ((stored_status == "ok") & (verbatim != 1)) | ((stored_status == "not_verbatim") & (verbatim != 0)),
+                ((stored == STATUS["ok"]) & (verbatim != 1)) | ((stored == STATUS["not_verbatim"]) & (verbatim != 0)),
                 table, offset)
         add("level", "generate mode with probabilities", as_numpy(pc.is_valid(table["probs"]), False)
             | as_numpy(pc.is_valid(table["expected"]), False), table, offset)

@@ -95,7 +95,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
     questions, index = scan_topics(release, splits, files, checks)
-    prints = DerivedPrints(splits, binary_threshold(profile))
+    prints = DerivedPrints(splits, index, binary_threshold(profile))
     scans, complexity = scan_judgments(release, splits, files, index, profile, checks,
                                        Rederivation(manifest, profile, report), prints)
     for code, split in enumerate(splits):

@@ -22,7 +22,7 @@ from builder.analysis.complexity import summary as complexity_summary
 from builder.release.layout import CONFIGS, PARTITIONS
 from builder.release.spill import KeyRuns
 from builder.release.stats import Batch, SplitStats
-from builder.analysis.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.analysis.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
 
@@ -214,16 +214,17 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                                          n_wrong)
                 for column, n in nan_count(table, "judgments").items():
                     checks["nan"].fail(f"{name}: {n} NaN in {column}", n)
-                document = string_hashes(table["docid"])
+                document, distinct_documents, document_codes = hashed_codes(table["docid"])
                 scan.keys.add(mix(subquestion, document))
                 if not known.all():
-                    table, question, subquestion, document = (table.filter(pa.array(known)), question[known],
-                                                              subquestion[known], document[known])
+                    table, question, subquestion, document, document_codes = (
+                        table.filter(pa.array(known)), question[known], subquestion[known], document[known],
+                        document_codes[known])
                 scan.stats.add(Batch(table, question, subquestion, document,
                                      pool.bm25_top if pool else None, pool.rerank_top if pool else None))
                 complexity.add(question, subquestion, document, table["level"])
                 if derived is not None:
-                    derived.add(code, subquestion, document, table["level"], table["url_hash"])
+                    derived.add(code, table, question, subquestion, document, distinct_documents, document_codes)
                 graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
                 scan.graded += int(graded.sum())
                 scan.graded_print = (scan.graded_print + fingerprint(
@@ -233,9 +234,10 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
     return scans, complexity
 
 
-def fingerprint(subquestion: np.ndarray, document: np.ndarray, score: np.ndarray) -> int:
-    """Order-free fingerprint of a multiset of (sub-question, document, score) rows (a sum mod 2^64)."""
-    return int(np.sum(mix(subquestion, document, score.astype(np.int64)), dtype=np.uint64))
+def fingerprint(*columns: np.ndarray) -> int:
+    """Order-free fingerprint of a multiset of rows of integer columns, e.g. (sub-question, document, score): the
+    sum of their 64-bit row hashes, mod 2^64."""
+    return int(np.sum(mix(*(c.astype(np.int64) if c.dtype != np.uint64 else c for c in columns)), dtype=np.uint64))
 
 
 def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, code: int, checks: dict) -> tuple[int, int]:
