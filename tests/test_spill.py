@@ -67,3 +67,43 @@ def test_corpus_ids_spilled_equal_corpus_ids_in_memory():
     assert results[0].equals(results[1])
     assert results[0].num_rows == 97 and results[0]["_id"].to_pylist() == sorted(results[0]["_id"].to_pylist())
     assert results[0].filter(pa.compute.equal(results[0]["url_hash"], "H3"))["url"].to_pylist() == ["https://three"]
+
+
+def test_records_sorted_by_their_key_field_keep_equal_keys_in_the_order_added(monkeypatch):
+    monkeypatch.setattr("builder.release.spill.BLOCK", 5)
+    dtype = np.dtype([("key", np.uint64), ("added", np.int64)])
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 30, size=200).astype(np.uint64)
+    runs = KeyRuns(memory=17, dtype=dtype, key="key")
+    for start in range(0, 200, 9):
+        part = np.empty(len(keys[start:start + 9]), dtype)
+        part["key"], part["added"] = keys[start:start + 9], np.arange(start, start + len(part))
+        runs.add(part)
+    merged = np.concatenate(list(runs.chunks()))
+    order = np.argsort(keys, kind="stable")
+    assert np.array_equal(merged["key"], keys[order]) and np.array_equal(merged["added"], order)
+
+
+def test_complexity_is_the_same_whether_its_pairs_spilled_or_not(monkeypatch):
+    from builder.analysis.complexity import ComplexityAccumulator
+
+    rng = np.random.default_rng(7)
+    questions, subq_per_question = 300, 6
+    subq_question = np.repeat(np.arange(questions), subq_per_question)
+    subquestions_of = np.bincount(subq_question, minlength=questions)
+    batches = []
+    for _ in range(12):
+        subquestion = rng.integers(0, len(subq_question), 4_000)
+        batches.append((subq_question[subquestion], subquestion, rng.integers(0, 50, 4_000).astype(np.uint64),
+                        pa.array(rng.integers(0, 6, 4_000), pa.int8())))
+    results = []
+    for memory in (10**9, 700):
+        monkeypatch.setattr("builder.release.spill.SPILL_KEYS", memory)
+        accumulator = ComplexityAccumulator(subquestions_of, subq_question, 4, 0.5)
+        accumulator._pairs.memory = memory
+        for batch in batches:
+            accumulator.add(*batch)
+        assert (accumulator._pairs.spilled > 0) == (memory == 700)
+        results.append(accumulator.result())
+    for name in results[0]:
+        assert np.array_equal(results[0][name], results[1][name]), name  # bit for bit, whatever the chunks

@@ -43,10 +43,11 @@ class _Folder:
 
 
 class KeyRuns:
-    """64-bit keys added in any order; `chunks()` gives them back sorted, in chunks."""
+    """64-bit keys added in any order; `chunks()` gives them back sorted, in chunks. With `key`, the items are
+    records of a structured `dtype` sorted by their `key` field (equal keys in the order they were added)."""
 
-    def __init__(self, memory: int = SPILL_KEYS):
-        self.memory, self.total = memory, 0
+    def __init__(self, memory: int = SPILL_KEYS, dtype=np.uint64, key: str | None = None):
+        self.memory, self.total, self.dtype, self.key = memory, 0, np.dtype(dtype), key
         self._buffer: list[np.ndarray] = []
         self._buffered = 0
         self._runs: list[tuple[Path, int]] = []
@@ -57,15 +58,21 @@ class KeyRuns:
         return len(self._runs)
 
     def add(self, keys: np.ndarray) -> None:
-        keys = np.asarray(keys, np.uint64)
+        keys = np.asarray(keys, self.dtype)
         self._buffer.append(keys)
         self._buffered += len(keys)
         self.total += len(keys)
         if self._buffered >= self.memory:
             self._spill()
 
+    def _sort(self, items: np.ndarray) -> np.ndarray:
+        return np.sort(items) if self.key is None else items[np.argsort(items[self.key], kind="stable")]
+
+    def _keys(self, items: np.ndarray) -> np.ndarray:
+        return items if self.key is None else items[self.key]
+
     def _sorted_buffer(self) -> np.ndarray:
-        keys = np.sort(np.concatenate(self._buffer)) if self._buffer else np.zeros(0, np.uint64)
+        keys = self._sort(np.concatenate(self._buffer)) if self._buffer else np.zeros(0, self.dtype)
         self._buffer, self._buffered = [], 0
         return keys
 
@@ -81,15 +88,23 @@ class KeyRuns:
             return
         if self._buffered:
             self._spill()
-        readers = [_KeyReader(path, n) for path, n in self._runs]
+        readers = [_KeyReader(path, n, self.dtype) for path, n in self._runs]
         try:
             while True:
                 blocks = [(r, r.block()) for r in readers]
                 blocks = [(r, b) for r, b in blocks if len(b)]
                 if not blocks:
                     return
-                bound = min(b[-1] for _, b in blocks)
-                yield np.sort(np.concatenate([r.take(int(np.searchsorted(b, bound, "right"))) for r, b in blocks]))
+                bound = min(self._keys(b)[-1] for _, b in blocks)
+                taken = []
+                for reader, _ in blocks:  # every item up to the bound, from the next blocks too
+                    while len(block := reader.block()):
+                        n = int(np.searchsorted(self._keys(block), bound, "right"))
+                        taken.append(reader.take(n))
+                        if n < len(block):
+                            break
+                # runs in the order they were written: the stable sort keeps equal keys in the order added
+                yield self._sort(np.concatenate(taken))
         finally:
             self.close()
 
@@ -112,14 +127,14 @@ class KeyRuns:
 
 
 class _KeyReader:
-    def __init__(self, path: Path, count: int):
-        self.path, self.left, self.offset = path, count, 0
-        self._block = np.zeros(0, np.uint64)
+    def __init__(self, path: Path, count: int, dtype: np.dtype):
+        self.path, self.left, self.offset, self.dtype = path, count, 0, dtype
+        self._block = np.zeros(0, dtype)
 
     def block(self) -> np.ndarray:
         if not len(self._block) and self.left:
             n = min(BLOCK, self.left)
-            self._block = np.fromfile(self.path, np.uint64, count=n, offset=self.offset * 8)
+            self._block = np.fromfile(self.path, self.dtype, count=n, offset=self.offset * self.dtype.itemsize)
             self.offset += n
             self.left -= n
         return self._block
@@ -193,7 +208,13 @@ class TableRuns:
                 if not blocks:
                     return
                 bound = min(b[self.key][-1].as_py() for _, b in blocks)
-                taken = [r.take(pc.sum(pc.less_equal(b[self.key], bound)).as_py() or 0) for r, b in blocks]
+                taken = []
+                for reader, _ in blocks:  # every row up to the bound, from the next blocks too
+                    while (block := reader.block()) is not None and block.num_rows:
+                        n = pc.sum(pc.less_equal(block[self.key], bound)).as_py() or 0
+                        taken.append(reader.take(n))
+                        if n < block.num_rows:
+                            break
                 # runs in the order they were written, so the stable sort keeps the row added first
                 yield first_of_each(pa.concat_tables(taken), self.key)
         finally:
