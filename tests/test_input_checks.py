@@ -7,11 +7,9 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
 from builder.analysis.evaluate import RunWarning, read_run
 from builder.analysis.synthetic import synthesize
-from builder.cli.main import app
 from builder.release.package import package_release
 from builder.release.validate import validate
 from conftest import hub_record
@@ -20,20 +18,8 @@ from generation.shards import ShardError, read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.stages.questions import read_researchy
 from generation.topics import load_topics
-
-runner = CliRunner()
-
-
-def cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, " ".join(result.output.split())
-
-
-def one_line_error(code, output, *fragments):
-    assert code != 0, output
-    assert "Traceback" not in output and "internal error" not in output, output
-    for fragment in fragments:
-        assert fragment in output, output
+from test_reliability import assert_one_line_error as one_line_error
+from test_reliability import cli
 
 
 @pytest.fixture(scope="module")
