@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from generation.notices import warn
-from generation.shards import Completion, ShardError
+from generation.shards import DONE_DIR, Completion, ShardError
 
 KEY = "inputs"  # the completion record's `extra` entry
 
@@ -45,14 +45,14 @@ def refuse_changed(record_path: Path, paths: list[Path]) -> None:
                          + "; remove the shard and its record to make it again from these inputs")
 
 
-def warn_changed(shard: Path, record: Completion) -> None:
-    """For a reader: the shard holds its inputs as they were when it was made."""
-    recorded = record.extra.get(KEY)
-    if not recorded:
-        return
-    now = {p: f for p, f in fingerprint([Path(p) for p in recorded if Path(p).is_file()]).items()}
-    found = changes(recorded, now)
-    if found:
-        warn(f"{shard} was made from inputs that changed since: {found[0]}"
-             + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
-             + "; it still holds the documents they had then (rerun that stage to follow them)")
+def warn_changed(shards: list[Path]) -> None:
+    """For a reader of finished shards: a shard holds its inputs as they were when it was made."""
+    for shard in map(Path, shards):
+        recorded = Completion.read(shard.parent / DONE_DIR / f"{shard.stem}.json").extra.get(KEY)
+        if not recorded:
+            continue
+        found = changes(recorded, fingerprint([Path(p) for p in recorded if Path(p).is_file()]))
+        if found:
+            warn(f"{shard} was made from inputs that changed since: {found[0]}"
+                 + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+                 + "; it still holds the documents they had then (rerun that stage to follow them)")

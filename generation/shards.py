@@ -273,13 +273,10 @@ def stage_files(folder: str | Path, name: str, config_hash: str | None = None, f
                if f"{name}-{Shard(i, expected).label}" not in done]
     if missing:
         raise ShardError(f"{folder}: {len(missing)} of {expected} {name} shards are not complete, e.g. {missing[0]}")
-    from generation.input_fingerprints import warn_changed  # it reads completion records: imported here, not above
-
     for path in files:
         record_path = folder / DONE_DIR / f"{path.stem}.json"
         record = Completion.read(record_path)
         verify(path, record, record_path, full)
-        warn_changed(path, record)
         if config_hash is not None and record.config_hash != config_hash:
             raise ShardError(f"{path}: made under config {record.config_hash} of the profile sections "
                              f"{'+'.join(sections)}, this run's profile gives {config_hash} (another "

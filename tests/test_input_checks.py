@@ -14,7 +14,8 @@ from builder.release.package import package_release
 from builder.release.validate import validate
 from conftest import hub_record
 from generation.errors import InputError
-from generation.shards import ShardError, read_stage
+from generation.shards import ShardError
+from generation.stages import read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.stages.questions import read_researchy
 from generation.topics import load_topics

@@ -126,6 +126,12 @@ class CorpusStage(Stage):
     def config_hash(cls, profile=None) -> str:
         return "corpus-v1"  # no profile section shapes the corpus
 
+    @classmethod
+    def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
+        files = super().completed_files(folder, profile, verify_sha256)
+        input_fingerprints.warn_changed(files)  # a reader goes on, told what the shards still hold
+        return files
+
     def prepare(self) -> None:
         self.files = input_files(self.sources)
         if not self.files:
