@@ -87,10 +87,12 @@ def judgments(rows):
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=arrow_schema("judgments"))
 
 
-def rederive(profile, rows, prompt_id=None, sha=None):
+def rederive(profile, rows, prompt_id=None, sha=None, imported=False):
     prompt = get_prompt(prompt_id or profile.judge.prompt)
     report = Report(Path("release"))
-    rule = Rederivation({"prompt": {"id": prompt.id, "sha256": sha or prompt.sha256}}, profile, report)
+    manifest = {"prompt": None, "imported": {"files": []}} if imported else \
+        {"prompt": {"id": prompt.id, "sha256": sha or prompt.sha256}}
+    rule = Rederivation(manifest, profile, report)
     rule.add(judgments(rows), 0)
     rule.end_file("data/judgments/level_0/train-00000-of-00001.parquet")
     return {c.name.split(" ")[0]: c.examples for c in report.checks if not c.ok}
@@ -130,7 +132,7 @@ def test_an_ok_level_off_the_prompt_scale_and_engine_errors_with_probabilities_a
                                {"raw": "Timeout", "level": None, "status": "engine_error", "probs": [0.5, 0.5, 0.0]},
                                {"raw": "Timeout", "level": None, "status": "engine_error"}])
     assert any("off the prompt's scale 0-2" in e for e in found["level"])
-    assert any("engine_error with probabilities" in e for e in found["level"])
+    assert any("probabilities with a level not from a distribution" in e for e in found["level"])
 
 
 def test_a_prompt_hash_the_kit_does_not_know_is_a_failure_not_a_guess():
@@ -145,3 +147,24 @@ def test_distribution_ties_go_to_the_lowest_level():
     assert rederive(profile, [{"raw": "0", "level": 0, "probs": tie, "expected": mean}]) == {}
     found = rederive(profile, [{"raw": "2", "level": 2, "probs": tie, "expected": mean}])
     assert "level 2, argmax 0" in found["distribution"][0]
+
+
+def test_imported_labels_keep_no_text_no_pool_and_their_batch_answers_parse():
+    """import-labels rows: `imported` levels without raw, the authors' sentinels as statuses without raw, OpenAI
+    Batch answers with raw parsed by the profile prompt's parser, error lines `request_failed` with the error."""
+    crux = load_profile("crux-code")
+    none = {"bm25_rank": None, "source": None}
+    rows = [{"raw": None, "level": 3, "status": "imported", **none},
+            {"raw": None, "level": None, "status": "negative", **none},
+            {"raw": "4", "level": 4, "status": "ok", **none},
+            {"raw": "rate limited", "level": None, "status": "request_failed", **none}]
+    assert rederive(crux, rows, imported=True) == {}
+    found = rederive(crux, [{"raw": "2", "level": 4, "status": "ok", **none},
+                            {"raw": None, "level": 9, "status": "imported", **none},
+                            {"raw": None, "level": 3, "status": "imported", "bm25_rank": 1, "source": "bm25"}],
+                     imported=True)
+    assert any("gives level 2 (ok), stored 4" in e for e in found["level"])
+    assert any("off the prompt's scale 0-5" in e for e in found["level"])
+    assert "pool provenance on an imported label" in found["source"][0]
+    assert "with the judge's text" in rederive(crux, [{"raw": "3", "level": 3, "status": "imported", **none}],
+                                                imported=True)["level"][0]

@@ -10,13 +10,15 @@ consistent again) still cannot state a level its judge's output does not give.
 - distribution mode: `probs` has one probability per level of the scale, each in [0, 1], summing to 1 within
   TOLERANCE; `level` is their argmax as stored, the lowest level on a tie (as generation/judging/judges.py
   `distribution` picks it); `expected` is sum p x level; `raw` is the level's digit;
-- every mode: `status` is `ok` exactly when `level` is set, and an `ok` level is on the prompt's scale;
+- every mode: a level is set exactly for the graded statuses (`ok`, `imported`), and is on the prompt's scale;
 - provenance: `source` is what the profile's pool rule admits first given `bm25_rank`, `rerank_rank` and
   `clicked` (generation/provenance.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
 
 Statuses no rule derives from `raw` are listed in UNDERIVABLE with what they require instead (`engine_error`:
-no level, no probabilities). A status for labels made elsewhere (`imported`, of the judge-anywhere issue) is
-added to schema.JUDGMENT_STATUSES and here, with the checks its import records allow.
+no level, no probabilities; `imported`: raw null). A release of imported labels (`import-labels`; the manifest's
+`imported`, checked against the import's own account by builder/release/imported.py) has no prompt of its own:
+its rows' text, where the files had some (OpenAI Batch answers), is re-derived with the profile prompt's parser
+the importer used, rows without text are not; and it carries no pool provenance (ranks and source null).
 
 Each failure is one report line per file and kind: the first offending row (its position in the file, subq_id
 and docid) and how many rows of the file share it.
@@ -32,11 +34,12 @@ import pyarrow.compute as pc
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
 from generation.provenance import admitted_by
-from generation.schema import JUDGMENT_STATUSES
+from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES
 
 TOLERANCE = 1e-4  # |sum(probs) - 1| and |expected - sum p x level|: float32 storage is ~1e-7 off
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
-UNDERIVABLE = {"engine_error": "the engine failed: no level and no probabilities"}
+UNDERIVABLE = {"engine_error": "the engine failed: no level and no probabilities",
+               IMPORTED_STATUS: "a level imported without the judge's text: raw null"}
 COLUMNS = ["subq_id", "docid", "level", "raw", "status", "probs", "expected", "bm25_rank", "rerank_rank", "clicked",
            "source", "extract_verbatim"]
 CHECKS = {
@@ -88,9 +91,13 @@ class Rederivation:
     def __init__(self, manifest: dict, profile, report):
         self.checks = {key: report.check(name) for key, name in CHECKS.items()}
         self.findings = FileFindings(self.checks)
-        self.profile, self.prompt, self.cache = profile, self._prompt(manifest, profile), {}
+        self.imported = bool(manifest.get("imported"))
+        self.profile, self.cache = profile, {}
+        self.prompt = get_prompt(profile.judge.prompt) if self.imported and profile is not None \
+            else self._prompt(manifest, profile)
         judge = profile.judge if profile is not None else None
-        self.rule = None if judge is None or self.prompt is None else (
+        # imported batch answers were parsed as the judge's text answers are, whatever the profile's mode
+        self.rule = None if judge is None or self.prompt is None else "generate" if self.imported else (
             "stand-in" if judge.backend == "bi-encoder" else judge.mode)
         if profile is None:
             for check in self.checks.values():
@@ -123,7 +130,14 @@ class Rederivation:
             return
         level = as_numpy(table["level"].cast(pa.int16()), -1)
         status = status_codes(table["status"])
-        ok, underivable = status == STATUS["ok"], np.isin(status, [STATUS[s] for s in UNDERIVABLE])
+        ok = np.isin(status, [STATUS[s] for s in GRADED_STATUSES])
+        underivable = np.isin(status, [STATUS[s] for s in UNDERIVABLE])
+        no_text = as_numpy(pc.is_null(table["raw"]), True)
+        self.findings.add("level", f"status {IMPORTED_STATUS} with the judge's text (an imported level has none)",
+                          (status == STATUS[IMPORTED_STATUS]) & ~no_text, table, offset)
+        if self.imported:  # a labels file without text, a batch error line: nothing to re-derive (the import's
+            # account of them is checked by builder/release/imported.py)
+            underivable = underivable | no_text | (status == STATUS["request_failed"])
         self.findings.add("level", f"a status that is none of {', '.join(JUDGMENT_STATUSES)}", status < 0, table,
                           offset, lambda r: f"status {table['status'][r]}")
         self._scale(table, offset, level, ok, underivable)
@@ -137,13 +151,15 @@ class Rederivation:
 
     def _scale(self, table, offset, level, ok, underivable) -> None:
         add = self.findings.add
-        add("level", "status ok without a level", ok & (level < 0), table, offset)
-        add("level", "a level with a status other than ok", ~ok & (level >= 0), table, offset,
+        graded = "/".join(GRADED_STATUSES)
+        add("level", f"status {graded} without a level", ok & (level < 0), table, offset)
+        add("level", f"a level with a status other than {graded}", ~ok & (level >= 0), table, offset,
             lambda r: f"level {level[r]}, status {table['status'][r]}")
-        add("level", f"an ok level off the prompt's scale 0-{self.prompt.max_level}",
+        add("level", f"a level off the prompt's scale 0-{self.prompt.max_level}",
             ok & (level > self.prompt.max_level), table, offset, lambda r: f"level {level[r]}")
         has_probs = as_numpy(pc.is_valid(table["probs"]), False) | as_numpy(pc.is_valid(table["expected"]), False)
-        add("level", f"status {'/'.join(UNDERIVABLE)} with probabilities", underivable & has_probs, table, offset)
+        add("level", "probabilities with a level not from a distribution (an engine error, an imported level)",
+            underivable & has_probs, table, offset)
 
     def _parsed(self, raw: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the level (-1: none), status code and second acceptable level (-1: none) its raw gives,
@@ -230,6 +246,12 @@ class Rederivation:
 
     def _provenance(self, table, offset) -> None:
         add, bm25, rerank, pool = self.findings.add, self.profile.bm25, self.profile.rerank, self.profile.pool
+        if self.imported:
+            made = as_numpy(pc.is_valid(table["bm25_rank"]), False) | as_numpy(pc.is_valid(table["rerank_rank"]), False) \
+                | as_numpy(pc.is_valid(table["source"]), False)
+            add("provenance", "pool provenance on an imported label (the kit made no pool: ranks and source are null)",
+                made, table, offset)
+            return
         for column, depth, section in (("bm25_rank", bm25.depth, "bm25"), ("rerank_rank", rerank.depth, "rerank")):
             ranks = as_numpy(table[column].cast(pa.int64()), 1)
             add("provenance", f"{column} outside 1..{section}.depth {depth}", (ranks < 1) | (ranks > depth), table,

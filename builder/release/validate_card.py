@@ -1,7 +1,7 @@
 """`validate`'s checks of what the card states beyond its statistics section (compared verbatim in validate.py):
 
 - the judge prompt it prints verbatim is the kit's prompt of the manifest's id, rendered as the card renders it,
-  and both the card and the kit give it the sha256 the manifest records;
+  and both the card and the kit give it the sha256 the manifest records (a release of imported labels prints none);
 - the rows of its configs table and the YAML's `download_size` / `num_bytes` are the data's;
 - `level_distribution.png` carries the counts it draws (a PNG text chunk written by card.plot_levels) and they
   are the data's; its pixels are the plot of the data's statistics, rendered again (when this matplotlib is the
@@ -24,6 +24,11 @@ PROMPT_BLOCK = re.compile(r"The judge prompt \(`(?P<id>[^`]*)`, (?P<source>.*?),
 def check_prompt(body: str, manifest: dict, check) -> None:
     stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else {}
     block = PROMPT_BLOCK.search(body)
+    if manifest.get("imported"):  # imported labels: the kit built no prompt, and the card must not print one
+        if block is not None or stated:
+            check.fail("README.md or manifest.json states a judge prompt, but the labels were imported (no prompt)")
+        check.note = "imported labels: no judge prompt"
+        return
     if block is None:
         check.fail("README.md: no verbatim judge prompt block (\"The judge prompt (`ID`, SOURCE, sha256 `HASH`), "
                    "verbatim:\")")
