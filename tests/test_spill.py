@@ -98,7 +98,6 @@ def test_complexity_is_the_same_whether_its_pairs_spilled_or_not(monkeypatch):
                         pa.array(rng.integers(0, 6, 4_000), pa.int8())))
     results = []
     for memory in (10**9, 700):
-        monkeypatch.setattr("builder.release.spill.SPILL_KEYS", memory)
         accumulator = ComplexityAccumulator(subquestions_of, subq_question, 4, 0.5)
         accumulator._pairs.memory = memory
         for batch in batches:

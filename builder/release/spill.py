@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-SPILL_KEYS = 4_000_000  # 32 MB of uint64 keys in memory before a run goes to disk
-SPILL_ROWS = 500_000  # rows of a table buffered before a run goes to disk
+SPILL_BYTES = 32 * 2**20  # items held in memory (32 MB: 4M uint64 keys) before a run goes to disk
+SPILL_ROWS = 250_000  # rows of a table buffered before a run goes to disk (corpus-ids: ~15 MB)
 BLOCK = 262_144  # items read from each run at a time while merging
 
 
@@ -46,8 +46,9 @@ class KeyRuns:
     """64-bit keys added in any order; `chunks()` gives them back sorted, in chunks. With `key`, the items are
     records of a structured `dtype` sorted by their `key` field (equal keys in the order they were added)."""
 
-    def __init__(self, memory: int = SPILL_KEYS, dtype=np.uint64, key: str | None = None):
-        self.memory, self.total, self.dtype, self.key = memory, 0, np.dtype(dtype), key
+    def __init__(self, memory: int | None = None, dtype=np.uint64, key: str | None = None):
+        self.dtype, self.key, self.total = np.dtype(dtype), key, 0
+        self.memory = memory or SPILL_BYTES // self.dtype.itemsize  # items
         self._buffer: list[np.ndarray] = []
         self._buffered = 0
         self._runs: list[tuple[Path, int]] = []
