@@ -39,7 +39,7 @@ def test_a_key_repeated_across_a_chunk_boundary_is_found(monkeypatch):
 
 @pytest.mark.parametrize("memory", [10**9, 400, 37])
 def test_table_runs_keep_the_first_row_of_each_key_in_key_order(memory, monkeypatch):
-    monkeypatch.setattr("builder.release.spill.BLOCK", 50)
+    monkeypatch.setattr("builder.release.spill.RUN_BATCH_ROWS", 50)
     rng = np.random.default_rng(9)
     keys = [f"doc-{k:05d}" for k in rng.integers(0, 600, size=2_000)]
     table = pa.table({"docid": keys, "added": np.arange(len(keys))})

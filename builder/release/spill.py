@@ -3,9 +3,9 @@ must see whole (the distinct judged documents of `corpus-ids`, the (subq_id, doc
 costs a fixed amount of memory however many judgments there are.
 
 Values are buffered in memory; past `memory` items the buffer is sorted and written to a temporary folder as
-one run. The merge reads every run a block at a time: all items up to the smallest last item of the blocks in
-hand are taken from every run, sorted together and handed on, so an item never spans two merged chunks and
-memory stays at one block per run. Nothing is written to disk while everything fits in the buffer. The
+one run. The merge reads every run a block at a time (blocks shrink as runs multiply, so the blocks in hand
+together stay within the same budget): all items up to the smallest last item of the blocks in hand are taken
+from every run, sorted together and handed on, so an item never spans two merged chunks. Nothing is written to disk while everything fits in the buffer. The
 temporary folder (under TMPDIR) is removed when the runs are closed or garbage-collected.
 """
 from __future__ import annotations
@@ -20,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-SPILL_BYTES = 32 * 2**20  # items held in memory (32 MB: 4M uint64 keys) before a run goes to disk
+SPILL_BYTES = 16 * 2**20  # items held in memory (16 MB: 2M uint64 keys) before a run goes to disk
 SPILL_ROWS = 250_000  # rows of a table buffered before a run goes to disk (corpus-ids: ~15 MB)
-BLOCK = 262_144  # items read from each run at a time while merging
+BLOCK = 262_144  # items read from each run at a time while merging, at most (the budget shared by the runs)
+RUN_BATCH_ROWS = 32_768  # rows of a table run read at a time while merging
 
 
 class _Folder:
@@ -89,7 +90,8 @@ class KeyRuns:
             return
         if self._buffered:
             self._spill()
-        readers = [_KeyReader(path, n, self.dtype) for path, n in self._runs]
+        block = min(BLOCK, max(4_096, self.memory // len(self._runs)))
+        readers = [_KeyReader(path, n, self.dtype, block) for path, n in self._runs]
         try:
             while True:
                 blocks = [(r, r.block()) for r in readers]
@@ -128,13 +130,13 @@ class KeyRuns:
 
 
 class _KeyReader:
-    def __init__(self, path: Path, count: int, dtype: np.dtype):
-        self.path, self.left, self.offset, self.dtype = path, count, 0, dtype
+    def __init__(self, path: Path, count: int, dtype: np.dtype, size: int):
+        self.path, self.left, self.offset, self.dtype, self.size = path, count, 0, dtype, size
         self._block = np.zeros(0, dtype)
 
     def block(self) -> np.ndarray:
         if not len(self._block) and self.left:
-            n = min(BLOCK, self.left)
+            n = min(self.size, self.left)
             self._block = np.fromfile(self.path, self.dtype, count=n, offset=self.offset * self.dtype.itemsize)
             self.offset += n
             self.left -= n
@@ -189,7 +191,7 @@ class TableRuns:
         table = self._sorted_buffer()
         path = self._folder.file(f"run-{len(self._runs):05d}.arrow")
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            for batch in table.to_batches(max_chunksize=BLOCK):
+            for batch in table.to_batches(max_chunksize=RUN_BATCH_ROWS):
                 writer.write_batch(batch)
         self._runs.append(path)
 
