@@ -30,6 +30,15 @@ class InputError(ValueError):
                 "error": self.message}
 
 
+class ArgumentError(ValueError):
+    """A command-line value a library function refuses (named with its option), e.g. `--split ../x`."""
+
+
+class BackendError(RuntimeError):
+    """A judge backend that cannot judge under this profile (a server down, a wrong URL, key or model): one line,
+    named with the backend, before or instead of a chunk."""
+
+
 class Rejects:
     """Where bad records go. With `stop`, the first one raises unless a path is given; without it,
     each is counted by reason (and written to the path when there is one) and the run goes on."""

@@ -134,13 +134,16 @@ class Plan:
         return lines
 
 
-def load_tokenizer(name: str):
-    """The named tokenizer, or the bundled MiniLM WordPiece when it is not on disk (stand_in = True)."""
+def load_tokenizer(name: str, stand_in: bool = True):
+    """The named tokenizer, or (with `stand_in`, for the judge model's own) the bundled MiniLM WordPiece when it
+    is not on disk (stand_in = True in the result). A tokenizer asked for by name is never stood in for."""
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(str(resolve_model(name))), name, False
-    except ModelNotAvailable:
+    except ModelNotAvailable as e:
+        if not stand_in:
+            raise ModelNotAvailable(f"--tokenizer {name}: {e}") from None
         return AutoTokenizer.from_pretrained(str(resolve_model(MINILM))), f"{MINILM} (WordPiece; stand-in for {name})", True
 
 
@@ -156,12 +159,12 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 def measure(profile: Profile, subquestions: Path, candidates: Path, index: Path, sample: int = 200,
             tokenizer: str | None = None, seed: int = 0, tokens_per_word: float = LLAMA3_TOKENS_PER_WORD) -> Plan:
     config = profile.judge
+    tok, tokenizer_name, stand_in = load_tokenizer(tokenizer or config.model, stand_in=tokenizer is None)
     pairs = plan_pairs(subquestions, candidates, Shard())
     chosen = random.Random(seed).sample(pairs, min(sample, len(pairs)))
     by_subq: dict[str, list[str]] = {}
     for p in pairs:
         by_subq.setdefault(p["subq_id"], []).append(p["docid"])
-    tok, tokenizer_name, stand_in = load_tokenizer(tokenizer or config.model)
     encoder = PromptEncoder(tok, config.chat_template and bool(getattr(tok, "chat_template", None)))
     prompt = get_prompt(config.prompt)
     docs = DocStore(index)

@@ -45,6 +45,8 @@ JUDGMENT_STATUSES = (
     "not_verbatim",    # r3a: the <extract> is not verbatim in the document (seeds/004's format failure)
 )
 
+SPLITS = ("train", "test")  # Researchy Questions' splits, the only ones a release has
+
 RANK_COLUMNS = (
     Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),
     Column("rerank_rank", pa.int32(), "1-based rank after reranking; null when it was not reranked"),

@@ -135,6 +135,18 @@ class ShardLock:
             self.path.unlink(missing_ok=True)
 
 
+def read_record(path: Path, what: str, remedy: str) -> dict:
+    """A JSON object the kit wrote (a marker, a record), or a ShardError naming the file, what it should be and
+    what to do."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ShardError(f"{path}: not a valid {what} ({str(e).splitlines()[0][:120]}); {remedy}") from None
+    if not isinstance(data, dict):
+        raise ShardError(f"{path}: not a valid {what} (a JSON {type(data).__name__}, not an object); {remedy}")
+    return data
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

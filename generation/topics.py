@@ -35,15 +35,25 @@ def question_files(folder: Path) -> tuple[Path, Path]:
     return questions, subquestions
 
 
+def read_columns(path: Path, columns: list[str]):
+    """The named columns of a questions-folder table, or an InputError naming the file and what it lacks."""
+    present = pq.read_schema(path).names
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise InputError(path, 0, f"no column {', '.join(map(repr, missing))} (it has {', '.join(present)}): not a "
+                                  "table from `researchy-subq questions`; rerun it")
+    return pq.read_table(path, columns=columns)
+
+
 def load_topics(folder: Path, shard: Shard = Shard()) -> list[Topic]:
     """The shard's topics in file order. Holds one shard's questions in memory (about 100k at most)."""
     questions_path, subquestions_path = question_files(folder)
-    questions = pq.read_table(questions_path, columns=["qid", "question", "clicked"])
+    questions = read_columns(questions_path, ["qid", "question", "clicked"])
     keep = [shard.owns_key(q) for q in questions["qid"].to_pylist()]
     questions = questions.filter(keep)
     wanted = set(questions["qid"].to_pylist())
     subqs: dict[str, list[str]] = {q: [] for q in wanted}
-    table = pq.read_table(subquestions_path, columns=["qid", "text"])
+    table = read_columns(subquestions_path, ["qid", "text"])
     table = table.filter(pc.is_in(table["qid"], value_set=questions["qid"]))
     for qid, text in zip(table["qid"].to_pylist(), table["text"].to_pylist()):
         subqs[qid].append(text)

@@ -10,7 +10,7 @@ and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of e
 goals are stated in (build <= 1.5x the floor's CPU, validate <= 1.5x build's, peak <= 1 GB) and the
 machine's load while it ran.
 
-Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--work DIR] [--keep]
+Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--subquestions 0.25] [--work DIR] [--keep]
 """
 from __future__ import annotations
 
@@ -87,21 +87,24 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     return cost
 
 
-def run_scale(work: Path, scale: float) -> dict:
-    inputs = synthesize(work / "inputs", subquestions=int(PAPER_SUBQUESTIONS * scale),
+def run_scale(work: Path, scale: float, subquestions: float | None = None) -> dict:
+    inputs = synthesize(work / "inputs", subquestions=int(PAPER_SUBQUESTIONS * (subquestions or scale)),
                         judgments=int(PAPER_JUDGMENTS * scale), shards=8, seed=0)
     questions = [str(p) for p in inputs["questions"].values()]
     out = work / "release"
     floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
     build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
     check = timed(VALIDATE.format(out=str(out)))
-    return {"scale": scale, "judgments": inputs["judgments_total"], "floor": floor, "build": build, "validate": check,
-            "release": out}
+    return {"scale": scale, "judgments": inputs["judgments_total"], "subquestions": inputs["subquestions"],
+            "floor": floor, "build": build, "validate": check, "release": out}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", default="0.125,0.25,0.5,1", help="fractions of the paper's size, comma-separated")
+    parser.add_argument("--subquestions", type=float, default=None,
+                        help="hold the sub-questions at this fraction of the paper's while the judgments follow --scales "
+                             "(more candidates per question): memory against the judgments alone")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--writer-cost", action="store_true",
@@ -112,7 +115,7 @@ def main() -> None:
     rows = []
     for scale in (float(s) for s in args.scales.split(",")):
         work = root / f"scale-{scale:g}"
-        rows.append(run_scale(work, scale))
+        rows.append(run_scale(work, scale, args.subquestions))
         if args.writer_cost and scale == max(float(x) for x in args.scales.split(",")):
             rows[-1]["writer_cost"] = parquet_write_cost(rows[-1]["release"], work / "rewrite")
         if not args.keep:
@@ -121,12 +124,12 @@ def main() -> None:
     table = Table(title=f"release build and validate, {os.cpu_count()} cores; load average (1/5/15 min) "
                         f"{'/'.join(f'{x:.1f}' for x in load_before)} before, "
                         f"{'/'.join(f'{x:.1f}' for x in load_after)} after ({time.perf_counter() - started:.0f} s)")
-    for column in ("scale", "judgments", "floor CPU s", "build CPU s", "build / floor", "validate CPU s",
+    for column in ("scale", "judgments", "sub-questions", "floor CPU s", "build CPU s", "build / floor", "validate CPU s",
                    "validate / build", "peak MB floor / build / validate", "wall s floor / build / validate"):
         table.add_column(column, justify="right")
     for r in rows:
         floor, build, check = r["floor"], r["build"], r["validate"]
-        table.add_row(f"{r['scale']:g}", f"{r['judgments']:,}", f"{floor[1]:.1f}", f"{build[1]:.1f}",
+        table.add_row(f"{r['scale']:g}", f"{r['judgments']:,}", f"{r['subquestions']:,}", f"{floor[1]:.1f}", f"{build[1]:.1f}",
                       f"{build[1] / floor[1]:.2f}", f"{check[1]:.1f}", f"{check[1] / build[1]:.2f}",
                       f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
                       f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}")

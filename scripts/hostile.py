@@ -29,6 +29,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_inputs import cases  # noqa: E402
+from hostile_release import DISTRIBUTION_FAULTS, GENERATE_FAULTS, data_file, failed_keys, rewrite, set_first  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 CLI = [sys.executable, "-m", "builder.cli.main"]
@@ -76,13 +77,21 @@ def setup(w: Path) -> dict:
     rerank(small, q, w / "runs", w / "index", w / "runs")
     build_pool(small, q, w / "runs", w / "corpus", w / "candidates")
     run_judge(small, q, w / "candidates", w / "index", w / "judgments")
-    synthetic = synthesize(w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1)
+    synthetic = synthesize(w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1,
+                           unparsed_share=0.004)
     release = w / "release"
     package_release([synthetic["judgments"]], list(synthetic["questions"].values()), release, "paper",
                     repo="org/researchy-subq-judgments", rows_per_file=3000)
+    paper = load_profile("paper")
+    distribution = paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"})})
+    judged = synthesize(w / "synthetic-distribution", subquestions=400, judgments=8_000, test_share=0.25, shards=2,
+                        seed=1, unparsed_share=0.004, profile=distribution)
+    package_release([judged["judgments"]], list(judged["questions"].values()), w / "distribution-release",
+                    distribution, repo="org/researchy-subq-judgments", rows_per_file=3000)
     first = pq.read_table(sorted((release / "data" / "judgments").glob("*/train-*.parquet"))[0]).slice(0, 3)
     return {"questions": q, "index": w / "index", "corpus": w / "corpus", "runs": w / "runs",
             "candidates": w / "candidates", "judgments": w / "judgments", "release": release, "clueweb": CLUEWEB22,
+            "distribution_release": w / "distribution-release",
             "small_profile": profiles["small"], "other_depth_profile": profiles["other-depth"],
             "synthetic": synthetic, "run_pairs": list(zip(first["qid"].to_pylist(), first["docid"].to_pylist()))}
 
@@ -97,6 +106,8 @@ def classify(expected: str, code: int, output: str, exception) -> str:
         return "bare Aborted"
     if expected == "rejects":
         return "clear" if code == 0 and ("rejected" in flat or "malformed" in flat) else f"exit {code}"
+    if expected == "warning":  # accepted, saying what was assumed
+        return "clear" if code == 0 and "warning:" in flat else f"exit {code}" if code else "accepted without a word"
     if code == 0:
         return "accepted"
     lines = [line for line in output.strip().splitlines() if line.strip()]
@@ -233,20 +244,12 @@ def races(w: Path, env: dict) -> list[tuple[str, bool, str]]:
 
 
 def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
+    """The release corruptions: the first list edits files and leaves the seals broken (checksums, counts);
+    hostile_release's are re-sealed, so only a semantic check can catch them."""
     from builder.release.validate import validate
 
     def judgment_file(r, level="level_2", split="train"):
-        return sorted((r / "data" / "judgments" / level).glob(f"{split}-*.parquet"))[0]
-
-    def rewrite(path, change):
-        pq.write_table(change(pq.read_table(path)), path)
-
-    def set_column(t, name, values):
-        return t.set_column(t.schema.get_field_index(name), name, values)
-
-    def first_value(t, name, value, kind=None):
-        rest = t[name].combine_chunks().slice(1)
-        return set_column(t, name, pa.concat_arrays([pa.array([value], kind or rest.type), rest]))
+        return data_file(r, f"judgments/{level}", split)
 
     def manifest_edit(r, change):
         data = json.loads((r / "manifest.json").read_text())
@@ -256,22 +259,22 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
     def other_question(t):
         subq = t["subq_id"].to_pylist()
         foreign = next(s for s in subq if s.rsplit("-", 1)[0] != t["qid"][0].as_py())
-        return first_value(t, "subq_id", foreign)
+        return set_first(t, "subq_id", foreign)
 
     faults = {
         "a judgment file deleted": lambda r: judgment_file(r).unlink(),
         "a judgment file truncated": lambda r: judgment_file(r).write_bytes(judgment_file(r).read_bytes()[:200]),
         "a judgment file replaced by a symlink": lambda r: (lambda p: (p.unlink(), p.symlink_to(judgment_file(
             r, "level_3"))))(judgment_file(r)),
-        "level 7 in level_2": lambda r: rewrite(judgment_file(r), lambda t: first_value(t, "level", 7)),
-        "level column retyped to int32": lambda r: rewrite(judgment_file(r), lambda t: set_column(
-            t, "level", t["level"].cast(pa.int32()))),
+        "level 7 in level_2": lambda r: rewrite(judgment_file(r), lambda t: set_first(t, "level", 7)),
+        "level column retyped to int32": lambda r: rewrite(judgment_file(r), lambda t: t.set_column(
+            t.schema.get_field_index("level"), "level", t["level"].cast(pa.int32()))),
         "a duplicated pair": lambda r: rewrite(judgment_file(r), lambda t: pa.concat_tables([t, t.slice(0, 1)])),
-        "a sub-question id of no sub-question": lambda r: rewrite(judgment_file(r), lambda t: first_value(
+        "a sub-question id of no sub-question": lambda r: rewrite(judgment_file(r), lambda t: set_first(
             t, "subq_id", "999999-0")),
         "a judgment whose sub-question is another question's": lambda r: rewrite(judgment_file(r), other_question),
-        "NaN in a float column": lambda r: rewrite(judgment_file(r), lambda t: first_value(t, "expected", float("nan"),
-                                                                                             pa.float32())),
+        "NaN in a float column": lambda r: rewrite(judgment_file(r), lambda t: set_first(t, "expected", float("nan"),
+                                                                                           pa.float32())),
         "README.md deleted": lambda r: (r / "README.md").unlink(),
         "README YAML broken": lambda r: (r / "README.md").write_text(
             (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)),
@@ -288,14 +291,20 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
             sorted((r / "data" / "questions").glob("train-*.parquet"))[0],
             r / "data" / "questions" / "test-99999-of-99999.parquet"),
     }
+    cases = [(name, fault, env["release"], None) for name, fault in faults.items()]
+    cases += [(f"re-sealed: {name}", fault, env["release"], required) for name, (fault, _, required) in
+              GENERATE_FAULTS.items()]
+    cases += [(f"re-sealed: {name}", fault, env["distribution_release"], required) for name, (fault, _, required) in
+              DISTRIBUTION_FAULTS.items()]
     results = []
-    for name, fault in faults.items():
-        copy = w / "corruptions" / name.replace(" ", "_")
-        shutil.copytree(env["release"], copy, symlinks=True)
-        fault(copy)
+    for name, fault, release, required in cases:
+        copy = w / "corruptions" / "".join(c if c.isalnum() else "_" for c in name)
+        shutil.copytree(release, copy, symlinks=True)
         try:
+            fault(copy)
             report = validate(copy, load=False)
-            verdict = "caught" if not report.ok else "MISSED"
+            caught = not report.ok and (required is None or required in failed_keys(report))
+            verdict = "caught" if caught else "MISSED"
         except Exception as e:  # noqa: BLE001 - counted: validate must report, not raise
             verdict = f"traceback ({type(e).__name__})"
         results.append((name, verdict))

@@ -14,7 +14,7 @@ from generation.shards import Shard
 from generation.stages.judge import run_judge
 from generation.stages.judge_batch import IncompleteShard, BatchImportJudgeStage, export_shard
 from generation.stages import REGISTRY
-from openai_standin import StandIn
+from openai_standin import Fault, StandIn
 from test_batch_files import run_batch_on
 
 runner = CliRunner()
@@ -61,11 +61,15 @@ def judge_args(profile, small_pipeline, out, *more):
 
 
 def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pipeline, server_profile, standin):
+    requests = iter(range(10**6))  # the first request is the start-up probe; the next one fails for good
+    standin.fail(lambda body: next(requests) == 1, Fault(400, body='{"error": {"message": "prompt too long"}}'))
     code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint,
                                    "--concurrency", 8))
     assert code == 0, output
     judged = rows(tmp_path / "served")
-    assert judged and all(r["status"] == "ok" and r["level"] is not None for r in judged)
+    failed = [r for r in judged if r["status"] == "request_failed"]
+    assert len(failed) == 1 and failed[0]["level"] is None and "prompt too long" in failed[0]["raw"]
+    assert len(judged) > 1 and all(r["status"] == "ok" and r["level"] is not None for r in judged if r not in failed)
     record = json.loads(next((tmp_path / "served" / "_done").glob("judgments-*.json")).read_text())
     assert record["extra"]["judge"] == ("standin-judge (openai server, request shape chat, prompt crux-paper, "
                                         "mode generate)")  # the endpoint is not in it
@@ -78,7 +82,7 @@ def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pi
     card = (tmp_path / "release" / "README.md").read_text()
     assert "server applied its own chat template" in card and standin.endpoint not in card
     code, output = cli("validate", tmp_path / "release", "--no-load")
-    assert code == 0, output
+    assert code == 0, output  # the failed request's error in raw is not read as a judge's answer
 
 
 def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, small_pipeline, server_profile, standin):
@@ -146,3 +150,11 @@ def test_an_incomplete_import_keeps_what_it_graded(tmp_path, small_pipeline, ser
     written = sum(pq.read_metadata(p).num_rows for p in chunks.glob("chunk-*.parquet"))
     waiting = pq.read_metadata(chunks / "batch-imported.parquet").num_rows
     assert written == 16 and waiting == 4  # chunk 0 whole (16 pairs), 4 graded pairs of chunk 1 wait
+
+
+def test_a_server_that_refuses_the_probe_is_one_line_before_any_pair(tmp_path, small_pipeline, server_profile, standin):
+    standin.fail(lambda body: True, Fault(401, body='{"error": {"message": "invalid key"}}'))
+    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint))
+    assert code == 1 and "internal error" not in output
+    assert output.strip().splitlines()[-1].startswith("error: openai backend"), output
+    assert "invalid key" in output and not list((tmp_path / "served").glob("judgments-*.parquet"))

@@ -4,14 +4,17 @@ agreement at each threshold, bootstrap confidence intervals, coverage, and the a
 rankings (Kendall tau between run orderings scored with each label set)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import stats as sps
 
 from builder.analysis.labels import apply_mapping, read_labels, read_trec_run
+from generation.errors import InputError
 
 
 @dataclass
@@ -137,11 +140,48 @@ def system_ranking(runs: list[Path], joined: Joined) -> dict:
             "kendall_tau": None if tau is None or np.isnan(tau) else float(tau)}
 
 
+def mapped(grades: pa.ChunkedArray, mapping, binary_at: int | None, path: Path, option: str) -> pa.Array:
+    """`apply_mapping`, with what is wrong named after the labels' file: a grade the mapping gives no target, a
+    binary threshold no mapped grade reaches (every pair would be "not relevant" and agree trivially)."""
+    try:
+        values = apply_mapping(grades, mapping, None)
+    except ValueError as e:
+        raise InputError(path, 0, f"{option}: {e}") from None
+    top = pc.max(values).as_py() if len(values) else None
+    if binary_at is not None and top is not None and top < binary_at:
+        raise InputError(path, 0, f"--binary-at {binary_at}: no label here reaches it (grades after mapping: "
+                         f"{pc.unique(values).sort().to_pylist()}); every pair would count as not relevant")
+    return apply_mapping(values, None, binary_at)
+
+
+def read_agreement(path: Path) -> dict:
+    """The JSON `agreement --json` wrote, for the card's section; anything else is an InputError naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(path, 0, f"cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, e.lineno, f"not JSON ({e.msg}); pass the file `researchy-subq agreement --json` "
+                         "wrote") from None
+    needed = ("a", "b", "coverage", "measures")
+    missing = [k for k in needed if k not in data] if isinstance(data, dict) else list(needed)
+    if missing:
+        raise InputError(path, 0, f"not `researchy-subq agreement --json` output: no {', '.join(missing)}")
+    try:
+        agreement_markdown(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InputError(path, 0, f"not `researchy-subq agreement --json` output ({type(e).__name__}: {e})") from None
+    return data
+
+
 def agreement(path_a: Path, path_b: Path, map_a=None, map_b=None, binary_at: int | None = None,
               runs: list[Path] | None = None, resamples: int = 1000, seed: int = 0) -> dict:
     a, b = read_labels(path_a), read_labels(path_b)
-    a = a.set_column(2, "grade", apply_mapping(a["grade"], map_a, binary_at))
-    b = b.set_column(2, "grade", apply_mapping(b["grade"], map_b, binary_at))
+    a = a.set_column(2, "grade", mapped(a["grade"], map_a, binary_at, path_a, "--map-a"))
+    b = b.set_column(2, "grade", mapped(b["grade"], map_b, binary_at, path_b, "--map-b"))
     joined = join(a, b)
     levels = sorted(set(joined.a.tolist()) | set(joined.b.tolist())) or [0]
     result = {

@@ -13,8 +13,8 @@ sub-questions and m_d the number of them that candidate d answers:
 - retrieval_complex: not answerable and completeness under the profile's threshold.
 
 Accumulated while the judgments stream by (`add` per record batch, on integer positions from
-`topic_index`), so no pass re-reads the release; memory follows the (question, document) pairs with an
-answer, compacted per batch.
+`topic_index`), so no pass re-reads the release; the (question, document) pairs with an answer go to sorted
+runs on disk past a fixed memory.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.analysis.topic_index import mix
+from builder.release.spill import KeyRuns
 
-PAIR = np.dtype([("key", np.uint64), ("q", np.int64)])  # key = mix(question, document)
+PAIR = np.dtype([("key", np.uint64), ("q", np.int64), ("count", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
 FORMULA = ("completeness = (1/|D+|) * sum_{d in D+} log(m_d) / log(K), where m_d is the number of the question's K "
            "sub-questions that candidate d answers (level >= answer_level) and D+ the candidates with m_d >= 1")
@@ -37,8 +38,9 @@ class ComplexityAccumulator:
         self.answer_level, self.threshold = answer_level, threshold
         self.judged = np.zeros(len(subquestions_of), bool)
         self.answered = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
-        self._pairs: list[np.ndarray] = []  # distinct (question, document) with an answer, per batch
-        self._counts: list[np.ndarray] = []  # and how many sub-questions each answers in that batch
+        # distinct (question, document) pairs with an answer per batch, and how many sub-questions each answers
+        # there: sorted runs that spill to disk (builder/release/spill.py), so memory stays flat
+        self._pairs = KeyRuns(dtype=PAIR, key="key")
 
     def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:
         self.judged[question] = True
@@ -46,25 +48,31 @@ class ComplexityAccumulator:
         self.answered[subquestion[answers]] = True
         question, document = question[answers], document[answers]
         keys, first, counts = np.unique(mix(question, document), return_index=True, return_counts=True)
-        self._pairs.append(np.rec.fromarrays([keys, question[first]], dtype=PAIR))
-        self._counts.append(counts)
+        pairs = np.empty(len(keys), PAIR)
+        pairs["key"], pairs["q"], pairs["count"] = keys, question[first], counts
+        self._pairs.add(pairs)
 
     def result(self) -> dict[str, np.ndarray]:
         """Arrays per question position; questions without any judgment are masked by `judged`."""
         n = len(self.subquestions_of)
         k = self.subquestions_of.astype(np.float64)
-        answered = np.bincount(self.subq_question[self.answered], minlength=n)
-        pairs = np.concatenate(self._pairs) if self._pairs else np.empty(0, dtype=PAIR)
-        keys, first, where = np.unique(pairs["key"], return_index=True, return_inverse=True)
-        m = np.bincount(where, weights=np.concatenate(self._counts) if self._counts else None,
-                        minlength=len(keys)).astype(np.int64)  # m_d per (question, document) with an answer
-        q = pairs["q"][first]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            spread = np.where(k[q] > 1, np.log(m) / np.log(np.maximum(k[q], 2)), 1.0)
-        documents = np.bincount(q, minlength=n)
-        completeness = np.where(documents > 0, np.bincount(q, weights=spread, minlength=n) / np.maximum(documents, 1), 0.0)
-        max_m = np.zeros(n, np.int64)
-        np.maximum.at(max_m, q, m)
+        # a sub-question of no known question (validate reports it) counts for none
+        known = self.subq_question[self.answered]
+        answered = np.bincount(known[known >= 0], minlength=n)
+        documents, spread_sum, max_m = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64)
+        for chunk in self._pairs.chunks():  # sorted by key, a (question, document) pair never spans two chunks
+            if not len(chunk):
+                continue
+            starts = np.flatnonzero(np.r_[True, chunk["key"][1:] != chunk["key"][:-1]])
+            m = np.add.reduceat(chunk["count"], starts)  # m_d per (question, document) with an answer
+            q = chunk["q"][starts]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                spread = np.where(k[q] > 1, np.log(m) / np.log(np.maximum(k[q], 2)), 1.0)
+            documents += np.bincount(q, minlength=n)
+            # the running sums go first, so every question's sum is added in key order whatever the chunks
+            spread_sum = np.bincount(np.r_[np.arange(n), q], weights=np.r_[spread_sum, spread], minlength=n)
+            np.maximum.at(max_m, q, m)
+        completeness = np.where(documents > 0, spread_sum / np.maximum(documents, 1), 0.0)
         answerable = (k > 0) & (max_m >= k)
         return {"answerable": answerable,
                 "answerable_share": np.where(k > 0, answered / np.maximum(k, 1), 0.0),

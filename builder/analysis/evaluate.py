@@ -57,6 +57,9 @@ def read_run(path: Path) -> Run:
             except ValueError:
                 run.malformed.append(number)
                 continue
+            if math.isnan(value):  # a NaN score cannot be ordered: trec_eval's sort would place it anywhere
+                run.malformed.append(number)
+                continue
             docs = scored.setdefault(qid, {})
             if docid in docs:
                 run.duplicates.append(number)
@@ -65,7 +68,7 @@ def read_run(path: Path) -> Run:
     for qid, docs in scored.items():
         by_docid = sorted(docs, reverse=True)  # stable sort below keeps reverse docid order among equal scores
         run.ranked[qid] = sorted(by_docid, key=lambda d: -docs[d])
-    for kind, numbers in (("malformed (not `qid Q0 docid rank score tag`)", run.malformed),
+    for kind, numbers in (("malformed (not `qid Q0 docid rank score tag` with a score that is a number)", run.malformed),
                           ("repeating a (query, document) pair already seen", run.duplicates)):
         if numbers:
             listed = ", ".join(map(str, numbers[:MAX_LISTED])) + (", ..." if len(numbers) > MAX_LISTED else "")

@@ -51,8 +51,8 @@ def read_trec_run(path: Path) -> dict[str, list[str]]:
     except UnicodeDecodeError as e:
         raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     if run.malformed:
-        raise InputError(path, run.malformed[0], f"expected 'qid Q0 docid rank score tag' ({len(run.malformed):,} "
-                                                 "such lines)")
+        raise InputError(path, run.malformed[0], f"expected 'qid Q0 docid rank score tag', the score a number "
+                                                 f"({len(run.malformed):,} such lines)")
     if run.duplicates:
         raise InputError(path, run.duplicates[0], f"a document listed twice for one query ({len(run.duplicates):,} "
                                                   "such lines)", field="docid")

@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.profiles import load_profile
+from generation.profiles import Profile, load_profile
+from generation.provenance import admitted_by
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
 from generation.stages import stage_hash
@@ -37,11 +38,40 @@ def layout(subquestions: int, judgments: int, rng: np.random.Generator) -> tuple
     return per_question.astype(np.int64), candidates.astype(np.int64)
 
 
+def judge_columns(level_code: np.ndarray, mode: str, rng: np.random.Generator) -> dict:
+    """level, raw, status, probs and expected as a judge of `mode` writes them for these level codes (6 = no
+    level). generate: the digit as raw, "I cannot rate this." (no_digit) for no level. distribution: random
+    probabilities whose argmax is the level (generation/judging/judges.py `distribution`), raw the digit,
+    expected sum p x level; no level = an engine error (distribution mode is never unparsable)."""
+    n, none = len(level_code), level_code == 6
+    levels = pa.array(np.where(none, 0, level_code).astype(np.int8), mask=none)
+    raw = pa.array(["0", "1", "2", "3", "4", "5", "I cannot rate this."]).take(pa.array(level_code))
+    columns = {"level": levels, "raw": raw, "status": pa.array(np.where(none, "no_digit", "ok")),
+               "probs": pa.nulls(n, pa.list_(pa.float32())), "expected": pa.nulls(n, pa.float32())}
+    if mode != "distribution":
+        return columns
+    probs = rng.random((n, 6)).astype(np.float32)
+    rows, top = np.arange(n), np.argmax(probs, axis=1)
+    target = np.where(none, top, level_code)
+    probs[rows, top], probs[rows, target] = probs[rows, target], probs[rows, top]  # the largest at the level
+    probs /= probs.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32)
+    expected = (probs.astype(np.float64) * np.arange(6)).sum(axis=1).astype(np.float32)
+    offsets = pa.array(np.arange(0, 6 * n + 1, 6, dtype=np.int32))
+    columns.update(
+        raw=pa.array(np.where(none, "RuntimeError: synthetic engine failure", np.char.mod("%d", level_code).astype(object))),
+        status=pa.array(np.where(none, "engine_error", "ok")),
+        probs=pa.ListArray.from_arrays(offsets, pa.array(probs.ravel()), mask=pa.array(none)),
+        expected=pa.array(expected, mask=none))
+    return columns
+
+
 def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int = PAPER_JUDGMENTS,
                test_share: float = 0.0, shards: int = 4, seed: int = 0, unparsed_share: float | None = None,
-               profile: str = "paper") -> dict:
+               profile: str | Profile = "paper") -> dict:
     """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts.
-    The judgment shards' completion records carry `profile`'s config hash, as if judged under it."""
+    The judgment shards' completion records carry `profile`'s config hash, as if judged under it; levels, raw
+    and probabilities are written as its judge mode writes them, sources by its pool rule."""
+    profile = load_profile(profile) if isinstance(profile, str) else profile
     rng = np.random.default_rng(seed)
     subq_per_q, cand_per_q = layout(subquestions, judgments, rng)
     n_questions = len(subq_per_q)
@@ -84,9 +114,8 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
     if unparsed_share is not None:
         weights[-1] = weights[:-1].sum() * unparsed_share / (1 - unparsed_share)
     level_code = rng.choice(7, size=len(subq_of_pair), p=weights / weights.sum())
-    levels = pa.array(np.where(level_code == 6, 0, level_code).astype(np.int8), mask=level_code == 6)
-    raw_choices = pa.array(["0", "1", "2", "3", "4", "5", "I cannot rate this."])
-    stage = StageOutput(folders["judgments"], "judgments", stage_hash(load_profile(profile), "judgments"))
+    judged = judge_columns(level_code, profile.judge.mode, rng)
+    stage = StageOutput(folders["judgments"], "judgments", stage_hash(profile, "judgments"))
     folders["judgments"].mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, len(subq_of_pair), shards + 1).astype(np.int64)
     for i in range(shards):
@@ -97,18 +126,18 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                 stop = min(start + 1_000_000, hi)
                 idx = pa.array(doc_of_pair[start:stop])
                 rank = rank_in_q[start:stop] + 1
+                bm25_rank = pa.array(np.where(rank <= 20, rank, 0).astype(np.int32), mask=rank > 20)
+                rerank = (rank * 7) % 23 + 1
+                # a candidate past BM25's top 20 was admitted by the reranker's top 20
+                rerank_rank = pa.array(np.where((rank > 20) & (rerank > 20), rerank - 20, rerank).astype(np.int32))
+                clicked = pa.array(rank == 1)
                 writer.write_table(pa.table({
                     "subq_id": subq_ids.take(pa.array(subq_of_pair[start:stop])),
                     "qid": pa.array(qids, type=pa.string()).take(pa.array(question_of_pair[start:stop])),
                     "docid": docids.take(idx), "url_hash": url_hashes.take(idx),
-                    "level": levels[start:stop], "raw": raw_choices.take(pa.array(level_code[start:stop])),
-                    "status": pa.array(np.where(level_code[start:stop] == 6, "no_digit", "ok")),
-                    "probs": pa.nulls(stop - start, pa.list_(pa.float32())),
-                    "expected": pa.nulls(stop - start, pa.float32()),
-                    "bm25_rank": pa.array(np.where(rank <= 20, rank, 0).astype(np.int32), mask=rank > 20),
-                    "rerank_rank": pa.array(((rank * 7) % 23 + 1).astype(np.int32)),
-                    "clicked": pa.array(rank == 1),
-                    "source": pa.array(np.where(rank <= 20, "bm25", "rerank")),
+                    **{name: column[start:stop] for name, column in judged.items()},
+                    "bm25_rank": bm25_rank, "rerank_rank": rerank_rank, "clicked": clicked,
+                    "source": admitted_by(bm25_rank, rerank_rank, clicked, profile.pool),
                     "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
                     "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
                 }, schema=arrow_schema("judgments")), row_group_size=ROW_GROUP_ROWS)

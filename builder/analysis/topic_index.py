@@ -37,6 +37,12 @@ class IdIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def hashes(self) -> np.ndarray:
+        """Each id's 64-bit hash by position, the hash `string_hashes` gives the same string."""
+        out = np.empty(len(self.sorted), np.uint64)
+        out[self.order] = self.sorted
+        return out
+
     def get_indexer(self, values: np.ndarray | pa.Array) -> np.ndarray:
         """Position of each value, MISSING for values not in the index (first position for repeated ids)."""
         array = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
@@ -79,9 +85,16 @@ def positions(column: pa.Array | pa.ChunkedArray, index: IdIndex) -> np.ndarray:
 
 def string_hashes(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """64-bit hashes of strings (equal strings hash equally); collisions are for the caller to re-check."""
+    return hashed_codes(column)[0]
+
+
+def hashed_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(hash per row, hash per distinct value, the row's distinct-value code): `string_hashes` and the distinct
+    values it found on the way."""
     encoded = _encoded(column)
     hashed = pd.util.hash_array(encoded.dictionary.to_numpy(zero_copy_only=False).astype(object), categorize=False)
-    return hashed[encoded.indices.fill_null(0).to_numpy()] if len(hashed) else np.zeros(len(encoded), np.uint64)
+    codes = encoded.indices.fill_null(0).to_numpy()
+    return (hashed[codes] if len(hashed) else np.zeros(len(encoded), np.uint64)), hashed, codes
 
 
 def mix(*parts: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from typer.models import ArgumentInfo, OptionInfo
 from generation import __version__
 from generation.docstore import MissingDocument, NotAnIndex
 from generation.executors.errors import ClusterError
-from generation.errors import InputError
+from generation.errors import ArgumentError, BackendError, InputError
 from generation.stages.index import IndexBuildError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
@@ -51,8 +51,8 @@ def fail(message: str) -> None:
 
 # Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the
 # file (and line): the guard prints the message alone.
-KNOWN_ERRORS = (InputError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable, OwnershipError,
-                MissingDocument, NotAnIndex, ClusterError)
+KNOWN_ERRORS = (InputError, ArgumentError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable,
+                OwnershipError, MissingDocument, NotAnIndex, ClusterError, BackendError)
 
 
 def describe(error: BaseException) -> str:

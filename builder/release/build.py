@@ -53,9 +53,11 @@ def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
             raise InputError(folder, 0, "the same questions folder is given twice")
     questions, subquestions = [], []
     for folder in folders:
-        q_path, s_path = question_files(folder)
-        questions.append(conform(pq.read_table(q_path), "questions"))
-        subquestions.append(conform(pq.read_table(s_path), "subquestions"))
+        for path, name, tables in zip(question_files(folder), ("questions", "subquestions"), (questions, subquestions)):
+            try:
+                tables.append(conform(pq.read_table(path), name))
+            except KeyError as e:  # a column the schema requires
+                raise InputError(path, 0, f"{e.args[0]}: not a table from `researchy-subq questions`") from None
     question_table, subquestion_table = pa.concat_tables(questions), pa.concat_tables(subquestions)
     for table, key, name in ((question_table, "qid", "questions"), (subquestion_table, "subq_id", "subquestions")):
         counts = pc.value_counts(table[key])
@@ -194,7 +196,8 @@ class DerivedConfigs:
 
     def close(self, summary: ReleaseSummary) -> None:
         for split, writers, docs in zip(self.splits, self.writers, self.docs):
-            writers["corpus-ids"].write(docs.table())
+            for table in docs.tables():
+                writers["corpus-ids"].write(table)
             for name, writer in writers.items():
                 summary.files += writer.close()
                 summary.rows.setdefault(name, {})[split] = writer.rows

@@ -15,9 +15,11 @@ from builder.release.snippets import field_tables, loading_snippets
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
 TEMPLATE = ("cards", "dataset_card.md")
 PLOT = "level_distribution.png"
+PLOT_COUNTS = "researchy-subq:level-counts"  # PNG text chunk: the counts the plot draws, which `validate` checks
 STATS_BEGIN, STATS_END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
 LICENSE = "cdla-permissive-2.0"  # Researchy Questions' licence, which the judgments derive from
 SOURCE_DATASET = "corbyrosset/researchy_questions"
+PRETTY_NAME = "Researchy Questions sub-question judgments"
 
 
 def template_text() -> str:
@@ -136,7 +138,7 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
 
 
 def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
-    data = card_data(rows, splits, "Researchy Questions sub-question judgments", Path(out), context.pop("features"))
+    data = card_data(rows, splits, PRETTY_NAME, Path(out), context.pop("features"))
     published = [c.name for c in published_configs(rows, splits)]
     card = DatasetCard.from_template(data, template_str=template_text(), statistics=stats_markdown(stats),
                                      configs=config_rows(rows, splits), splits=splits, fields=field_tables(published),
@@ -148,7 +150,14 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
     return path
 
 
+def plot_counts(stats: dict) -> dict:
+    """What the level plot draws: per split, Table 1's count of each level (and Other)."""
+    return {split: {r["level"]: r["count"] for r in s["table1"]} for split, s in stats.items()}
+
+
 def plot_levels(out: Path, stats: dict) -> Path:
+    import json
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,6 +177,6 @@ def plot_levels(out: Path, stats: dict) -> Path:
     ax.legend()
     fig.tight_layout()
     path = Path(out) / PLOT
-    fig.savefig(path)
+    fig.savefig(path, metadata={PLOT_COUNTS: json.dumps(plot_counts(stats), sort_keys=True)})
     plt.close(fig)
     return path

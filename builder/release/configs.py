@@ -13,11 +13,13 @@ builder class (from the judgment shards) produce the same rows.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.spill import TableRuns
 from generation.errors import InputError
 from generation.schema import arrow_schema
 
@@ -32,6 +34,11 @@ def subtopics(subquestions: pa.Table) -> pa.Table:
     """subq_id -> its 1-based position among its question's sub-questions, in the subquestions table's order
     (the order of `gpt4_decomposition.subquestions`); a question's rows need not be contiguous."""
     codes = pc.dictionary_encode(subquestions["qid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
+    return pa.table({"subq_id": subquestions["subq_id"], "subtopic": pa.array(subtopic_numbers(codes), pa.int32())})
+
+
+def subtopic_numbers(codes: np.ndarray) -> np.ndarray:
+    """Per row, its 1-based position among the rows of the same question code, in row order."""
     order = np.argsort(codes, kind="stable")
     ordered = codes[order]
     index = np.arange(len(codes))
@@ -39,7 +46,7 @@ def subtopics(subquestions: pa.Table) -> pa.Table:
         else index
     number = np.empty(len(codes), np.int32)
     number[order] = index - starts + 1
-    return pa.table({"subq_id": subquestions["subq_id"], "subtopic": pa.array(number, pa.int32())})
+    return number
 
 
 def binary_qrels(rows: pa.Table, threshold: int) -> pa.Table:
@@ -83,40 +90,43 @@ def diversity_qrels(rows: pa.Table, numbers: Subtopics) -> pa.Table:
                      "subq_id": graded["subq_id"]}, schema=arrow_schema("diversity_qrels"))
 
 
-class CorpusIds:
-    """The distinct judged documents of a split, deduplicated as batches arrive (memory follows the number of
-    documents, not of judgments); URLs from the questions' clicked documents (Researchy's DocStream)."""
+def clicked_urls(questions: pa.Table) -> pa.Table:
+    """url_hash -> url (`url_min`: the smallest when two records differ) of the questions' clicked documents
+    (Researchy's DocStream), the only URLs a release carries."""
+    clicked = pc.list_flatten(questions["clicked"])
+    urls = pa.table({"url_hash": pc.struct_field(clicked, "url_hash"), "url": pc.struct_field(clicked, "url")})
+    return urls.group_by("url_hash", use_threads=False).aggregate([("url", "min")])
 
-    def __init__(self, questions: pa.Table):
-        clicked = pc.list_flatten(questions["clicked"])
-        urls = pa.table({"url_hash": pc.struct_field(clicked, "url_hash"), "url": pc.struct_field(clicked, "url")})
-        self.urls = urls.group_by("url_hash", use_threads=False).aggregate([("url", "min")])
-        self.parts: list[pa.Table] = []
-        self.pending = 0
-        self.merged = 0  # rows of the deduplicated first part
+
+def with_urls(docs: pa.Table, urls: pa.Table) -> pa.Table:
+    """`corpus-ids` rows of (docid, url_hash) rows: the URL of a clicked document, else null."""
+    url = pc.take(urls["url_min"], pc.index_in(docs["url_hash"], value_set=urls["url_hash"]))
+    return pa.table({"_id": docs["docid"], "url_hash": docs["url_hash"], "url": url}, schema=arrow_schema("corpus_ids"))
+
+
+class CorpusIds:
+    """The distinct judged documents of a split, in docid order. Each batch's distinct (docid, url_hash) rows go
+    to sorted runs that spill to disk past a fixed number of rows (builder/release/spill.py), so memory stays
+    flat however many documents are judged; a document's first row wins (its url_hash is the same in every row)."""
+
+    def __init__(self, questions: pa.Table, memory: int | None = None):
+        self.urls = clicked_urls(questions)
+        self.runs = TableRuns("docid", **({"memory": memory} if memory else {}))
 
     def add(self, rows: pa.Table) -> None:
-        self.parts.append(self._distinct(rows.select(["docid", "url_hash"])))
-        self.pending += self.parts[-1].num_rows
-        # Merge when the new parts outgrow the merged one: each document is re-deduplicated O(log n) times,
-        # not once per batch pair (memory stays within twice the distinct documents).
-        if self.pending > max(2 * BATCH_ROWS, self.merged):
-            self.parts = [self._distinct(pa.concat_tables(self.parts))]
-            self.merged, self.pending = self.parts[0].num_rows, 0
+        self.runs.add(self._distinct(rows.select(["docid", "url_hash"])))
 
     @staticmethod
     def _distinct(table: pa.Table) -> pa.Table:
-        """The first row of each docid (a document's url_hash is the same in every row)."""
+        """The first row of each docid, in the batch's order."""
         codes = pc.dictionary_encode(table["docid"].combine_chunks()).indices.to_numpy(zero_copy_only=False)
         _, first = np.unique(codes, return_index=True)
-        return table.take(pa.array(first))
+        return table.take(pa.array(np.sort(first)))
 
-    def table(self) -> pa.Table:
-        empty = pa.table({"docid": pa.array([], pa.string()), "url_hash": pa.array([], pa.string())})
-        docs = self._distinct(pa.concat_tables(self.parts)).sort_by("docid") if self.parts else empty
-        url = pc.take(self.urls["url_min"], pc.index_in(docs["url_hash"], value_set=self.urls["url_hash"]))
-        return pa.table({"_id": docs["docid"], "url_hash": docs["url_hash"], "url": url},
-                        schema=arrow_schema("corpus_ids"))
+    def tables(self) -> Iterator[pa.Table]:
+        """`corpus-ids` rows in docid order, a chunk at a time."""
+        for docs in self.runs.merged():
+            yield with_urls(docs, self.urls)
 
 
 def binary_threshold(profile) -> int:

@@ -100,4 +100,5 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                 yield key, table
                 key += 1
         if spec.name == "corpus-ids":
-            yield 0, docs.table()
+            for key, table in enumerate(docs.tables()):
+                yield key, table

@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from generation.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by the release modules
+
 LEVELS = tuple(range(6))
 PARTITIONS = tuple(f"level_{n}" for n in LEVELS) + ("unparsed",)
-SPLITS = ("train", "test")
 FILE_NAME = re.compile(r"^(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 
 

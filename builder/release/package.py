@@ -1,11 +1,10 @@
 """`build-release`: data files, then the card, plot and manifest that describe them."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from builder.analysis.agreement import agreement_markdown
+from builder.analysis.agreement import agreement_markdown, read_agreement
 from builder.release.card import plot_levels, render_card
 from builder.release.configs import binary_threshold
 from builder.release.imported import import_record
@@ -76,6 +75,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
+    agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
@@ -93,7 +93,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "differences": differences(profile, imported), "binary_threshold": binary_threshold(profile),
         "imported": imported,
         "rubric": rubric(prompt.user),
-        "agreement": agreement_markdown(json.loads(Path(agreement).read_text())) if agreement else None,
+        "agreement": agreement_section,
         "features": table_features,
     }
     plot_levels(out, summary.stats)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,25 @@ def check_repo_id(release: Path, repo: str) -> dict:
     return manifest
 
 
+# git's rules for a ref name (`git help check-ref-format`), which a Hub tag or branch is: no ASCII control
+# character, space, ~ ^ : ? * [ or backslash; no "..", "@{" or "//"; no part that starts with "." or ends with
+# ".lock"; not "@", not starting or ending with "/", not ending with ".".
+REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def check_ref_name(name: str, option: str) -> None:
+    """A tag or branch name git (and so the Hub) accepts, or PublishRefused saying why, before the Hub is asked."""
+    parts = name.split("/")
+    bad = REF_FORBIDDEN.search(name)
+    why = (f"contains {bad.group()!r}" if bad else "is empty" if not name else "is '@'" if name == "@"
+           else "starts or ends with '/'" if name.startswith("/") or name.endswith("/")
+           else "ends with '.'" if name.endswith(".")
+           else "has a part starting with '.' or ending with '.lock'" if any(
+               p.startswith(".") or p.endswith(".lock") for p in parts) else None)
+    if why:
+        raise PublishRefused(f"{option} {name!r} is not a valid git ref name: it {why} (`git help check-ref-format`)")
+
+
 def commit_description(manifest: dict) -> str:
     rows = manifest.get("rows", {})
     judgments = rows.get("judgments", {})
@@ -155,6 +175,9 @@ def publish(release: Path, repo: str, tag: str | None = None, revision: str = "m
 
     release = Path(release)
     manifest = check_repo_id(release, repo)
+    if tag is not None:
+        check_ref_name(tag, "--tag")
+    check_ref_name(revision, "--revision")
     report = validate(release)
     if not report.ok:
         failed = [f"{c.name} ({c.failures})" for c in report.checks if not c.ok]

@@ -14,11 +14,15 @@ import yaml
 from pydantic import ValidationError
 
 from builder.release.expectations import load_expectations
-from builder.release.card import STATS_BEGIN, STATS_END, published_configs, stats_markdown
+from builder.release.card import PLOT, STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.release.imported import CHECK as IMPORT_CHECK, check_import
 from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
 from builder.release.trec import compare_trec_qrels
 from builder.release.package import MANIFEST
+from builder.release.configs import binary_threshold
+from builder.release.rederive import Rederivation
+from builder.release.validate_card import check_figures, check_plot, check_prompt
+from builder.release.validate_derived import DerivedPrints, check_derived
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
                                    scan_judgments, scan_qrels, scan_topics, split_summaries)
 from generation.profiles import Profile
@@ -50,6 +54,8 @@ class Check:
 class Report:
     release: Path
     checks: list[Check] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)  # what the data gives: split -> statistics (as the manifest states them)
+    rows: dict = field(default_factory=dict)  # config -> split -> rows
 
     def check(self, name: str) -> Check:
         self.checks.append(Check(name))
@@ -89,19 +95,22 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
     questions, index = scan_topics(release, splits, files, checks)
-    scans, complexity = scan_judgments(release, splits, files, index, profile, checks)
+    prints = DerivedPrints(splits, index, binary_threshold(profile))
+    scans, complexity = scan_judgments(release, splits, files, index, profile, checks,
+                                       Rederivation(manifest, profile, report), prints)
     for code, split in enumerate(splits):
-        find_duplicates(release, split, files, index, scans[split].keys[:scans[split].filled], checks["unique"])
-        scans[split].keys = None
+        find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
         rows, printed = scan_qrels(release, split, files, index, code, checks)
         if (rows, printed) != (scans[split].graded, scans[split].graded_print):
             checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
                                  "judgments (subq_id, docid, level) of the split")
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
+    check_derived(release, splits, files, index, questions, scans, prints, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
     rows = data_rows(files, splits)
+    report.stats, report.rows = stats, rows
     _check_manifest_numbers(release, manifest, profile, rows, stats, report)
     _check_card(release, manifest, rows, stats, splits, report, load)
     check_import(release, manifest, stats, [p for s in splits for p in files.of("judgments", s)],
@@ -263,6 +272,10 @@ def _check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: 
                         *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
         if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
+    check_prompt(body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256"))
+    check_figures(release, rows, splits, body, data, report.check(
+        "the card's configs table, download sizes and byte counts equal the data"))
+    check_plot(release, stats, report.check(f"{PLOT} draws the data's level counts"))
     loads = report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features")
     if not load or data is None:
         loads.note = "skipped" if not load else "no YAML"
@@ -322,6 +335,20 @@ def _load_every_config(release: Path, rows: dict, splits: list[str], loads: Chec
                 loads.note = message
 
 
+def previous_shares(release: Path, check: Check) -> dict:
+    """split -> level -> share stated by a previous release's manifest; what it lacks is a report line."""
+    try:
+        stated = json.loads((release / MANIFEST).read_text()).get("stats")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        check.fail(f"--against {release}: {MANIFEST} is not readable ({e})")
+        return {}
+    if not isinstance(stated, dict):
+        check.fail(f"--against {release}: {MANIFEST} states no statistics")
+        return {}
+    return {split: s["level_share"] for split, s in stated.items()
+            if isinstance(s, dict) and isinstance(s.get("level_share"), dict)}
+
+
 def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Path | None, report: Report) -> None:
     bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
     unparsed = report.check("unparsed ('Other') share under its bound")
@@ -334,9 +361,11 @@ def _check_shares(stats: dict, manifest: dict, expect: Path | None, against: Pat
     tolerance = float(bounds.get("tolerance", DEFAULT_TOLERANCE))
     reference = {}
     if against:
-        previous = json.loads((Path(against) / MANIFEST).read_text())["stats"]
-        reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s["level_share"].items()}
-                     for split, s in previous.items()}
+        previous = previous_shares(Path(against), shares)
+        reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s.items()} for split, s in previous.items()}
+        for split in sorted(set(stats) - set(previous)) if not bounds.get("levels") else ():
+            shares.fail(f"{split}: --against {against} has no {split} split (or no level shares for it): nothing to "
+                        "compare this split's shares with; give --expect bounds for it")
     too_small = [f"{split} ({s['judgments']:,} judgments)" for split, s in stats.items()
                  if s["judgments"] < bounds.get("min_judgments", 0)]
     for split, s in stats.items():

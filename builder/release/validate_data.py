@@ -20,14 +20,15 @@ import pyarrow.parquet as pq
 from builder.analysis.complexity import ComplexityAccumulator, add_columns
 from builder.analysis.complexity import summary as complexity_summary
 from builder.release.layout import CONFIGS, PARTITIONS
+from builder.release.spill import KeyRuns
 from builder.release.stats import Batch, SplitStats
-from builder.analysis.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.analysis.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144
-JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "level", "status", "source", "context_cut_by_tokens", "bm25_rank",
-                    "rerank_rank", "clicked", "expected", "probs"]
+JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "source", "context_cut_by_tokens",
+                    "bm25_rank", "rerank_rank", "clicked", "expected", "probs", "extract_verbatim"]
 FLOAT_COLUMNS = {"judgments": ("expected", "probs"), "questions": ("answerable_share", "completeness", "clicked"),
                  "subquestions": (), "qrels": ()}
 
@@ -120,8 +121,7 @@ def read_all(paths: list[Path], columns: list[str] | None, check, release: Path,
 @dataclass
 class SplitScan:
     stats: SplitStats
-    keys: np.ndarray | None = None  # 64-bit (subq_id, docid) key per judgment, filled batch by batch
-    filled: int = 0
+    keys: KeyRuns = field(default_factory=KeyRuns)  # 64-bit (subq_id, docid) key per judgment, spilled to disk
     graded: int = 0
     graded_print: int = 0  # sum of mix(subq, doc, level) over graded judgments, mod 2^64
 
@@ -167,7 +167,9 @@ def scan_topics(release: Path, splits: list[str], files: Readable, checks: dict)
 
 
 def scan_judgments(release: Path, splits: list[str], files: Readable, index: TopicIndex, profile: Profile | None,
-                   checks: dict) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+                   checks: dict, rederive=None, derived=None) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+    """The one pass over the judgment files; `rederive` (builder/release/rederive.py) sees every batch, `derived`
+    (builder/release/validate_derived.py) its rows of known sub-questions."""
     settings = profile.complexity if profile is not None else Complexity()
     pool = profile.pool if profile is not None else None
     complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
@@ -176,11 +178,14 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
         scan = scans[split] = SplitScan(SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum())))
-        scan.keys = np.empty(sum(pq.ParquetFile(p).metadata.num_rows for p in files.of("judgments", split)), np.uint64)
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
             name = path.relative_to(release)
+            offset = 0
             for table in batches(path, JUDGMENT_COLUMNS, checks["readable"], release):
+                if rederive is not None:
+                    rederive.add(table, offset)
+                offset += table.num_rows
                 question = index.question_positions(table["qid"])
                 subquestion = index.subquestion_positions(table["subq_id"])
                 for values, column in ((question, "qid"), (subquestion, "subq_id")):
@@ -209,26 +214,30 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                                          n_wrong)
                 for column, n in nan_count(table, "judgments").items():
                     checks["nan"].fail(f"{name}: {n} NaN in {column}", n)
-                document = string_hashes(table["docid"])
-                keys = mix(subquestion, document)[: len(scan.keys) - scan.filled]
-                scan.keys[scan.filled: scan.filled + len(keys)] = keys
-                scan.filled += len(keys)
+                document, distinct_documents, document_codes = hashed_codes(table["docid"])
+                scan.keys.add(mix(subquestion, document))
                 if not known.all():
-                    table, question, subquestion, document = (table.filter(pa.array(known)), question[known],
-                                                              subquestion[known], document[known])
+                    table, question, subquestion, document, document_codes = (
+                        table.filter(pa.array(known)), question[known], subquestion[known], document[known],
+                        document_codes[known])
                 scan.stats.add(Batch(table, question, subquestion, document,
                                      pool.bm25_top if pool else None, pool.rerank_top if pool else None))
                 complexity.add(question, subquestion, document, table["level"])
+                if derived is not None:
+                    derived.add(code, table, question, subquestion, document, distinct_documents, document_codes)
                 graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
                 scan.graded += int(graded.sum())
                 scan.graded_print = (scan.graded_print + fingerprint(
                     subquestion[graded], document[graded], table["level"].drop_null().to_numpy(zero_copy_only=False))) % 2**64
+            if rederive is not None:
+                rederive.end_file(name)
     return scans, complexity
 
 
-def fingerprint(subquestion: np.ndarray, document: np.ndarray, score: np.ndarray) -> int:
-    """Order-free fingerprint of a multiset of (sub-question, document, score) rows (a sum mod 2^64)."""
-    return int(np.sum(mix(subquestion, document, score.astype(np.int64)), dtype=np.uint64))
+def fingerprint(*columns: np.ndarray) -> int:
+    """Order-free fingerprint of a multiset of rows of integer columns, e.g. (sub-question, document, score): the
+    sum of their 64-bit row hashes, mod 2^64."""
+    return int(np.sum(mix(*(c.astype(np.int64) if c.dtype != np.uint64 else c for c in columns)), dtype=np.uint64))
 
 
 def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, code: int, checks: dict) -> tuple[int, int]:
@@ -250,11 +259,10 @@ def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, co
     return rows, printed
 
 
-def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: np.ndarray, check) -> None:
-    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass).
-    `keys` is sorted in place: 8 bytes a judgment, the one part of validate's memory that follows the rows."""
-    keys.sort()
-    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
+def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: KeyRuns, check) -> None:
+    """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass). The
+    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (builder/release/spill.py)."""
+    repeated = keys.repeated()
     if len(repeated) == 0:
         return
     seen: dict[tuple, int] = {}

@@ -10,6 +10,7 @@ import numpy as np
 
 from generation.docstore import cut_words
 from generation.judging.judges import Grade, Pair
+from generation.judging.parsing import STAND_IN_RAW, cut_level
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
@@ -81,7 +82,7 @@ class BiEncoderJudge:
         cosines = self.encoder.cosine([p.question for p in pairs],
                                       [cut_words(p.document, self.config.context_words) for p in pairs])
         cuts = self.config.cut_points or []
-        return [Grade(sum(c >= cut for cut in cuts), f"stand-in bi-encoder cosine={c:.4f}") for c in cosines]
+        return [Grade(cut_level(c, cuts), STAND_IN_RAW.format(c)) for c in cosines]
 
 
 def make_scorer(config: RerankConfig) -> BiEncoderScorer:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 import httpx
 
 from generation.backends.vllm_adapter import distribution_params, generate_params
+from generation.errors import BackendError
 from generation.judging.judges import BackendUnavailable, RequestFailed
 from generation.profiles import OpenAIServer
 
@@ -45,7 +46,7 @@ TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids names a token
 MESSAGE_CHARS = 300  # of a server's error text, in a pair's `raw` or an error line
 
 
-class ServerError(RuntimeError):
+class ServerError(BackendError):
     """The server cannot judge under this profile: down, wrong URL, key or model, or no digit log-probabilities."""
 
 

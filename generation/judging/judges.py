@@ -6,8 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
+import numpy as np
+
 from generation.docstore import cut_words
-from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent
+from generation.errors import BackendError
+from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
 from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
 
@@ -51,7 +54,7 @@ class RequestFailed(RuntimeError):
     `request_failed`, the authors' "-2", with this text in `raw`."""
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(BackendError):
     """The backend as a whole cannot answer (its server is gone): no item is to blame, so nothing is bisected
     and the chunk in hand is not written."""
 
@@ -154,7 +157,9 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
     weights = [math.exp(lp - top) for lp in logprobs]
     total = sum(weights)
     probs = [w / total for w in weights]
-    level = levels[max(range(len(probs)), key=probs.__getitem__)]
+    # The argmax of the probabilities as they are stored (float32), the lowest level on a tie (numpy's first
+    # maximum), so a stored row determines its level: `validate` re-derives it (builder/release/rederive.py).
+    level = levels[int(np.argmax(np.asarray(probs, np.float32)))]
     return probs, level, sum(p * lv for p, lv in zip(probs, levels))
 
 
@@ -284,6 +289,6 @@ class LLMJudge:
                 continue
             parsed = check_r3a_extract(self._parse(text), self.context(pair))
             intent = parse_intent(intents[(pair.question, pair.auxiliary)]) or ""
-            grades.append(Grade(parsed.level, f"<intent>{intent}</intent>\n{text}", None, None,
+            grades.append(Grade(parsed.level, r3a_raw(intent, text), None, None,
                                 extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))
         return grades

@@ -101,6 +101,33 @@ def parse_intent(text: str) -> str | None:
     return _tag(text, "intent")
 
 
+def r3a_raw(intent: str, answer: str) -> str:
+    """What an r3a judgment keeps as `raw`: round one's intent, then round two's answer."""
+    return f"<intent>{intent}</intent>\n{answer}"
+
+
+def r3a_answer(raw: str | None) -> str:
+    """Round two's answer out of an r3a `raw` (the intent holds no "</intent>": `parse_intent` stops at the first)."""
+    text = raw or ""
+    return text.split("</intent>\n", 1)[1] if text.startswith("<intent>") and "</intent>\n" in text else text
+
+
+# The bi-encoder stand-in judge (generation/judging/judges.py BiEncoderJudge): raw states the cosine, and the
+# level is how many of the profile's cut points it reaches.
+STAND_IN_RAW = "stand-in bi-encoder cosine={:.4f}"
+STAND_IN_PATTERN = re.compile(r"stand-in bi-encoder cosine=(-?\d+\.\d{4})")
+
+
+def cut_level(cosine: float, cut_points) -> int:
+    return sum(cosine >= cut for cut in cut_points)
+
+
+def stand_in_cosine(raw: str | None) -> float | None:
+    """The cosine a stand-in judgment's raw states (rounded to 4 decimals), or None when raw is not one."""
+    match = STAND_IN_PATTERN.fullmatch(raw or "")
+    return float(match.group(1)) if match else None
+
+
 def normalise_space(text: str) -> str:
     return " ".join(text.split())
 

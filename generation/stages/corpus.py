@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from generation import input_fingerprints, url_hashes
 from generation.errors import InputError, Rejects, read_lines
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Stage, StageSummary
@@ -26,6 +28,7 @@ from generation.storage import ParquetSink, commit, tmp_path
 NAME = "corpus"
 URL_MAP = "url_hash_map.parquet"
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
+URL_HASH = re.compile(r"[0-9A-Fa-f]{32}")
 
 
 def input_files(inputs: list[Path]) -> list[Path]:
@@ -42,6 +45,17 @@ def input_files(inputs: list[Path]) -> list[Path]:
 
 def url_hash_of(url: str) -> str:
     return hashlib.md5(url.encode("utf-8")).hexdigest().upper()
+
+
+def valid_url_hash(value, path: Path, lineno: int, field: str, docid: str) -> str | None:
+    """A URL-hash as ClueWeb22 and Researchy's CluewebURLHash write it: the MD5 of the URL, 32 hex digits
+    (stored upper-case); absent is allowed (plain JSONL without a URL), anything else is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not URL_HASH.fullmatch(value.strip()):
+        raise InputError(path, lineno, f"expected 32 hex digits (the MD5 of the URL), got {value!r}", field=field,
+                         record_id=docid)
+    return value.strip().upper()
 
 
 def parse_line(line: bytes, path: Path, lineno: int) -> dict:
@@ -72,7 +86,8 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
                          record_id=docid.strip())
     if not isinstance(text, str):
         raise InputError(path, lineno, "missing or not a string", field=text_field, record_id=docid)
-    return {"docid": docid.strip(), "url_hash": url_hash.upper() if isinstance(url_hash, str) else None,
+    url_hash = valid_url_hash(url_hash, path, lineno, "URL-hash" if id_field == "ClueWeb22-ID" else "url_hash", docid)
+    return {"docid": docid.strip(), "url_hash": url_hash,
             "url": url.strip() if isinstance(url, str) else None, "text": text, "_text_field": text_field}
 
 
@@ -111,10 +126,21 @@ class CorpusStage(Stage):
     def config_hash(cls, profile=None) -> str:
         return "corpus-v1"  # no profile section shapes the corpus
 
+    @classmethod
+    def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
+        files = super().completed_files(folder, profile, verify_sha256)
+        input_fingerprints.warn_changed(files)  # a reader goes on, told what the shards still hold
+        return files
+
     def prepare(self) -> None:
         self.files = input_files(self.sources)
         if not self.files:
             raise InputError(self.sources[0] if self.sources else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
+
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+        self.prepare()  # a done shard whose inputs changed is not skipped as done: refused
+        input_fingerprints.refuse_changed(self.output().record_path(shard), shard.take(self.files))
+        return super().run(shard, progress, executor)
 
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)
@@ -140,7 +166,8 @@ class CorpusStage(Stage):
                     summary.documents += 1
                     self.tick(progress)
         summary.rejected = rejects.reasons
-        return {"rejected": dict(rejects.reasons), "files": [str(p) for p in shard.take(self.files)]}
+        return {"rejected": dict(rejects.reasons), "files": [str(p) for p in shard.take(self.files)],
+                input_fingerprints.KEY: input_fingerprints.fingerprint(shard.take(self.files))}
 
 
 def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
@@ -156,7 +183,7 @@ def write_url_map(out: Path) -> tuple[Path, int]:
         counts = pa.table({"docid": table["docid"]}).group_by("docid").aggregate([("docid", "count")])
         dupes = counts.filter(pc.greater(counts["docid_count"], 1))["docid"].to_pylist()
         raise InputError(out, 0, f"{len(dupes)} docids appear in more than one corpus shard, e.g. {dupes[:3]}")
-    table = table.filter(pc.is_valid(table["url_hash"])).sort_by("url_hash")
+    table = url_hashes.one_document_per_hash(table.filter(pc.is_valid(table["url_hash"])), out)
     path = out / URL_MAP
     tmp = tmp_path(path)  # corpus shards finishing together each write their own, then rename
     pq.write_table(table, tmp, compression="zstd")

@@ -24,7 +24,7 @@ from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig, Profile
-from generation.shards import Shard, ShardError, StageOutput
+from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
 from generation.stages.index import IndexStage
 from generation.stages.pool import PoolStage
@@ -109,7 +109,7 @@ class ShardJob:
         marker = self.chunks_dir / "config.json"
         expected = {"config_hash": self.output.config_hash, "chunk_size": self.chunk_size, "pairs": len(self.pairs)}
         if marker.exists():
-            found = json.loads(marker.read_text())
+            found = read_record(marker, "chunk record", "remove the folder to start the shard again")
             if found != expected:
                 raise ShardError(f"{self.chunks_dir}: chunks from another run ({found}); this run is {expected}. "
                                  "Remove the folder to start the shard again")

@@ -14,7 +14,9 @@ from typing import Any, Iterator
 
 import pyarrow.parquet as pq
 
-from generation.errors import InputError, Rejects, read_lines
+from generation.errors import ArgumentError, InputError, Rejects, read_lines
+from generation.notices import warn
+from generation.schema import SPLITS
 from generation.shards import Shard
 from generation.stages.base import Stage, StageSummary
 from generation.storage import ParquetSink
@@ -112,11 +114,21 @@ def _clicked(rec: _Record) -> list[dict]:
         url = rec.get(doc, "Url", f"{name}.Url", str, allow_none=True)
         # A float share on the Hub (the card: "normalized to be a probability distribution"); integers accepted.
         share = rec.check(f"{name}.Click_Cnt", doc.get("Click_Cnt"), (float, int), allow_none=True)
-        if share is not None and not (math.isfinite(share) and share >= 0):
-            raise rec.fail(f"{name}.Click_Cnt", f"expected a finite share >= 0, got {share!r}")
+        if share is not None and not (math.isfinite(share) and 0 <= share <= 1):
+            raise rec.fail(f"{name}.Click_Cnt", f"expected a share of the question's clicks in [0, 1], got {share!r}")
         clicked.append({"url_hash": url_hash.upper(), "url": url,
                         "click_share": None if share is None else float(share)})
+    total = sum(c["click_share"] or 0.0 for c in clicked)
+    if total > 1 + SHARE_SUM_TOLERANCE:
+        raise rec.fail("DocStream", f"the Click_Cnt shares sum to {total:.4g}: not a probability distribution "
+                                    "over the question's clicked documents")
     return clicked
+
+
+# The Researchy Questions card: "The click preferences in the DocStream are normalized to be a probability
+# distribution". Shares are stored rounded (the bundled sample's round to 4 decimals and sum to 1 +- 1e-4), and a
+# DocStream may lack some clicked pages, so only a sum clearly above 1 is refused.
+SHARE_SUM_TOLERANCE = 0.01
 
 
 def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
@@ -147,15 +159,23 @@ def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
         rows.append({"subq_id": f"{rec.qid}-{k}", "qid": rec.qid, "text": text, "header": header, "depth": depth})
         seen.setdefault(_normalised(text), rows[-1]["subq_id"])
     if mode is Decomposition.subquestions:
-        return rows
+        return _some(rec, rows, mode)
     extra = [
         {"subq_id": seen.get(_normalised(text), fallback_id), "qid": rec.qid, "text": text,
          "header": header, "depth": depth}
         for text, header, depth, fallback_id in structure
     ]
     if mode is Decomposition.headers:
-        return [r for r in extra if r["depth"] == 1]
-    return rows + [r for r in extra if _normalised(r["text"]) not in seen]
+        return _some(rec, [r for r in extra if r["depth"] == 1], mode)
+    return _some(rec, rows + [r for r in extra if _normalised(r["text"]) not in seen], mode)
+
+
+def _some(rec: _Record, rows: list[dict], mode: Decomposition) -> list[dict]:
+    """A question without sub-questions has nothing to judge: a bad record, not a silent row."""
+    if not rows:
+        where = "gpt4_decomposition.headers" if mode is Decomposition.headers else "gpt4_decomposition.subquestions"
+        raise rec.fail(where, f"no sub-questions (--decomposition {mode.value}): nothing to judge")
+    return rows
 
 
 def parse_record(record: dict, path: Path, line: int, split: str,
@@ -208,6 +228,9 @@ def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
 
 def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: Decomposition,
                  rejects_path: Path | None, summary: StageSummary, progress=None) -> None:
+    if split not in SPLITS:
+        raise ArgumentError(f"--split {split!r}: a release has the splits {' and '.join(SPLITS)} (Researchy "
+                            "Questions' own)")
     first_line: dict[str, str] = {}
     subq_owner: dict[str, str] = {}  # subq_id -> qid: ids like "Z-h0-1" could come from qid Z or qid Z-h0
     with Rejects(rejects_path) as rejects, \
@@ -246,3 +269,7 @@ def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: D
                 summary.subquestions += len(subq_rows)
                 summary.clicked += len(question_row["clicked"])
         summary.rejected = rejects.count
+        if summary.questions == 0 and not summary.rejected:  # inside the sinks: no empty tables are left behind
+            raise InputError(", ".join(map(str, inputs)), 0, "no questions read: the input holds no records")
+        if summary.questions == 0:
+            warn(f"no questions kept: all {summary.rejected:,} records were rejected (see {rejects_path})")

@@ -1,0 +1,221 @@
+"""Release corruptions that only a semantic check can catch: each edits what other columns determine (a level's
+raw, a source, a derived config, the card's prompt or plot) and then RE-SEALS the release as a careless merge
+script or hand fix would: checksums, sizes and row counts in the manifest, the statistics in the manifest and
+the card, the YAML's counts and sizes and the plot are made consistent with the edited data again. What is left
+for `validate` is to re-derive the determined values (builder/release/rederive.py, validate_derived.py,
+validate_card.py).
+
+Used by scripts/hostile.py (the README's reliability figures) and tests/test_release_semantics.py.
+`GENERATE_FAULTS` run on a generate-mode release (the `paper` profile), `DISTRIBUTION_FAULTS` on a
+distribution-mode one; each maps a name to (corrupt(release), the checks that may fail, the one that must).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+
+
+def data_file(release: Path, folder: str, split: str = "train") -> Path:
+    return sorted((release / "data" / folder).glob(f"{split}-*.parquet"))[0]
+
+
+def rewrite(path: Path, change) -> None:
+    """The file with `change` applied, written again by the release's own writer (footer counts included)."""
+    from builder.release.layout import open_parquet_writer
+
+    table = change(pq.read_table(path))
+    with open_parquet_writer(path, table.schema) as writer:
+        writer.write_table(table)
+
+
+def set_column(table: pa.Table, name: str, values) -> pa.Table:
+    """`table` with column `name` replaced, its field (type, nullability, description) kept."""
+    field = table.schema.field(name)
+    return table.set_column(table.schema.get_field_index(name), field, values.cast(field.type))
+
+
+def set_first(table: pa.Table, name: str, value, kind=None) -> pa.Table:
+    """`table` with the first value of column `name` replaced."""
+    rest = table[name].combine_chunks().slice(1)
+    return set_column(table, name, pa.concat_arrays([pa.array([value], kind or rest.type), rest]))
+
+
+def set_where(table: pa.Table, name: str, mask, value) -> pa.Table:
+    """`table` with column `name` set to `value` on the first row where `mask` holds."""
+    row = pc.index(mask, True).as_py()
+    values = table[name].to_pylist()
+    values[row] = value
+    return set_column(table, name, pa.array(values, table.schema.field(name).type))
+
+
+def reseal(release: Path, plot: bool = True) -> None:
+    """Makes everything but the semantics consistent with the data again: the manifest's statistics, rows and
+    file entries, the card's statistics section, configs table and YAML, and (with `plot`) the level plot."""
+    from huggingface_hub import DatasetCard
+
+    from builder.release.build import file_manifest, write_json
+    from builder.release.card import PRETTY_NAME, STATS_BEGIN, STATS_END, card_data, config_rows, plot_levels, stats_markdown
+    from builder.release.layout import CONFIGS
+    from generation.schema import features
+    from builder.release.validate import validate
+
+    report = validate(release, load=False)  # what the data gives, whatever it fails
+    manifest = json.loads((release / MANIFEST).read_text())
+    splits = manifest["splits"]
+    manifest.update(stats=report.stats, rows=report.rows, files=file_manifest(release))
+    write_json(release / MANIFEST, manifest)
+    card = DatasetCard.load(release / "README.md")
+    body = card.text
+    start, end = body.index(STATS_BEGIN), body.index(STATS_END) + len(STATS_END)
+    body = body[:start] + stats_markdown(report.stats) + body[end:]
+    for entry in config_rows(report.rows, splits):
+        body = re.sub(rf"^\| `{re.escape(entry['name'])}` \| [^|]* \|", f"| `{entry['name']}` | {entry['rows']} |",
+                      body, count=1, flags=re.M)
+    card.text = body
+    card.data = card_data(report.rows, splits, PRETTY_NAME, release, {c.table: features(c.table) for c in CONFIGS})
+    card.save(release / "README.md")
+    if plot:
+        plot_levels(release, report.stats)
+
+
+def sealed(corrupt, plot: bool = True):
+    def apply(release: Path) -> None:
+        corrupt(release)
+        reseal(release, plot)
+    return apply
+
+
+def edit_card(release: Path, old: str, new: str, count: int = 1) -> None:
+    text = (release / "README.md").read_text()
+    if old not in text:
+        raise ValueError(f"{old!r} is not in {release / 'README.md'}")
+    (release / "README.md").write_text(text.replace(old, new, count))
+
+
+def queries_rows(release: Path) -> int:
+    return json.loads((release / MANIFEST).read_text())["rows"]["queries"]["train"]
+
+
+def prompt_hash_everywhere(release: Path, new: str) -> None:
+    manifest = json.loads((release / MANIFEST).read_text())
+    old = manifest["prompt"]["sha256"]
+    manifest["prompt"]["sha256"] = new
+    (release / MANIFEST).write_text(json.dumps(manifest))
+    edit_card(release, old, new, count=-1)
+
+
+def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
+    """The plot of other statistics (level 5 and 0 swapped); with `keep_counts_chunk`, its text chunk still
+    states the true counts, so only its pixels are wrong."""
+    from PIL import Image, PngImagePlugin
+
+    from builder.release.card import PLOT, plot_levels
+
+    stats = json.loads((release / MANIFEST).read_text())["stats"]
+    with Image.open(release / PLOT) as image:
+        chunks = dict(image.text)
+    for s in stats.values():
+        s["table1"][0]["count"], s["table1"][5]["count"] = s["table1"][5]["count"], s["table1"][0]["count"]
+    plot_levels(release, stats)
+    if keep_counts_chunk:
+        info = PngImagePlugin.PngInfo()
+        for key, value in chunks.items():
+            info.add_text(key, value)
+        with Image.open(release / PLOT) as image:
+            image.load()
+            image.save(release / PLOT, pnginfo=info)
+
+
+def other_url_hash(t: pa.Table) -> pa.Table:
+    return set_first(t, "url_hash", "0" * 32)
+
+
+GENERATE_FAULTS = {
+    "raw that parses to another level": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
+        t, "raw", "5"))), {"level"}, "level"),
+    "an unparsed judgment's status changed": (sealed(lambda r: rewrite(data_file(r, "judgments/unparsed"), lambda t: set_first(
+        t, "status", "negative"))), {"level"}, "level"),
+    "source that is not what the pool rule admits": (sealed(lambda r: rewrite(data_file(r, "judgments/level_4"), lambda t: set_where(
+        t, "source", pc.equal(t["source"], "bm25"), "clicked"))), {"provenance"}, "provenance"),
+    "a BM25 rank beyond the profile's depth": (sealed(lambda r: rewrite(data_file(r, "judgments/level_2"), lambda t: set_first(
+        t, "bm25_rank", 150))), {"provenance"}, "provenance"),
+    "qrels-binary score flipped": (sealed(lambda r: rewrite(data_file(r, "qrels_binary"), lambda t: set_first(
+        t, "score", 1 - t["score"][0].as_py()))), {"qrels-binary"}, "qrels-binary"),
+    "diversity-qrels subtopic renumbered": (sealed(lambda r: rewrite(data_file(r, "diversity_qrels"), lambda t: set_first(
+        t, "subtopic", t["subtopic"][0].as_py() + 1))), {"diversity-qrels"}, "diversity-qrels"),
+    "queries text edited": (sealed(lambda r: rewrite(data_file(r, "queries"), lambda t: set_first(
+        t, "text", "an edited sub-question?"))), {"queries"}, "queries"),
+    "corpus-ids url_hash edited": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), other_url_hash)),
+                                   {"corpus-ids"}, "corpus-ids"),
+    "corpus-ids row dropped": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: t.slice(1))),
+                               {"corpus-ids"}, "corpus-ids"),
+    "corpus-ids URL for a document nobody clicked": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: set_where(
+        t, "url", pc.is_null(t["url"]), "https://example.com/made-up"))), {"corpus-ids"}, "corpus-ids"),
+    "a judged document with two url_hash values": (sealed(lambda r: rewrite(data_file(r, "judgments/level_1"),
+                                                                           other_url_hash)), {"corpus-ids"}, "corpus-ids"),
+    "the card's verbatim prompt edited": (sealed(lambda r: edit_card(r, "\nRating:\n```", "\nScore:\n```")),
+                                          {"prompt"}, "prompt"),
+    "the prompt hash changed in manifest and card": (sealed(lambda r: prompt_hash_everywhere(r, "f" * 64)),
+                                                     {"prompt", "level"}, "prompt"),
+    "the plot of other counts": (sealed(lambda r: plot_of_other_counts(r, False), plot=False), {"plot"}, "plot"),
+    "the plot's pixels of other counts": (sealed(lambda r: plot_of_other_counts(r, True), plot=False), {"plot"}, "plot"),
+    "a configs-table count in the card": (lambda r: edit_card(r, f"| `queries` | {queries_rows(r):,}", "| `queries` | 1"),
+                                          {"figures"}, "figures"),
+}
+
+
+def probs_edited(change):
+    def edit(t: pa.Table) -> pa.Table:
+        row = pc.index(pc.is_valid(t["probs"]), True).as_py()
+        values = t["probs"].to_pylist()
+        values[row] = change(values[row])
+        return set_column(t, "probs", pa.array(values, t.schema.field("probs").type))
+    return lambda r: rewrite(data_file(r, "judgments/level_3"), edit)
+
+
+def swap_top(probs: list[float]) -> list[float]:
+    """The largest probability moved to the level below (level 3's row: to level 2)."""
+    probs[2], probs[3] = probs[3], probs[2]
+    return probs
+
+
+DISTRIBUTION_FAULTS = {
+    "probabilities that do not sum to 1": (sealed(probs_edited(lambda p: [x * 0.9 for x in p])),
+                                           {"distribution"}, "distribution"),
+    "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution"}, "distribution"),
+    "expected edited": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
+        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution"}, "distribution"),
+    "raw that is not the level's digit": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
+        t, "raw", "2"))), {"distribution"}, "distribution"),
+}
+
+# The report's check names, by the short keys above (builder/release/rederive.py CHECKS, validate_derived.py CHECKS,
+# validate.py's card checks).
+CHECK_NAMES = {
+    "level": "level and status are what the judge's rule gives",
+    "distribution": "distribution mode: probs sum to 1",
+    "provenance": "source is what the profile's pool rule admits first",
+    "qrels-binary": "qrels-binary is the graded judgments",
+    "diversity-qrels": "diversity-qrels is the graded judgments",
+    "queries": "queries are the sub-questions",
+    "corpus-ids": "corpus-ids are exactly the distinct judged documents",
+    "prompt": "the card's verbatim judge prompt",
+    "figures": "the card's configs table",
+    "plot": "level_distribution.png draws",
+}
+
+
+def failed_keys(report) -> set[str]:
+    """The short keys of the report's failed checks ("other" for a check outside CHECK_NAMES)."""
+    found = set()
+    for check in report.checks:
+        if not check.ok:
+            found.add(next((k for k, name in CHECK_NAMES.items() if check.name.startswith(name)), check.name))
+    return found
