@@ -157,4 +157,4 @@ def test_a_server_that_refuses_the_probe_is_one_line_before_any_pair(tmp_path, s
     code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint))
     assert code == 1 and "internal error" not in output
     assert output.strip().splitlines()[-1].startswith("error: openai backend"), output
-    assert "invalid key" in output and not list((tmp_path / "served").glob("judgments-*.parquet"))
+    assert "invalid key" in output and not list((tmp_path / "served").glob("judgments-*"))

@@ -120,6 +120,11 @@ class ShardJob:
     def pending(self) -> list[int]:
         return [k for k in range(self.n_chunks) if not self.chunk_path(k).exists()]
 
+    def drop_if_untouched(self) -> None:
+        """After a run that stopped before its first chunk (a refused cluster, a server down): no folder left."""
+        if self.chunks_dir.is_dir() and not any(self.chunks_dir.glob("chunk-*.parquet")):
+            shutil.rmtree(self.chunks_dir, ignore_errors=True)
+
     def chunk_rows(self, k: int) -> int:
         return min(self.chunk_size, len(self.pairs) - k * self.chunk_size)
 
@@ -216,7 +221,11 @@ class JudgeStage(Stage):
         if progress is not None:
             progress(len(job.pairs) - sum(job.chunk_rows(k) for k in pending), total=len(job.pairs))
         if pending:
-            summary.judged_now = (executor or executor_for(self.profile)).run_chunks(job, pending, progress)
+            try:
+                summary.judged_now = (executor or executor_for(self.profile)).run_chunks(job, pending, progress)
+            except BaseException:
+                job.drop_if_untouched()
+                raise
         return job.merge(summary)
 
 
