@@ -179,3 +179,17 @@ def test_slurm_array_timed_from_the_plan_json(small_pipeline, tmp_path):
     assert elsewhere.exit_code == 1 and "run `plan` over the job's folders" in elsewhere.stderr
     fp8 = yaml.safe_load(Path(profile).read_text())
     assert fp8["judge"].get("quantization") is None
+
+
+def test_an_actor_whose_gpus_no_single_node_has_is_refused():
+    from generation.executors.ray import gpu_refusal
+
+    # the shape of ray.nodes() (ray 2.x, ray/_private/state.py node_table; a local node gives {"Alive": True,
+    # "Resources": {"CPU": 1.0, "memory": ..., "node:...": 1.0}}, and "GPU" where it has some)
+    nodes = [{"Alive": True, "Resources": {"CPU": 16.0, "GPU": 2.0}} for _ in range(4)]
+    assert gpu_refusal(2, 2.0, nodes) is None
+    assert gpu_refusal(2, 4.0, nodes).startswith("Ray: each of the 2 actors needs 4 GPUs on one node and the "
+                                                 "largest node has 2 (the cluster 8 in all)")
+    assert gpu_refusal(1, 4.0, nodes[:1] + [{"Alive": False, "Resources": {"GPU": 8.0}}]).endswith(
+        "or set judge.device: cpu / fewer ray_workers")
+    assert gpu_refusal(8, 0.0, []) is None

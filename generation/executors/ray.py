@@ -44,12 +44,9 @@ class RayExecutor:
 
         if not ray.is_initialized():
             ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-        needed = self.gpus_per_worker * min(self.workers, 1)
-        have = ray.cluster_resources().get("GPU", 0.0)
-        if needed > have:
-            raise ClusterError(f"Ray: each of the {self.workers} actors needs {self.gpus_per_worker:g} GPUs and the "
-                               f"cluster has {have:g}; start Ray on GPU nodes (`ray start --head --num-gpus N`), or "
-                               "set judge.device: cpu / fewer ray_workers")
+        refusal = gpu_refusal(self.workers, self.gpus_per_worker, ray.nodes())
+        if refusal:
+            raise ClusterError(refusal)
 
     def run_chunks(self, work, pending: Sequence[int], progress=None) -> int:
         import ray
@@ -71,3 +68,22 @@ class RayExecutor:
                 if progress is not None:
                     progress(rows)
         return done
+
+
+def gpu_refusal(workers: int, gpus_per_worker: float, nodes: list[dict]) -> str | None:
+    """Why Ray cannot place the actors, or None. `nodes` as `ray.nodes()` gives them ({"Alive", "Resources"}): an
+    actor's GPUs must all be on one node, so a cluster of 4 nodes x 2 GPUs cannot hold an actor asking for 4."""
+    if gpus_per_worker <= 0:
+        return None
+    per_node = [n.get("Resources", {}).get("GPU", 0.0) for n in nodes if n.get("Alive", True)]
+    have, largest = sum(per_node), max(per_node, default=0.0)
+    advice = ("start Ray on GPU nodes (`ray start --head --num-gpus N`), or set judge.device: cpu / fewer "
+              "ray_workers")
+    if gpus_per_worker > have:
+        return (f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs and the cluster has {have:g}; "
+                f"{advice}")
+    if gpus_per_worker > largest:
+        return (f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs on one node and the largest node "
+                f"has {largest:g} (the cluster {have:g} in all); lower judge.tensor_parallel_size or use nodes with "
+                f"{gpus_per_worker:g} GPUs")
+    return None
