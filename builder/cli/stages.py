@@ -108,6 +108,12 @@ def index(
 
 
 # -- the profile-driven, sharded stages: one command shape, made from each stage's declaration ---------------------
+def input_option(stage_class: type[Stage], name: str):
+    """The required --NAME option of an input `stage_class` reads, with the help its declaration gives."""
+    given = next(i for i in stage_class.reads if i.option == name)
+    return typer.Option(..., f"--{name}", help=given.help)
+
+
 def stage_command(stage_class: type[Stage], options: dict[str, tuple[type, object]],
                   make: Callable[..., Stage] | None = None, before: Callable[[object], None] | None = None) -> None:
     """Registers the command `stage_class.name`: --profile, a --FOLDER option per input the stage reads (its help
@@ -115,8 +121,7 @@ def stage_command(stage_class: type[Stage], options: dict[str, tuple[type, objec
     the parsed values when the constructor alone does not; `before` warns or checks before the run."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("profile", keyword, default=PROFILE, annotation=str)]
-    params += [inspect.Parameter(given.option, keyword, annotation=Path,
-                                 default=typer.Option(..., f"--{given.option}", help=given.help))
+    params += [inspect.Parameter(given.option, keyword, annotation=Path, default=input_option(stage_class, given.option))
                for given in stage_class.reads]
     params.append(inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
         ..., "--out", help=f"folder for the {stage_class.writes} shards")))
@@ -233,9 +238,9 @@ app.command(name="import-labels")(import_labels_command(execute))
 @app.command()
 def plan(
     profile: str = PROFILE,
-    subquestions: Path = typer.Option(..., "--subquestions", help="folder from `researchy-subq questions`"),
-    candidates: Path = typer.Option(..., "--candidates", help="folder of candidate pool shards"),
-    index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
+    subquestions: Path = input_option(REGISTRY["judge"], "subquestions"),
+    candidates: Path = input_option(REGISTRY["judge"], "candidates"),
+    index: Path = input_option(REGISTRY["judge"], "index"),
     sample: int = typer.Option(200, min=1, help="pairs whose prompts are tokenized"),
     tokenizer: Optional[str] = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
     utilisation: Optional[float] = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
