@@ -147,3 +147,13 @@ def test_profile_reference_is_the_readme_section_and_describes_every_key():
         for key in getattr(profiles, model).model_fields:
             assert f"| `{section}.{key}` |" in printed
     assert "| `judge.context_words` | int (>= 1) | required |" in printed
+
+
+def test_the_readmes_shell_blocks_parse_and_continue_lines_with_one_backslash():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    assert len(blocks) > 10
+    for block in blocks:
+        assert not re.search(r"\\\\\n", block), f"a line ends in two backslashes (no continuation):\n{block}"
+        parsed = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True)
+        assert parsed.returncode == 0, f"{parsed.stderr}\n{block}"
