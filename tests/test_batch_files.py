@@ -35,9 +35,13 @@ def test_custom_id_is_the_authors_id_and_unambiguous():
     assert parse_custom_id(cid) == (QID, "clueweb22-en0000-00-00000", f"{QID}-4")
     odd = custom_id("q:1", "doc::a%3A", "q:1-12")
     assert len(odd.split("::")) == 3 and parse_custom_id(odd) == ("q:1", "doc::a%3A", "q:1-12")
+    for header in (f"{QID}-h0", f"{QID}-h2-13"):  # --decomposition headers (generation/stages/questions.py)
+        assert parse_custom_id(custom_id(QID, "d", header)) == (QID, "d", header)
     with pytest.raises(ValueError, match="is not '1-<position>'"):
         custom_id("1", "d", "2-0")
-    for bad in ("1::d", "1::d::x", "::d::0"):
+    with pytest.raises(ValueError, match="is not '1-<position>'"):
+        custom_id("1", "d", "1-x")
+    for bad in ("1::d", "1::d::x", "::d::0", "1::d::h", "1::d::h1-"):
         with pytest.raises(ValueError):
             parse_custom_id(bad)
 

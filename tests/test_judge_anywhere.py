@@ -118,6 +118,9 @@ def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, s
     assert rows(out) == rows(tmp_path / "served")
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl"))
     assert code == 0 and "already complete" in output  # importing again changes nothing
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--export-batch", tmp_path / "round3"))
+    assert code == 0 and "already judged and recorded done: nothing to export" in output
+    assert not (tmp_path / "round3").exists() and not list(out.glob("*.chunks")), "a done shard exports nothing"
 
 
 def test_results_of_another_profile_are_refused(tmp_path, small_pipeline, server_profile, standin):
@@ -158,3 +161,45 @@ def test_a_server_that_refuses_the_probe_is_one_line_before_any_pair(tmp_path, s
     assert code == 1 and "internal error" not in output
     assert output.strip().splitlines()[-1].startswith("error: openai backend"), output
     assert "invalid key" in output and not list((tmp_path / "served").glob("judgments-*"))
+
+
+def test_grades_waiting_for_their_chunk_outlive_a_served_run_that_fails(tmp_path, small_pipeline, server_profile,
+                                                                       standin):
+    q, c, i = folders(small_pipeline)
+    export_shard(REGISTRY["judge"](load_profile(server_profile), tmp_path / "out", q, c, i), Shard(),
+                 tmp_path / "requests")
+    run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "all.jsonl")
+    lines = (tmp_path / "all.jsonl").read_text().splitlines()
+    (tmp_path / "part.jsonl").write_text("\n".join(lines[16:20]) + "\n")  # four pairs of chunk 1, no whole chunk
+    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "out", "--import-batch",
+                                   tmp_path / "part.jsonl", "--batch-manifest", tmp_path / "requests" / "manifest.json"))
+    assert code == 1 and "still lack a grade" in output
+    chunks = next((tmp_path / "out").glob("judgments-*.chunks"))
+    assert not list(chunks.glob("chunk-*")) and pq.read_metadata(chunks / "batch-imported.parquet").num_rows == 4
+
+    requests = iter(range(10**6))  # the probe passes; then every request is refused (a quota spent)
+    standin.fail(lambda body: next(requests) > 0, *[Fault(400, body='{"error": {"message": "quota exceeded"}}')] * 99)
+    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "out", "--endpoint", standin.endpoint))
+    assert code == 1 and "internal error" not in output, output
+    assert "every one of the 16 requests of a batch failed" in output and "quota exceeded" in output
+    assert pq.read_metadata(chunks / "batch-imported.parquet").num_rows == 4, "the imported grades are kept"
+
+
+def test_a_backend_given_on_the_command_line_writes_the_profile_a_release_needs(tmp_path, small_pipeline,
+                                                                                server_profile, standin):
+    data = yaml.safe_load(server_profile.read_text())
+    in_process = tmp_path / "in-process.yaml"
+    in_process.write_text(yaml.safe_dump({**data, "name": "in-process", "judge": {**data["judge"],
+                                                                                  "backend": "transformers"}}))
+    out = tmp_path / "served"
+    code, output = cli(*judge_args(in_process, small_pipeline, out, "--backend", "openai", "--endpoint",
+                                   standin.endpoint))
+    assert code == 0, output
+    written = out / "in-process-openai.yaml"
+    assert f"it is written to {written}; pass that file as --profile to build-release" in " ".join(output.split())
+    assert load_profile(written).judge.backend == "openai"
+    release = ["build-release", "--judgments", out, "--questions", small_pipeline["questions"]]
+    code, output = cli(*release, "--profile", in_process, "--out", tmp_path / "r1")
+    assert code == 1 and f"{written}, which judge wrote beside them, does" in " ".join(output.split())
+    code, output = cli(*release, "--profile", written, "--out", tmp_path / "r2")
+    assert code == 0, output

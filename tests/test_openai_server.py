@@ -7,6 +7,7 @@ import pytest
 from conftest import tiny_tokenizer
 from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
+from generation.judging.batch_files import export_judge
 from generation.profiles import JudgeConfig, load_profile
 from openai_standin import Fault, StandIn, fingerprint
 
@@ -242,3 +243,11 @@ def test_r3a_hands_both_rounds_over_as_messages(standin, tokenizer):
                for b in second)
     assert [g.status for g in grades] == ["no_digit"] * len(pairs), "the stand-in answers no <think>/<score>"
     judge.backend.close()
+
+
+@pytest.mark.parametrize("export", [False, True])
+def test_plain_text_prompts_are_not_sent_as_messages(standin, tokenizer, export):
+    plain = config(standin.endpoint, shape="chat").model_copy(update={"chat_template": False})
+    with pytest.raises(ServerError, match="chat_template is false .* judge.openai.request_shape: completions"):
+        export_judge(plain, tokenizer) if export else make_judge(plain, tokenizer)
+    assert not [path for _, path, _ in standin.received if path != "/v1/models"], "refused before any request"

@@ -201,9 +201,10 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
     served = rows(tmp_path / "served")
     assert served == rows(tmp_path / "batched") and len(served) > 100
     assert {r[3] for r in served} == {"ok"}
-    # the served run is the vllm profile judged through `--backend openai`: its own config hash, its own release
-    served_profile = tmp_path / "served.yaml"
-    served_profile.write_text(yaml.safe_dump({**data, "judge": {**data["judge"], "backend": "openai"}}))
+    # the served run is the vllm profile judged through `--backend openai`: its own config hash, in the profile file
+    # judge wrote beside the judgments
+    served_profile = tmp_path / "served" / "paper-served-openai.yaml"
+    assert load_profile(served_profile).judge.backend == "openai"
     cli("build-release", "--profile", served_profile, "--judgments", tmp_path / "served", "--questions",
         small_pipeline["questions"], "--out", tmp_path / "release")
     assert "all" in cli("validate", tmp_path / "release")

@@ -151,6 +151,18 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
+def overridden_profile_file(profile, out: Path):
+    """A judge section that --backend / --endpoint changed is a profile of its own (its own config hash): written
+    beside the judgments, so build-release and later runs can name it."""
+    from builder.pasteable import profile_argument
+
+    check_folder_arg(out, "--out")
+    path = profile_argument(profile, out)
+    notice(f"judge: --backend/--endpoint make a judge section of its own (another config hash than the profile's): "
+           f"it is written to {path}; pass that file as --profile to build-release and to later judge runs")
+    return profile
+
+
 def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit, backend, endpoint,
                      concurrency, export_batch, import_batch, batch_manifest, shard) -> Stage:
     """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test; with
@@ -158,9 +170,14 @@ def make_judge_stage(profile, out, subquestions, candidates, index, budget, poli
     from generation.profiles import judge_overrides
 
     try:
-        profile = judge_overrides(profile, backend, endpoint, concurrency)
+        overridden = judge_overrides(profile, backend, endpoint, concurrency)
     except ValueError as e:
         fail(str(e))
+    if overridden.config_hash("judge") != profile.config_hash("judge"):
+        profile = overridden_profile_file(overridden.model_copy(update={
+            "name": f"{profile.name}-{overridden.judge.backend}"}), out)
+    else:
+        profile = overridden
     if export_batch is not None or import_batch:
         return batch_stage(profile, out, subquestions, candidates, index, export_batch, import_batch, batch_manifest,
                            shard, budget is not None or limit is not None)
@@ -197,6 +214,9 @@ def batch_stage(profile, out, subquestions, candidates, index, export_batch, imp
         check_folder_arg(export_batch, "--export-batch")
         stage = REGISTRY["judge"](profile, out, subquestions, candidates, index)
         manifest = export_shard(stage, shard, export_batch)
+        if manifest is None:
+            say(f"batch export: shard {shard.label} of {out} is already judged and recorded done: nothing to export")
+            raise typer.Exit(0)
         files = ", ".join(f["name"] for f in manifest["files"]) or "none"
         say(f"batch export: {manifest['pairs']:,} requests ({manifest['request_shape']}, {manifest['url']}) in "
             f"{len(manifest['files'])} files ({files}), {len(manifest['not_exported']):,} prompts over the budget "

@@ -31,6 +31,13 @@ def judgment_records(folders: list[Path]) -> list[tuple[Path, dict]]:
     return records
 
 
+def _hash_of_file(path: Path) -> str | None:
+    try:
+        return judgment_config_hash(load_profile(path))
+    except (ValueError, OSError):  # ProfileError is a ValueError: not a profile, not ours
+        return None
+
+
 def release_profile(folders: list[Path], requested: str | Path | Profile | None = None) -> tuple[Profile, list[str]]:
     """The profile the judgments were made under (checked against `requested` when given) and the judge
     descriptions their records name."""
@@ -45,6 +52,10 @@ def release_profile(folders: list[Path], requested: str | Path | Profile | None 
     made_under = str(hashes.pop()).removeprefix(IMPORTED_PREFIX)
     matching = [name for name in bundled_profiles() if judgment_config_hash(load_profile(name)) == made_under]
     hint = f"the bundled profile that matches is {matching[0]!r}" if matching else "no bundled profile matches"
+    beside = [path for folder in folders for path in sorted(Path(folder).glob("*.yaml"))
+              if _hash_of_file(path) == made_under]  # `judge --backend/--endpoint` wrote it
+    if beside:
+        hint += f"; {beside[0]}, which judge wrote beside them, does"
     if requested is not None:
         profile = requested if isinstance(requested, Profile) else load_profile(requested)
         if judgment_config_hash(profile) != made_under:

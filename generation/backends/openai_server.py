@@ -366,6 +366,7 @@ def make_judge(config, tokenizer=None):
         from generation.models import resolve_model
 
         tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model)))
+    check_shape(config, config.openai.request_shape)
     backend = OpenAIServerBackend(config.openai, config.model, tokenizer)
     try:
         judge = LLMJudge(config, backend, tokenizer, describe(config.openai, config.model))
@@ -375,6 +376,15 @@ def make_judge(config, tokenizer=None):
         backend.close()
         raise
     return judge
+
+
+def check_shape(config, shape: str) -> None:
+    """A profile that feeds its judge plain text (`chat_template: false`) cannot go through the chat shape, whose
+    messages the server wraps in its own template: the labels would not be the profile's."""
+    if shape == "chat" and not config.chat_template:
+        raise ServerError("openai backend: judge.chat_template is false (the prompt as plain text), but the chat "
+                          "request shape sends messages that the server wraps in its chat template; use "
+                          "judge.openai.request_shape: completions")
 
 
 PROBE_QUESTION = "Is this a probe request?"

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from generation.backends.openai_server import AnswerUnreadable, RequestFormat
-from generation.errors import InputError, Rejects, read_lines
+from generation.backends.openai_server import AnswerUnreadable, RequestFormat, check_shape
+from generation.errors import ArgumentError, InputError, Rejects, read_lines
 from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
 from generation.labels.batch_results import BatchResult, read_result_lines
 from generation.shards import sha256_file
@@ -47,6 +48,7 @@ MAX_LINES = 50_000
 MAX_BYTES = 200_000_000  # 200 MB, counted in decimal megabytes to stay within either reading
 URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SEPARATOR = "::"
+SUFFIX = re.compile(r"\d+|h\d+(?:-\d+)?")  # a sub-question's part of a custom_id: k, or h{j}[-{i}]
 MANIFEST = "manifest.json"
 EXAMPLES = 5  # examples kept per kind of problem
 
@@ -60,25 +62,27 @@ def _unescape(part: str) -> str:
     return part.replace("%3A", ":").replace("%25", "%")
 
 
-def subquestion_position(subq_id: str, qid: str) -> int:
-    """k of a subq_id `{qid}-{k}` (schema.py, the subquestions table)."""
+def subquestion_suffix(subq_id: str, qid: str) -> str:
+    """What follows `{qid}-` in a subq_id (generation/stages/questions.py): the position k of the paper's
+    decomposition (`{qid}-{k}`, the authors' i_subquestion), or `h{j}` / `h{j}-{i}` of `--decomposition headers`."""
     rest = subq_id[len(qid) + 1:] if subq_id.startswith(f"{qid}-") else ""
-    if not rest.isdigit():
-        raise ValueError(f"sub-question id {subq_id!r} is not '{qid}-<position>'")
-    return int(rest)
+    if not SUFFIX.fullmatch(rest):
+        raise ValueError(f"sub-question id {subq_id!r} is not '{qid}-<position>' (or '{qid}-h<j>[-<i>]' of the "
+                         "headers decomposition)")
+    return str(int(rest)) if rest.isdigit() else rest
 
 
 def custom_id(qid: str, docid: str, subq_id: str) -> str:
-    return SEPARATOR.join([_escape(qid), _escape(docid), str(subquestion_position(subq_id, qid))])
+    return SEPARATOR.join([_escape(qid), _escape(docid), subquestion_suffix(subq_id, qid)])
 
 
 def parse_custom_id(text: str) -> tuple[str, str, str]:
     """(qid, docid, subq_id) of a custom_id; ValueError when it is not one of ours."""
     parts = text.split(SEPARATOR)
-    if len(parts) != 3 or not parts[2].isdigit() or not parts[0] or not parts[1]:
+    if len(parts) != 3 or not SUFFIX.fullmatch(parts[2]) or not parts[0] or not parts[1]:
         raise ValueError(f"custom_id {text!r} is not 'qid::docid::position'")
     qid, docid = _unescape(parts[0]), _unescape(parts[1])
-    return qid, docid, f"{qid}-{int(parts[2])}"
+    return qid, docid, f"{qid}-{int(parts[2]) if parts[2].isdigit() else parts[2]}"
 
 
 def plan_ids(plan: Iterable[dict]) -> list[str]:
@@ -104,16 +108,18 @@ class BatchRequests:
 def request_format(config, shape: str | None = None) -> RequestFormat:
     """The request format of the profile's `openai` section (or the defaults, `chat`, when it has none)."""
     server = config.openai
+    shape = shape or (server.request_shape if server is not None else "chat")
+    check_shape(config, shape)
     if server is None:
-        return RequestFormat(shape or "chat", config.model)
-    return RequestFormat(shape or server.request_shape, server.served_model or config.model, server.digit_logprobs,
+        return RequestFormat(shape, config.model)
+    return RequestFormat(shape, server.served_model or config.model, server.digit_logprobs,
                          server.top_logprobs)
 
 
 def export_judge(config, tokenizer, shape: str | None = None) -> LLMJudge:
     """An LLMJudge that builds the prompts of a batch export."""
     if config.prompt == "r3a":
-        raise ValueError("prompt r3a asks in two rounds, the second built from the first's answer: a batch file "
+        raise ArgumentError("prompt r3a asks in two rounds, the second built from the first's answer: a batch file "
                          "holds one round; judge it with a backend")
     fmt = request_format(config, shape)
     return LLMJudge(config, BatchRequests(fmt), tokenizer, f"{fmt.model} (batch export, {fmt.shape})")
@@ -235,7 +241,7 @@ def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
                 "mode": judge.config.mode}
     wrong = [f"{k} {manifest.get(k)!r} (this run: {v!r})" for k, v in expected.items() if manifest.get(k) != v]
     if wrong:
-        raise ValueError("the batch was exported under another judge: " + "; ".join(wrong))
+        raise ArgumentError("the batch was exported under another judge: " + "; ".join(wrong))
 
 
 # -- import ---------------------------------------------------------------------------------------------------------

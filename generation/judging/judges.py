@@ -115,9 +115,13 @@ def isolate_failures(call: Callable[[list], list], items: list) -> list:
     """`call(items)`; when the engine fails on the batch, the halves are tried again, down to single items,
     so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
     result holds the exception. When every item fails the failure is not the items' (engine down, out of
-    memory): the first error is raised."""
+    memory): the first error is raised; for a served model (every request failed after its retries: a quota
+    spent, a proxy in front of a dead server) as BackendUnavailable, one line for the user."""
     results = _bisect(call, items)  # BackendUnavailable passes through
     if results and all(isinstance(r, Exception) for r in results):
+        if isinstance(results[0], RequestFailed):
+            raise BackendUnavailable(f"every one of the {len(results)} requests of a batch failed, the first with: "
+                                     f"{results[0]}") from None
         raise results[0]
     return results
 

@@ -121,8 +121,9 @@ class ShardJob:
         return [k for k in range(self.n_chunks) if not self.chunk_path(k).exists()]
 
     def drop_if_untouched(self) -> None:
-        """After a run that stopped before its first chunk (a refused cluster, a server down): no folder left."""
-        if self.chunks_dir.is_dir() and not any(self.chunks_dir.glob("chunk-*.parquet")):
+        """After a run that stopped before its first chunk (a refused cluster, a server down): no folder left, unless
+        it holds more than its record (grades an earlier batch import keeps for unfinished chunks)."""
+        if self.chunks_dir.is_dir() and all(p.name == "config.json" for p in self.chunks_dir.iterdir()):
             shutil.rmtree(self.chunks_dir, ignore_errors=True)
 
     def chunk_rows(self, k: int) -> int:

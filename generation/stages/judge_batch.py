@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 import pyarrow.parquet as pq
 
+from generation.errors import ArgumentError
 from generation.judging.batch_files import (answer_grader, check_manifest, custom_id, export_batch, export_judge,
                                             import_results, load_manifest)
 from generation.judging.judges import Grade, LLMJudge, Pair
@@ -38,7 +39,7 @@ def batch_judge(stage: JudgeStage) -> LLMJudge:
 
     config = stage.profile.judge
     if config.backend == "bi-encoder":
-        raise ValueError("a batch file carries prompts for an LLM judge; the bi-encoder stand-in has none")
+        raise ArgumentError("a batch file carries prompts for an LLM judge; the bi-encoder stand-in has none")
     return export_judge(config, AutoTokenizer.from_pretrained(str(resolve_model(config.model))))
 
 
@@ -62,10 +63,13 @@ def missing_pairs(job: ShardJob) -> Iterable[tuple[str, Pair]]:
                 yield cid, Pair(row["text"], job.docs.text(row["docid"]))
 
 
-def export_shard(stage: JudgeStage, shard: Shard, out_dir: Path) -> dict:
-    """The shard's missing pairs as OpenAI Batch request files in `out_dir`, with their manifest (returned)."""
+def export_shard(stage: JudgeStage, shard: Shard, out_dir: Path) -> dict | None:
+    """The shard's missing pairs as OpenAI Batch request files in `out_dir`, with their manifest (returned); None,
+    and nothing written, when the shard is already judged and recorded done."""
     stage.prepare()
     stage.check_inputs()
+    if stage.output().is_done(shard):
+        return None
     job = stage.chunk_work(shard)
     job.prepare()
     return export_batch(batch_judge(stage), missing_pairs(job), out_dir, job.output.config_hash)
