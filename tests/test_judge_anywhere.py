@@ -105,6 +105,9 @@ def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, s
     assert code == 1 and "still lack a grade" in output
     assert "missing 5" in " ".join(output.split())
     assert not list(out.glob("judgments-*.parquet")), "an incomplete import is not a shard"
+    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl"))
+    assert code == 1 and f"graded before {len(lines) - 5:,}" in " ".join(output.split()), output
+    assert "unknown" not in output, "lines of pairs graded by the first import are not unknown"
 
     second = tmp_path / "round2"
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--export-batch", second))

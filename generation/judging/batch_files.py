@@ -261,6 +261,7 @@ class ImportResult:
     grades: dict[str, Grade]  # custom_id -> Grade, for the plan's pairs that have one
     lines: int = 0
     duplicates: int = 0  # repeated lines with the same answer: counted once
+    graded_before: int = 0  # lines for pairs an earlier import graded
     unknown: Problems = field(default_factory=Problems)  # lines naming no pair of the plan
     conflicting: Problems = field(default_factory=Problems)  # pairs answered differently: left out of grades
     error_lines: Problems = field(default_factory=Problems)  # failed requests; a pair with only these gets status
@@ -269,7 +270,8 @@ class ImportResult:
     unresolved: set[str] = field(default_factory=set)  # the pairs to export again: missing or answered differently
 
     def counts(self) -> dict[str, int]:
-        return {"lines": self.lines, "graded": len(self.grades), "duplicates": self.duplicates,
+        return {"lines": self.lines, "graded": len(self.grades), "graded before": self.graded_before,
+                "duplicates": self.duplicates,
                 "unknown": self.unknown.count, "conflicting": self.conflicting.count,
                 "error_lines": self.error_lines.count, "superseded_errors": self.superseded_errors,
                 "missing": self.missing.count}
@@ -290,13 +292,15 @@ def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) ->
 
 
 def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Callable[[dict, bool], Grade],
-                   cut_by_tokens: Iterable[str] = (), rejects: Rejects | None = None) -> ImportResult:
+                   cut_by_tokens: Iterable[str] = (), rejects: Rejects | None = None,
+                   graded_before: Iterable[str] = ()) -> ImportResult:
     """Grades for the plan's custom_ids from result files. `grade(body, cut)` turns an answered line's response
     body into a Grade (`answer_grader`). Per pair: one answer (however often repeated) is its grade; different
     answers are a conflict, and the pair is left out; error lines alone give status request_failed (the
-    smallest error text, whatever the order); no line at all is missing."""
+    smallest error text, whatever the order); no line at all is missing. Lines for `graded_before` (pairs an
+    earlier import graded: files given again) are counted apart, not as unknown."""
     wanted = list(dict.fromkeys(plan))
-    planned, cut = set(wanted), set(cut_by_tokens)
+    planned, cut, before = set(wanted), set(cut_by_tokens), set(graded_before)
     answers: dict[str, dict[tuple, tuple[Grade, str]]] = defaultdict(dict)
     errors: dict[str, list[tuple[str, str]]] = defaultdict(list)
     result = ImportResult(grades={})
@@ -304,7 +308,10 @@ def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Call
         result.lines += 1
         cid, error = line.custom_id, line.error
         if cid not in planned:
-            result.unknown.add(f"{where}: {cid!r}")
+            if cid in before:
+                result.graded_before += 1
+            else:
+                result.unknown.add(f"{where}: {cid!r}")
             continue
         if error is None:
             graded = grade(line.body, cid in cut)

@@ -87,8 +87,9 @@ class BatchImport:
         check_manifest(self.manifest, judge, job.output.config_hash)
         rows = {pair_id(r): r for k in pending for r in job.chunk(k)}
         before = imported_before(job)
+        done = {pair_id(r) for k in set(range(job.n_chunks)) - set(pending) for r in job.chunk(k)}
         result = import_results(self.results, [c for c in rows if c not in before], answer_grader(judge),
-                                self.manifest.get("context_cut_by_tokens", ()))
+                                self.manifest.get("context_cut_by_tokens", ()), graded_before=done | set(before))
         grades: dict[str, Grade] = dict(result.grades)
         for entry in self.manifest.get("not_exported", []):  # prompts over the budget: failed, as a judge records them
             if entry["custom_id"] in result.unresolved:
