@@ -16,6 +16,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
+from generation.backends import JUDGE_BACKENDS, RERANK_BACKENDS
+
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
 
@@ -54,7 +56,7 @@ class TransformersSettings(Strict):
 
 class Rerank(TransformersSettings):
     """The reranker over the BM25 run (`rerank`)."""
-    backend: Literal["transformers", "vllm", "bi-encoder"] = Field(
+    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backends/__init__.py adds one
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
                     "stand-in")
     model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (nothing downloads at "
@@ -124,7 +126,7 @@ class OpenAIServer(Strict):
 
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
-    backend: Literal["vllm", "transformers", "ray", "bi-encoder", "openai"] = Field(
+    backend: Literal[(*JUDGE_BACKENDS, "ray")] = Field(  # "ray": Ray actors (generation/executors/ray.py)
         description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
                     "ray_backend), openai (any OpenAI-compatible server, the `openai` section), or the MiniLM bi-encoder stand-in")
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")

@@ -103,6 +103,20 @@ def module_imports() -> dict[str, set[str]]:
     return graph
 
 
+def test_a_backend_is_a_registry_entry_that_profiles_accept(tmp_path):
+    """Adding a backend is its module and one entry in generation/backends/__init__.py: profiles take their choices
+    from the registries (ray: the Ray executor over a judge backend)."""
+    from typing import get_args
+
+    from generation.backends import JUDGE_BACKENDS, RERANK_BACKENDS, make_judge
+    from generation.profiles import JudgeConfig, Rerank
+
+    assert set(get_args(JudgeConfig.model_fields["backend"].annotation)) == {*JUDGE_BACKENDS, "ray"}
+    assert set(get_args(Rerank.model_fields["backend"].annotation)) == set(RERANK_BACKENDS)
+    with pytest.raises(ValueError, match="no judge backend 'nope' .known: transformers, vllm, bi-encoder, openai"):
+        make_judge(load_profile("demo").judge, "nope")
+
+
 def test_no_import_loop_lazy_imports_included():
     graph, state, stack = module_imports(), {}, []
 
