@@ -151,7 +151,7 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def overridden_profile_file(profile, out: Path):
+def write_overridden_profile(profile, out: Path):
     """A judge section that --backend / --endpoint changed is a profile of its own (its own config hash): written
     beside the judgments, so build-release and later runs can name it."""
     from builder.pasteable import profile_argument
@@ -174,7 +174,7 @@ def make_judge_stage(profile, out, subquestions, candidates, index, budget, poli
     except ValueError as e:
         fail(str(e))
     if overridden.config_hash("judge") != profile.config_hash("judge"):
-        profile = overridden_profile_file(overridden.model_copy(update={
+        profile = write_overridden_profile(overridden.model_copy(update={
             "name": f"{profile.name}-{overridden.judge.backend}"}), out)
     else:
         profile = overridden
