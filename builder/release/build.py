@@ -8,7 +8,6 @@ batch, so nothing re-reads the release. Memory follows the number of questions a
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity
 from generation.schema import conform
-from generation.storage import read_batches
+from generation.storage import read_batches, refuse_links, replace_file
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
 
@@ -218,6 +217,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     splits = present(question_table)
     index = topic_index(question_table, subquestion_table, splits)
     files = judgment_inputs(judgments)
+    refuse_links(out, "data")
     if (out / "data").exists():
         shutil.rmtree(out / "data")
     summary = ReleaseSummary()
@@ -277,7 +277,6 @@ def file_manifest(release: Path) -> dict:
     return entries
 
 
-def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+def write_json(path: Path, data: dict) -> Path:
+    text = json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
+    return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.card import plot_levels, render_card
+from builder.release.card import PLOT, plot_levels, render_card
 from builder.release.configs import binary_threshold
 from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
@@ -15,6 +15,7 @@ from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.judging.prompts import get_prompt
 from generation.schema import features
+from generation.storage import refuse_links
 
 MANIFEST = "manifest.json"
 
@@ -72,6 +73,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
                     shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
+    refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
