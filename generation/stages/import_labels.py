@@ -107,6 +107,10 @@ class ImportLabelsStage(Stage):
         with Rejects(self.rejects_path(shard)) as rejects, ParquetSink(output.path(shard), NAME) as sink:
             work = ShardImport(questions, shard, self.kind, self.prompt, DocumentKeys(self.corpus), rejects)
             work.run(self.sources, sink, progress)
+            empty = next((s for s in self.sources if not s.lines), None)
+            if empty is not None:  # refused before the shard is recorded done with nothing from that file
+                raise InputError(empty.path, 0, "holds no label lines (an empty file, an empty .gz, or blank lines "
+                                 "only): nothing to import from it")
             summary.rejected.update(rejects.reasons)
         summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
         summary.clicked_unknown = work.clicked_unknown
