@@ -96,7 +96,8 @@ def check_import(release: Path, manifest: dict, stats: dict, judgment_files: lis
     kept = sum(f["rows"] for f in files) - sum(left_out.values())
     if kept != judgments or imported.get("rows") != kept + sum(left_out.values()):
         check.fail(f"the import recorded {imported.get('rows')!r} rows ({sum(f['rows'] for f in files):,} over its "
-                   f"files, {sum(left_out.values()):,} left out); the release has {judgments:,} judgments")
+                   f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
+                   f"{judgments:,} judgments")
     statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
     if imported.get("statuses") != statuses:
         differ = sorted(k for k in set(statuses) | set(imported.get("statuses") or {})
