@@ -127,3 +127,16 @@ def test_publish_on_a_manifest_that_is_not_json_is_one_line(built, tmp_path, tex
     assert "internal error" not in result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {copy / 'manifest.json'}: not ")
+
+
+def test_simulate_out_refuses_a_result_file_that_is_a_link(built, tmp_path):
+    _, release = built
+    out = tmp_path / "simulation"
+    out.mkdir()
+    users_file = tmp_path / "users.json"
+    users_file.write_text("{}")
+    (out / "simulation.json").symlink_to(users_file)
+    result = runner.invoke(app, ["simulate", str(release), "--out", str(out), "--policies", "random", "--budgets",
+                                 "0.5", "--repeats", "1"])
+    assert result.exit_code == 1 and "simulation.json: is a symbolic link" in result.output, result.output
+    assert users_file.read_text() == "{}"
