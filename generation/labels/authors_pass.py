@@ -24,7 +24,8 @@ document's text, and the list's last ids are never requested. Their log `crux-re
 
 The requested id that is not the sent text's id does not depend on `run[id]`: a document of the run is left out of
 both lists alike. Without their run, a clicked document that was in it (so not in this pass: its rating is the first
-pass's, on its own text) is flagged when a missing document comes before it.
+pass's, on its own text) is flagged when a missing document comes before it. "Missing" is judged by the corpus the
+import is given, so the flags are as exact as that corpus is close to theirs (`cw22-b-researchy-v1`).
 """
 from __future__ import annotations
 
