@@ -9,13 +9,15 @@ from typing import Sequence
 import torch
 
 from generation.backends import placement
-from generation.backends.batching import TokenBudget, auto_token_budget, bytes_per_token, token_batches
+from generation.backends.batching import TokenBudget, bytes_per_token, chosen_auto_budget, read_gpu_memory, token_batches
+from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
 from generation.model_shapes import shape_from_config
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
+from generation.progress import console
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -115,9 +117,10 @@ class TransformersBackend:
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
         elif max_batch_tokens == "auto":
-            free, total = torch.cuda.mem_get_info(self.input_device)
             per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
-            max_batch_tokens = auto_token_budget(free, total, gpu_memory_utilization, per_token)
+            max_batch_tokens, line = chosen_auto_budget(self.gpu_memory(self.input_device), gpu_memory_utilization,
+                                                        per_token, setting)
+            console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -138,6 +141,13 @@ class TransformersBackend:
         for chosen in token_batches([len(s) for s in sequences], self.batch_size, self.budget.max_tokens, self.packed):
             yield chosen, [sequences[i] for i in chosen]
 
+    @staticmethod
+    def _answers(answers, given_up: dict):
+        """The answers, or PartlyFailed keeping them when some sequences ran out of memory alone."""
+        if given_up:
+            raise PartlyFailed(answers, given_up)
+        return answers
+
     def _free_cache(self) -> None:
         if self.input_device.type == "cuda":
             torch.cuda.empty_cache()
@@ -154,8 +164,8 @@ class TransformersBackend:
         if not sequences:
             return out
         if self.packed:
-            self.budget.run(sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache)
-            return out
+            return self._answers(out, self.budget.run(
+                sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache))
         shared = shared_prefix_length(sequences)
         prefix = None
         if shared >= MIN_SHARED_PREFIX:
@@ -176,8 +186,7 @@ class TransformersBackend:
                                 use_cache=cache is not None, logits_to_keep=1).logits[:, -1, :]
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
-        self.budget.run(sequences, step, self._free_cache)
-        return out
+        return self._answers(out, self.budget.run(sequences, step, self._free_cache))
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
@@ -203,8 +212,7 @@ class TransformersBackend:
             for row, position in enumerate(chosen):
                 texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
 
-        self.budget.run(sequences, step, self._free_cache)
-        return texts
+        return self._answers(texts, self.budget.run(sequences, step, self._free_cache))
 
 
 class QwenRerankerScorer:

@@ -1,0 +1,127 @@
+"""The GPU paths read against the APIs they call (issue 27), run on a CPU: a stand-in for the GPU's memory
+readings, wrappers around the real tiny model that raise torch's own out-of-memory error or the RuntimeError a
+cuBLAS allocation failure gives above a token count, placement over stated free memory, and the plan's decode batch
+against the budget the backend would choose."""
+import gc
+import warnings
+import weakref
+
+import pytest
+import torch
+
+from generation.backends.batching import (GpuMemory, OutOfMemoryNotice, TokenBudget, bytes_per_token,
+                                          chosen_auto_budget, is_out_of_memory)
+from generation.judging.judges import Pair, isolate_failures
+from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+from test_token_batches import TokenLimited, judge, judge_pairs
+
+GIB = 2**30
+H100 = 80 * GIB
+# cuBLAS's allocation failure as torch raises it (aten/src/ATen/cuda/Exceptions.h, TORCH_CUDABLAS_CHECK)
+CUBLAS_ALLOC_FAILED = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+
+
+# --- 1. the automatic budget counts what torch's cache holds unused as free -------------------------------------
+
+def test_auto_budget_counts_the_allocators_unused_cache_as_free():
+    """The 70B shape in fp8 on one H100 at gpu_memory_utilization 0.95: 67.7 GiB of weights allocated, 74.2 GiB
+    reserved by the caching allocator after torchao quantized each weight as it loaded, 0.5 GiB of CUDA context, so
+    the driver reports 5.3 GiB free. Counting only that leaves room for fewer tokens than one ~3,140-token prompt
+    (a batch of one); counting the 6.5 GiB cached unused gives the batch of four issue 23 ran."""
+    per_token = bytes_per_token(PUBLISHED[LLAMA_33_70B], 2, keeps_cache=True)
+    allocated, reserved = int(67.7 * GIB), int(74.2 * GIB)
+    memory = GpuMemory(free=H100 - reserved - GIB // 2, total=H100, reserved=reserved, allocated=allocated)
+    driver_only, _ = chosen_auto_budget(GpuMemory(memory.free, H100, 0, 0), 0.95, per_token, "judge.max_batch_tokens")
+    tokens, line = chosen_auto_budget(memory, 0.95, per_token, "judge.max_batch_tokens")
+    assert driver_only // 3140 <= 1, "the reading of old: one prompt a batch"
+    assert tokens // 3140 == 4
+    assert tokens == int((memory.free + reserved - allocated - 0.05 * H100) // per_token)
+    assert line.startswith(f"judge.max_batch_tokens: auto = {tokens:,} tokens a batch: 5.3 GiB free on the GPU + "
+                           "6.5 GiB cached by torch unused - 0.05 x 80.0 GiB kept back (gpu_memory_utilization: 0.95)")
+
+
+# --- 2. out of memory: finished batches kept, frames dropped, cuBLAS failures are out of memory too -------------
+
+class CublasLimited(TokenLimited):
+    """The model, raising what torch raises when cuBLAS cannot allocate its workspace above `limit` tokens."""
+
+    def _check(self, input_ids, past_key_values=None):
+        try:
+            super()._check(input_ids, past_key_values)
+        except torch.OutOfMemoryError:
+            raise RuntimeError(CUBLAS_ALLOC_FAILED) from None
+
+
+def limited_judge(model_dir, wrapper, limit, mode="distribution", batch_size=64):
+    graded, backend = judge(model_dir, mode, batch_size=batch_size)
+    backend.model = wrapper(backend.model, limit)
+    return graded, backend
+
+
+def test_cublas_allocation_failures_are_out_of_memory():
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert is_out_of_memory(RuntimeError(CUBLAS_ALLOC_FAILED))
+    assert is_out_of_memory(RuntimeError("CUDA error: out of memory"))
+    assert not is_out_of_memory(RuntimeError("CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasSgemm`"))
+    assert not is_out_of_memory(ValueError(CUBLAS_ALLOC_FAILED))
+
+
+@pytest.mark.parametrize("wrapper", [TokenLimited, CublasLimited])
+def test_a_pair_out_of_memory_alone_keeps_the_finished_batches(chat_llama, wrapper):
+    """Six pairs that fit and one that does not fit alone: the notice, the six graded once each (no second pass
+    over the call by bisection), the seventh an engine error naming the failure. A cuBLAS allocation failure gets
+    the same notice and the same handling as torch.OutOfMemoryError."""
+    pairs = judge_pairs(1, 6) + [Pair("why do bees swarm?", "swarm " * 600)]
+    expected, _ = judge(chat_llama, "distribution", batch_size=8)
+    expected = expected.grade(pairs[:6])
+    limited, backend = limited_judge(chat_llama, wrapper, 500)
+    with pytest.warns(OutOfMemoryNotice) as notices:
+        grades = limited.grade(pairs)
+    assert [g.status for g in grades] == ["ok"] * 6 + ["engine_error"]
+    assert [g.level for g in grades[:6]] == [g.level for g in expected]
+    name = "OutOfMemoryError" if wrapper is TokenLimited else "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED"
+    assert name in grades[-1].raw
+    assert any("out of memory on 1 sequence(s) alone" in str(n.message) for n in notices)
+    rows = sum(backend.model.ran)
+    lengths = sorted(len(limited.encode_pair(p)[0]) for p in pairs[:6])
+    assert rows <= 6 * lengths[-1], "each pair that fits ran once"
+
+
+def test_the_cache_is_emptied_once_the_failed_forward_is_unreferenced():
+    """`on_oom` (torch.cuda.empty_cache on a GPU) runs after the except block, when nothing holds the failed
+    forward's tensors: inside it, the error's traceback kept the forward's frame, and its tensors, alive."""
+    held = []
+
+    def step(chosen):
+        activations = torch.zeros(4)  # stands in for a forward's GPU tensors
+        held.append(weakref.ref(activations))
+        if len(chosen) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+
+    alive_at_empty = []
+    budget = TokenBudget(max_pairs=4, max_tokens=None, packed=False, setting="judge.max_batch_tokens")
+    with pytest.warns(OutOfMemoryNotice):
+        assert budget.run([[1] * 5] * 4, step, lambda: alive_at_empty.append(held[-1]() is not None)) == {}
+    assert alive_at_empty and not any(alive_at_empty)
+
+
+def test_a_stored_failure_does_not_keep_its_forwards_tensors():
+    """A pair that fails for good is stored as its exception until the chunk is graded; its traceback's frames
+    (and the tensors in them) are dropped before the other halves are tried."""
+    held = []
+
+    def call(items):
+        activations = torch.zeros(4)
+        held.append(weakref.ref(activations))
+        if "bad" in items:
+            raise RuntimeError("engine failed on this prompt")
+        return [f"ok {i}" for i in items]
+
+    results = isolate_failures(call, ["a", "bad", "c", "d"])
+    assert results[0] == "ok a" and isinstance(results[1], RuntimeError)
+    assert results[1].__traceback__ is None
+    gc.disable()  # what frees them is the reference count, not a later collection
+    try:
+        assert all(ref() is None for ref in held)
+    finally:
+        gc.enable()
