@@ -125,3 +125,54 @@ def test_a_stored_failure_does_not_keep_its_forwards_tensors():
         assert all(ref() is None for ref in held)
     finally:
         gc.enable()
+
+
+# --- 3. placement reads free memory; the fp8 refusal names the share that fits; the packed index's device -------
+
+def test_placement_on_a_shared_gpu_counts_what_is_free_not_the_total():
+    """Llama-3.1-8B in bf16 (16.1 GB) on an 80 GB H100 that other processes fill to 10 GiB free: placing it by the
+    total (as before) would load it and fail; by the free memory it is refused before loading, saying so."""
+    from generation.backends.placement import ModelTooLarge, plan_placement, reserve_for
+    from generation.model_shapes import LLAMA_31_8B, shape_from_config
+
+    config = PUBLISHED[LLAMA_31_8B].transformers_config()
+    reserve = reserve_for(shape_from_config(config), 8192, 2)
+    assert plan_placement(config, torch.bfloat16, None, [H100], 0.9, reserve, LLAMA_31_8B).device_map == {"": 0}
+    with pytest.raises(ModelTooLarge) as refused:
+        plan_placement(config, torch.bfloat16, None, [H100], 0.9, reserve, LLAMA_31_8B, gpu_free=[10 * GIB])
+    assert "(10.7 GB of GPU 0 free now: other processes hold the rest)" in str(refused.value)
+    two = plan_placement(config, torch.bfloat16, None, [H100, H100], 0.9, reserve, LLAMA_31_8B,
+                         gpu_free=[10 * GIB, H100])
+    assert set(two.device_map.values()) == {0, 1}, "spread by what each GPU has free"
+
+
+def test_the_fp8_refusal_names_the_memory_share_that_fits():
+    """The 70B shape in fp8 (72.7 GB) with room for a batch of four ~3,140-token prompts (7.4 GB) needs 80.0 GB of
+    an H100's 85.9: refused at 0.9, the refusal says 0.94 would fit; at 0.94 it is placed. On a GPU with less
+    free than that, no share is suggested."""
+    from generation.backends.placement import ModelTooLarge, plan_placement, reserve_for
+
+    config = PUBLISHED[LLAMA_33_70B].transformers_config()
+    reserve = reserve_for(PUBLISHED[LLAMA_33_70B], 4 * 3140, 2)
+    with pytest.raises(ModelTooLarge) as refused:
+        plan_placement(config, torch.bfloat16, "fp8", [H100], 0.9, reserve, LLAMA_33_70B)
+    assert "Use `gpu_memory_utilization: 0.94` (72.7 GB of weights in fp8" in str(refused.value)
+    assert plan_placement(config, torch.bfloat16, "fp8", [H100], 0.94, reserve, LLAMA_33_70B).device_map == {"": 0}
+    with pytest.raises(ModelTooLarge) as shared:
+        plan_placement(config, torch.bfloat16, "fp8", [H100], 0.9, reserve, LLAMA_33_70B, gpu_free=[70 * GIB])
+    assert "gpu_memory_utilization: 0.94" not in str(shared.value)
+
+
+def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
+    """transformers' slice_logits_to_keep indexes the final hidden states (`hidden_states[:, logits_to_keep, :]`):
+    under a device_map those are on the device of the decoder's final norm, not of the input embeddings. Here the
+    norm is moved to the meta device to stand for another GPU."""
+    from transformers import AutoModelForCausalLM
+
+    from generation.backends.hf import hidden_states_device
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen3))
+    assert hidden_states_device(model) == torch.device("cpu")
+    model.model.norm.to("meta")
+    assert model.get_input_embeddings().weight.device == torch.device("cpu")
+    assert hidden_states_device(model) == torch.device("meta")

@@ -53,6 +53,14 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     return ids, mask, positions
 
 
+def hidden_states_device(model) -> torch.device:
+    """Where the final hidden states are: the device of the decoder's last module with weights (its final norm);
+    under a `device_map` over several GPUs, the last GPU, not the one the input embeddings are on."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    last = next((p for p in reversed(list(decoder.parameters()))), None)
+    return last.device if last is not None else model.get_input_embeddings().weight.device
+
+
 ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention_3")
 
 
@@ -89,10 +97,9 @@ class TransformersBackend:
             reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
             reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
             index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
-            totals = placement.visible_gpu_totals()
-            self.placement = placement.plan_placement(config, torch_dtype, quantization,
-                                                      totals if index is None else [totals[index]],
-                                                      gpu_memory_utilization, reserve, str(model_path))
+            totals, free = placement.visible_gpu_memory(index)
+            self.placement = placement.plan_placement(config, torch_dtype, quantization, totals, gpu_memory_utilization,
+                                                      reserve, str(model_path), free)
             load["device_map"] = ({module: index for module in self.placement.device_map} if index is not None
                                   else self.placement.device_map)
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
@@ -196,7 +203,9 @@ class TransformersBackend:
         lengths = [len(sequences[i]) for i in chosen]
         ids = torch.tensor([[t for i in chosen for t in sequences[i]]], device=self.input_device)
         positions = torch.tensor([[p for n in lengths for p in range(n)]], device=self.input_device)
-        last = torch.tensor(lengths, device=self.input_device).cumsum(0) - 1
+        # the LM head indexes the final hidden states with `last`: on a device_map spread those are on the last
+        # GPU, and a CUDA index must be on the indexed tensor's device
+        last = torch.tensor(lengths, device=hidden_states_device(self.model)).cumsum(0) - 1
         logits = self.model(input_ids=ids, position_ids=positions, logits_to_keep=last, use_cache=False).logits[0]
         out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
