@@ -176,3 +176,64 @@ def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
     model.model.norm.to("meta")
     assert model.get_input_embeddings().weight.device == torch.device("cpu")
     assert hidden_states_device(model) == torch.device("meta")
+
+
+# --- 4. the plan prices the batches and GPU spans the backend would use, and nothing it would refuse ------------
+
+def transformers_profile(**judge):
+    from generation.profiles import load_profile
+
+    profile = load_profile("paper")
+    return profile.model_copy(update={"judge": profile.judge.model_copy(update={"backend": "transformers", **judge})})
+
+
+def test_plan_decode_batch_is_the_budget_the_backend_would_choose():
+    """The paper's judge on transformers, `max_batch_tokens: auto`, at gpu_memory_utilization 0.95 on the reference
+    H100: fp8 goes on one GPU and its decode batch is what the backend's auto budget holds of ~3,140-token prompts
+    once the 72.7 GB of weights are loaded (4, issue 23's batch; not the profile's 256); bf16 is a device_map over
+    the node's four GPUs, so its GPU-hours are four times one copy's."""
+    from generation.backends.batching import auto_budget_for
+    from generation.judging.calibration import device_spec
+    from generation.judging.costing import costing_for, judge_rows
+    from generation.judging.execution import CUDA_CONTEXT_BYTES
+    from generation.plan import Plan
+
+    profile = transformers_profile(gpu_memory_utilization=0.95)
+    costing, _ = costing_for(profile)
+    shape, device = PUBLISHED[LLAMA_33_70B], device_spec(costing.calibration.device)
+    weights = shape.weight_bytes("fp8")
+    after_loading = GpuMemory(device.memory - weights - CUDA_CONTEXT_BYTES, device.memory, weights, weights)
+    backend_tokens, _ = auto_budget_for(shape, 2, False, after_loading, 0.95, "judge.max_batch_tokens")
+    fp8 = costing.execution("fp8")
+    assert fp8.gpus == 1 and fp8.budget_tokens == backend_tokens
+    assert fp8.decode_batch(3140) == backend_tokens // 3140 == 4
+    bf16 = costing.execution("bf16")
+    assert bf16.gpus == 4 and "one working at a time" in bf16.how
+
+    plan = Plan(pairs=1000, subquestions=50, sampled=10, mean_prompt_tokens=3140, mean_overhead_tokens=200,
+                mean_shared_prefix_tokens=150, new_tokens=3, tokenizer="t", stand_in=False, context_words=2048,
+                tokens_per_word_here=1.4, long_documents=30, mean_context_tokens=2940)
+    rows, notes = judge_rows(plan, costing)
+    row = {(r.label, r.precision): r for r in rows}
+    assert row[("these pairs", "fp8")].decode_batch == 4 and row[("these pairs", "fp8")].gpus == 1
+    assert row[("these pairs", "bf16")].gpus == 4
+    one_copy = costing.__class__(**{**costing.__dict__, "judge_config": None, "decode_batch": 4})
+    single, _ = judge_rows(plan, one_copy)
+    single = {(r.label, r.precision): r for r in single}
+    spread = row[("these pairs", "bf16")]
+    assert spread.prefill_hours == pytest.approx(4 * single[("these pairs", "bf16")].prefill_hours)
+    assert any("fp8: one GPU; " in n and "at most 256 pairs" in n for n in notes)
+
+
+def test_plan_shows_no_figure_for_a_configuration_the_backend_refuses():
+    """bf16 70B at gpu_memory_utilization 0.3: four H100s hold 4 x 21 GB of weights, not 141 GB; the backend would
+    refuse it before loading, so the plan has no bf16 row and says why; fp8 (spread over the four) keeps its rows."""
+    from generation.judging.costing import costing_for, judge_rows
+    from generation.plan import Plan
+
+    costing, _ = costing_for(transformers_profile(gpu_memory_utilization=0.3))
+    plan = Plan(1000, 50, 10, 3140, 200, 150, 3, "t", False, 2048, 1.4, 30, 2940)
+    rows, notes = judge_rows(plan, costing)
+    assert {r.precision for r in rows} == {"fp8"}
+    assert any(n.startswith("Judge as the transformers backend would run it: bf16: the transformers backend refuses "
+                            "it on 4 H100 SXM") and "rows left out" in n for n in notes)

@@ -72,6 +72,13 @@ def chosen_auto_budget(memory: GpuMemory, utilisation: float, per_token: int, se
     return tokens, line
 
 
+def auto_budget_for(shape: Shape, dtype_bytes: int, packed: bool, memory: GpuMemory, utilisation: float,
+                    setting: str) -> tuple[int, str]:
+    """`max_batch_tokens: auto` for a model of `shape` once loaded (the transformers backend's choice, and what
+    `plan` expects it to choose): a packed batch keeps no KV cache, a padded one may (a shared prefix, generate)."""
+    return chosen_auto_budget(memory, utilisation, bytes_per_token(shape, dtype_bytes, keeps_cache=not packed), setting)
+
+
 def batch_cost(lengths: Sequence[int], packed: bool) -> int:
     return sum(lengths) if packed else len(lengths) * max(lengths, default=0)
 

@@ -9,7 +9,7 @@ from typing import Sequence
 import torch
 
 from generation.backends import placement
-from generation.backends.batching import TokenBudget, bytes_per_token, chosen_auto_budget, read_gpu_memory, token_batches
+from generation.backends.batching import TokenBudget, auto_budget_for, read_gpu_memory, token_batches
 from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
@@ -124,9 +124,8 @@ class TransformersBackend:
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
         elif max_batch_tokens == "auto":
-            per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
-            max_batch_tokens, line = chosen_auto_budget(self.gpu_memory(self.input_device), gpu_memory_utilization,
-                                                        per_token, setting)
+            max_batch_tokens, line = auto_budget_for(self.shape, self.model.dtype.itemsize, packed,
+                                                     read_gpu_memory(self.input_device), gpu_memory_utilization, setting)
             console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id

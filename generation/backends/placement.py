@@ -4,7 +4,9 @@ fp8 load settings. Everything here works from the model's config.json: no weight
 """
 from __future__ import annotations
 
+import logging
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,10 +102,13 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
     if len(budgets) > 1 and size <= sum(budgets):
         from transformers.integrations.accelerate import get_balanced_memory, infer_auto_device_map
 
-        # balanced (what device_map="auto" does), so every GPU keeps room for activations
-        balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
-                                       no_split_module_classes=model._no_split_modules)
-        device_map = infer_auto_device_map(model, max_memory=balanced, no_split_module_classes=model._no_split_modules)
+        # balanced (what device_map="auto" does), so every GPU keeps room for activations; the GPUs are stated, so
+        # accelerate's warning that they are not visible here (`plan` prices them on a machine without) is muted
+        with quiet_logger("accelerate.utils.modeling"):
+            balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
+                                           no_split_module_classes=model._no_split_modules)
+            device_map = infer_auto_device_map(model, max_memory=balanced,
+                                               no_split_module_classes=model._no_split_modules)
         if set(device_map.values()) <= set(range(len(budgets))):
             used = sorted(set(device_map.values()))
             return Placement(device_map, f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "
@@ -118,6 +123,17 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
                          size, gpu_free[best] if best is not None else 0)
     raise ModelTooLarge(f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. "
                         f"Use {hints}")
+
+
+@contextmanager
+def quiet_logger(name: str):
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def visible_gpu_memory(index: int | None = None) -> tuple[list[int], list[int]]:
