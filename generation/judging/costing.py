@@ -49,15 +49,28 @@ class Costing:
             return self.override, "--utilisation"
         measured = self.calibration.share(backend, precision)
         if measured is not None:
-            return measured, f"{backend} {precision}, calibrated"
+            return measured, f"{backend} {precision}, calibrated{measured_on(self.calibration, precision, measured)}"
         if backend == "vllm":
             stand_in = self.calibration.share("transformers", precision)
             if stand_in is not None:
-                return stand_in, f"vLLM not measured: the transformers {precision} figure"
+                return stand_in, (f"vLLM not measured: the transformers {precision} figure"
+                                  f"{measured_on(self.calibration, precision, stand_in)}")
         return None, "not measured"
 
     def precisions(self) -> list[str]:
         return list(self.calibration.peak_flops)
+
+
+def measured_on(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> str:
+    """Which of the calibration's rows a share is (the kit's run at that precision and share), for the plan to say
+    what each row is priced from: a shape, a batch and a prompt length; empty when no row matches."""
+    row = next((r for r in calibration.rows if r.get("precision") == precision and r.get("mode") == mode
+                and str(r.get("run", "")).startswith("kit") and r.get("share_of_peak") is not None
+                and abs(r["share_of_peak"] - share) < 5e-4), None)
+    if row is None:
+        return ""
+    tokens = f", {row['prompt_tokens']:,} tokens" if row.get("prompt_tokens") else ""
+    return f" on {row['shape']}, {row['run']}, batch {row['batch']}{tokens} ({calibration.device})"
 
 
 def prefill_seconds(shape: Shape, tokens: float, cached: float, peak: float, share: float) -> float:
@@ -142,7 +155,9 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
         for label, questions in shapes:
             docs = questions * depth
             seconds = prefill_seconds(costing.reranker, rerank_tokens, 0.0, cal.peak_flops[precision], share)
-            rows.append(CostRow(label, docs, rerank_tokens, precision, share, "rerank, calibrated",
+            source = "--utilisation" if costing.override is not None else (
+                "rerank, calibrated" + measured_on(cal, precision, share, "rerank"))
+            rows.append(CostRow(label, docs, rerank_tokens, precision, share, source,
                                 docs * prompt_flops(costing.reranker, rerank_tokens) / 1e15, docs * seconds / 3600,
                                 0.0, docs * seconds / 3600))
     if not rows:
@@ -193,13 +208,13 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     table = Table(title=title)
     for column in ("row", "pairs / docs", "tokens", "precision", "utilisation", "PFLOPs", "prefill GPU-h",
                    "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s",
-                   "decode batch", "GPUs a copy"):
+                   "decode batch", "GPUs a copy", "utilisation from"):
         table.add_column(column, justify="right")
     for row in judged + reranked:
         table.add_row(row.label, f"{row.items:,}", f"{row.tokens:,.0f}", row.precision, f"{row.share:.1%}",
                       f"{row.pflops:,.1f}", f"{row.prefill_hours:,.1f}", f"{row.decode_hours:,.1f}", f"{row.hours:,.1f}",
                       f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}", f"{row.decode_batch or '-'}",
-                      f"{row.gpus}")
+                      f"{row.gpus}", row.source)
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
     notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes
