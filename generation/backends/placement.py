@@ -166,7 +166,7 @@ def fp8_load_settings(device: str) -> dict:
         from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor
     except ImportError:
         raise ValueError("quantization: fp8 on the transformers backend needs torchao: "
-                         "pip install 'researchy-subq-judgments[gpu]'") from None
+                         "pip install 'researchy-subq-judgments[fp8]'") from None
     from transformers import TorchAoConfig
 
     return {"quantization_config": TorchAoConfig(Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))}
