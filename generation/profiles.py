@@ -52,6 +52,9 @@ class TransformersSettings(Strict):
     attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
     packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
                                                     "reuse; on a GPU with variable-length attention (flex/flash)")
+    compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes): fuses "
+                                                     "torchao fp8's activation quantization into the matmuls; speed-ups "
+                                                     "only where measured (README, GPUs)")
 
 
 class Rerank(TransformersSettings):

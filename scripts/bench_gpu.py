@@ -136,6 +136,16 @@ def rerank_sequences(tokenizer, args, pairs: int):
                            "questions.", query, d) for d in docs]
 
 
+def compiled(model, run):
+    """`run` after `model.compile(dynamic=True)` (the backend's `compile: true`), compiled on the first call (the
+    benchmark's warm-up); the last rows of a shape, since compiling changes the model in place."""
+    def call():
+        if getattr(model, "_compiled_call_impl", None) is None:
+            model.compile(dynamic=True)
+        return run()
+    return call
+
+
 def with_attention(model, attention: str, run):
     """`run` with the model's attention switched to `attention` (the packed path's), then back (the padded path's)."""
     def call():
@@ -236,6 +246,8 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
                                                          lambda: packed.next_token_logprobs(sequences, wanted)),
                 ("raw padded", "rerank"): lambda: raw_padded(padded, sequences, torch.tensor(wanted)),
                 ("raw unpadded", "rerank"): lambda: raw_unpadded(padded, sequences, torch.tensor(wanted))}
+        if args.compile:
+            runs[("kit compiled", "rerank")] = compiled(model, lambda: padded.next_token_logprobs(sequences, wanted))
     else:
         backend = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
         config, pairs = judge_sequences(args, args.pairs)
@@ -247,6 +259,8 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
                 ("kit", "generate"): lambda: judges["generate"].grade(pairs),
                 ("raw padded", "distribution"): lambda: raw_padded(backend, sequences, wanted),
                 ("raw unpadded", "distribution"): lambda: raw_unpadded(backend, sequences, wanted)}
+        if args.compile:
+            runs[("kit compiled", "distribution")] = compiled(model, lambda: judges["distribution"].grade(pairs))
     tokens = statistics.mean(len(s) for s in sequences)
     shortest, longest = min(len(s) for s in sequences), max(len(s) for s in sequences)
     flops = sum(prompt_flops(shape, len(s)) for s in sequences) / len(sequences)  # each prompt its own length
@@ -337,6 +351,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="attn_implementation of the reranker shape (packed runs need flash_attention_2 or "
                              "flex_attention on a GPU; default: sdpa on a CPU, flex_attention on a GPU)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="also run the kit with `compile: true` "
+                        "(torch.compile, dynamic shapes; compiled during the warm-up run, which is not timed)")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense peak for this precision, where the "
                         "built-in table (H100, H200) does not know it")
     parser.add_argument("--bandwidth-tbs", type=float, help="the device's memory bandwidth in TB/s, likewise")

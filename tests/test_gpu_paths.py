@@ -276,3 +276,40 @@ def test_bench_calibration_keeps_each_precision_to_its_own_rows():
             {**row, "run": "kit", "precision": "fp8", "share_of_peak": 0.05, "tflops": 50}]
     calibration = bench.calibration(rows, "cpu", "test", None)
     assert calibration.utilisation["rerank"] == {"bf16": 0.2, "fp8": 0.05}
+
+
+# --- 6. `compile: true`: the same answers through torch.compile ---------------------------------------------------
+
+def test_compiled_backend_gives_the_uncompiled_log_probabilities(chat_llama):
+    """`compile: true` compiles the forward in place with dynamic shapes: batches of other lengths reuse it, and the
+    log-probabilities are today's (inductor's CPU kernels round differently: to 1e-4)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generation.backends.hf import TransformersBackend
+
+    tokenizer = AutoTokenizer.from_pretrained(str(chat_llama))
+    sequences = [[5 + (i * 7 + j) % 90 for j in range(n)] for i, n in enumerate((9, 14, 23, 11, 30))]
+
+    def logprobs(compile):
+        model = AutoModelForCausalLM.from_pretrained(str(chat_llama), dtype=torch.float32)
+        backend = TransformersBackend.wrap(model, tokenizer, batch_size=2, compile=compile)
+        assert (getattr(model, "_compiled_call_impl", None) is not None) == compile
+        return backend.next_token_logprobs(sequences, [3, 4, 5])
+
+    assert torch.allclose(logprobs(True), logprobs(False), atol=1e-4)
+
+
+def test_compile_is_a_profile_setting_outside_the_config_hash(tmp_path):
+    import json
+
+    import yaml
+
+    from generation.profiles import load_profile
+
+    data = json.loads(load_profile("paper").model_dump_json())
+    data["judge"]["compile"] = True
+    path = tmp_path / "compiled.yaml"
+    path.write_text(yaml.safe_dump(data))
+    profile = load_profile(path)
+    assert profile.judge.compile and not load_profile("paper").judge.compile
+    assert profile.config_hash() == load_profile("paper").config_hash(), "compiling changes how fast, not what"

@@ -75,7 +75,7 @@ class TransformersBackend:
     def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                  max_batch_tokens: int | str | None = None, quantization: str | None = None,
                  attention: str | None = None, packed: bool = False, gpu_memory_utilization: float = 0.9,
-                 max_length: int = 8192, setting: str = "max_batch_tokens"):
+                 max_length: int = 8192, setting: str = "max_batch_tokens", compile: bool = False):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = pick_device(device)
@@ -105,20 +105,27 @@ class TransformersBackend:
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)
-        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
+                    compile)
 
     @classmethod
     def wrap(cls, model, tokenizer, batch_size: int = 8, max_batch_tokens: int | str | None = None,
-             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens"):
+             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens",
+             compile: bool = False):
         """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
         self = cls.__new__(cls)
         self.shape, self.placement = shape_from_config(model.config), None
-        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile)
         self.device = str(self.input_device)
         return self
 
-    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting) -> None:
+    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
+               compile=False) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
+        if compile:
+            # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
+            # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
+            self.model.compile(dynamic=True)
         self.input_device = self.model.get_input_embeddings().weight.device
         self.batch_size, self.packed = batch_size, packed
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
@@ -139,7 +146,7 @@ class TransformersBackend:
                    quantization=getattr(config, "quantization", None), attention=config.attention, packed=config.packed,
                    gpu_memory_utilization=config.gpu_memory_utilization,
                    max_length=getattr(config, "max_model_len", None) or config.max_length,
-                   setting=f"{section}.max_batch_tokens")
+                   setting=f"{section}.max_batch_tokens", compile=config.compile)
 
     def _batches(self, sequences: Sequence[Sequence[int]]):
         """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory
