@@ -176,6 +176,13 @@ def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
     model.model.norm.to("meta")
     assert model.get_input_embeddings().weight.device == torch.device("cpu")
     assert hidden_states_device(model) == torch.device("meta")
+    from transformers import AutoTokenizer
+
+    from generation.backends.hf import TransformersBackend
+
+    backend = TransformersBackend.wrap(model, AutoTokenizer.from_pretrained(str(tiny_qwen3)), packed=True)
+    assert (backend.input_device, backend.hidden_device) == (torch.device("cpu"), torch.device("meta")), \
+        "the packed step makes its index on the hidden states' device"
 
 
 # --- 4. the plan prices the batches and GPU spans the backend would use, and nothing it would refuse ------------

@@ -127,6 +127,7 @@ class TransformersBackend:
             # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
             self.model.compile(dynamic=True)
         self.input_device = self.model.get_input_embeddings().weight.device
+        self.hidden_device = hidden_states_device(self.model)
         self.batch_size, self.packed = batch_size, packed
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
@@ -211,7 +212,7 @@ class TransformersBackend:
         positions = torch.tensor([[p for n in lengths for p in range(n)]], device=self.input_device)
         # the LM head indexes the final hidden states with `last`: on a device_map spread those are on the last
         # GPU, and a CUDA index must be on the indexed tensor's device
-        last = torch.tensor(lengths, device=hidden_states_device(self.model)).cumsum(0) - 1
+        last = torch.tensor(lengths, device=self.hidden_device).cumsum(0) - 1
         logits = self.model(input_ids=ids, position_ids=positions, logits_to_keep=last, use_cache=False).logits[0]
         out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
