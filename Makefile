@@ -65,7 +65,8 @@ test-vllm: $(VLLM_STAMP)
 GPU_EXTRAS := vllm fp8 gpu
 check-gpu-extra: $(STAMP)
 	set -e; for extra in $(GPU_EXTRAS); do \
-		$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir ".[$$extra]" > .venv/dry-run-$$extra.log; \
+		$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir ".[$$extra]" > .venv/dry-run-$$extra.log 2>&1 \
+			|| { tail -40 .venv/dry-run-$$extra.log; echo "[$$extra] does not resolve"; exit 1; }; \
 		echo "[$$extra]" $$(grep '^Would install' .venv/dry-run-$$extra.log | tr ' ' '\n' \
 			| grep -E '^(vllm|torch|torchao|transformers)-[0-9]'); \
 	done
