@@ -52,6 +52,10 @@ class TransformersSettings(Strict):
     attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
     packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
                                                     "reuse; on a GPU with variable-length attention (flex/flash)")
+    compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes; the first "
+                                                     "batch pays the compile), for torchao fp8, whose activation "
+                                                     "quantization runs as separate kernels without it; speed-ups: only "
+                                                     "the measured ones (README, GPUs)")
 
 
 class Rerank(TransformersSettings):
