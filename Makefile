@@ -60,7 +60,7 @@ test-vllm: $(VLLM_STAMP)
 	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_*.py \
 		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
 
-# `.[gpu]` must resolve together with the base requirements, as a GPU user installs it (README, "GPU").
+# `.[gpu]` must resolve together with the base requirements, as a GPU user installs it (docs/performance.md, "vLLM and GPUs").
 check-gpu-extra: $(STAMP)
 	$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir '.[gpu]' \
 		| grep '^Would install' | tr ' ' '\n' | grep -E '^(vllm|torch|transformers)-[0-9]'

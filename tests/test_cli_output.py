@@ -1,6 +1,6 @@
-"""What the commands print, and where (issue 20): results, tables, YAML and JSON on stdout, progress, notices and
+"""What the commands print, and where: results, tables, YAML and JSON on stdout, progress, notices and
 errors on stderr; tables whole when not on a terminal; `--json PATH` (`-` = stdout) for plan, simulate, evaluate and
-agreement; help that reads as English; `profiles NAME` as the file itself and `profiles --reference` as the README's."""
+agreement; help that reads as English; `profiles NAME` as the file itself and `profiles --reference` as docs/reference/profiles.md."""
 import json
 import re
 import subprocess

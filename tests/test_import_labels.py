@@ -1,4 +1,4 @@
-"""`import-labels` (issue 18, part 3): the authors' ratings, graded qrels and OpenAI Batch results become judgment
+"""`import-labels`: the authors' ratings, graded qrels and OpenAI Batch results become judgment
 shards that build-release, validate and load_dataset take as they take the judge's; every malformed line is one error
 line naming its file and line. Label files: tests/fixtures/import_labels/ (its README cites each format's source)."""
 import json

@@ -1,4 +1,4 @@
-"""The stage registry, the `Stage` template, the executors' Slurm file, and the import structure (issue 19)."""
+"""The stage registry, the `Stage` template, the executors' Slurm file, and the import structure."""
 import ast
 import os
 import subprocess
