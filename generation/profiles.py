@@ -42,7 +42,7 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 
 class TransformersSettings(Strict):
-    """How the transformers backend batches and places the model (README, "The judge and the reranker on GPUs");
+    """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
     vLLM ignores them, and so does the config hash."""
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
