@@ -61,7 +61,7 @@ test-vllm: $(VLLM_STAMP)
 		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
 
 # Each GPU extra (`.[vllm]`, `.[fp8]`, and `.[gpu]`, both) must resolve together with the base requirements, as a
-# GPU user installs it (README, "GPU"); the versions each resolves to are printed, one extra a line.
+# GPU user installs it (docs/performance.md, "vLLM and GPUs"); the versions each resolves to are printed, one extra a line.
 GPU_EXTRAS := vllm fp8 gpu
 check-gpu-extra: $(STAMP)
 	set -e; for extra in $(GPU_EXTRAS); do \

@@ -1,6 +1,6 @@
 """Profiles: YAML files holding every protocol knob, validated strictly.
 
-`paper` follows the paper's text (seeds/000), `crux-code` the authors' released code, `demo` runs on
+`paper` follows the paper's text (Ju et al., arXiv:2510.21733), `crux-code` the authors' released code, `demo` runs on
 the bundled sample on a CPU. A profile is a bundled name, or a path when it looks like one (a .yaml/.yml
 suffix or a folder separator), so a folder named `demo` in the working directory never shadows `demo`.
 Strict: no coercion (`k1: true`, `depth: "100"`), no infinities or NaN, no duplicate keys, no unknown keys.
@@ -42,7 +42,7 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 
 class TransformersSettings(Strict):
-    """How the transformers backend batches and places the model (README, "The judge and the reranker on GPUs");
+    """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
     vLLM ignores them, and so does the config hash."""
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
@@ -206,17 +206,17 @@ class JudgeConfig(TransformersSettings):
 
 
 class Complexity(Strict):
-    """Retrieval complexity per question, after seeds/003 with sub-questions as the parts of the question."""
+    """Retrieval complexity per question, after Gabburo et al., arXiv:2406.03592, with sub-questions as the parts of the question."""
     answer_level: int = Field(default=4, ge=0, le=5, description="a document answers a sub-question at this level")
     completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
 
 
 class Bandit(Strict):
-    """Budgeted judging (seeds/002)."""
+    """Budgeted judging (Petcu et al., arXiv:2510.18633)."""
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
     top_k: int = Field(default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked "
                                                     "observed documents")
-    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (seeds/002 "
+    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (Petcu et al. "
                                                           "section 3.5)")
 
 

@@ -46,7 +46,7 @@ JUDGMENT_STATUSES = (
     "out_of_scale",    # a first digit above the scale, e.g. "7"
     "request_failed",  # the authors' "-2": the request itself failed
     "engine_error",    # the engine refused or failed this pair; `raw` holds the error text
-    "not_verbatim",    # r3a: the <extract> is not verbatim in the document (seeds/004's format failure)
+    "not_verbatim",    # r3a: the <extract> is not verbatim in the document (R3A's format failure, arXiv:2508.02506 section 2.2)
     OTHER_TEXT_STATUS,  # an imported level graded on another document's text (the authors' defect)
 )
 

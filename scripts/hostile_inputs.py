@@ -51,14 +51,14 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return dst
 
 
-def issue21_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
-    """Issue 21's inputs that slipped through: each now an error line, rejects, or a warning saying what was
+def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
+    """Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each now an error line, rejects, or a warning saying what was
     assumed."""
     from generation.stages.corpus import build_corpus
     from hostile_release import plot_of_other_counts
 
     q, release, small = env["questions"], env["release"], env["small_profile"]
-    w = w / "issue21"
+    w = w / "slipped-through"
     w.mkdir(parents=True, exist_ok=True)
     not_json = raw(w / "agreement.json", b"{not json")
     no_measures = raw(w / "agreement-partial.json", json.dumps({"a": "x", "b": "y", "coverage": {}}).encode())
@@ -347,6 +347,6 @@ def cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
                                                                     "demo"]),
         ("build-release: --out is a file", "error", ["build-release", "--judgments", env["judgments"], "--questions", q,
                                                      "--out", a_file, "--profile", "demo"]),
-        *issue21_cases(w, env),
+        *slipped_through_cases(w, env),
         *issue28a_cases(w, env),
     ]

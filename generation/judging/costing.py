@@ -17,10 +17,10 @@ from generation.judging.execution import Execution, Refused, execution_for
 from generation.plan import Plan
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 
-# Researchy Questions' train split, which the paper judged (seeds/000: "the Researchy Questions Train split"); the
+# Researchy Questions' train split, which the paper judged (Ju et al., arXiv:2510.21733, section 4: "the Researchy Question training set"); the
 # paper gives no question count: about 90k (DESIGN.md), an assumption the rerank rows name.
 PAPER_QUESTIONS_ASSUMED = 90_000
-RERANK_TOKENS_ASSUMED = 2800  # issue 23 measured the rerank path at ~2,800 tokens a document
+RERANK_TOKENS_ASSUMED = 2800  # the H100 calibration of 2026-11-23 measured the rerank path at ~2,800 tokens a document
 NODE_GPUS = 4
 
 
