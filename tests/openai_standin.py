@@ -26,6 +26,7 @@ class Fault:
     body: str = '{"error": {"message": "the stand-in failed on purpose"}}'
     headers: tuple = ()
     delay: float = 0.0  # seconds before answering (longer than the client's timeout: a timeout)
+    drop: bool = False  # close the connection without an answer (a reset; httpx reads RemoteProtocolError)
 
 
 def fingerprint(body: dict) -> int:
@@ -163,6 +164,9 @@ class StandIn:
                             break
                 if fault is not None:
                     time.sleep(fault.delay)
+                    if fault.drop:
+                        self.close_connection = True
+                        return
                     return self._send(fault.status, fault.body, fault.headers)
                 self._send(200, json.dumps(standin.answer_for(body)))
                 if standin.answer_limit is not None and standin.answers() >= standin.answer_limit:

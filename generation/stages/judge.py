@@ -23,6 +23,7 @@ from generation.docstore import DocStore
 from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
 from generation.models import resolve_model
+from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
 from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
@@ -33,6 +34,8 @@ from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
 NAME = "judgments"
+FAILED_STATUS = "request_failed"  # schema.JUDGMENT_STATUSES: the request failed after its retries
+SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are counted in the last line
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
 
@@ -165,7 +168,19 @@ class ShardJob:
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
         self.write_chunk(k, (judgment_row(r, g) for r, g in zip(rows, grades)))
+        self.name_failures(rows, grades)
         return len(rows)
+
+    def name_failures(self, rows: list[dict], grades: list[Grade]) -> None:
+        """One warning per pair whose request failed (the first few of a run): which pair, and why."""
+        self.failures_named = getattr(self, "failures_named", 0)
+        for row, grade in zip(rows, grades):
+            if grade.status == FAILED_STATUS:
+                self.failures_named += 1
+                if self.failures_named <= SHOWN_FAILURES:
+                    warn(f"judge: the pair of question {row['qid']}, sub-question {row['subq_id']}, document "
+                         f"{row['docid']} failed ({grade.raw}); set aside as request_failed, the shard goes on, "
+                         "and the next `judge` run retries it")
 
     def merge(self, summary: StageSummary) -> dict:
         """The chunks into the shard file; the completion record's fields."""
@@ -173,14 +188,27 @@ class ShardJob:
             for k in range(self.n_chunks):
                 table = pq.read_table(self.chunk_path(k))
                 sink.write_table(table)
-                summary.levels.update(v for v in table["level"].to_pylist() if v is not None)
-                summary.unparsed += table["level"].null_count
-                summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
-                summary.statuses.update(table["status"].to_pylist())
-                summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
-        return {"judge": summary.judge, "pairs": len(self.pairs), "unparsed": summary.unparsed,
-                "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
-                "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens}
+                tally(summary, table)
+        return record_fields(summary, len(self.pairs))
+
+
+def tally(summary: StageSummary, table) -> None:
+    """Adds a table of judgment rows to the summary's counts."""
+    summary.levels.update(v for v in table["level"].to_pylist() if v is not None)
+    summary.unparsed += table["level"].null_count
+    summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
+    summary.statuses.update(table["status"].to_pylist())
+    summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
+
+
+def record_fields(summary: StageSummary, pairs: int) -> dict:
+    """The completion record's fields of a judged shard. `failed_pairs`: requests that failed after their retries
+    (status request_failed), which the next `judge` run retries (generation/stages/judge_retry.py)."""
+    summary.failed_pairs = summary.statuses.get(FAILED_STATUS, 0)
+    return {"judge": summary.judge, "pairs": pairs, "unparsed": summary.unparsed,
+            "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
+            "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens,
+            "failed_pairs": summary.failed_pairs}
 
 
 class JudgeStage(Stage):
@@ -193,8 +221,10 @@ class JudgeStage(Stage):
              Input("index", "Lucene index (document text)", (IndexStage,)))
     sections = ("bm25", "rerank", "pool", "judge")
     unit = "pairs"
+    retries_failed = True  # a re-run judges the pairs of a done shard whose requests failed
     summary_fields = {"pairs": int, "judged_now": int, "chunks_done_before": int, "levels": Counter, "unparsed": int,
-                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str}
+                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str,
+                      "failed_pairs": int, "retried": int}
 
     def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path,
                  judge: Judge | None = None):
@@ -208,6 +238,16 @@ class JudgeStage(Stage):
 
     def after_done(self, shard: Shard) -> None:
         shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)
+
+    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
+        """The shard judged; a shard recorded done with failed pairs gets exactly those judged again."""
+        from generation.stages.judge_retry import finish_swap, retry_failed_pairs
+
+        if self.retries_failed:
+            finish_swap(self, shard)
+        summary = super().run(shard, progress, executor)
+        return retry_failed_pairs(self, shard, summary, progress) if summary.skipped and self.retries_failed \
+            else summary
 
     def chunk_work(self, shard: Shard) -> ShardJob:
         return ShardJob(self, shard)

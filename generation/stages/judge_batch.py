@@ -117,6 +117,7 @@ class BatchImport:
 
 class BatchImportJudgeStage(JudgeStage):
     """`judge --import-batch`: the judge stage with its grades read from result files; same shards, same hash."""
+    retries_failed = False  # a done shard's failed pairs are judged again by `judge`, not by importing files
 
     def __init__(self, profile, out, subquestions, candidates, index, results: Sequence[Path], manifest: Path):
         super().__init__(profile, out, subquestions, candidates, index)
