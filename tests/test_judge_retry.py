@@ -79,7 +79,7 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(tmp_path
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--endpoint", standin.endpoint))
     assert code == 0, output
     assert standin.answers() - sent == 2, "the start-up probe, then the one failed pair and nothing else"
-    assert "retried: the 1 pairs" in " ".join(output.split()) and "FAILED PAIRS" not in output
+    assert "retried: 1 pair whose request had failed judged again; 1 now graded" in " ".join(output.split()) and "FAILED PAIRS" not in output
     assert rows(out) == rows(reference)
     assert record(out)["extra"]["failed_pairs"] == 0 and not list(out.glob("*.retry"))
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--endpoint", standin.endpoint))

@@ -94,8 +94,8 @@ def report_judge(summary, profile, out) -> str:
                  + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}")
     lines[-1:-1] = batch_lines_report(summary.fields.get("batch_lines"))
     if summary.retried:
-        lines.insert(-1, f"retried: the {summary.retried:,} pairs whose requests had failed were judged again; "
-                         f"{summary.retried - summary.failed_pairs:,} now have a grade")
+        lines.insert(-1, f"retried: {summary.retried:,} pair{'s' if summary.retried != 1 else ''} whose request "
+                         f"had failed judged again; {summary.retried - summary.failed_pairs:,} now graded")
     if summary.failed_pairs:
         lines[-1] += (f"; FAILED PAIRS: {summary.failed_pairs:,} (request_failed after their retries): run `judge` "
                       "again to retry exactly those; build-release refuses the shard until then "

@@ -103,6 +103,7 @@ class ShardJob:
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
         self._auxiliary: dict[str, tuple[str, ...]] | None = None
+        self.failures_named = 0  # failed pairs named on stderr so far (SHOWN_FAILURES at most)
 
     def chunk_path(self, k: int) -> Path:
         return self.chunks_dir / f"chunk-{k:06d}.parquet"
@@ -173,7 +174,6 @@ class ShardJob:
 
     def name_failures(self, rows: list[dict], grades: list[Grade]) -> None:
         """One warning per pair whose request failed (the first few of a run): which pair, and why."""
-        self.failures_named = getattr(self, "failures_named", 0)
         for row, grade in zip(rows, grades):
             if grade.status == FAILED_STATUS:
                 self.failures_named += 1
