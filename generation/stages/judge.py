@@ -28,13 +28,14 @@ from generation.profiles import JudgeConfig, Profile
 from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
 from generation.stages.index import IndexStage
+from generation.stages.judge_record import FAILED_STATUS, record_fields, tally
+from generation.stages.judge_retry import finish_swap, retry_failed_pairs
 from generation.stages.pool import PoolStage
 from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
 NAME = "judgments"
-FAILED_STATUS = "request_failed"  # schema.JUDGMENT_STATUSES: the request failed after its retries
 SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are counted in the last line
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
@@ -152,6 +153,12 @@ class ShardJob:
             self._docs = DocStore(self.stage.inputs["index"])
         return self._docs
 
+    def auxiliary(self) -> dict[str, tuple[str, ...]]:
+        """r3a's auxiliary documents of each question, from all the shard's pairs (computed once)."""
+        if self.config.prompt == "r3a" and self._auxiliary is None:
+            self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
+        return self._auxiliary or {}
+
     def chunk(self, k: int) -> list[dict]:
         return self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
 
@@ -162,9 +169,7 @@ class ShardJob:
 
     def run_chunk(self, k: int, judge: Judge) -> int:
         rows = self.chunk(k)
-        if self.config.prompt == "r3a" and self._auxiliary is None:
-            self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
-        aux = self._auxiliary or {}
+        aux = self.auxiliary()
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
@@ -190,25 +195,6 @@ class ShardJob:
                 sink.write_table(table)
                 tally(summary, table)
         return record_fields(summary, len(self.pairs))
-
-
-def tally(summary: StageSummary, table) -> None:
-    """Adds a table of judgment rows to the summary's counts."""
-    summary.levels.update(v for v in table["level"].to_pylist() if v is not None)
-    summary.unparsed += table["level"].null_count
-    summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
-    summary.statuses.update(table["status"].to_pylist())
-    summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
-
-
-def record_fields(summary: StageSummary, pairs: int) -> dict:
-    """The completion record's fields of a judged shard. `failed_pairs`: requests that failed after their retries
-    (status request_failed), which the next `judge` run retries (generation/stages/judge_retry.py)."""
-    summary.failed_pairs = summary.statuses.get(FAILED_STATUS, 0)
-    return {"judge": summary.judge, "pairs": pairs, "unparsed": summary.unparsed,
-            "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
-            "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens,
-            "failed_pairs": summary.failed_pairs}
 
 
 class JudgeStage(Stage):
@@ -241,8 +227,6 @@ class JudgeStage(Stage):
 
     def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
         """The shard judged; a shard recorded done with failed pairs gets exactly those judged again."""
-        from generation.stages.judge_retry import finish_swap, retry_failed_pairs
-
         if self.retries_failed:
             finish_swap(self, shard)
         summary = super().run(shard, progress, executor)
