@@ -135,3 +135,21 @@ def test_a_retry_after_of_an_hour_is_capped_and_said_once(standin, tokenizer, ca
     assert time.monotonic() - started < 10 and all(g.status == "ok" for g in grades)
     err = " ".join(capsys.readouterr().err.split())
     assert err.count("asked to wait 3600 s") == 1 and "waits 0.2 s (judge.openai.max_retry_after_s)" in err
+
+
+def test_a_request_that_always_drops_fails_alone_while_a_server_that_is_gone_stops(standin, tokenizer):  # noqa: F811
+    from generation.judging.judges import BackendUnavailable
+
+    judge = make_judge(config(standin.endpoint, shape="chat", max_retries=1), tokenizer)
+    poisoned = lambda body: PAIRS[0].question in json.dumps(body) and "Varroa" in json.dumps(body)  # noqa: E731
+    standin.fail(poisoned, *[Fault(drop=True)] * 100)
+    grades = judge.grade(PAIRS)
+    assert grades[0].status == "request_failed" and "this request alone fails" in grades[0].raw
+    assert "RemoteProtocolError" in grades[0].raw and "(2 attempts)" in grades[0].raw
+    assert all(g.status == "ok" for g in grades[1:])
+    alone = judge.grade(PAIRS[:1])  # a chunk of one failing request is no sign of an outage
+    assert alone[0].status == "request_failed"
+    standin.close()
+    with pytest.raises(BackendUnavailable, match="the server stopped answering: .* GET /models: ConnectError"):
+        judge.grade(PAIRS[1:2])
+    judge.backend.close()
