@@ -52,6 +52,10 @@ class TransformersSettings(Strict):
     attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
     packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
                                                     "reuse; on a GPU with variable-length attention (flex/flash)")
+    compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes; the first "
+                                                     "batch pays the compile), for torchao fp8, whose activation "
+                                                     "quantization runs as separate kernels without it; speed-ups: only "
+                                                     "the measured ones (README, GPUs)")
 
 
 class Rerank(TransformersSettings):
@@ -315,7 +319,12 @@ def judge_overrides(profile: Profile, backend: str | None = None, endpoint: str 
     judge = profile.judge.model_dump()
     if backend is not None:
         judge["backend"] = backend
-    if endpoint is not None or concurrency is not None:
+    given = [option for option, value in (("--endpoint", endpoint), ("--concurrency", concurrency)) if value is not None]
+    if given and judge["backend"] != "openai":  # the server settings of any other backend would be ignored
+        raise ValueError(f"{' and '.join(given)} set the server of the `openai` judge backend, but profile "
+                         f"{profile.name!r} judges with the {judge['backend']!r} backend: add --backend openai to "
+                         "judge through a server, or leave them out")
+    if given:
         server = judge.get("openai") or {}
         if endpoint is not None:
             server = {"request_shape": "completions", **server, "endpoint": endpoint}

@@ -139,7 +139,17 @@ def report_import(summary, profile, out) -> str:
             f"of this shard (levels {levels or '-'}; statuses {statuses or '-'}); exact duplicate lines kept once: "
             f"{summary.duplicates:,}; rejected: {rejected}; document ids: {documents or '-'}"
             + (f"; documents missing sub-questions: {summary.incomplete_documents:,}" if summary.format == "openai-batch"
-               else "") + f" -> {out}")
+               else "") + other_text_line(summary.other_text) + f" -> {out}")
+
+
+def other_text_line(counts: dict) -> str:
+    """crux-ratings with --corpus: what the authors' clicked pass graded on another document's text."""
+    if not counts:
+        return ""
+    return (f"; the authors' clicked pass (crux gen_ratings_offload_qrel.py lines 82-91) graded {counts['ratings']:,} "
+            f"ratings of {counts['documents']:,} documents on another document's text, after "
+            f"{counts['missing_clicked_documents']:,} clicked documents missing from the corpus: status "
+            "imported_other_text (build-release --leave-out-other-text leaves them out)")
 
 
 def limited_run_notice(stage) -> str:

@@ -13,11 +13,12 @@ messages and the server's chat template applies. The OpenAI Batch API also takes
 `completions` shape exports those, with the kit's token ids as prompt.
 
 custom_id: `{qid}::{docid}::{k}`, k = the sub-question's position in its question's list (subq_id is
-`{qid}-{k}`): the authors' request id (DylanJoo/crux crux/augmentation/gen_ratings_offload.py writes
-f"{id}::{docid}::{j}", j the position; crux-researchy/merge_ratings.py splits it with `.split("::")`). It is
-unambiguous however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always
-gives three parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither,
-so for the paper's data the id is the authors', character for character.
+`{qid}-{k}`): the shape of the authors' request id (DylanJoo/crux crux/augmentation/gen_ratings_offload.py writes
+f"{id}::{docid}::{j}", j the position; crux-researchy/merge_ratings.py splits it with `.split("::")`), not their id:
+their docid is the document's URL-hash (Researchy's CluewebURLHash), the kit's its ClueWeb22-ID. Both import
+(`import-labels --format openai-batch`, with `--corpus` to map URL-hashes to ClueWeb22-IDs). It is unambiguous
+however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always gives three
+parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither.
 
 Import: result lines as `vllm run-batch` writes them and as the OpenAI Batch API writes its output and error
 files (OpenAI's `BatchRequestOutput`, "the per-line object of the batch output and error files": `id`,

@@ -9,7 +9,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from generation.docstore import cut_words
-from generation.errors import BackendError
+from generation.errors import BackendError, PartlyFailed, without_frames
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
 from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
@@ -134,9 +134,11 @@ def _bisect(call: Callable[[list], list], items: list) -> list:
         return list(call(items))
     except BackendUnavailable:
         raise
+    except PartlyFailed as partial:  # the backend kept what it finished: only the failed items are marked
+        return partial.merged()
     except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
         if len(items) == 1:
-            return [error]
+            return [without_frames(error)]
     middle = len(items) // 2
     return _bisect(call, items[:middle]) + _bisect(call, items[middle:])
 
