@@ -104,7 +104,7 @@ class OpenAIServer(Strict):
     # How to reach the server, not what it is asked: outside the config hash, so a shard resumes after the server
     # moves to another node or the concurrency changes. request_shape, served_model and the logprobs keys are in it.
     NOT_HASHED: ClassVar[tuple[str, ...]] = ("endpoint", "api_key_env", "concurrency", "request_timeout_s",
-                                             "max_retries", "retry_backoff_s")
+                                             "max_retries", "retry_backoff_s", "max_retry_after_s")
     endpoint: str = Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", description=(
         "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
         "{endpoint}/chat/completions; no credentials in it (api_key_env)"))
@@ -126,6 +126,8 @@ class OpenAIServer(Strict):
                                                           "connection error, before the pair fails")
     retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait before a retry, doubled each time "
                                    "(at most 60 s); a server's Retry-After header takes its place")
+    max_retry_after_s: float = Field(default=120.0, gt=0, description="the longest wait a server's Retry-After "
+                                     "header gets (a proxy asking for an hour would stall every request in flight)")
 
 
 class JudgeConfig(TransformersSettings):

@@ -29,6 +29,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_inputs import cases  # noqa: E402
+from hostile_server import served_judge  # noqa: E402
 from hostile_release import DISTRIBUTION_FAULTS, GENERATE_FAULTS, data_file, failed_keys, rewrite, set_first  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -367,6 +368,7 @@ def main() -> None:
         raced = races(work, env)
         linked = link_writes(work, env)
         corrupted = corruptions(work, env)
+        served = served_judge(work, env)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -380,7 +382,9 @@ def main() -> None:
                                  ("races", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in raced],
                                   ("race", "answer", "second worker said")),
                                  ("writes through links (build-release)", linked, ("link", "answer")),
-                                 ("release corruptions (validate)", corrupted, ("corruption", "answer"))):
+                                 ("release corruptions (validate)", corrupted, ("corruption", "answer")),
+                                 ("served judge faults", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in
+                                                          served], ("fault", "answer", "the kit said"))):
         table = Table(title=title)
         for column in columns:
             table.add_column(column, overflow="fold")
@@ -392,15 +396,18 @@ def main() -> None:
                "kills": sum(k for _, k, _ in killed), "kills_survived": sum(s for _, _, s in killed),
                "races_tried": len(raced), "races_handled": sum(ok for _, ok, _ in raced),
                "link_writes_tried": len(linked), "link_writes_refused": sum(v == "refused, untouched" for _, v in linked),
-               "corruptions_tried": len(corrupted), "corruptions_caught": sum(v == "caught" for _, v in corrupted)}
+               "corruptions_tried": len(corrupted), "corruptions_caught": sum(v == "caught" for _, v in corrupted),
+               "server_faults_tried": len(served), "server_faults_handled": sum(ok for _, ok, _ in served)}
     out.print(f"inputs tried {summary['inputs_tried']} / clear errors {summary['clear_errors']}; "
               f"kills {summary['kills']} / survived {summary['kills_survived']}; races {summary['races_tried']} / "
               f"handled {summary['races_handled']}; writes through links tried {summary['link_writes_tried']} / "
               f"refused {summary['link_writes_refused']}; corruptions tried {summary['corruptions_tried']} / caught "
-              f"{summary['corruptions_caught']}")
+              f"{summary['corruptions_caught']}; served judge faults {summary['server_faults_tried']} / handled "
+              f"{summary['server_faults_handled']}")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "inputs": inputs, "kills": killed, "races": raced,
-                                         "link_writes": linked, "corruptions": corrupted}, indent=1))
+                                         "link_writes": linked, "corruptions": corrupted, "served_judge": served},
+                                        indent=1))
 
 
 if __name__ == "__main__":

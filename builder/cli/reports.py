@@ -92,7 +92,24 @@ def report_judge(summary, profile, out) -> str:
                  f"{levels or '-'}; unparsed (Other): {summary.unparsed:,}" + (f" ({statuses})" if statuses else "")
                  + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
                  + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}")
+    lines[-1:-1] = batch_lines_report(summary.fields.get("batch_lines"))
+    if summary.retried:
+        lines.insert(-1, f"retried: {summary.retried:,} pair{'s' if summary.retried != 1 else ''} whose request "
+                         f"had failed judged again; {summary.retried - summary.failed_pairs:,} now graded")
+    if summary.failed_pairs:
+        lines[-1] += (f"; FAILED PAIRS: {summary.failed_pairs:,} (request_failed after their retries): run `judge` "
+                      "again to retry exactly those; build-release refuses the shard until then "
+                      "(--allow-failed-pairs publishes them)")
     return "\n".join(lines)
+
+
+def batch_lines_report(lines: dict | None) -> list[str]:
+    """What `judge --import-batch` read that graded nothing (extra.batch_lines): counts, each with an example."""
+    if not lines or not any(v["count"] for v in lines.values()):
+        return []
+    shown = "; ".join(f"{name.replace('_', ' ')} {v['count']:,} (e.g. {v['examples'][0]})"
+                      for name, v in lines.items() if v["count"])
+    return [f"batch result lines set aside: {shown}"]
 
 
 def report_rerank(summary, profile, out) -> str:

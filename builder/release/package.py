@@ -7,6 +7,7 @@ from pathlib import Path
 from builder.analysis.agreement import agreement_markdown, read_agreement
 from builder.release.card import PLOT, plot_levels, render_card
 from builder.release.configs import binary_threshold
+from builder.release.failed_pairs import failed_pairs
 from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
@@ -73,8 +74,10 @@ def withhold_endpoint(profile: Profile) -> Profile:
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
-                    shards_revision: str | None = None, leave_out_other_text: bool = False) -> tuple[ReleaseSummary, Path]:
+                    shards_revision: str | None = None, leave_out_other_text: bool = False,
+                    allow_failed_pairs: bool = False) -> tuple[ReleaseSummary, Path]:
     refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
+    failed = failed_pairs(judgments, allow_failed_pairs)
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
@@ -104,6 +107,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
         "features": table_features,
+        "failed_pairs": failed,
     }
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)
@@ -115,6 +119,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
+        **({"failed_pairs": failed} if failed else {}),  # published with --allow-failed-pairs: no level, status request_failed
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card
