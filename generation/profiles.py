@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
-from generation.backends import JUDGE_BACKENDS, RERANK_BACKENDS
+from generation.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -60,7 +60,7 @@ class TransformersSettings(Strict):
 
 class Rerank(TransformersSettings):
     """The reranker over the BM25 run (`rerank`)."""
-    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backends/__init__.py adds one
+    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backend_registry.py adds one
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
                     "stand-in")
     model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (nothing downloads at "

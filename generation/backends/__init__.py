@@ -1,7 +1,8 @@
 """Backends: what turns the kit's prompts into grades (the judge) and scores (the reranker).
 
-Each backend is one module with a `make_judge(config)` and/or a `make_scorer(config)`, and one entry below. The
-entries are import paths, so a backend's heavy engine (torch, vLLM, an HTTP client) loads only when it is used.
+Each backend is one module with a `make_judge(config)` and/or a `make_scorer(config)`, and one entry in
+generation/backend_registry.py. The entries are import paths, so a backend's heavy engine (torch, vLLM, an HTTP client)
+loads only when it is used.
 `transformers` runs anywhere (CPU or GPU), `vllm` on GPUs (tested on vLLM's CPU build by `make test-vllm`), and
 `bi-encoder` is the MiniLM stand-in for machines without the models.
 """
@@ -9,17 +10,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-JUDGE_BACKENDS = {
-    "transformers": "generation.backends.hf:make_judge",
-    "vllm": "generation.backends.vllm_adapter:make_judge",
-    "bi-encoder": "generation.backends.biencoder:make_judge",
-    "openai": "generation.backends.openai_server:make_judge",
-}
-RERANK_BACKENDS = {
-    "transformers": "generation.backends.hf:make_scorer",
-    "vllm": "generation.backends.vllm_adapter:make_scorer",
-    "bi-encoder": "generation.backends.biencoder:make_scorer",
-}
+from generation.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
 
 
 def _load(registry: dict[str, str], name: str, what: str):

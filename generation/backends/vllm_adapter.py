@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from generation.judging.judges import LLMJudge
+from generation.judging.openai_format import distribution_params, generate_params
 from generation.judging.reranker_input import VLLM_HF_OVERRIDES, make_encoder
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig
@@ -61,18 +62,6 @@ def judge_engine_args(model: str, config) -> dict:
     if config.quantization:
         args["quantization"] = config.quantization
     return args
-
-
-def generate_params(max_new_tokens: int) -> dict:
-    return {"temperature": 0.0, "max_tokens": max_new_tokens, "n": 1}
-
-
-def distribution_params(token_ids: Sequence[int]) -> dict:
-    """One decode step (max_tokens=1): the step's token restricted to the digits (`allowed_token_ids`), and
-    `logprob_token_ids` returning exactly their log-probabilities (vLLM 0.32 SamplingParams; the sampler gathers
-    them from the raw log-softmax, vllm/v1/sample/sampler.py), whatever their rank in the vocabulary."""
-    return {"temperature": 0.0, "max_tokens": 1, "n": 1, "allowed_token_ids": list(token_ids),
-            "logprob_token_ids": list(token_ids)}
 
 
 def logprob_row(step_logprobs: dict, token_ids: Sequence[int]) -> list[float]:

@@ -2,7 +2,7 @@
 
 Export: each pair becomes one request line {"custom_id", "method": "POST", "url", "body"} (OpenAI's
 `BatchRequestInput`), whose body is the request the `openai` server backend sends for that pair
-(`openai_server.RequestFormat`): the same prompt fitted to the token budget, the same sampling. Lines go into
+(`openai_format.RequestFormat`): the same prompt fitted to the token budget, the same sampling. Lines go into
 files within the OpenAI Batch limits, "up to 50,000 requests, and can be up to 200 MB in size" (openai-python
 3.54, openai/types/batch_create_params.py lines 50-51), with a manifest beside them.
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from generation.backends.openai_server import AnswerUnreadable, RequestFormat, check_shape
 from generation.errors import ArgumentError, InputError, Rejects, read_lines
+from generation.judging.openai_format import AnswerUnreadable, RequestFormat, check_shape
 from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
 from generation.labels.batch_results import BatchResult, read_result_lines
 from generation.shards import sha256_file
