@@ -51,6 +51,8 @@ JUDGMENT_STATUSES = (
 )
 
 SPLITS = ("train", "test")  # Researchy Questions' splits, the only ones a release has
+CORPUS = "corpus"  # the corpus stage's table, the name of its shard files
+JUDGMENTS = "judgments"  # the judge stage's table, the name of its shard files
 
 RANK_COLUMNS = (
     Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),

@@ -24,7 +24,7 @@ Import: result lines as `vllm run-batch` writes them and as the OpenAI Batch API
 files (OpenAI's `BatchRequestOutput`, "the per-line object of the batch output and error files": `id`,
 `custom_id`, `response` {`status_code`, `request_id`, `body`} or null, `error` {`code`, `message`} or null; vLLM
 0.32 writes the same, with `error` an ErrorResponse or a string), each line read by the import-labels stage's
-reader (generation/labels/batch_results.py). Matched to a pair plan by custom_id; nothing
+reader (generation/judging/batch_results.py). Matched to a pair plan by custom_id; nothing
 is dropped or doubled silently (see `ImportResult`); the outcome does not depend on the order of files or lines,
 so importing the same files twice gives the same result.
 """
@@ -41,7 +41,7 @@ from typing import Callable, Iterable, Iterator
 from generation.errors import ArgumentError, InputError, Rejects, read_lines
 from generation.judging.openai_format import AnswerUnreadable, RequestFormat, check_shape
 from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
-from generation.labels.batch_results import BatchResult, read_result_lines
+from generation.judging.batch_results import BatchResult, read_result_lines
 from generation.shards import sha256_file
 from generation.storage import commit, tmp_path, write_text_atomic
 
@@ -292,7 +292,7 @@ class ImportResult:
 
 
 def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) -> Iterator[tuple[str, BatchResult]]:
-    """("file:line", the line's BatchResult) of each result line, read by generation/labels/batch_results.py (also
+    """("file:line", the line's BatchResult) of each result line, read by generation/judging/batch_results.py (also
     the authors' lines, which carry the pair's id in `id`). A line that is not a result line is an InputError, or
     counted in `rejects` when given."""
     for path in map(Path, files):

@@ -15,8 +15,9 @@ from typing import Iterable
 
 import pyarrow.parquet as pq
 
-from generation.stages.corpus import URL_MAP, CorpusStage
-from generation.stages.pool import url_hashes
+from generation.schema import CORPUS
+from generation.shards import stage_files
+from generation.url_hashes import URL_MAP, url_hashes_of
 
 URL_HASH = re.compile(r"^[0-9A-Fa-f]{32}$")
 
@@ -35,7 +36,7 @@ class DocumentKeys:
         self.corpus = Path(corpus) if corpus is not None else None
         self.files: list[Path] = []
         if self.corpus is not None:
-            self.files = CorpusStage.completed_files(self.corpus, None, verify_sha256=False)
+            self.files = stage_files(self.corpus, CORPUS, full=False)
             if not (self.corpus / URL_MAP).is_file():
                 raise FileNotFoundError(f"{self.corpus / URL_MAP}: missing; run `researchy-subq corpus` to the end")
         self.known: dict[str, tuple[str, str | None, str]] = {}
@@ -46,7 +47,7 @@ class DocumentKeys:
         self.known = {}
         in_corpus, by_hash = {}, {}
         if self.files and wanted:
-            in_corpus = url_hashes(self.files, set(wanted))
+            in_corpus = url_hashes_of(self.files, set(wanted))
             hashes = sorted({d.upper() for d in wanted if URL_HASH.match(d) and d not in in_corpus})
             if hashes:
                 table = pq.read_table(self.corpus / URL_MAP, filters=[("url_hash", "in", hashes)])

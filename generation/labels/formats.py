@@ -11,7 +11,7 @@
   Researchy's `CluewebURLHash`).
 - `qrels`: graded TREC qrels, `subq_id iteration docid level` separated by white space (trec_eval's qrels format;
   the iteration field is not used).
-- `openai-batch`: OpenAI Batch result lines (generation/labels/batch_results.py) whose custom_id is the authors'
+- `openai-batch`: OpenAI Batch result lines (generation/judging/batch_results.py) whose custom_id is the authors'
   `qid::docid::i_subquestion` (crux/augmentation/gen_ratings_offload_qrel.py writes requests with
   `"id": f"{id}::{docid}::{j}"`; the merge scripts split it with `.split("::")`); the answer is parsed with the
   profile's prompt parser, as the kit's own judge does.
@@ -28,7 +28,7 @@ from typing import Iterator, NamedTuple
 from generation.errors import InputError, read_lines
 from generation.judging.parsing import Parsed, classify_rating
 from generation.judging.prompts import Prompt
-from generation.labels.batch_results import BatchResult, read_result_lines
+from generation.judging.batch_results import BatchResult, read_result_lines
 
 PAIR_SEPARATOR = "::"  # the authors' custom_id: qid::docid::i_subquestion
 

@@ -22,9 +22,8 @@ from generation.judging.prompts import Prompt
 from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat, LabelLine, read_label_file
-from generation.schema import IMPORTED_STATUS, OTHER_TEXT_STATUS, arrow_schema
+from generation.schema import IMPORTED_STATUS, JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
 from generation.shards import Shard
-from generation.stages.judge import NAME
 from generation.storage import ParquetSink
 from generation.topics import question_files
 
@@ -96,7 +95,7 @@ class Columns:
         self.values["raw"] += [label.raw for label in labels]
 
     def table(self) -> pa.Table:
-        schema = arrow_schema(NAME)
+        schema = arrow_schema(JUDGMENTS)
         n = len(self.values["subq_id"])
         return pa.table([pa.array(self.values[f.name], f.type) if f.name in self.values else pa.nulls(n, f.type)
                          for f in schema], schema=schema)

@@ -21,12 +21,13 @@ import pyarrow.parquet as pq
 
 from generation import input_fingerprints, url_hashes
 from generation.errors import InputError, Rejects, read_lines
+from generation.schema import CORPUS
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Stage, StageSummary
 from generation.storage import ParquetSink, commit, tmp_path
+from generation.url_hashes import URL_MAP
 
-NAME = "corpus"
-URL_MAP = "url_hash_map.parquet"
+NAME = CORPUS
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
 URL_HASH = re.compile(r"[0-9A-Fa-f]{32}")
 

@@ -25,6 +25,7 @@ from generation.judging.judges import Grade, Judge, Pair
 from generation.models import resolve_model
 from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
+from generation.schema import JUDGMENTS
 from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
 from generation.stages.index import IndexStage
@@ -35,7 +36,7 @@ from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
-NAME = "judgments"
+NAME = JUDGMENTS
 SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are counted in the last line
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 

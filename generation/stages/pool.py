@@ -19,12 +19,13 @@ import pyarrow.parquet as pq
 from generation.profiles import Pool, Profile
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Input, Stage, StageSummary
-from generation.stages.corpus import URL_MAP, CorpusStage
+from generation.stages.corpus import CorpusStage
 from generation.stages.questions import QuestionsStage
 from generation.stages.rerank import RerankStage
 from generation.stages.retrieve import RetrieveStage
 from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
+from generation.url_hashes import URL_MAP, url_hashes_of
 
 NAME = "candidates"
 
@@ -67,12 +68,6 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
     return dict(zip(table["url_hash"].to_pylist(), table["docid"].to_pylist())) if table is not None else {}
 
 
-def url_hashes(corpus_files: list[Path], docids: set[str]) -> dict[str, str]:
-    table = ds.dataset(corpus_files, format="parquet").to_table(columns=["docid", "url_hash"],
-                                                                filter=pc.field("docid").isin(sorted(docids)))
-    return dict(zip(table["docid"].to_pylist(), table["url_hash"].to_pylist()))
-
-
 class PoolStage(Stage):
     """The candidate pool of each question by the profile's rule, with provenance; missing clicked documents reported."""
     name = "pool"
@@ -99,7 +94,7 @@ class PoolStage(Stage):
         reranked = ranked_runs(self.input_files["rerank"], qids)
         by_hash = clicked_docids(self.inputs["corpus"], topics)
         pooled = {d for run in (bm25, reranked) for docids in run.values() for d in docids} | set(by_hash.values())
-        hash_of = url_hashes(self.input_files["corpus"], pooled)
+        hash_of = url_hashes_of(self.input_files["corpus"], pooled)
         missing_path = self.out / f"missing_clicked-{shard.label}.tsv"
         missing_tmp = tmp_path(missing_path)
         with ParquetSink(output.path(shard), "candidates") as sink, open(missing_tmp, "w", newline="") as missing_file:
