@@ -36,7 +36,7 @@ from generation.stages.index import build_index
 from generation.stages.judge import run_judge
 from generation.judging.judges import LLMJudge
 from generation.models import MINILM, resolve_model
-from generation.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
+from generation.planning.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
                              node_pairs_per_second)
 from generation.profiles import load_profile
 from generation.sample import CLUEWEB22

@@ -151,7 +151,7 @@ def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path):
 
 
 def test_slurm_array_timed_from_the_plan_json(small_pipeline, tmp_path):
-    from generation.executors.slurm import slurm_time
+    from generation.planning.slurm import slurm_time
 
     profile = with_judge(small_pipeline, tmp_path, backend="transformers", cut_points=None)  # a calibrated backend
     plan_file = tmp_path / "plan.json"

@@ -4,7 +4,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.analysis.complexity import COLUMNS
+from builder.release.complexity import COLUMNS
 from builder.release.build import judgment_inputs, topic_index, with_complexity
 from generation.stages.budgeted import run_budgeted_judge
 from generation.stages.judge import run_judge

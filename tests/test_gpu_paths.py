@@ -201,9 +201,9 @@ def test_plan_decode_batch_is_the_budget_the_backend_would_choose():
     the node's four GPUs, so its GPU-hours are four times one copy's."""
     from generation.backends.batching import auto_budget_for
     from generation.judging.calibration import device_spec
-    from generation.judging.costing import costing_for, judge_rows
-    from generation.judging.execution import CUDA_CONTEXT_BYTES
-    from generation.plan import Plan
+    from generation.planning.costing import costing_for, judge_rows
+    from generation.planning.execution import CUDA_CONTEXT_BYTES
+    from generation.planning.plan import Plan
 
     profile = transformers_profile(gpu_memory_utilization=0.95)
     costing, _ = costing_for(profile)
@@ -235,8 +235,8 @@ def test_plan_decode_batch_is_the_budget_the_backend_would_choose():
 def test_plan_shows_no_figure_for_a_configuration_the_backend_refuses():
     """bf16 70B at gpu_memory_utilization 0.3: four H100s hold 4 x 21 GB of weights, not 141 GB; the backend would
     refuse it before loading, so the plan has no bf16 row and says why; fp8 (spread over the four) keeps its rows."""
-    from generation.judging.costing import costing_for, judge_rows
-    from generation.plan import Plan
+    from generation.planning.costing import costing_for, judge_rows
+    from generation.planning.plan import Plan
 
     costing, _ = costing_for(transformers_profile(gpu_memory_utilization=0.3))
     plan = Plan(1000, 50, 10, 3140, 200, 150, 3, "t", False, 2048, 1.4, 30, 2940)

@@ -148,7 +148,7 @@ def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch)
 # --- data loss: only folders the kit made are replaced ---
 
 def test_demo_and_build_release_leave_foreign_folders_alone(tmp_path):
-    from builder.demo import run_demo
+    from builder.cli.demo import run_demo
 
     mine = tmp_path / "home"
     mine.mkdir()

@@ -85,7 +85,7 @@ def test_records_sorted_by_their_key_field_keep_equal_keys_in_the_order_added(mo
 
 
 def test_complexity_is_the_same_whether_its_pairs_spilled_or_not(monkeypatch):
-    from builder.analysis.complexity import ComplexityAccumulator
+    from builder.release.complexity import ComplexityAccumulator
 
     rng = np.random.default_rng(7)
     questions, subq_per_question = 300, 6

@@ -84,12 +84,18 @@ def test_the_documented_stage_tables_are_the_registry():
     assert cli.returncode == 0 and cli.stdout.strip() == pipeline_table()
 
 
-def module_imports() -> dict[str, set[str]]:
-    """module -> the kit's modules it imports, function-level (lazy) imports included."""
+def kit_modules() -> dict[str, Path]:
+    """module name -> its file, for every module of the kit's two packages (a package is its __init__.py)."""
     modules = {}
     for path in [*ROOT.glob("generation/**/*.py"), *ROOT.glob("builder/**/*.py")]:
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def module_imports() -> dict[str, set[str]]:
+    """module -> the kit's modules it imports, function-level (lazy) imports included."""
+    modules = kit_modules()
     graph = {}
     for name, path in modules.items():
         edges = set()
@@ -137,6 +143,36 @@ def test_no_import_loop_lazy_imports_included():
             visit(module)
 
 
+def package_imports() -> dict[tuple[str, str], list[str]]:
+    """(package, package it imports) -> the module imports that make the arrow. A module's package is the folder
+    it sits in (`generation` for generation/plan.py, `generation.stages` for generation/stages/judge.py)."""
+    modules = kit_modules()
+    package = {name: ".".join(path.relative_to(ROOT).parent.parts) for name, path in modules.items()}
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for module, targets in module_imports().items():
+        for target in sorted(targets):
+            if package[module] != package[target]:
+                arrows.setdefault((package[module], package[target]), []).append(f"{module} -> {target}")
+    return arrows
+
+
+def test_packages_import_each_other_one_way():
+    """A loop between packages is invisible between files: judging/batch_files.py -> backends/openai_server.py and
+    backends/hf.py -> judging/judges.py make no file loop, yet neither package can be read without the other."""
+    arrows = package_imports()
+    both_ways = [f"{a} <-> {b}: {', '.join(arrows[a, b])} / {', '.join(arrows[b, a])}"
+                 for a, b in sorted(arrows) if a < b and (b, a) in arrows]
+    assert not both_ways, "packages importing each other:\n" + "\n".join(both_ways)
+
+
+def test_a_package_s_own_modules_import_none_of_its_subpackages():
+    """The modules at a package's top (generation/schema.py, storage.py, shards.py...) are what its subpackages
+    build on; one of them importing a subpackage is an arrow back up."""
+    arrows = package_imports()
+    back_up = [f"{a} -> {b}: {', '.join(found)}" for (a, b), found in sorted(arrows.items()) if b.startswith(a + ".")]
+    assert not back_up, "arrows back up:\n" + "\n".join(back_up)
+
+
 def test_generation_never_imports_builder_and_command_modules_import_no_other_command_module():
     graph = module_imports()
     assert not [m for m, edges in graph.items() if m.startswith("generation") and any(e.startswith("builder")
@@ -146,7 +182,7 @@ def test_generation_never_imports_builder_and_command_modules_import_no_other_co
 
 
 def test_slurm_file_names_the_shard_count_and_a_time_from_the_plan(tmp_path):
-    from generation.executors.slurm import SlurmError, sbatch_script
+    from generation.planning.slurm import SlurmError, sbatch_script
 
     args = ["--profile", "paper", "--subquestions", "w/q", "--candidates", "w/c", "--index", "w/i", "--out", "w/j"]
     script = sbatch_script("judge", 64, args, gpu_hours=7616, gpus_per_task=4)
@@ -163,7 +199,7 @@ def test_slurm_file_names_the_shard_count_and_a_time_from_the_plan(tmp_path):
 
 def test_generated_slurm_task_runs_its_shard(tmp_path, sample_index, sample_questions):
     """The sbatch file, run by bash as Slurm would run array task 1: it activates the venv and runs shard 1 of 3."""
-    from generation.executors.slurm import sbatch_script
+    from generation.planning.slurm import sbatch_script
 
     out = tmp_path / "runs"
     script = tmp_path / "retrieve.sbatch"

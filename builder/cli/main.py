@@ -28,7 +28,7 @@ def researchy_subq(version: Optional[bool] = typer.Option(None, "--version", cal
 def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage writes: a new or empty folder, or "
                                                               "one an earlier demo made (it is replaced)")) -> None:
     """Run every stage on the bundled sample, offline on a CPU, and say what was written where."""
-    from builder.demo import next_steps, run_demo
+    from builder.cli.demo import next_steps, run_demo
 
     check_folder_arg(out, "--out")
     written = run_demo(out)

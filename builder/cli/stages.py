@@ -275,8 +275,8 @@ def plan(
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
     from generation.judging.calibration import CalibrationError
-    from generation.judging.costing import costing_for, plan_json, plan_table
-    from generation.plan import LLAMA3_TOKENS_PER_WORD, measure
+    from generation.planning.costing import costing_for, plan_json, plan_table
+    from generation.planning.plan import LLAMA3_TOKENS_PER_WORD, measure
 
     positive("--utilisation", utilisation, upper=1)
     check_writable_file(json_out, "--json")
@@ -337,7 +337,7 @@ def slurm(
                                                      "--subquestions ... --out ..."),
 ) -> None:
     """An sbatch array file for STAGE, one task per shard, from the same registry as the commands."""
-    from generation.executors.slurm import SlurmError, sbatch_script
+    from generation.planning.slurm import SlurmError, sbatch_script
 
     try:
         if sum(x is not None for x in (time, gpu_hours, from_plan)) > 1:

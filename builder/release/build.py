@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.analysis.complexity import ComplexityAccumulator, add_columns
-from builder.analysis.complexity import summary as complexity_summary
+from builder.release.complexity import ComplexityAccumulator, add_columns
+from builder.release.complexity import summary as complexity_summary
 from builder.release.configs import CorpusIds, Subtopics, binary_qrels, binary_threshold, diversity_qrels, queries
 from builder.release.layout import PARTITIONS, SPLITS, config_of_partition, data_files, file_rows
 from builder.release.stats import Batch, SplitStats
-from builder.analysis.topic_index import MISSING, TopicIndex, string_hashes
+from builder.release.topic_index import MISSING, TopicIndex, string_hashes
 from builder.release.trec import QrelsWriter
 from builder.release.writer import RollingWriter
 from generation.errors import InputError

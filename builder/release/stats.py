@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.layout import LEVELS
-from builder.analysis.topic_index import mix
+from builder.release.topic_index import mix
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as csv
 
-from builder.analysis.topic_index import MISSING, string_hashes
+from builder.release.topic_index import MISSING, string_hashes
 from builder.release.layout import config, trec_qrels_path
 from builder.release.validate_data import fingerprint
 from builder.release.writer import RollingWriter

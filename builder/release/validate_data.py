@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.analysis.complexity import ComplexityAccumulator, add_columns
-from builder.analysis.complexity import summary as complexity_summary
+from builder.release.complexity import ComplexityAccumulator, add_columns
+from builder.release.complexity import summary as complexity_summary
 from builder.release.layout import CONFIGS, PARTITIONS
 from builder.release.spill import KeyRuns
 from builder.release.stats import Batch, SplitStats
-from builder.analysis.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
+from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.analysis.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.release.topic_index import MISSING, TopicIndex, mix, string_hashes
 from builder.release.configs import clicked_urls, subtopic_numbers, with_urls
 from builder.release.spill import KeyRuns
 from builder.release.validate_data import Readable, batches, fingerprint

@@ -54,8 +54,8 @@ def sbatch_script(stage_name: str, num_shards: int, arguments: list[str], time: 
     if missing:
         raise SlurmError(f"the {stage_name} command needs {', '.join(missing)} after `--`")
     source = []
-    if from_plan is not None:  # generation/executors/slurm_plan.py: the plan's GPU-hours, checked against this job
-        from generation.executors.slurm_plan import gpu_hours_from_plan
+    if from_plan is not None:  # generation/planning/slurm_plan.py: the plan's GPU-hours, checked against this job
+        from generation.planning.slurm_plan import gpu_hours_from_plan
 
         gpu_hours, note = gpu_hours_from_plan(from_plan, stage_name, arguments)
         timing, source = ["--from-plan", str(from_plan)], [f"# Wall time: {note}; / {num_shards} shards / "

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generation.judging.calibration import REFERENCE, Calibration, device_spec
-from generation.judging.execution import Execution, Refused, execution_for
-from generation.plan import Plan
+from generation.planning.execution import Execution, Refused, execution_for
+from generation.planning.plan import Plan
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 
 # Researchy Questions' train split, which the paper judged (Ju et al., arXiv:2510.21733, section 4: "the Researchy Question training set"); the
