@@ -29,7 +29,7 @@ URL_MAP = "url_hash_map.parquet"
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
 URL_HASH = re.compile(r"[0-9A-Fa-f]{32}")
 # One Parquet row group per 512 documents (~1-2 MB of web text): the docstore reads a document's whole row group
-# (generation/docstore.py), so small groups keep a lookup cheap at ~3% more bytes than 50,000-row groups.
+# (generation/docstore.py), so small groups keep a lookup cheap.
 ROW_GROUP_ROWS = 512
 MAP_BATCH_ROWS = 65_536  # (url_hash, docid) rows read at a time while the URL-hash map is built
 
