@@ -100,8 +100,10 @@ class DocStore:
         """Reads the texts of `docids` not yet in hand, each corpus row group once, in file order."""
         if self._corpus is None:
             return
+        docids = list(dict.fromkeys(docids))
+        self._cache_size = max(self._cache_size, len(docids))  # a batch is not evicted before it is used
         wanted: dict[tuple[str, int], list[tuple[int, str]]] = {}
-        for docid in dict.fromkeys(docids):
+        for docid in docids:
             if docid in self._cache:
                 continue
             where = self._map.get(docid)

@@ -161,6 +161,7 @@ class ShardJob:
         if self.config.prompt == "r3a" and self._auxiliary is None:
             self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
         aux = self._auxiliary or {}
+        self.docs.prefetch([r["docid"] for r in rows] + [d for r in rows for d in aux.get(r["qid"], ())])
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
