@@ -1,7 +1,6 @@
 """The index holds postings only: texts come from the Parquet corpus through the index's docid map, the JSON
-parts Anserini reads are gzip'd and at least one per thread, and an index that stored its raw JSON (built before,
+parts Anserini reads through named pipes are at least one per thread, and an index that stored its raw JSON (built before,
 or elsewhere) is still read from itself. Real Anserini, real Lucene, real Parquet."""
-import gzip
 import json
 import shutil
 import subprocess
@@ -40,7 +39,7 @@ def test_index_stores_no_text_and_the_docstore_reads_the_corpus(sample_index):
         docs.text("clueweb22-en9999-00-00000")
 
 
-def test_json_parts_are_gzipd_one_per_thread_at_least_and_hold_every_document(sample_index, tmp_path):
+def test_json_parts_are_one_per_thread_at_least_and_hold_every_document(sample_index, tmp_path):
     corpus = sample_index / "corpus" / "corpus-00000-of-00001.parquet"
     groups = pq.ParquetFile(corpus).num_row_groups
     assert groups >= 4 and pq.ParquetFile(corpus).metadata.row_group(0).num_rows == 512
@@ -48,9 +47,9 @@ def test_json_parts_are_gzipd_one_per_thread_at_least_and_hold_every_document(sa
     assert len(parts) == 3 and sorted(g for _, gs in parts for g in gs) == list(range(groups))
     lines = []
     for n, (path, gs) in enumerate(parts):
-        target = tmp_path / f"part-{n}.jsonl.gz"
+        target = tmp_path / f"part-{n}.jsonl"
         write_json_part(path, gs, target)
-        lines += [json.loads(line) for line in gzip.open(target, "rt", encoding="utf-8")]
+        lines += [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
     rows = corpus_rows(sample_index)
     assert [line["id"] for line in lines] == list(rows)
     assert all(line == {"id": d, "contents": rows[d]["text"], "url_hash": rows[d]["url_hash"] or "",
@@ -110,3 +109,18 @@ def test_an_index_whose_corpus_is_gone_says_so(sample_index, tmp_path):
     shutil.rmtree(tmp_path / "corpus")
     with pytest.raises(NotAnIndex, match="whose files \\(corpus-00000-of-00001.parquet\\) are not there any more"):
         DocStore(moved)
+
+
+def test_a_failing_anserini_leaves_no_writer_waiting_and_says_why(sample_index, tmp_path, monkeypatch):
+    """Java exits before it opens its pipes (here: an unknown option): the writers waiting for a reader are released
+    and the stage fails with Anserini's own words, instead of hanging."""
+    import generation.stages.index as index_module
+
+    shutil.copytree(sample_index / "corpus", tmp_path / "corpus")
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(index_module.subprocess, "Popen",
+                        lambda command, **kw: real_popen(command + ["-noSuchOption"], **kw))
+    with pytest.raises(index_module.IndexBuildError,
+                       match='having indexed no of 2,192 documents:\n.*"-noSuchOption" is not a valid option'):
+        build_index(tmp_path / "corpus", tmp_path / "index", threads=3)
+    assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".index.*"))

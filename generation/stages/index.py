@@ -1,7 +1,7 @@
 """Corpus shards -> a Lucene index built by Anserini (Pyserini's bundled jar), stemmed as the profile says.
 
-Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}, in gzip'd
-JSON-lines parts written in parallel with Polars (no uncompressed copy of the corpus), at least one part per
+Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}, through named
+pipes that Polars writes JSON lines into in parallel (`JsonPipes`: no copy of the corpus on disk), at least one per
 indexing thread, since Anserini gives each input file to one thread. url_hash is an indexed field
 (-fields url_hash). The raw JSON is not stored (no -storeRaw): later stages read texts from the Parquet corpus
 through a docid map (generation/docid_map.py, built while Java indexes) kept in the index folder, and the
@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +34,7 @@ from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.corpus import CorpusStage
 from generation.storage import write_text_atomic
 
-EXPORT_BATCH_ROWS = 4096  # documents turned into JSON lines at a time by one writer
+EXPORT_BATCH_ROWS = 4096  # documents turned into JSON lines at a time by one pipe's writer
 
 
 class IndexBuildError(RuntimeError):
@@ -59,38 +61,78 @@ def json_parts(corpus_files: list[Path], parts: int) -> list[tuple[Path, list[in
     return cut
 
 
-def write_json_part(corpus_file: Path, row_groups: list[int], target: Path) -> int:
-    """Row groups of a corpus file as JsonCollection lines, gzip'd (one gzip member per batch; Anserini's
-    JsonCollection reads `.jsonl.gz` through java.util.zip.GZIPInputStream, which reads concatenated members).
+def write_json_part(corpus_file: Path, row_groups: list[int], target: Path, progress=None) -> int:
+    """Row groups of a corpus file as JsonCollection lines into `target` (a named pipe Anserini reads, or a file).
     A missing url_hash or url is written as "", as the kit always handed them to Anserini."""
     import polars as pl
 
     count = 0
-    with open(target, "wb") as f:
+    with open(target, "wb") as f:  # on a pipe: waits here until Anserini opens it
         parquet = pq.ParquetFile(corpus_file)
         for batch in parquet.iter_batches(batch_size=EXPORT_BATCH_ROWS, row_groups=row_groups,
                                           columns=["docid", "text", "url_hash", "url"]):
             frame = pl.from_arrow(batch).select(pl.col("docid").alias("id"), pl.col("text").alias("contents"),
                                                 pl.col("url_hash").fill_null(""), pl.col("url").fill_null(""))
-            frame.write_ndjson(f, compression="gzip", compression_level=1)
+            frame.write_ndjson(f)
             count += batch.num_rows
-    return count
-
-
-def export_json_parts(corpus_files: list[Path], folder: Path, threads: int, progress=None) -> int:
-    """The corpus as gzip'd JsonCollection parts in `folder`, `threads` parts written at a time (Polars and zlib
-    release the GIL); returns the number of documents."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    parts = json_parts(corpus_files, threads)
-    count = 0
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        for n in pool.map(lambda job: write_json_part(job[1][0], job[1][1], folder / f"part-{job[0]:05d}.jsonl.gz"),
-                          enumerate(parts)):
-            count += n
             if progress is not None:
-                progress(n)
+                progress(batch.num_rows)
     return count
+
+
+class JsonPipes:
+    """The corpus handed to Anserini through named pipes, one per part (>= one per indexing thread, since Anserini
+    gives each input file to one thread): Polars writes JSON lines into them as Java reads, so no copy of the
+    corpus is staged on disk and nothing is compressed only to be decompressed. Every part has its own writer
+    thread (Polars releases the GIL), waiting until Java opens its pipe."""
+
+    def __init__(self, corpus_files: list[Path], folder: Path, threads: int):
+        self.parts = json_parts(corpus_files, threads)
+        self.pipes = [folder / f"part-{n:05d}.jsonl" for n in range(len(self.parts))]
+        for pipe in self.pipes:
+            os.mkfifo(pipe)
+        self._futures = []
+
+    def start(self, progress=None) -> None:
+        """The writers, started once Java is (a writer waits for its reader)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        lock = threading.Lock()
+
+        def tick(n: int) -> None:
+            if progress is not None:
+                with lock:
+                    progress(n)
+
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.parts)))
+        self._futures = [self._pool.submit(self._write, path, groups, pipe, tick)
+                         for (path, groups), pipe in zip(self.parts, self.pipes)]
+
+    @staticmethod
+    def _write(path, groups, pipe, tick) -> int | None:
+        try:
+            return write_json_part(path, groups, pipe, tick)
+        except OSError as error:  # Java stopped reading (it failed): said by its exit status and output
+            if isinstance(error, BrokenPipeError) or "Broken pipe" in str(error):  # Polars: a plain OSError
+                return None
+            raise
+
+    def finish(self) -> int | None:
+        """After Java exited: releases writers still waiting for Java to open their pipe, returns the documents
+        written (None when some part was not read to its end)."""
+        if not self._futures:
+            return None
+        while not all(future.done() for future in self._futures):
+            for pipe, future in zip(self.pipes, self._futures):
+                if not future.done():
+                    try:  # the writer's open returns, its next write fails
+                        os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+            time.sleep(0.05)
+        counts = [future.result() for future in self._futures]
+        self._pool.shutdown()
+        return None if any(c is None for c in counts) else sum(counts)
 
 
 def index_stemmer(index: Path) -> str | None:
@@ -161,33 +203,38 @@ def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "por
 def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> int:
     record_path = index / RECORD
     building = index.with_name(f".{index.name}.building")
-    # Left by a killed build (we hold the lock): the half-built index and the compressed corpus copy.
+    # Left by a killed build (we hold the lock): the half-built index and the staging folder.
     shutil.rmtree(building, ignore_errors=True)
     for stale in index.parent.glob(f".{index.name}.anserini-input-*"):
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f".{index.name}.anserini-input-", dir=index.parent) as staging:
-        documents = export_json_parts(files, Path(staging), threads, progress)
+        pipes = Path(staging) / "pipes"
+        pipes.mkdir()
+        documents = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
         command = [str(java_binary()), f"-Xmx{memory_mb}m", "-cp", str(anserini_jar()),
                    "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
-                   "-generator", "DefaultLuceneDocumentGenerator", "-input", staging, "-index", str(building),
+                   "-generator", "DefaultLuceneDocumentGenerator", "-input", str(pipes), "-index", str(building),
                    "-threads", str(threads), "-stemmer", stemmer, "-fields", "url_hash",
                    "-memoryBuffer", str(min(memory_mb // 2, 4096))]
         output_path = Path(staging) / "anserini.log"  # a file, not a pipe: Java must not wait on a full pipe
         with open(output_path, "w") as output_file:
+            parts = JsonPipes(files, pipes, threads)
             java = subprocess.Popen(command, stdout=output_file, stderr=subprocess.STDOUT, text=True,
                                     preexec_fn=die_with_parent)
             try:  # while Java indexes: where each document's text lies in the corpus
+                parts.start(progress)
                 mapped = write_docid_map(files, Path(staging) / DOCID_MAP)
             except BaseException:
                 java.kill()
-                java.wait()
                 raise
-            returncode = java.wait()
+            finally:
+                returncode = java.wait()
+                written = parts.finish()
         output = output_path.read_text()
         if log is not None:
             Path(log).write_text(output)
         indexed = re.search(r"Total ([\d,]+) documents indexed", output)
-        if returncode != 0 or not indexed or int(indexed.group(1).replace(",", "")) != documents:
+        if returncode != 0 or written != documents or not indexed or int(indexed.group(1).replace(",", "")) != documents:
             shutil.rmtree(building, ignore_errors=True)
             tail = "\n".join(output.splitlines()[-15:])
             count = indexed.group(1) if indexed else "no"
