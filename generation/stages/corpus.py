@@ -84,7 +84,7 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
                          field="ClueWeb22-ID")
     if not isinstance(docid, str) or not docid.strip():
         raise InputError(path, lineno, "missing or not a string", field=id_field)
-    if any(c.isspace() for c in docid.strip()):
+    if len(docid.split()) != 1:  # whitespace inside the id (str.split splits where str.isspace is true)
         raise InputError(path, lineno, "contains whitespace (TREC run and qrels files split on it)", field=id_field,
                          record_id=docid.strip())
     if not isinstance(text, str):
