@@ -12,6 +12,7 @@ from generation.docid_map import DocidMap, write_docid_map
 from generation.docstore import DocStore, MissingDocument, NotAnIndex
 from generation.java import anserini_jar, java_binary, lucene_searcher_class
 from generation.profiles import load_profile
+from generation.stages.corpus import ROW_GROUP_ROWS
 from generation.stages.index import build_index, json_parts, write_json_part
 from generation.stages.retrieve import retrieve
 
@@ -32,7 +33,7 @@ def test_index_stores_no_text_and_the_docstore_reads_the_corpus(sample_index):
     rows = corpus_rows(sample_index)
     docs = DocStore(index)
     ordered = sorted(rows, reverse=True)
-    docs.prefetch(ordered[:700])  # across row groups of 512
+    docs.prefetch(ordered[:700])  # across row groups
     assert len(docs) == len(rows)
     assert all(docs.text(d) == rows[d]["text"] and docs.url_hash(d) == rows[d]["url_hash"] for d in ordered)
     with pytest.raises(MissingDocument, match="'clueweb22-en9999-00-00000' is not in the index"):
@@ -42,7 +43,7 @@ def test_index_stores_no_text_and_the_docstore_reads_the_corpus(sample_index):
 def test_json_parts_are_one_per_thread_at_least_and_hold_every_document(sample_index, tmp_path):
     corpus = sample_index / "corpus" / "corpus-00000-of-00001.parquet"
     groups = pq.ParquetFile(corpus).num_row_groups
-    assert groups >= 4 and pq.ParquetFile(corpus).metadata.row_group(0).num_rows == 512
+    assert groups >= 4 and pq.ParquetFile(corpus).metadata.row_group(0).num_rows == ROW_GROUP_ROWS
     parts = json_parts([corpus], 3)
     assert len(parts) == 3 and sorted(g for _, gs in parts for g in gs) == list(range(groups))
     lines = []
