@@ -53,11 +53,9 @@ def commit(tmp: Path, final: Path) -> None:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
+    """`text` as the whole of `path`, atomically (`replace_file`): every text and JSON file the kit writes."""
     path = Path(path)
-    tmp = tmp_path(path)
-    tmp.write_text(text, encoding="utf-8")
-    commit(tmp, path)
-    return path
+    return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def refuse_links(folder: str | Path, *names: str | Path) -> None:

@@ -29,7 +29,7 @@ from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity
 from generation.schema import conform
-from generation.storage import read_batches, refuse_links, replace_file
+from generation.storage import read_batches, refuse_links, write_text_atomic
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
 
@@ -289,5 +289,4 @@ def file_manifest(release: Path) -> dict:
 
 
 def write_json(path: Path, data: dict) -> Path:
-    text = json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
-    return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")

@@ -27,8 +27,8 @@ from builder.release.spill import KeyRuns
 
 PAIR = np.dtype([("key", np.uint64), ("q", np.int64), ("count", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
-FORMULA = ("completeness = (1/|D+|) * sum_{d in D+} log(m_d) / log(K), where m_d is the number of the question's K "
-           "sub-questions that candidate d answers (level >= answer_level) and D+ the candidates with m_d >= 1")
+# completeness = (1/|D+|) * sum_{d in D+} log(m_d) / log(K), where m_d is the number of the question's K
+# sub-questions that candidate d answers (level >= answer_level) and D+ the candidates with m_d >= 1
 
 
 class ComplexityAccumulator:

@@ -73,10 +73,6 @@ def open_parquet_writer(path: Path, schema):
     return writer
 
 
-def partition_of(level: int | None) -> str:
-    return "unparsed" if level is None else f"level_{level}"
-
-
 def config_of_partition(partition: str) -> str:
     return "unparsed" if partition == "unparsed" else f"level-{partition.removeprefix('level_')}"
 
@@ -105,10 +101,6 @@ def config(name: str) -> Config:
         if c.name == name:
             return c
     raise KeyError(f"unknown config {name!r}; known: {', '.join(c.name for c in CONFIGS)}")
-
-
-def present_splits(release: Path) -> list[str]:
-    return [s for s in SPLITS if config("questions").files(release, s)]
 
 
 TREC_QRELS_SUFFIX = ".qrels.txt"

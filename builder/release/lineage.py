@@ -4,12 +4,11 @@ alone. A `--profile` that is not the one the judgments were made under is an err
 (`import-labels`) are made under the profile the import named."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from generation.errors import InputError
 from generation.profiles import Profile, bundled_profiles, load_profile
-from generation.shards import DONE_DIR
+from generation.shards import DONE_DIR, Completion, ShardError
 from generation.stages import stage_hash
 from generation.stages.import_labels import IMPORTED_PREFIX
 
@@ -18,13 +17,13 @@ def judgment_config_hash(profile: Profile) -> str:
     return stage_hash(profile, "judgments")
 
 
-def judgment_records(folders: list[Path]) -> list[tuple[Path, dict]]:
+def judgment_records(folders: list[Path]) -> list[tuple[Path, Completion]]:
     records = []
     for folder in folders:
         for path in sorted((Path(folder) / DONE_DIR).glob("judgments-*.json")):
             try:
-                records.append((path, json.loads(path.read_text())))
-            except (OSError, json.JSONDecodeError) as e:
+                records.append((path, Completion.read(path)))
+            except (OSError, ShardError) as e:
                 raise InputError(path, 0, f"unreadable completion record ({e})") from None
     if not records:
         raise InputError(", ".join(map(str, folders)), 0, f"no completion records in {DONE_DIR}/: not judge-stage output")
@@ -42,7 +41,7 @@ def release_profile(folders: list[Path], requested: str | Path | Profile | None 
     """The profile the judgments were made under (checked against `requested` when given) and the judge
     descriptions their records name."""
     records = judgment_records(folders)
-    hashes = {r.get("config_hash") for _, r in records}
+    hashes = {r.config_hash for _, r in records}
     if len(hashes) != 1:
         mixed = len({str(h).startswith(IMPORTED_PREFIX) for h in hashes}) > 1
         raise InputError(records[0][0].parent, 0, f"judgment shards made under {len(hashes)} different configs "
@@ -67,5 +66,5 @@ def release_profile(folders: list[Path], requested: str | Path | Profile | None 
     else:
         raise InputError(records[0][0], 0, f"the judgments were made under config {made_under} and {hint}; "
                          "pass --profile with the profile file they were judged with")
-    judges = sorted({str(r.get("extra", {}).get("judge", "unknown")) for _, r in records})
+    judges = sorted({str(r.extra.get("judge", "unknown")) for _, r in records})
     return profile, judges
