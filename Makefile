@@ -18,7 +18,7 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVC
 	VLLM_CACHE_ROOT=$(CURDIR)/.cache-vllm TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache-vllm/inductor \
 	XDG_CACHE_HOME=$(CURDIR)/.cache-vllm/xdg VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
-.PHONY: demo test test-vllm check-gpu-extra bench-judge bench-server install clean sample check-workflows
+.PHONY: demo test lint test-vllm check-gpu-extra bench-judge bench-server install clean sample check-workflows
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> [1/4] $(VENV): a virtual environment with $(PYTHON)"
@@ -52,8 +52,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/researchy-subq demo --out demo-output
 
-test: $(STAMP) check-workflows
+test: $(STAMP) check-workflows lint
 	$(BIN)/python -m pytest -q
+
+# ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra.
+lint: $(STAMP)
+	$(BIN)/ruff check generation builder tests scripts
 
 # The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
 test-vllm: $(VLLM_STAMP)

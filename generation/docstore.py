@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.docid_map import NAME as DOCID_MAP, DocidMap
+from generation.docid_map import NAME as DOCID_MAP
+from generation.docid_map import DocidMap
 
 RECORD = "researchy_subq_index.json"  # the index stage's completion record, in the index folder
 

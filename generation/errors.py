@@ -5,9 +5,10 @@ import gzip
 import json
 import traceback
 import zlib
-from pathlib import Path
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 
 class InputError(ValueError):
@@ -69,7 +70,7 @@ class Rejects:
             self._file.close()
             self._file = None
 
-    def __enter__(self) -> "Rejects":
+    def __enter__(self) -> Rejects:
         return self
 
     def __exit__(self, *exc) -> None:

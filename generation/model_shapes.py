@@ -42,7 +42,7 @@ class Shape:
     rope_theta: float
     rms_norm_eps: float
 
-    def with_layers(self, layers: int) -> "Shape":
+    def with_layers(self, layers: int) -> Shape:
         return replace(self, name=f"{self.name} ({layers} of {self.layers} layers)", layers=layers)
 
     @property

@@ -183,7 +183,7 @@ class JudgeConfig(TransformersSettings):
                     "the config hash, as the transformers settings are")
 
     @model_validator(mode="after")
-    def _engine_args_do_not_repeat_keys(self) -> "JudgeConfig":
+    def _engine_args_do_not_repeat_keys(self) -> JudgeConfig:
         repeated = sorted(set(self.engine_args) & set(ENGINE_ARGS_SET_BY_KEYS))
         if repeated:
             raise ValueError("engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}"
@@ -191,7 +191,7 @@ class JudgeConfig(TransformersSettings):
         return self
 
     @model_validator(mode="after")
-    def _cut_points_fit(self) -> "JudgeConfig":
+    def _cut_points_fit(self) -> JudgeConfig:
         if self.backend == "openai" and self.openai is None:
             raise ValueError("backend openai needs the openai section (endpoint, request_shape, ...)")
         if self.backend == "bi-encoder":

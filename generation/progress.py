@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from rich.console import Console, ConsoleDimensions
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -130,7 +130,7 @@ class LogLines:
         while not self.stopped.wait(self.interval):
             self._print(self.line())
 
-    def __enter__(self) -> "LogLines":
+    def __enter__(self) -> LogLines:
         self.thread.start()
         return self
 

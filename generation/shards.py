@@ -20,9 +20,10 @@ import os
 import socket
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Sequence, TypeVar
+from typing import TypeVar
 
 import pyarrow.parquet as pq
 
@@ -72,7 +73,7 @@ class Completion:
     bytes: int | None = None  # absent in records written before 0.1.1
 
     @classmethod
-    def read(cls, path: Path) -> "Completion":
+    def read(cls, path: Path) -> Completion:
         """A completion record, or a ShardError naming the file when it is not one."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -10,8 +10,8 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -194,7 +194,7 @@ class ParquetSink:
         self._writer.close()
         self._tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "ParquetSink":
+    def __enter__(self) -> ParquetSink:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

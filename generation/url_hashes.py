@@ -4,8 +4,8 @@ or a copy of a record under another id) are kept in the corpus, and the map take
 with a warning saying so and naming an example."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa

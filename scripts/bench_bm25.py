@@ -20,14 +20,14 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from generation.stages.corpus import build_corpus
-from generation.stages.index import build_index
 from generation.profiles import load_profile
-from generation.stages.retrieve import open_searcher, retrieve
-from generation.stages.questions import read_researchy
 from generation.sample import RESEARCHY
 from generation.schema import arrow_schema
 from generation.shards import stage_files
+from generation.stages.corpus import build_corpus
+from generation.stages.index import build_index
+from generation.stages.questions import read_researchy
+from generation.stages.retrieve import open_searcher, retrieve
 from generation.storage import ParquetSink
 
 

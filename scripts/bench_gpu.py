@@ -23,7 +23,6 @@ dynamic float8 on every decoder linear layer (CUDA, compute capability >= 8.9 on
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

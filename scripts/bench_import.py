@@ -14,10 +14,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from bench_common import load_line, timed
 from rich.console import Console
 from rich.table import Table
-
-from bench_common import load_line, timed
 
 SUBQUESTIONS, DOCUMENTS = 13, 19
 

@@ -124,7 +124,6 @@ def main() -> None:
 
     import torch
     import transformers
-
     from conftest import save_tiny_causal_lm
 
     torch.set_num_threads(args.threads)

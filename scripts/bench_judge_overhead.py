@@ -31,17 +31,23 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from generation.stages.corpus import build_corpus
-from generation.stages.index import build_index
-from generation.stages.judge import run_judge
 from generation.judging.judges import LLMJudge
 from generation.models import MINILM, resolve_model
-from generation.planning.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
-                             node_pairs_per_second)
+from generation.planning.plan import (
+    LLAMA3_TOKENS_PER_WORD,
+    PAPER_PAIRS,
+    PAPER_PAIRS_PER_SUBQUESTION,
+    ModelSize,
+    Scenario,
+    node_pairs_per_second,
+)
 from generation.profiles import load_profile
 from generation.sample import CLUEWEB22
 from generation.schema import conform
 from generation.shards import Shard, StageOutput
+from generation.stages.corpus import build_corpus
+from generation.stages.index import build_index
+from generation.stages.judge import run_judge
 from generation.storage import ParquetSink
 
 SUBQUESTIONS_PER_QUESTION = 14

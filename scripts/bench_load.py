@@ -11,10 +11,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from bench_common import load_line, timed
 from rich.console import Console
 from rich.table import Table
-
-from bench_common import load_line, timed
 
 RELEASE = """
 from datasets import load_dataset

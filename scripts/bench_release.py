@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import timed
 from rich.console import Console
 from rich.table import Table
 
-from bench_common import timed
 from builder.analysis.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
 FLOOR = """

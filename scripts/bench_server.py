@@ -87,14 +87,14 @@ def main() -> None:
     import httpx
     import torch
     import vllm
-    from transformers import AutoTokenizer
-
     from bench_judge import make_pairs
     from conftest import save_tiny_causal_lm
+    from transformers import AutoTokenizer
+    from vllm_serve import VllmServer
+
     from generation.backends.openai_server import make_judge
     from generation.backends.vllm_adapter import VllmJudgeBackend
     from generation.judging.judges import LLMJudge
-    from vllm_serve import VllmServer
 
     torch.set_num_threads(1)
     pairs = make_pairs(args.subquestions, args.documents)

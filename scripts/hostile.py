@@ -29,8 +29,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_inputs import cases  # noqa: E402
-from hostile_server import served_judge  # noqa: E402
 from hostile_release import DISTRIBUTION_FAULTS, GENERATE_FAULTS, data_file, failed_keys, rewrite, set_first  # noqa: E402
+from hostile_server import served_judge  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 CLI = [sys.executable, "-m", "builder.cli.main"]
@@ -40,19 +40,19 @@ out = Console()
 def setup(w: Path) -> dict:
     """Good inputs every case starts from: the bundled sample through pool for two questions, a judged
     release of synthetic judgments, and profiles differing in one section."""
-    from builder.release.package import package_release
+    import pyarrow.compute as pc
+
     from builder.analysis.synthetic import synthesize
+    from builder.release.package import package_release
+    from generation.profiles import load_profile
+    from generation.sample import CLUEWEB22, RESEARCHY
     from generation.stages.corpus import build_corpus, write_url_map
     from generation.stages.index import build_index
     from generation.stages.judge import run_judge
     from generation.stages.pool import build_pool
-    from generation.profiles import load_profile
-    from generation.stages.rerank import rerank
     from generation.stages.questions import read_researchy
+    from generation.stages.rerank import rerank
     from generation.stages.retrieve import retrieve
-    from generation.sample import CLUEWEB22, RESEARCHY
-
-    import pyarrow.compute as pc
 
     read_researchy([RESEARCHY["test"]], w / "all-questions", split="test")
     q = w / "questions"

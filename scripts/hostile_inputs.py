@@ -54,8 +54,9 @@ def copy_tree(src: Path, dst: Path) -> Path:
 def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     """Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each now an error line, rejects, or a warning saying what was
     assumed."""
-    from generation.stages.corpus import build_corpus
     from hostile_release import plot_of_other_counts
+
+    from generation.stages.corpus import build_corpus
 
     q, release, small = env["questions"], env["release"], env["small_profile"]
     w = w / "slipped-through"

@@ -61,10 +61,18 @@ def reseal(release: Path, plot: bool = True) -> None:
     from huggingface_hub import DatasetCard
 
     from builder.release.build import file_manifest, write_json
-    from builder.release.card import PRETTY_NAME, STATS_BEGIN, STATS_END, card_data, config_rows, plot_levels, stats_markdown
+    from builder.release.card import (
+        PRETTY_NAME,
+        STATS_BEGIN,
+        STATS_END,
+        card_data,
+        config_rows,
+        plot_levels,
+        stats_markdown,
+    )
     from builder.release.layout import CONFIGS
-    from generation.schema import features
     from builder.release.validate import validate
+    from generation.schema import features
 
     report = validate(release, load=False)  # what the data gives, whatever it fails
     manifest = json.loads((release / MANIFEST).read_text())

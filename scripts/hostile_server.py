@@ -25,6 +25,7 @@ def served_profile(w: Path, env: dict, **server) -> Path:
     """The small profile (its bm25/rerank/pool sections, so its candidates stay valid) with the paper's judge on a
     tiny chat Llama served as `standin-judge`."""
     from conftest import answer_with_digits, save_tiny_causal_lm
+
     from generation.profiles import load_profile
 
     model = w / "served" / "chat-llama"

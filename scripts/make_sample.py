@@ -49,22 +49,19 @@ COMMON_FIRST_WORDS = {"a", "an", "the", "when", "in", "over", "many", "some", "m
                       "as", "even", "much", "more", "less", "large", "studies", "rates", "people", "adults",
                       "teens", "workers", "heat", "warmer", "coal", "lifecycle", "spent", "emperors", "heavy",
                       "sublethal", "beekeepers", "fewer", "shop", "retail", "delivery", "banning", "traffic",
-                      "cash", "health", "retirees", "rising", "fasting", "after", "randomized", "common",
+                      "cash", "health", "retirees", "rising", "fasting", "randomized", "common",
                       "past", "demand", "jobs", "routine", "generative", "economists", "lenders", "banks",
                       "foreclosures", "investment", "credit", "sleep", "short", "teenagers", "about",
-                      "manufacturing", "over", "an", "tailpipe", "even", "battery", "used", "lithium", "much",
-                      "sea", "seabirds", "abandoned", "hundreds", "microplastics", "plankton", "less", "an",
-                      "hybrid", "junior", "video", "remote", "working", "surveys", "doctors", "opioid",
+                      "manufacturing", "tailpipe", "battery", "used", "lithium", "sea", "seabirds", "abandoned", "hundreds", "microplastics", "plankton", "hybrid", "junior", "video", "remote", "working", "surveys", "doctors", "opioid",
                       "illicitly", "synthetic", "drug", "medications", "antibiotics", "patients", "bacteria",
                       "resistant", "mutations", "infections", "pharmaceutical", "without", "puzzle", "gaming",
                       "pediatricians", "loot", "countries", "researchers", "caffeine", "moderate", "recent",
-                      "coffee", "large", "pregnant", "too", "smallholder", "farmers", "shade", "breeding",
+                      "coffee", "pregnant", "too", "smallholder", "farmers", "shade", "breeding",
                       "irregular", "severe", "lack", "infinite", "social", "edited", "internal", "cyberbullying",
-                      "fewer", "pedestrianized", "car-free", "congestion", "single-family", "home", "lengthy",
+                      "pedestrianized", "car-free", "congestion", "single-family", "home", "lengthy",
                       "cities", "low", "institutional", "homeowners", "lumber", "labor", "land", "state",
-                      "administrative", "climbing", "easy", "outstanding", "high", "measured", "large",
-                      "critics", "small", "fungicides", "planting", "wild", "regional", "adjusted", "employers",
-                      "part", "our", "this", "retraining", "productivity", "subprime", "mortgage", "spent"}
+                      "administrative", "climbing", "easy", "outstanding", "high", "measured", "critics", "small", "fungicides", "planting", "wild", "regional", "adjusted", "employers",
+                      "part", "our", "this", "retraining", "productivity", "subprime", "mortgage"}
 
 
 def sentence(rng: random.Random, text: str) -> str:

@@ -1,6 +1,6 @@
 import json
-from pathlib import Path
 import os
+from pathlib import Path
 
 import pytest
 
@@ -68,9 +68,9 @@ def write_jsonl(tmp_path):
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory):
     """The bundled sample's corpus and Lucene index, built once per test session (real Anserini)."""
+    from generation.sample import CLUEWEB22
     from generation.stages.corpus import build_corpus, write_url_map
     from generation.stages.index import build_index
-    from generation.sample import CLUEWEB22
 
     root = tmp_path_factory.mktemp("sample-index")
     build_corpus([CLUEWEB22], root / "corpus")
@@ -81,8 +81,8 @@ def sample_index(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sample_questions(tmp_path_factory):
-    from generation.stages.questions import read_researchy
     from generation.sample import RESEARCHY
+    from generation.stages.questions import read_researchy
 
     root = tmp_path_factory.mktemp("sample-questions")
     read_researchy([RESEARCHY["train"], RESEARCHY["test"]], root)
@@ -196,8 +196,8 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from generation.stages.pool import build_pool
     from generation.profiles import load_profile
+    from generation.stages.pool import build_pool
     from generation.stages.rerank import rerank
     from generation.stages.retrieve import retrieve
 

@@ -6,8 +6,15 @@ import pyarrow as pa
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from builder.analysis.agreement import (agreement, cohen_kappa, confusion, join, krippendorff_alpha_ordinal, ndcg_at,
-                               per_level)
+from builder.analysis.agreement import (
+    agreement,
+    cohen_kappa,
+    confusion,
+    join,
+    krippendorff_alpha_ordinal,
+    ndcg_at,
+    per_level,
+)
 from builder.analysis.labels import LABEL_SCHEMA, apply_mapping, parse_mapping, read_trec_qrels
 from generation.errors import InputError
 

@@ -6,15 +6,23 @@ import json
 
 import httpx
 import pytest
+from test_openai_server import DOCUMENTS, QUESTIONS, config, standin, tokenizer  # noqa: F401 (fixtures)
 
 from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
 from generation.judging.batch_files import (
-    answer_grader, check_manifest, custom_id, export_batch, export_judge, import_results, load_manifest,
-    manifest_files, parse_custom_id, plan_ids,
+    answer_grader,
+    check_manifest,
+    custom_id,
+    export_batch,
+    export_judge,
+    import_results,
+    load_manifest,
+    manifest_files,
+    parse_custom_id,
+    plan_ids,
 )
 from generation.judging.judges import Pair
-from test_openai_server import DOCUMENTS, QUESTIONS, config, standin, tokenizer  # noqa: F401 (fixtures)
 
 QID = "1051893"
 SUBQUESTIONS = [*QUESTIONS, "What do varroa mites do to a hive?"]

@@ -3,8 +3,8 @@ import pytest
 
 from generation.java import lucene_searcher_class
 from generation.profiles import load_profile
-from generation.stages.retrieve import bm25_query, retrieve
 from generation.shards import Shard, ShardError
+from generation.stages.retrieve import bm25_query, retrieve
 from generation.topics import load_topics
 
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from generation.profiles import load_profile
 from generation.stages.corpus import build_corpus
 from generation.stages.index import IndexBuildError, build_index, index_stemmer
-from generation.profiles import load_profile
 from generation.stages.retrieve import open_searcher
 
 DOCS = {"d1": "the runner was running fast", "d2": "a quiet run in the park", "d3": "two ponies grazing",

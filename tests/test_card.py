@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from builder.analysis.synthetic import synthesize
 from builder.release.card import template_text
 from builder.release.layout import config
 from builder.release.package import package_release
-from builder.analysis.synthetic import synthesize
 
 REPO = "org/researchy-subq-judgments"
 SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"

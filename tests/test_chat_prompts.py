@@ -5,10 +5,10 @@ import random
 import pyarrow.parquet as pq
 import pytest
 
-from generation.stages.judge import run_judge
 from generation.judging.judges import LLMJudge, Pair, PromptEncoder, cut_tokens, isolate_failures
-from generation.profiles import load_profile
 from generation.judging.prompts import get_prompt
+from generation.profiles import load_profile
+from generation.stages.judge import run_judge
 
 
 def judge_config(model, **extra):

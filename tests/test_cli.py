@@ -1,7 +1,7 @@
 import pyarrow.parquet as pq
+from conftest import hub_record
 from typer.testing import CliRunner
 
-from conftest import hub_record
 from builder.cli.stages import app
 
 runner = CliRunner()

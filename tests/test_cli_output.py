@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 import typer.main
-import yaml
 from typer.testing import CliRunner
 
 from builder.cli.main import app

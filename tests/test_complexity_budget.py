@@ -4,13 +4,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.complexity import COLUMNS
 from builder.release.build import judgment_inputs, topic_index, with_complexity
-from generation.stages.budgeted import run_budgeted_judge
-from generation.stages.judge import run_judge
+from builder.release.complexity import COLUMNS
 from generation.profiles import Complexity
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput
+from generation.stages.budgeted import run_budgeted_judge
+from generation.stages.judge import run_judge
 
 
 def judgments_file(tmp_path, rows):

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.shards import Shard, ShardError
 from generation.stages import read_stage
+from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 
 
 def clueweb(docid, text, url="https://example.org/a"):

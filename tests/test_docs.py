@@ -59,9 +59,9 @@ def test_a_stale_reference_page_is_named_and_rewritten(tmp_path):
 
 
 def test_the_reference_pages_cover_every_command_key_and_column():
-    from builder.cli.main import app
     import typer.main
 
+    from builder.cli.main import app
     from generation.profile_reference import section_models
     from generation.schema import columns
 

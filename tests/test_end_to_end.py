@@ -9,11 +9,11 @@ import pytest
 from builder.release.package import package_release
 from builder.release.validate import validate
 from generation.docstore import DocStore
-from generation.stages.judge import run_judge
 from generation.judging.judges import LLMJudge, Pair
-from generation.stages.pool import build_pool
-from generation.profiles import load_profile
 from generation.judging.prompts import get_prompt
+from generation.profiles import load_profile
+from generation.stages.judge import run_judge
+from generation.stages.pool import build_pool
 from generation.stages.rerank import rerank
 from generation.stages.retrieve import retrieve
 

@@ -62,7 +62,7 @@ def write_trec(path, run):
 def test_matches_ir_measures_trec_eval_and_ndeval(tmp_path):
     ir_measures = pytest.importorskip("ir_measures")
     pytest.importorskip("pyndeval")
-    from ir_measures import nDCG, alpha_nDCG
+    from ir_measures import alpha_nDCG, nDCG
 
     rows = random_judgments()
     release = make_release(tmp_path / "release", rows)

@@ -3,17 +3,22 @@ readings, wrappers around the real tiny model that raise torch's own out-of-memo
 cuBLAS allocation failure gives above a token count, placement over stated free memory, and the plan's decode batch
 against the budget the backend would choose."""
 import gc
-import warnings
 import weakref
 
 import pytest
 import torch
+from test_token_batches import TokenLimited, judge, judge_pairs
 
-from generation.backends.batching import (GpuMemory, OutOfMemoryNotice, TokenBudget, bytes_per_token,
-                                          chosen_auto_budget, is_out_of_memory)
+from generation.backends.batching import (
+    GpuMemory,
+    OutOfMemoryNotice,
+    TokenBudget,
+    bytes_per_token,
+    chosen_auto_budget,
+    is_out_of_memory,
+)
 from generation.judging.judges import Pair, isolate_failures
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED
-from test_token_batches import TokenLimited, judge, judge_pairs
 
 GIB = 2**30
 H100 = 80 * GIB

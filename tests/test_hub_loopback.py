@@ -42,8 +42,8 @@ def git(*args, cwd):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.release.package import package_release
     from builder.analysis.synthetic import synthesize
+    from builder.release.package import package_release
 
     root = tmp_path_factory.mktemp("hub")
     inputs = synthesize(root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8,

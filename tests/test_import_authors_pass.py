@@ -7,11 +7,11 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.main import app
 from builder.release.validate import validate
-from conftest import hub_record
 from generation.labels.authors_pass import clicked_pass, graded_on_other_text
 from generation.stages.corpus import build_corpus, write_url_map
 from generation.stages.questions import read_researchy

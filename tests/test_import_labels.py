@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.main import app
-from conftest import hub_record
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.import_labels import import_labels
@@ -359,9 +359,10 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
 
 
 def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
+    from test_publish import RecordingHub
+
     from builder.release.package import package_release
     from builder.release.publish import publish
-    from test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
     package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")

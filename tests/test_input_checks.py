@@ -7,20 +7,20 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import hub_record
+from test_reliability import assert_one_line_error as one_line_error
+from test_reliability import cli
 
 from builder.analysis.evaluate import RunWarning, read_run
 from builder.analysis.synthetic import synthesize
 from builder.release.package import package_release
 from builder.release.validate import validate
-from conftest import hub_record
 from generation.errors import InputError
 from generation.shards import ShardError
 from generation.stages import read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.stages.questions import read_researchy
 from generation.topics import load_topics
-from test_reliability import assert_one_line_error as one_line_error
-from test_reliability import cli
 
 
 @pytest.fixture(scope="module")

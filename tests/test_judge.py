@@ -9,10 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from generation.backends.vllm_adapter import distribution_params, generate_params, judge_engine_args, logprob_row
-from generation.stages.judge import plan_pairs, run_judge
 from generation.judging.judges import LLMJudge, Pair, digit_token_ids, distribution
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError
+from generation.stages.judge import plan_pairs, run_judge
 
 
 def judge_profile(base, **judge):

@@ -6,16 +6,16 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from openai_standin import Fault, StandIn
+from test_batch_files import run_batch_on
 from typer.testing import CliRunner
 
 from builder.cli.main import app
 from generation.profiles import load_profile
 from generation.shards import Shard
-from generation.stages.judge import run_judge
-from generation.stages.judge_batch import IncompleteShard, BatchImportJudgeStage, export_shard
 from generation.stages import REGISTRY
-from openai_standin import Fault, StandIn
-from test_batch_files import run_batch_on
+from generation.stages.judge import run_judge
+from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
 
 runner = CliRunner()
 

@@ -7,14 +7,14 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
-
-from generation.profiles import load_profile
-from generation.shards import StageOutput
-from generation.stages.judge import run_judge
 from openai_standin import Fault, fingerprint
 from test_judge_anywhere import cli, folders, judge_args, rows, server_profile, standin  # noqa: F401 (fixtures)
 from test_openai_server import PAIRS, config, tokenizer  # noqa: F401 (fixture)
+
 from generation.backends.openai_server import make_judge
+from generation.profiles import load_profile
+from generation.shards import StageOutput
+from generation.stages.judge import run_judge
 
 
 def record(out):

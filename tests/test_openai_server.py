@@ -3,13 +3,13 @@ request shapes, both modes, retries, the start-up probe. The real `vllm serve` i
 import time
 
 import pytest
-
 from conftest import tiny_tokenizer
-from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
-from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
-from generation.judging.batch_files import export_judge
-from generation.profiles import JudgeConfig, load_profile
 from openai_standin import Fault, StandIn, fingerprint
+
+from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
+from generation.judging.batch_files import export_judge
+from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
+from generation.profiles import JudgeConfig, load_profile
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
 DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",

@@ -4,10 +4,10 @@ import gzip
 import json
 
 import pytest
+from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.main import app
-from conftest import hub_record
 from generation.errors import InputError
 from generation.profiles import judge_overrides, load_profile
 from generation.stages.corpus import build_corpus

@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from generation.backends.placement import GB, ModelTooLarge, meta_model, plan_placement, reserve_for, weight_bytes
+from generation.backends.placement import ModelTooLarge, meta_model, plan_placement, reserve_for, weight_bytes
 from generation.model_shapes import LLAMA_31_8B, LLAMA_33_70B, PUBLISHED, shape_from_config
 from generation.profiles import ProfileError, load_profile
 

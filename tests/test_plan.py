@@ -1,7 +1,15 @@
 import pytest
 
-from generation.planning.plan import (LLAMA3_TOKENS_PER_WORD, PAPER_PAIRS, PAPER_PAIRS_PER_SUBQUESTION, ModelSize, Scenario,
-                             gpu_hours, measure, node_pairs_per_second)
+from generation.planning.plan import (
+    LLAMA3_TOKENS_PER_WORD,
+    PAPER_PAIRS,
+    PAPER_PAIRS_PER_SUBQUESTION,
+    ModelSize,
+    Scenario,
+    gpu_hours,
+    measure,
+    node_pairs_per_second,
+)
 from generation.profiles import load_profile
 
 
@@ -44,8 +52,8 @@ def test_decode_steps_cost_weight_bytes_over_bandwidth_per_batch():
     3,000 prompt tokens, 3 new tokens = 2 decode steps, batch 8, 3.35 TB/s. By hand, one step of one pair:
     141,107,412,992 / 8 + 327,680 x (3,000 + 1.5) = 17,638,426,624 + 983,531,520 = 18,621,958,144 bytes;
     two steps / 3.35e12 = 0.011117587 s. One new token (distribution) costs no decode step."""
-    from generation.planning.costing import decode_seconds
     from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+    from generation.planning.costing import decode_seconds
 
     shape = PUBLISHED[LLAMA_33_70B]
     assert decode_seconds(shape, "bf16", 3000, 3, 8, 3.35e12) == pytest.approx(2 * 18_621_958_144 / 3.35e12, rel=1e-12)
@@ -57,8 +65,8 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     figures stand in and the plan says so; prefill hours = pairs x prompt FLOPs / (peak x share); generate adds its
     decode steps; fp8 uses its own share of the fp8 peak; the rerank rows use the reranker's share."""
     from generation.judging.calibration import REFERENCE, Calibration
-    from generation.planning.costing import costing_for, decode_seconds, plan_table
     from generation.model_shapes import prompt_flops
+    from generation.planning.costing import costing_for, decode_seconds, plan_table
 
     profile = load_profile("paper")
     plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30)

@@ -2,11 +2,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.stages.corpus import URL_MAP
-from generation.stages.pool import build_pool, select
 from generation.profiles import Pool, load_profile, profile_path
 from generation.shards import Shard, StageOutput
 from generation.stages import stage_hash
+from generation.stages.corpus import URL_MAP
+from generation.stages.pool import build_pool, select
 
 BM25 = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
 RERANK = ["d3", "d8", "d1", "d9", "d2", "d10", "d11"]

@@ -2,7 +2,13 @@ import re
 
 import pytest
 
-from generation.judging.parsing import check_r3a_extract, extract_is_verbatim, parse_first_digit, parse_r3a, parse_umbrela
+from generation.judging.parsing import (
+    check_r3a_extract,
+    extract_is_verbatim,
+    parse_first_digit,
+    parse_r3a,
+    parse_umbrela,
+)
 from generation.judging.prompts import REGISTRY, get_prompt, r3a_intent_turn
 from generation.schema import JUDGMENT_STATUSES
 

@@ -63,8 +63,8 @@ def remote_copy_of(release):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.release.package import package_release
     from builder.analysis.synthetic import synthesize
+    from builder.release.package import package_release
 
     tmp_path = tmp_path_factory.mktemp("publish")
     inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)

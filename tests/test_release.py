@@ -10,10 +10,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from builder.analysis.synthetic import synthesize
 from builder.release.hf_builder import ResearchySubqJudgments
 from builder.release.layout import CONFIGS, file_rows, trec_qrels_path
 from builder.release.package import package_release
-from builder.analysis.synthetic import synthesize
 from builder.release.validate import CHECKS, validate
 from generation.schema import features
 

@@ -4,8 +4,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.package import package_release
 from builder.analysis.synthetic import synthesize
+from builder.release.package import package_release
 from generation.errors import InputError
 from generation.shards import ShardError
 

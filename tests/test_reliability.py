@@ -12,14 +12,14 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.main import app
-from conftest import hub_record
 from generation.profiles import load_profile
-from generation.stages.questions import Decomposition, read_researchy
 from generation.shards import Shard, ShardError, StageOutput
 from generation.stages import stage_hash
+from generation.stages.questions import Decomposition, read_researchy
 from generation.storage import MARKER, OwnershipError, claim_folder
 
 runner = CliRunner()

@@ -1,12 +1,19 @@
 import pytest
 from transformers import AutoTokenizer
 
+from generation.backends.hf import QwenRerankerScorer
 from generation.backends.vllm_adapter import reranker_engine_args, token_prompts
+from generation.judging.reranker_input import (
+    PREFIX,
+    SUFFIX,
+    VLLM_HF_OVERRIDES,
+    RerankEncoder,
+    format_middle,
+    rerank_query,
+)
 from generation.models import resolve_model
 from generation.profiles import load_profile
-from generation.backends.hf import QwenRerankerScorer
 from generation.stages.rerank import rank_by_score
-from generation.judging.reranker_input import PREFIX, SUFFIX, VLLM_HF_OVERRIDES, RerankEncoder, format_middle, rerank_query
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUESTION = "why are honey bee populations declining"

@@ -7,10 +7,18 @@ paper: the Qwen3-Reranker model card's format. crux-code: DylanJoo/crux crux-res
 import pytest
 from conftest import tiny_tokenizer
 
-from generation.profiles import load_profile
 from generation.backends.hf import QwenRerankerScorer
-from generation.judging.reranker_input import (PREFIX, SUFFIX, SYSTEM, AuthorsRerankEncoder, RerankEncoder, format_middle,
-                                 make_encoder, rerank_query)
+from generation.judging.reranker_input import (
+    PREFIX,
+    SUFFIX,
+    SYSTEM,
+    AuthorsRerankEncoder,
+    RerankEncoder,
+    format_middle,
+    make_encoder,
+    rerank_query,
+)
+from generation.profiles import load_profile
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUERY = "[why are bees declining, What harms bees?]"

@@ -11,7 +11,7 @@ import torch
 from generation.backends.batching import OutOfMemoryNotice, auto_token_budget, batch_cost, token_batches
 from generation.backends.hf import TransformersBackend
 from generation.judging.judges import LLMJudge, Pair
-from generation.model_shapes import PUBLISHED, LLAMA_33_70B
+from generation.model_shapes import LLAMA_33_70B, PUBLISHED
 from generation.profiles import load_profile
 
 

@@ -15,16 +15,21 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
 from conftest import answer_with_digits, save_tiny_causal_lm  # noqa: E402
+from test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
+from vllm_serve import VllmServer, engine_flags  # noqa: E402
+
 from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import (  # noqa: E402
-    answer_grader, export_batch, export_judge, import_results, plan_ids,
+    answer_grader,
+    export_batch,
+    export_judge,
+    import_results,
+    plan_ids,
 )
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
-from test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
-from vllm_serve import engine_flags, VllmServer  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 PLAN = [{"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(len(QUESTIONS))

@@ -43,7 +43,7 @@ class VllmServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "VllmServer":
+    def start(self) -> VllmServer:
         self.port = free_port()
         command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *engine_flags(self.model,
                    self.max_model_len), "--host", "127.0.0.1", "--port", str(self.port), *self.extra]

@@ -6,7 +6,7 @@ ordering is NP-hard). Scoring a run against a release: builder/analysis/evaluate
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def alpha_dcg(ranking: Sequence[str], aspects_of: dict[str, set], alpha: float = 0.5, k: int | None = None) -> float:

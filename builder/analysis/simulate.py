@@ -4,9 +4,9 @@ observes pairs one at a time up to a budget (a share of N x K). Precision, recal
 each budget, macro-averaged over questions, mean and 95% interval over seeded runs."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow.compute as pc

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from builder.cli.reports import JSON_HELP, emit_json
-from builder.cli.support import (RELEASE, check_writable_file, existing_release, fail, guard_commands, new_app,
-                                 policy_names, positive)
+from builder.cli.support import (
+    RELEASE,
+    check_writable_file,
+    existing_release,
+    fail,
+    guard_commands,
+    new_app,
+    policy_names,
+    positive,
+)
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
@@ -23,12 +30,12 @@ app = new_app("Analysis commands: agreement, simulate, evaluate.")
 def agreement(
     judgments: Path = typer.Option(..., "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file"),
     against: Path = typer.Option(..., "--against", help="labels B: the same kinds"),
-    map_a: Optional[str] = typer.Option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3"),
-    map_b: Optional[str] = typer.Option(None, help="scale mapping for B"),
-    binary_at: Optional[int] = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
-    runs: Optional[Path] = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
+    map_a: str | None = typer.Option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3"),
+    map_b: str | None = typer.Option(None, help="scale mapping for B"),
+    binary_at: int | None = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
+    runs: Path | None = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
     resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP + " (`build-release --agreement` reads "
+    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`build-release --agreement` reads "
                                             "the file)"),
 ) -> None:
     """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
@@ -97,14 +104,15 @@ def simulate(
     threshold: int = typer.Option(4, min=0, max=5, help="relevant = level >= threshold"),
     split: str = typer.Option("train", help="the release split to simulate on"),
     hierarchical: bool = typer.Option(False, help="headers as parent arms, bullets as children (section 3.5)"),
-    index: Optional[Path] = typer.Option(None, help="Lucene index: document texts for the diversity policies"),
-    limit: Optional[int] = typer.Option(None, min=1, help="simulate on the first N questions only"),
-    out: Optional[Path] = typer.Option(None, help="folder for simulation.json and simulation.png"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP),
+    index: Path | None = typer.Option(None, help="Lucene index: document texts for the diversity policies"),
+    limit: int | None = typer.Option(None, min=1, help="simulate on the first N questions only"),
+    out: Path | None = typer.Option(None, help="folder for simulation.json and simulation.png"),
+    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
 ) -> None:
     """Offline budgeted judging on a judged release: precision, recall and alpha-nDCG@10 per budget."""
+    from builder.analysis.simulate import document_embeddings, load_instances, plot
+    from builder.analysis.simulate import simulate as run_simulation
     from builder.cli.reports import print_simulation
-    from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate as run_simulation
 
     chosen, shares = parse_policies(policies), parse_budgets(budgets)
     existing_release(release)
@@ -162,8 +170,8 @@ def evaluate(
                                 help="comma-separated alpha-ndcg@K, alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], "
                                      "default 0.5) or ndcg@K"),
     threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
-    split: Optional[str] = typer.Option(None, help="average over this split's questions only (default: all)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP),
+    split: str | None = typer.Option(None, help="average over this split's questions only (default: all)"),
+    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
 ) -> None:
     """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
     averaged over every question of the release (a question missing from the run scores 0)."""

@@ -153,8 +153,8 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
 
 def simulation_demo(release: Path, out: Path) -> None:
     """Budgeted judging (Petcu et al., arXiv:2510.18633) on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
-    from builder.cli.reports import print_simulation
     from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate
+    from builder.cli.reports import print_simulation
     from generation.bandits.policies import POLICIES
 
     step(f"researchy-subq simulate {release} --policies {','.join(POLICIES)} --repeats 3 --index {out / 'index'} "

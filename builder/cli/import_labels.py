@@ -2,8 +2,8 @@
 registers it with its own `execute` (progress bar and skipped-shard notice), so no command module imports another."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Optional
 
 import typer
 
@@ -17,7 +17,7 @@ from generation.stages.import_labels import ImportLabelsStage
 
 def import_labels_command(execute: Callable) -> Callable:
     def import_labels(
-        files: List[Path] = typer.Argument(..., metavar="FILE", help="label files: the authors' ratings JSONL, "
+        files: list[Path] = typer.Argument(..., metavar="FILE", help="label files: the authors' ratings JSONL, "
                                            "graded qrels, or OpenAI Batch result lines (.gz too)"),
         format: LabelFormat = typer.Option(..., "--format", help="crux-ratings ({\"id\", \"docid\", \"rating\": [...]} "
                                            "per line), qrels (subq_id 0 docid level), openai-batch (custom_id "
@@ -28,9 +28,9 @@ def import_labels_command(execute: Callable) -> Callable:
                                                        "name it, e.g. 'Llama-3.3-70B-Instruct (authors' ratings)'"),
         profile: str = typer.Option("paper", "--profile", help="the profile the release states (its scale, answer "
                                                               "level and, for openai-batch, its prompt's parser)"),
-        corpus: Optional[Path] = typer.Option(None, "--corpus", help="corpus folder: match document ids against its "
+        corpus: Path | None = typer.Option(None, "--corpus", help="corpus folder: match document ids against its "
                                               "ClueWeb22-IDs and URL-hash map (default: keep them as given)"),
-        rejects: Optional[Path] = typer.Option(None, help="set bad lines aside here (with their reason) and go on, "
+        rejects: Path | None = typer.Option(None, help="set bad lines aside here (with their reason) and go on, "
                                                           "instead of stopping at the first"),
         shard: int = SHARD, num_shards: int = NUM_SHARDS,
     ) -> None:

@@ -4,13 +4,12 @@ library module imports it, and it is the only module that imports all three comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
 
-from builder.cli import release as release_commands
 from builder.cli import analysis as analysis_commands
+from builder.cli import release as release_commands
 from builder.cli import stages as stage_commands
 from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
 from generation.progress import results
@@ -19,7 +18,7 @@ app = new_app("Regenerate, package, validate and publish the Researchy Questions
 
 
 @app.callback()
-def researchy_subq(version: Optional[bool] = typer.Option(None, "--version", callback=version_callback,
+def researchy_subq(version: bool | None = typer.Option(None, "--version", callback=version_callback,
                                                           is_eager=True, help="print the version and exit")) -> None:
     """Regenerate, package, validate and publish the Researchy Questions sub-question judgments."""
 

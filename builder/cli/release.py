@@ -3,7 +3,6 @@ positional RELEASE argument (as in `simulate` and `evaluate`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -17,16 +16,16 @@ app = new_app("Release commands: build-release, validate, publish.")
 
 @app.command(name="build-release")
 def build_release_command(
-    judgments: List[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
-    questions: List[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
+    judgments: list[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
+    questions: list[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
     out: Path = typer.Option(Path("researchy-subq-judgments"), "--out",
                              help="the release folder (= the Hub repository; its name is the dataset's name): new, "
                                   "empty, or one this command built before"),
     profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
-    rows_per_file: Optional[int] = typer.Option(None, min=1, help="rows per Parquet file (default 5,000,000)"),
-    agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
-    shards_revision: Optional[str] = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
+    rows_per_file: int | None = typer.Option(None, min=1, help="rows per Parquet file (default 5,000,000)"),
+    agreement_file: Path | None = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
+    shards_revision: str | None = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
                                                   "recorded in manifest.json"),
     leave_out_other_text: bool = typer.Option(False, "--leave-out-other-text", help="leave out the authors' ratings "
                                               "that their clicked-document pass graded on another document's text "
@@ -58,14 +57,14 @@ def build_release_command(
 @app.command()
 def validate(
     release: Path = RELEASE,
-    expect: Optional[Path] = typer.Option(None, help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
+    expect: Path | None = typer.Option(None, help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
                                                      "tolerance, min_judgments (see cards/expected_levels.yaml)"),
-    against: Optional[Path] = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
+    against: Path | None = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
     load: bool = typer.Option(True, help="also load every config with datasets.load_dataset"),
 ) -> None:
     """Check a release folder; exit status 1 if any check fails."""
-    from builder.release.expectations import load_expectations
     from builder.cli.reports import print_validation
+    from builder.release.expectations import load_expectations
     from builder.release.validate import validate as run_validate
 
     existing_release(release)
@@ -87,7 +86,7 @@ def validate(
 def publish(
     release: Path = RELEASE,
     repo: str = typer.Option(..., "--repo", help="ORG/NAME on the Hub"),
-    tag: Optional[str] = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
+    tag: str | None = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
     revision: str = typer.Option("main", help="branch to commit to; created from main when missing"),
     create_pr: bool = typer.Option(False, "--create-pr", help="open a pull request instead of committing"),
     private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
@@ -95,7 +94,8 @@ def publish(
 ) -> None:
     """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login. Without
     --yes, a dry run: it lists what would be sent, and works offline (then every file is listed)."""
-    from builder.release.publish import PublishRefused, publish as run_publish
+    from builder.release.publish import PublishRefused
+    from builder.release.publish import publish as run_publish
 
     existing_release(release)  # then publish checks the repo id before its full validate
     try:

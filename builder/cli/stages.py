@@ -5,16 +5,31 @@ shards). `stages` prints the pipeline's table and `slurm` writes the sbatch arra
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Optional
 
 import typer
 from rich.text import Text
 
 from builder.cli.import_labels import import_labels_command
 from builder.cli.reports import JSON_HELP, emit_json, stage_report
-from builder.cli.support import (NUM_SHARDS, PROFILE, SHARD, Policy, check_folder_arg, check_writable_file, fail,
-                                 guard_commands, new_app, notice, positive, profile_of, run_stage, shard_of)
+from builder.cli.support import (
+    NUM_SHARDS,
+    PROFILE,
+    SHARD,
+    Policy,
+    check_folder_arg,
+    check_writable_file,
+    fail,
+    guard_commands,
+    new_app,
+    notice,
+    positive,
+    profile_of,
+    run_stage,
+    shard_of,
+)
 from generation.errors import InputError
 from generation.profiles import bundled_profiles, load_profile
 from generation.progress import console, results
@@ -52,11 +67,11 @@ def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
 
 @app.command()
 def questions(
-    input: List[Path] = typer.Option(..., "--input", help="Researchy records: .jsonl, .jsonl.gz or .parquet (repeatable)"),
+    input: list[Path] = typer.Option(..., "--input", help="Researchy records: .jsonl, .jsonl.gz or .parquet (repeatable)"),
     out: Path = typer.Option(..., "--out", help="folder for questions.parquet and subquestions.parquet"),
     split: str = typer.Option("train", help="split name stored with each question"),
     decomposition: Decomposition = typer.Option(Decomposition.subquestions, help="which sub-questions to keep"),
-    rejects: Optional[Path] = typer.Option(None, help="write malformed records here and go on, instead of stopping"),
+    rejects: Path | None = typer.Option(None, help="write malformed records here and go on, instead of stopping"),
 ) -> None:
     """Read Researchy Questions records into the questions and subquestions tables."""
     for path in input:
@@ -76,10 +91,10 @@ def questions(
 
 @app.command()
 def corpus(
-    input: List[Path] = typer.Option(..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"),
+    input: list[Path] = typer.Option(..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"),
     out: Path = typer.Option(..., "--out", help="folder for the corpus shards and the url-hash map"),
     shard: int = SHARD, num_shards: int = NUM_SHARDS,
-    rejects: Optional[Path] = typer.Option(None, help="write each rejected line here, with its reason"),
+    rejects: Path | None = typer.Option(None, help="write each rejected line here, with its reason"),
 ) -> None:
     """Read ClueWeb22 txt records or JSONL into corpus shards and a URL-hash -> docid map."""
     check_writable_file(rejects, "--rejects")
@@ -246,7 +261,7 @@ stage_command(REGISTRY["judge"], {
     "concurrency": (Optional[int], typer.Option(None, min=1, help="backend openai: requests in flight")),
     "export_batch": (Optional[Path], typer.Option(None, help="write the shard's pairs still missing as OpenAI Batch "
                                                              "request files (and manifest.json) into this folder")),
-    "import_batch": (Optional[List[Path]], typer.Option(None, help="result file of those requests (`vllm run-batch` "
+    "import_batch": (Optional[list[Path]], typer.Option(None, help="result file of those requests (`vllm run-batch` "
                                                                    "output, OpenAI Batch output or error file); "
                                                                    "repeat for several")),
     "batch_manifest": (Optional[Path], typer.Option(None, help="the export's manifest.json (default: beside the "
@@ -262,16 +277,16 @@ def plan(
     candidates: Path = input_option(REGISTRY["judge"], "candidates"),
     index: Path = input_option(REGISTRY["judge"], "index"),
     sample: int = typer.Option(200, min=1, help="pairs whose prompts are tokenized"),
-    tokenizer: Optional[str] = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
-    utilisation: Optional[float] = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
+    tokenizer: str | None = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
+    utilisation: float | None = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
                                                 "calibration's measured figures"),
-    calibration: Optional[Path] = typer.Option(None, help="scripts/bench_gpu.py's calibration file (default: the "
+    calibration: Path | None = typer.Option(None, help="scripts/bench_gpu.py's calibration file (default: the "
                                                "bundled reference, measured on an H100)"),
     rerank_tokens: float = typer.Option(2800, min=1, help="reranker tokens per document assumed for the rerank rows"),
-    tokens_per_word: Optional[float] = typer.Option(None, help="judge tokens per word of web text assumed for the "
+    tokens_per_word: float | None = typer.Option(None, help="judge tokens per word of web text assumed for the "
                                                     "paper-scale row (default: 2900/2048, about 2,900 Llama-3 tokens "
                                                     "for 2,048 words of ClueWeb22 text)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
+    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
     from generation.judging.calibration import CalibrationError
@@ -299,7 +314,7 @@ def plan(
 
 
 @app.command()
-def profiles(name: Optional[str] = typer.Argument(None, help="a bundled profile name or a YAML path"),
+def profiles(name: str | None = typer.Argument(None, help="a bundled profile name or a YAML path"),
              reference: bool = typer.Option(False, "--reference", help="print every key a profile may hold, with "
                                             "its type, default and meaning (Markdown)")) -> None:
     """List the bundled profiles, or validate one and print its file as it is (`profiles paper > mine.yaml`, edit,
@@ -325,15 +340,15 @@ def stages() -> None:
 def slurm(
     stage: str = typer.Argument(..., help=f"a sharded stage: {', '.join(s.name for s in PIPELINE if s.sharded)}"),
     num_shards: int = typer.Option(..., "--num-shards", min=1, help="how many shards, so how many array tasks"),
-    time: Optional[str] = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
-    gpu_hours: Optional[float] = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
+    time: str | None = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
+    gpu_hours: float | None = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
                                                          "task gets its share, plus a margin"),
-    from_plan: Optional[Path] = typer.Option(None, help="judge: the GPU-hours from `plan --json FILE` for the same "
+    from_plan: Path | None = typer.Option(None, help="judge: the GPU-hours from `plan --json FILE` for the same "
                                                         "profile and folders, at the profile's precision"),
     gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
     venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
-    write: Optional[Path] = typer.Option(None, help="write the sbatch file here instead of printing it"),
-    arguments: List[str] = typer.Argument(None, help="the stage's own options after `--`, e.g. -- --profile paper "
+    write: Path | None = typer.Option(None, help="write the sbatch file here instead of printing it"),
+    arguments: list[str] = typer.Argument(None, help="the stage's own options after `--`, e.g. -- --profile paper "
                                                      "--subquestions ... --out ..."),
 ) -> None:
     """An sbatch array file for STAGE, one task per shard, from the same registry as the commands."""

@@ -18,14 +18,14 @@ from typer.models import ArgumentInfo, OptionInfo
 
 from generation import __version__
 from generation.docstore import MissingDocument, NotAnIndex
-from generation.executors.errors import ClusterError
 from generation.errors import ArgumentError, BackendError, InputError
-from generation.stages.index import IndexBuildError
+from generation.executors.errors import ClusterError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
 from generation.profiles import ProfileError, bundled_profiles, load_profile
 from generation.progress import console, counter
 from generation.shards import Shard, ShardError
+from generation.stages.index import IndexBuildError
 from generation.storage import OwnershipError
 
 HELP = {"help_option_names": ["-h", "--help"]}

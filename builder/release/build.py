@@ -29,8 +29,8 @@ from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity
 from generation.schema import conform
-from generation.storage import read_batches, refuse_links, write_text_atomic
 from generation.shards import sha256_file, stage_files
+from generation.storage import read_batches, refuse_links, write_text_atomic
 from generation.topics import question_files
 
 ROWS_PER_FILE = 5_000_000

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.topic_index import mix
-from builder.release.spill import KeyRuns
+from generation.spill import KeyRuns
 
 PAIR = np.dtype([("key", np.uint64), ("q", np.int64), ("count", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
@@ -39,7 +39,7 @@ class ComplexityAccumulator:
         self.judged = np.zeros(len(subquestions_of), bool)
         self.answered = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
         # distinct (question, document) pairs with an answer per batch, and how many sub-questions each answers
-        # there: sorted runs that spill to disk (builder/release/spill.py), so memory stays flat
+        # there: sorted runs that spill to disk (generation/spill.py), so memory stays flat
         self._pairs = KeyRuns(dtype=PAIR, key="key")
 
     def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:

@@ -12,16 +12,15 @@ builder class (from the judgment shards) produce the same rows.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.spill import TableRuns
 from generation.errors import InputError
 from generation.schema import arrow_schema
+from generation.spill import TableRuns
 
 BATCH_ROWS = 262_144
 
@@ -106,7 +105,7 @@ def with_urls(docs: pa.Table, urls: pa.Table) -> pa.Table:
 
 class CorpusIds:
     """The distinct judged documents of a split, in docid order. Each batch's distinct (docid, url_hash) rows go
-    to sorted runs that spill to disk past a fixed number of rows (builder/release/spill.py), so memory stays
+    to sorted runs that spill to disk past a fixed number of rows (generation/spill.py), so memory stays
     flat however many documents are judged; a document's first row wins (its url_hash is the same in every row)."""
 
     def __init__(self, questions: pa.Table, memory: int | None = None):

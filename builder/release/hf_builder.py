@@ -14,11 +14,18 @@ import datasets
 import pyarrow.compute as pc
 
 from builder.release import configs
+from builder.release.build import (
+    judgment_inputs,
+    load_questions,
+    present,
+    qrels_of,
+    route,
+    topic_index,
+    with_complexity,
+)
 from builder.release.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
-from builder.release.build import judgment_inputs, load_questions, present, qrels_of, route, topic_index, with_complexity
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
-
 
 DERIVED = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
 

@@ -5,17 +5,17 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
+from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
 from builder.release.card import PLOT, plot_levels, render_card
 from builder.release.configs import binary_threshold
 from builder.release.failed_pairs import failed_pairs
 from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
-from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
 from generation import __version__
-from generation.profiles import Profile, load_profile
-from generation.judging.prompts import get_prompt
 from generation.errors import InputError
+from generation.judging.prompts import get_prompt
+from generation.profiles import Profile, load_profile
 from generation.schema import OTHER_TEXT_STATUS, features
 from generation.storage import refuse_links
 

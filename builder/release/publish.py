@@ -10,9 +10,9 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from builder.release.hub_errors import HubUnreachable, PublishRefused, hub_errors
 from builder.release.imported import imported_line

@@ -84,7 +84,7 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             "# A run scores documents per sub-question; here a stand-in that ranks every judged document alike.",
             "run = {q: {d: 1.0 for d in docs} for q, docs in qrels.items()}",
             "# Graded levels for nDCG; binary metrics count level >= the threshold as relevant.",
-            f'graded = pytrec_eval.RelevanceEvaluator(qrels, {{"ndcg_cut_10"}})',
+            'graded = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"})',
             f'binary = pytrec_eval.RelevanceEvaluator(qrels, {{"P_10", "recall_100"}}, relevance_level={threshold})',
             "print(len(queries), len(graded.evaluate(run)), len(binary.evaluate(run)))"])})
     if has("queries") and has("qrels") and has("corpus-ids"):

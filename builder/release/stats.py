@@ -8,9 +8,9 @@ To count something new, add an entry to `ROW_CLASSES` (a name and a mask over a 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -9,15 +9,15 @@ the order of the Parquet rows. `read_trec_qrels` reads a file back strictly, for
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as csv
 
-from builder.release.topic_index import MISSING, string_hashes
 from builder.release.layout import config, trec_qrels_path
+from builder.release.topic_index import MISSING, string_hashes
 from builder.release.validate_data import fingerprint
 from builder.release.writer import RollingWriter
 from generation.errors import InputError

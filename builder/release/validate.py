@@ -5,27 +5,36 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from builder.release.expectations import load_expectations
 from builder.release.card import PLOT, STATS_BEGIN, STATS_END, published_configs, stats_markdown
-from builder.release.imported import CHECK as IMPORT_CHECK, check_import
-from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
-from builder.release.trec import compare_trec_qrels
-from builder.release.package import MANIFEST
 from builder.release.configs import binary_threshold
+from builder.release.expectations import load_expectations
+from builder.release.imported import CHECK as IMPORT_CHECK
+from builder.release.imported import check_import
+from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
+from builder.release.package import MANIFEST
 from builder.release.rederive import Rederivation
+from builder.release.trec import compare_trec_qrels
 from builder.release.validate_card import check_figures, check_plot, check_prompt
+from builder.release.validate_data import (
+    compare_complexity,
+    data_rows,
+    find_duplicates,
+    open_files,
+    recomputed_questions,
+    scan_judgments,
+    scan_qrels,
+    scan_topics,
+    split_summaries,
+)
 from builder.release.validate_derived import DerivedPrints, check_derived
-from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
-                                   scan_judgments, scan_qrels, scan_topics, split_summaries)
 from generation.profiles import Profile
 from generation.schema import features
 from generation.shards import sha256_file

@@ -14,7 +14,15 @@ import re
 import tempfile
 from pathlib import Path
 
-from builder.release.card import PLOT, PLOT_COUNTS, arrow_bytes, config_rows, plot_counts, plot_levels, published_configs
+from builder.release.card import (
+    PLOT,
+    PLOT_COUNTS,
+    arrow_bytes,
+    config_rows,
+    plot_counts,
+    plot_levels,
+    published_configs,
+)
 from generation.judging.prompts import get_prompt
 
 PROMPT_BLOCK = re.compile(r"The judge prompt \(`(?P<id>[^`]*)`, (?P<source>.*?), sha256 `(?P<sha>[^`]*)`\), "
@@ -79,9 +87,9 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
 
 
 def check_plot(release: Path, stats: dict, check) -> None:
-    from PIL import Image
     import matplotlib
     import numpy as np
+    from PIL import Image
 
     path = release / PLOT
     try:

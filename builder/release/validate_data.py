@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 from builder.release.complexity import ComplexityAccumulator, add_columns
 from builder.release.complexity import summary as complexity_summary
 from builder.release.layout import CONFIGS, PARTITIONS
-from builder.release.spill import KeyRuns
 from builder.release.stats import Batch, SplitStats
 from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from generation.profiles import Complexity, Profile
 from generation.schema import arrow_schema
+from generation.spill import KeyRuns
 
 BATCH_ROWS = 262_144
 JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "source", "context_cut_by_tokens",
@@ -261,7 +261,7 @@ def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, co
 
 def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: KeyRuns, check) -> None:
     """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass). The
-    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (builder/release/spill.py)."""
+    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (generation/spill.py)."""
     repeated = keys.repeated()
     if len(repeated) == 0:
         return

@@ -9,13 +9,14 @@ it cannot be split, and if it does not fit by itself it fails alone (`isolate_fa
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
 from generation.errors import without_frames
 from generation.model_shapes import Shape
+
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
 # stream, the norm's output, q/k/v and the attention output (each ~hidden wide), and the gated MLP's gate, up and

@@ -3,8 +3,8 @@ similarity between a query and a document. Never the paper's reranker or judge: 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 

@@ -32,15 +32,16 @@ import math
 import os
 import random
 import threading
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
 from generation.judging.judges import BackendUnavailable, RequestFailed
 from generation.judging.openai_format import AnswerUnreadable, RequestFormat, ServerError, check_shape
-from generation.profiles import OpenAIServer
 from generation.notices import warn
+from generation.profiles import OpenAIServer
 
 MAX_BACKOFF_S = 60.0
 MESSAGE_CHARS = 300  # of a server's error text, in a pair's `raw` or an error line
@@ -59,8 +60,8 @@ def retry_after_seconds(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def server_message(response: httpx.Response) -> str:
@@ -140,7 +141,7 @@ class OpenAIServerBackend:
             self._loop.close()
             self._client = None
 
-    def __enter__(self) -> "OpenAIServerBackend":
+    def __enter__(self) -> OpenAIServerBackend:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,7 +6,7 @@ transformers backend on tiny models (tests/test_vllm_backends.py).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from generation.judging.judges import LLMJudge
 from generation.judging.openai_format import distribution_params, generate_params

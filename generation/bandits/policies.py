@@ -3,8 +3,8 @@ over Beta posteriors with each Table 1 reward (Algorithm 1), Gaussian Thompson s
 and the hierarchical correlated bandit of section 3.5 (all of Petcu et al., arXiv:2510.18633). Seeded, so every run is reproducible."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -8,7 +8,7 @@ of the observed document in the arm's list; `window` the relevances of d_{a_t, n
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 DIVERSITY_A, DIVERSITY_B = 5.0, 15.0
 UCB_C = 1e-3  # "c -> 0"

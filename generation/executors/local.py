@@ -1,7 +1,7 @@
 """The local executor: a shard's pending chunks, one after another, in this process."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class LocalExecutor:

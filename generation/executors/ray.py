@@ -4,8 +4,8 @@ commits whole chunks, so a lost worker costs only its chunk. Before any actor st
 heavy but checks that the cluster has the GPUs the actors need, and refuses in one line when it has not."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from generation.executors.errors import ClusterError
 from generation.executors.stall import StallWatch, describe_ray_job

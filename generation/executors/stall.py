@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 STALL_ENV = "RESEARCHY_SUBQ_STALL_MINUTES"
 DEFAULT_MINUTES = 10.0
@@ -64,7 +64,7 @@ class StallWatch:
                     what = f"(could not describe the job: {e})"
                 self.notice(f"stalled? no chunk finished for {quiet / 60:.1f} min: {what}")
 
-    def __enter__(self) -> "StallWatch":
+    def __enter__(self) -> StallWatch:
         self._thread.start()
         return self
 

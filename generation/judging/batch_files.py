@@ -34,14 +34,14 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from generation.errors import ArgumentError, InputError, Rejects, read_lines
-from generation.judging.openai_format import AnswerUnreadable, RequestFormat, check_shape
-from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
 from generation.judging.batch_results import BatchResult, read_result_lines
+from generation.judging.judges import Grade, LLMJudge, Pair, PromptTooLong, RequestFailed, failed
+from generation.judging.openai_format import AnswerUnreadable, RequestFormat, check_shape
 from generation.shards import sha256_file
 from generation.storage import commit, tmp_path, write_text_atomic
 
@@ -256,7 +256,7 @@ class Problems:
         if len(self.examples) < EXAMPLES:
             self.examples.append(example)
 
-    def absorb(self, other: "Problems") -> None:
+    def absorb(self, other: Problems) -> None:
         self.count += other.count
         self.examples += other.examples[:EXAMPLES - len(self.examples)]
 

@@ -19,9 +19,10 @@ One function, `read_result_lines`, which both `import-labels` and the judge stag
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from generation.errors import InputError
 

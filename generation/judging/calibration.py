@@ -62,7 +62,7 @@ class Calibration:
         Path(path).write_text(json.dumps(self.__dict__, indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: Path) -> "Calibration":
+    def load(cls, path: Path) -> Calibration:
         try:
             data = json.loads(Path(path).read_text())
         except OSError as e:

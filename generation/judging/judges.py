@@ -3,16 +3,17 @@ only turns token sequences into text or next-token log-probabilities."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
 from generation.docstore import cut_words
 from generation.errors import BackendError, PartlyFailed, without_frames
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
-from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
+from generation.profiles import JudgeConfig
 
 
 @dataclass(frozen=True)

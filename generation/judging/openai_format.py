@@ -8,8 +8,9 @@ One module under both users: the `openai` backend sends these bodies to a server
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from generation.errors import BackendError
 

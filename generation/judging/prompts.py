@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from generation.judging.parsing import parse_first_digit, parse_r3a, parse_umbrela
 
@@ -133,7 +133,7 @@ class Prompt:
     source: str
     user: str
     max_level: int
-    parser: Callable[[str], "object"]
+    parser: Callable[[str], object]
     max_new_tokens: int  # the token budget of one answer
     system: str | None = None
     rounds: tuple[str, ...] = field(default=())  # extra user turns before `user` (r3a's intent round)

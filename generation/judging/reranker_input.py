@@ -15,12 +15,12 @@ The score is P(yes) from the "no" and "yes" logits at the last position.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from generation.docstore import cut_words
-from generation.profiles import Rerank
 from generation.judging.prompts import authors_subquestion
+from generation.profiles import Rerank
 
 SYSTEM = ("Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
           "Note that the answer can only be \"yes\" or \"no\".")

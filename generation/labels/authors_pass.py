@@ -29,7 +29,7 @@ import is given, so the flags are as exact as that corpus is close to theirs (`c
 """
 from __future__ import annotations
 
-from typing import Container, Iterable
+from collections.abc import Container, Iterable
 
 
 def clicked_pass(clicked: Iterable[str], in_corpus: Container[str], excluded: Container[str] = ()) -> list[tuple[str, str]]:

@@ -10,8 +10,8 @@ derived from); how each row's id was resolved is counted.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pyarrow.parquet as pq
 

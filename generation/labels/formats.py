@@ -19,16 +19,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from generation.errors import InputError, read_lines
+from generation.judging.batch_results import BatchResult, read_result_lines
 from generation.judging.parsing import Parsed, classify_rating
 from generation.judging.prompts import Prompt
-from generation.judging.batch_results import BatchResult, read_result_lines
 
 PAIR_SEPARATOR = "::"  # the authors' custom_id: qid::docid::i_subquestion
 

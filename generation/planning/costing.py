@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generation.judging.calibration import REFERENCE, Calibration, device_spec
+from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 from generation.planning.execution import Execution, Refused, execution_for
 from generation.planning.plan import Plan
-from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 
 # Researchy Questions' train split, which the paper judged (Ju et al., arXiv:2510.21733, section 4: "the Researchy Question training set"); the
 # paper gives no question count: about 90k (DESIGN.md), an assumption the rerank rows name.
@@ -168,8 +168,8 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
 def model_shape(name: str) -> tuple[Shape, str | None]:
     """The shape of a profile's model: its config.json when on disk, else the published shape of that name, else
     Llama-3.3-70B's, with a note saying it stood in."""
-    from generation.models import ModelNotAvailable, resolve_model
     from generation.model_shapes import shape_from_config
+    from generation.models import ModelNotAvailable, resolve_model
 
     try:
         from transformers import AutoConfig

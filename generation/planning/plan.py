@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generation.docstore import DocStore, cut_words
-from generation.stages.judge import plan_pairs
-from generation.judging.judges import Pair, PromptEncoder
+from generation.judging.judges import PromptEncoder
+from generation.judging.prompts import get_prompt
 from generation.models import MINILM, ModelNotAvailable, resolve_model
 from generation.profiles import Profile
-from generation.judging.prompts import get_prompt
 from generation.shards import Shard
+from generation.stages.judge import plan_pairs
 
 PAPER_PAIRS = 24_316_320
 PAPER_SUBQUESTIONS = 1_288_976

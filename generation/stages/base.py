@@ -12,9 +12,10 @@ Work inside a shard can come in chunks (the judge's `chunk_size` pairs): such a 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from typing import Any, ClassVar, Protocol
 
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput, skip_if_done, stage_files
@@ -25,7 +26,7 @@ class Input:
     """A folder a stage reads: the keyword (and `--option`) naming it, what it holds, and the stages that write it."""
     option: str
     help: str
-    producers: tuple[type["Stage"], ...] = ()  # the stages whose output is read from this folder
+    producers: tuple[type[Stage], ...] = ()  # the stages whose output is read from this folder
     verify_sha256: bool = True  # False: rows and size only (hashing a whole corpus per shard costs more than the stage)
 
 

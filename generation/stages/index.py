@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from generation.java import anserini_jar, java_binary
-from generation.docid_map import NAME as DOCID_MAP, write_docid_map
+from generation.docid_map import NAME as DOCID_MAP
+from generation.docid_map import write_docid_map
 from generation.docstore import RECORD, require_index
+from generation.java import anserini_jar, java_binary
 from generation.shards import DONE_DIR, Completion, Shard, ShardLock
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.corpus import CorpusStage

@@ -96,7 +96,7 @@ def describe(config: JudgeConfig) -> str:
 class ShardJob:
     """One shard's pairs, cut into chunks: the `ChunkedWork` an executor runs (generation/stages/base.py)."""
 
-    def __init__(self, stage: "JudgeStage", shard: Shard):
+    def __init__(self, stage: JudgeStage, shard: Shard):
         self.stage, self.shard, self.config = stage, shard, stage.profile.judge
         self.output = stage.output()
         self.chunks_dir = self.output.path(shard).with_suffix(".chunks")

@@ -10,14 +10,21 @@ import stops with the counts and what to export again. Importing the same files 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pyarrow.parquet as pq
 
 from generation.errors import ArgumentError
-from generation.judging.batch_files import (answer_grader, check_manifest, custom_id, export_batch, export_judge,
-                                            import_results, load_manifest)
+from generation.judging.batch_files import (
+    answer_grader,
+    check_manifest,
+    custom_id,
+    export_batch,
+    export_judge,
+    import_results,
+    load_manifest,
+)
 from generation.judging.judges import Grade, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.shards import Shard, ShardError, StageOutput

@@ -30,7 +30,7 @@ def limited_folder(out: Path, limit: int) -> Path:
 class LimitedShardJob(ShardJob):
     """The shard's pairs in the full run's order, cut to the first `limit`."""
 
-    def __init__(self, stage: "LimitedJudgeStage", shard: Shard):
+    def __init__(self, stage: LimitedJudgeStage, shard: Shard):
         super().__init__(stage, shard)
         stage.shard_pairs = len(self.pairs)
         self.pairs = self.pairs[:stage.limit]

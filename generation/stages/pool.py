@@ -9,8 +9,8 @@ Clicked documents missing from the corpus are skipped and reported.
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds

@@ -6,8 +6,9 @@ Backends: `transformers` and `vllm` score the Qwen3-Reranker input of the profil
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds

@@ -4,9 +4,9 @@ Writes a runs shard (qid, docid, rank, score, stage=bm25) and the same run as a 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,8 +41,8 @@ def query_analyzer(stemmer: str):
 
 def open_searcher(index: Path, config: BM25):
     from generation.docstore import require_index
-    from generation.stages.index import IndexBuildError, index_stemmer
     from generation.java import lucene_searcher_class
+    from generation.stages.index import IndexBuildError, index_stemmer
 
     built_with = index_stemmer(require_index(index))
     if built_with is not None and built_with != config.stemmer:
