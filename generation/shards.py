@@ -120,10 +120,10 @@ class ShardLock:
                     continue
                 if held == {}:
                     raise ShardError(f"{self.path}: a lock that cannot be read; if no worker is writing this "
-                                     "shard, remove it")
+                                     "shard, remove it") from None
                 raise ShardError(f"{self.path.stem}: held by host {held.get('host')} pid {held.get('pid')} since "
                                  f"{held.get('since')}; another worker is writing this shard (if that worker is "
-                                 f"gone, remove {self.path})")
+                                 f"gone, remove {self.path})") from None
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps({**self.me, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
             atexit.register(self.release)  # a run that fails frees its shard; only a kill leaves a (stale) lock

@@ -23,7 +23,7 @@ def timed(body: str, env: dict | None = None) -> tuple[float, float, float]:
     """(wall s, CPU s, peak MB) of `body` run in a fresh interpreter."""
     result = subprocess.run([sys.executable, "-c", STEP.format(body=body)], capture_output=True, text=True,
                             env={**os.environ, **(env or {})})
-    line = next((l for l in result.stdout.splitlines() if l.startswith("RESULT")), None)
+    line = next((out for out in result.stdout.splitlines() if out.startswith("RESULT")), None)
     if line is None:
         raise SystemExit(f"step failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     if result.returncode != 0:  # measured to the end, then failed while exiting: say so, keep the numbers

@@ -194,7 +194,7 @@ def timed(run, device: str, repeats: int) -> tuple[float, float]:
     if device.startswith("cuda"):
         peak = torch.cuda.max_memory_allocated() / 2**30
     else:
-        peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 2**20
+        peak = next(int(s.split()[1]) for s in open("/proc/self/status") if s.startswith("VmHWM:")) / 2**20
     return statistics.median(seconds), peak
 
 

@@ -114,10 +114,12 @@ def main() -> None:
                 sequences = [kit.encode_pair(p)[0] for p in pairs]
                 if mode == "generate":
                     bodies = [backend.format.generate_body(s, kit.max_new_tokens) for s in sequences]
-                    call = (lambda b=backend, s=sequences, n=kit.max_new_tokens: b.generate(s, n))
+                    def call(b=backend, s=sequences, n=kit.max_new_tokens):
+                        return b.generate(s, n)
                 else:
                     bodies = [backend.format.distribution_body(s, kit.digit_ids) for s in sequences]
-                    call = (lambda b=backend, s=sequences, d=kit.digit_ids: b.next_token_logprobs(s, d))
+                    def call(b=backend, s=sequences, d=kit.digit_ids):
+                        return b.next_token_logprobs(s, d)
                 local = LLMJudge(config, in_process, tokenizer, "in-process")
                 bare = BareLoop(backend.url, args.concurrency)
                 runs[(mode, "bare loop")] = lambda loop=bare, b=bodies: loop.run(b)

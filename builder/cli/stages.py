@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.text import Text
@@ -214,7 +213,7 @@ def make_judge_stage(profile, out, subquestions, candidates, index, budget, poli
     return REGISTRY["judge"](profile, out, subquestions, candidates, index)
 
 
-stage_command(REGISTRY["retrieve"], {"threads": (Optional[int], typer.Option(
+stage_command(REGISTRY["retrieve"], {"threads": (int | None, typer.Option(
     None, min=1, help="search threads (default: the profile's)"))})
 stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
 stage_command(REGISTRY["pool"], {})
@@ -249,22 +248,22 @@ def batch_stage(profile, out, subquestions, candidates, index, export_batch, imp
 
 
 stage_command(REGISTRY["judge"], {
-    "budget": (Optional[float], typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
+    "budget": (float | None, typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
     "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
-    "limit": (Optional[int], typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
+    "limit": (int | None, typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
                                                             "pairs of the shard, into OUT.limit-N beside --out (files "
                                                             "limited-judgments-*, which no release reads)")),
-    "backend": (Optional[str], typer.Option(None, help="the judge backend, instead of the profile's: transformers, "
+    "backend": (str | None, typer.Option(None, help="the judge backend, instead of the profile's: transformers, "
                                                        "vllm, ray, openai, bi-encoder")),
-    "endpoint": (Optional[str], typer.Option(None, help="backend openai: the server's API base URL, e.g. "
+    "endpoint": (str | None, typer.Option(None, help="backend openai: the server's API base URL, e.g. "
                                                         "http://gpu-node:8000/v1 (instead of the profile's)")),
-    "concurrency": (Optional[int], typer.Option(None, min=1, help="backend openai: requests in flight")),
-    "export_batch": (Optional[Path], typer.Option(None, help="write the shard's pairs still missing as OpenAI Batch "
+    "concurrency": (int | None, typer.Option(None, min=1, help="backend openai: requests in flight")),
+    "export_batch": (Path | None, typer.Option(None, help="write the shard's pairs still missing as OpenAI Batch "
                                                              "request files (and manifest.json) into this folder")),
-    "import_batch": (Optional[list[Path]], typer.Option(None, help="result file of those requests (`vllm run-batch` "
+    "import_batch": (list[Path] | None, typer.Option(None, help="result file of those requests (`vllm run-batch` "
                                                                    "output, OpenAI Batch output or error file); "
                                                                    "repeat for several")),
-    "batch_manifest": (Optional[Path], typer.Option(None, help="the export's manifest.json (default: beside the "
+    "batch_manifest": (Path | None, typer.Option(None, help="the export's manifest.json (default: beside the "
                                                                "first result file, or in its parent folder)")),
 }, make=make_judge_stage)
 app.command(name="import-labels")(import_labels_command(execute))

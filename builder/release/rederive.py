@@ -261,7 +261,7 @@ class Rederivation:
         for column, depth, section in (("bm25_rank", bm25.depth, "bm25"), ("rerank_rank", rerank.depth, "rerank")):
             ranks = as_numpy(table[column].cast(pa.int64()), 1)
             add("provenance", f"{column} outside 1..{section}.depth {depth}", (ranks < 1) | (ranks > depth), table,
-                offset, lambda r, ranks=ranks: f"{column} {ranks[r]}")
+                offset, lambda r, ranks=ranks, column=column: f"{column} {ranks[r]}")
         derived = admitted_by(table["bm25_rank"], table["rerank_rank"], table["clicked"], pool)
         nothing = as_numpy(pc.is_null(derived), True)
         add("provenance", f"no pool rule admits it (BM25 rank > {pool.bm25_top}, rerank rank > {pool.rerank_top}"

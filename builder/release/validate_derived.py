@@ -178,7 +178,7 @@ def _qrels_family(release, split, code, files, index, graded, prints, checks) ->
             bad = ~pc.equal(qrels["query-id"].slice(0, n), table[column]).to_numpy(zero_copy_only=False) \
                 | ~pc.equal(qrels["corpus-id"].slice(0, n), table["corpus-id"]).to_numpy(zero_copy_only=False) \
                 | (expected[:n].astype(np.int64) != _scores(table))
-            found[name].add(bad, lambda r, t=table, s=starts, c=column: (
+            found[name].add(bad, lambda r, t=table, s=starts, c=column, qrels=qrels, score=score: (
                 f"{where(s, r)} ({c} {t[c][r]}, corpus-id {t['corpus-id'][r]}, score {t['score'][r]}) is not the "
                 f"graded judgment at that position ({qrels['query-id'][r]}, {qrels['corpus-id'][r]}, level {score[r]})"))
             if name == "diversity-qrels":

@@ -152,15 +152,15 @@ class OpenAIServerBackend:
         try:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as error:
-            raise _Retryable(f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})")
+            raise _Retryable(f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})") from error
         except httpx.TransportError as error:  # httpx's ReadError on a dropped connection has an empty text
             raise _Retryable(f"{type(error).__name__}: {error or 'the connection closed without an answer'}",
-                             unreachable=True)
+                             unreachable=True) from error
         if response.status_code == 200:
             try:
                 return response.json()
             except ValueError:
-                raise _Retryable(f"HTTP 200 with a body that is not JSON: {response.text[:80]!r}")
+                raise _Retryable(f"HTTP 200 with a body that is not JSON: {response.text[:80]!r}") from None
         message = f"HTTP {response.status_code}: {server_message(response)}"
         if response.status_code == 429 or response.status_code >= 500:
             raise _Retryable(message, wait=retry_after_seconds(response.headers.get("Retry-After")))
@@ -255,7 +255,7 @@ class OpenAIServerBackend:
             response = await self._client.get(self.endpoint + "/models")
         except httpx.TransportError as error:
             raise ServerError(self._redact(f"{where}: cannot reach the server ({type(error).__name__}: {error}); is it "
-                                           "running, and is the endpoint its API base, e.g. http://host:8000/v1?"))
+                                           "running, and is the endpoint its API base, e.g. http://host:8000/v1?")) from None
         if response.status_code in (401, 403):
             key = f"the API key from ${self.server.api_key_env}" if self._key else "a request without an API key " \
                 "(judge.openai.api_key_env is not set)"

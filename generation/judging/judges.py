@@ -264,7 +264,7 @@ class LLMJudge:
         docs = [cut_words(d, self.config.context_words) for d in auxiliary]
         for j in range(len(docs), 0, -1):
             try:
-                ids, last = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(
+                ids, last = fit_context(self.encoder.tokenizer, lambda c, j=j: self.encoder.encode(
                     self._intent_messages(question, docs[:j - 1] + [c])), docs[j - 1], self.budget)
                 return ids, self._intent_messages(question, docs[:j - 1] + [last])
             except PromptTooLong:
