@@ -33,7 +33,7 @@ from generation.schema import arrow_schema
 CONFIGS = {"hard-negatives": "hard_negatives", "graded-lists": "graded_lists"}  # config -> schema table
 COLUMNS = ["docid", "level", "bm25_rank", "rerank_rank", "expected", "probs"]  # of the judgments it reads
 RUN_ROWS = 250_000  # judgments buffered before a sorted run goes to disk (~20 MB)
-MERGE_BLOCK_ROWS = 4_096  # rows of each run in hand while merging: ~100 runs at the paper's scale, ~400k rows
+MERGE_BLOCK_ROWS = 8_192  # rows of each run in hand while merging: ~100 runs at the paper's scale, ~800k rows
 SERIAL_BITS = 36  # the key's low bits: arrival order, unique per judgment (64G judgments)
 TRAIN = "train"
 DEV = "dev"
