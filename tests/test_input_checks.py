@@ -1,4 +1,4 @@
-"""Issue 21, "the last inputs that slip through": each is now one clear line (or a warning saying what was
+"""Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each is now one clear line (or a warning saying what was
 assumed), through the CLI as a user meets it or the library function the command calls."""
 import gzip
 import json

@@ -130,7 +130,7 @@ FAULTS = {
         (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)), "YAML parses"),
     "num_examples mismatch": (lambda r: (r / "README.md").write_text(
         (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)), "num_examples"),
-    # issue 13: wrong releases that validate used to pass, and files that used to end in a traceback
+    # wrong releases that validate used to pass, and files that used to end in a traceback (CHANGELOG.md, 2026-11-22)
     "qrels score disagrees with the judgments": (lambda r: rewrite(first_file(r, "qrels"), lambda t: set_column(
         t, "score", pa.concat_arrays([pa.array([(t["score"][0].as_py() + 1) % 6], pa.int32()),
                                       t["score"].combine_chunks().slice(1)]))), "qrels are exactly"),
