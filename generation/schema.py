@@ -210,11 +210,12 @@ def n_tuple_schema(negatives: int) -> pa.Schema:
     """sentence-transformers' (anchor, positive, negative_1, ..., negative_n) format, texts only: its trainer feeds
     the columns to the loss by position and treats every column but a label/score one as a text input
     (sbert.net docs, Training Overview > Dataset Format; sentence_transformers/base/data_collator.py)."""
-    names = ["anchor", "positive", *(f"negative_{i}" for i in range(1, negatives + 1))]
-    what = {"anchor": "the sub-question text", "positive": "a document judged >= answer_level, as the judge saw it"}
-    return pa.schema([pa.field(n, pa.string(), nullable=False, metadata={
-        "description": what.get(n, f"negative {n.split('_')[1]} (1 = the hardest), as the judge saw it")}) for n in names],
-        metadata={"table": "n_tuple"})
+    described = [("anchor", "the sub-question text"),
+                 ("positive", "a document judged >= answer_level, as the judge saw it (or whole)"),
+                 *((f"negative_{i}", f"negative {i} (1 = the hardest), as the judge saw it (or whole)")
+                   for i in range(1, negatives + 1))]
+    return pa.schema([pa.field(n, pa.string(), nullable=False, metadata={"description": d}) for n, d in described],
+                     metadata={"table": "n_tuple"})
 
 
 def features(table: str):
