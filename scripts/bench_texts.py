@@ -123,7 +123,8 @@ def main() -> None:
         wall, cpu, peak = run_texts(release=str(release), copy=str(args.out / "copy"), out=str(out), offsets=offsets,
                                     wanted=len(wanted))
         print(f"{'with .offset files' if offsets else 'without (streaming)':22} {len(wanted):>7,} docs  {wall:6.2f} s "
-              f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  peak {peak:,.0f} MB")
+              f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  {len(wanted) / cpu:8,.0f} docs/CPU-s  "
+              f"peak {peak:,.0f} MB")
 
 
 if __name__ == "__main__":
