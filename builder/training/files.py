@@ -14,20 +14,21 @@
   src/tevatron/retriever/dataset.py) and `tevatron/{split}.jsonl`: the hard-negatives rows whose documents all
   have a text (a missing docid is a KeyError there).
 
-Texts are looked up by docid in an SQLite file built once from the texts shards (`_lookup-judged.sqlite` or
-`_lookup-whole.sqlite`), so memory stays bounded by one batch of rows. A row whose positive or a negative the copy
-lacks is left out of every file and counted; BEIR qrels keep every judgment (the judged pool is the qrels).
+Texts (by docid) and levels (by sub-question and docid, from `qrels`) are looked up in SQLite files built once in
+OUT (`_lookup-*.sqlite`, named by the state of their inputs), so memory stays bounded by one batch of rows. A row
+whose positive or a negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.layout import SPLITS, config
@@ -71,38 +72,63 @@ def texts_folder_for(release: Path, texts: Path) -> list[Path]:
     return text_files(texts)
 
 
-def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
-    """docid -> text in an SQLite file beside the outputs, built once (a file is complete only once renamed)."""
-    path = out / f"_lookup-{'whole' if whole else 'judged'}.sqlite"
+def files_key(files: list[Path], *extra) -> str:
+    """A short name for the state of `files` (paths, sizes, modification times), so a lookup built from other
+    inputs is never reused."""
+    state = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return hashlib.sha256(json.dumps([state, *extra]).encode()).hexdigest()[:12]
+
+
+def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlite3.Connection:
+    """An SQLite table built once at `path` from batches of `rows` (complete only once renamed into place)."""
     if not path.exists():
         tmp = tmp_path(path)
-        with sqlite3.connect(tmp) as db:
-            db.execute("CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID")
-            for shard in shards:
-                for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS,
-                                                                columns=["docid", "full_text" if whole else "text"]):
-                    db.executemany("INSERT OR IGNORE INTO texts VALUES (?, ?)", zip(*(c.to_pylist() for c in batch.columns)))
+        db = sqlite3.connect(tmp)
+        with db:
+            db.execute(create)
+            table = create.split()[2]
+            for batch in filter(None, rows):
+                db.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({','.join('?' * len(batch[0]))})", batch)
         db.close()
         commit(tmp, path)
     return sqlite3.connect(path)
 
 
-def lookup(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    unique = sorted(set(docids))
+def text_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
+    """docid -> text (the judge's cut, or whole)."""
+    column = "full_text" if whole else "text"
+    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for shard in shards
+            for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS, columns=["docid", column]))
+    return sqlite_lookup(out / f"_lookup-{column}-{files_key(shards)}.sqlite",
+                         "CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID", rows)
+
+
+def level_lookup(release: Path, splits: list[str], out: Path) -> sqlite3.Connection:
+    """(subq_id, docid) -> level, from the release's qrels config (the graded judgments)."""
+    files = [p for split in splits for p in config("qrels").files(release, split)]
+    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for path in files
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 50))
+    return sqlite_lookup(out / f"_lookup-levels-{files_key(files)}.sqlite",
+                         "CREATE TABLE levels (query_id TEXT, docid TEXT, level INTEGER NOT NULL, "
+                         "PRIMARY KEY (query_id, docid)) WITHOUT ROWID", rows)
+
+
+def select_in(db: sqlite3.Connection, query: str, keys: list[str]) -> list[tuple]:
+    """The rows of `query` (ending in `IN`) for every key, `SQL_VARIABLES` keys a statement."""
+    unique, found = sorted(set(keys)), []
     for start in range(0, len(unique), SQL_VARIABLES):
         part = unique[start:start + SQL_VARIABLES]
-        found.update(db.execute(f"SELECT docid, text FROM texts WHERE docid IN ({','.join('?' * len(part))})", part))
+        found.extend(db.execute(f"{query} ({','.join('?' * len(part))})", part))
     return found
 
 
-def levels_of(release: Path, split: str, query_ids: list[str]) -> dict[tuple[str, str], int]:
-    """(subq_id, docid) -> level from the release's qrels config, for the sub-questions of one batch."""
-    import pyarrow.dataset as ds
+def texts_of(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
+    return dict(select_in(db, "SELECT docid, text FROM texts WHERE docid IN", docids))
 
-    files = config("qrels").files(release, split)
-    table = ds.dataset(files, format="parquet").to_table(filter=pc.field("query-id").isin(sorted(set(query_ids))))
-    return dict(zip(zip(table["query-id"].to_pylist(), table["corpus-id"].to_pylist()), table["score"].to_pylist()))
+
+def levels_of(db: sqlite3.Connection, query_ids: list[str]) -> dict[tuple[str, str], int]:
+    return {(q, d): level for q, d, level in select_in(db, "SELECT query_id, docid, level FROM levels WHERE query_id IN",
+                                                         query_ids)}
 
 
 class AtomicLines:
@@ -183,15 +209,16 @@ class NTupleWriters:
             commit(tmp, path)
 
 
-def write_split(release: Path, split: str, db: sqlite3.Connection, out: Path, negatives: int,
-                summary: TrainingFilesSummary, progress=None) -> None:
+def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sqlite3.Connection], out: Path,
+                negatives: int, summary: TrainingFilesSummary, progress=None) -> None:
+    texts_db, levels_db = lookups
     n_tuples = NTupleWriters(out, split, negatives)
     flag, tevatron = AtomicLines(out / "flagembedding" / f"{split}.jsonl"), AtomicLines(out / "tevatron" / f"{split}.jsonl")
     for path in config("hard-negatives").files(release, split):
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
             rows = batch.to_pylist()
-            texts = lookup(db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
-            levels = levels_of(release, split, [r["query_id"] for r in rows])
+            texts = texts_of(texts_db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
+            levels = levels_of(levels_db, [r["query_id"] for r in rows])
             kept = []
             for row in rows:
                 positive, negs = row["positive_document_ids"][0], row["negative_document_ids"][:negatives]
@@ -240,12 +267,13 @@ def write_training_files(release: Path, texts: Path, out: Path, whole: bool = Fa
     write_text_atomic(out / TEXTS_MARKER, json.dumps({"what": "training files holding document texts from a licensed "
                                                       "copy: never publish", "texts": str(texts), "whole": whole}) + "\n")
     summary = TrainingFilesSummary(out, negatives or k)
-    db = build_lookup(shards, out, whole)
+    lookups = (text_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:
         for split in splits:
-            write_split(release, split, db, out, summary.negatives, summary, progress)
+            write_split(release, split, lookups, out, summary.negatives, summary, progress)
     finally:
-        db.close()
+        for db in lookups:
+            db.close()
     summary.corpus = write_corpora(shards, out, whole)
     summary.queries = write_queries_and_qrels(release, out, splits)
     return summary
