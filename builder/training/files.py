@@ -50,14 +50,15 @@ class TrainingFilesSummary:
     left_out: Counter = field(default_factory=Counter)  # per split, a document without text
     corpus: int = 0
     queries: int = 0
+    formats: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         splits = ", ".join(f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)"
                            for s in self.rows)
         return [f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
                 f"queries -> {self.out}",
-                *(f"  {self.out / p}" for p in ("sentence-transformers", "sentence-transformers-ids", "flagembedding",
-                                                "beir", "tevatron"))]
+                *(f"  {self.out / f}" for f in self.formats),
+                *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else [])]
 
 
 def texts_folder_for(release: Path, texts: Path) -> list[Path]:
@@ -148,18 +149,23 @@ class AtomicLines:
         commit(self.tmp, self.path)
 
 
-def write_corpora(shards: list[Path], out: Path, whole: bool) -> int:
-    beir, tevatron = AtomicLines(out / "beir" / "corpus.jsonl"), AtomicLines(out / "tevatron" / "corpus.jsonl")
+def write_corpora(shards: list[Path], out: Path, whole: bool, formats: list[str]) -> int:
+    """BEIR's corpus.jsonl ({"_id", "title", "text"}) and Tevatron's ({"docid", "text"}), those asked for."""
+    beir = AtomicLines(out / "beir" / "corpus.jsonl") if "beir" in formats else None
+    tevatron = AtomicLines(out / "tevatron" / "corpus.jsonl") if "tevatron" in formats else None
     count = 0
     for shard in shards:
         for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS,
                                                         columns=["docid", "full_text" if whole else "text"]):
             for docid, text in zip(*(c.to_pylist() for c in batch.columns)):
-                beir.json({"_id": docid, "title": "", "text": text})
-                tevatron.json({"docid": docid, "text": text})
+                if beir:
+                    beir.json({"_id": docid, "title": "", "text": text})
+                if tevatron:
+                    tevatron.json({"docid": docid, "text": text})
                 count += 1
-    beir.close()
-    tevatron.close()
+    for lines in (beir, tevatron):
+        if lines:
+            lines.close()
     return count
 
 
@@ -194,7 +200,7 @@ class NTupleWriters:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.writers = tuple(pq.ParquetWriter(t, s, compression=COMPRESSION) for t, s in zip(self.tmps, self.schemas))
 
-    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str]) -> None:
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
         texts_table = pa.table([[row["query_text"] for row, _, _ in kept], [texts[p] for _, p, _ in kept],
                                 *([texts[negs[i]] for _, _, negs in kept] for i in range(self.negatives))],
                                schema=self.schemas[0])
@@ -209,11 +215,36 @@ class NTupleWriters:
             commit(tmp, path)
 
 
+class FlagEmbeddingLines(AtomicLines):
+    def __init__(self, out: Path, split: str, negatives: int):
+        super().__init__(out / "flagembedding" / f"{split}.jsonl")
+
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
+        for row, positive, negs in kept:
+            self.json({"query": row["query_text"], "pos": [texts[positive]], "neg": [texts[d] for d in negs],
+                       "pos_scores": [levels[(row["query_id"], positive)]],
+                       "neg_scores": [levels[(row["query_id"], d)] for d in negs]})
+
+
+class TevatronRows(AtomicLines):
+    def __init__(self, out: Path, split: str, negatives: int):
+        super().__init__(out / "tevatron" / f"{split}.jsonl")
+
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
+        for row, positive, negs in kept:
+            self.json({"query_id": row["query_id"], "query_text": row["query_text"], "positive_document_ids": [positive],
+                       "negative_document_ids": negs, "qid": row["qid"]})
+
+
+# what each format writes per split from the hard-negatives rows (BEIR needs none: its files are corpus and qrels)
+ROW_WRITERS = {"sentence-transformers": NTupleWriters, "flagembedding": FlagEmbeddingLines, "tevatron": TevatronRows}
+FORMATS = ("sentence-transformers", "flagembedding", "beir", "tevatron")
+
+
 def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sqlite3.Connection], out: Path,
-                negatives: int, summary: TrainingFilesSummary, progress=None) -> None:
+                negatives: int, formats: tuple[str, ...], summary: TrainingFilesSummary, progress=None) -> None:
     texts_db, levels_db = lookups
-    n_tuples = NTupleWriters(out, split, negatives)
-    flag, tevatron = AtomicLines(out / "flagembedding" / f"{split}.jsonl"), AtomicLines(out / "tevatron" / f"{split}.jsonl")
+    writers = [ROW_WRITERS[f](out, split, negatives) for f in formats if f in ROW_WRITERS]
     for path in config("hard-negatives").files(release, split):
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
             rows = batch.to_pylist()
@@ -225,22 +256,16 @@ def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sq
                 if len(negs) < negatives:
                     raise InputError(path, 0, f"a row has {len(negs)} negatives, fewer than the {negatives} asked",
                                      record_id=row["query_id"])
-                if not all(d in texts for d in [positive, *negs]):
-                    summary.left_out[split] += 1
-                    continue
-                kept.append((row, positive, negs))
-                flag.json({"query": row["query_text"], "pos": [texts[positive]], "neg": [texts[d] for d in negs],
-                           "pos_scores": [levels[(row["query_id"], positive)]],
-                           "neg_scores": [levels[(row["query_id"], d)] for d in negs]})
-                tevatron.json({"query_id": row["query_id"], "query_text": row["query_text"],
-                               "positive_document_ids": [positive], "negative_document_ids": negs, "qid": row["qid"]})
-            n_tuples.write(kept, texts)
+                if all(d in texts for d in [positive, *negs]):
+                    kept.append((row, positive, negs))
+            for writer in writers:
+                writer.write(kept, texts, levels)
             summary.rows[split] += len(kept)
+            summary.left_out[split] += len(rows) - len(kept)
             if progress is not None:
                 progress(len(rows))
-    n_tuples.close()
-    flag.close()
-    tevatron.close()
+    for writer in writers:
+        writer.close()
 
 
 def release_negatives(release: Path, splits: list[str]) -> int:
@@ -255,8 +280,11 @@ def release_negatives(release: Path, splits: list[str]) -> int:
 
 
 def write_training_files(release: Path, texts: Path, out: Path, whole: bool = False, negatives: int | None = None,
-                         progress=None) -> TrainingFilesSummary:
+                         formats: tuple[str, ...] = FORMATS, progress=None) -> TrainingFilesSummary:
     release, out = Path(release), Path(out)
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
     shards = texts_folder_for(release, texts)
     splits = [s for s in SPLITS if config("hard-negatives").files(release, s)]
@@ -270,10 +298,12 @@ def write_training_files(release: Path, texts: Path, out: Path, whole: bool = Fa
     lookups = (text_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:
         for split in splits:
-            write_split(release, split, lookups, out, summary.negatives, summary, progress)
+            write_split(release, split, lookups, out, summary.negatives, formats, summary, progress)
     finally:
         for db in lookups:
             db.close()
-    summary.corpus = write_corpora(shards, out, whole)
-    summary.queries = write_queries_and_qrels(release, out, splits)
+    summary.corpus = write_corpora(shards, out, whole, [f for f in ("beir", "tevatron") if f in formats])
+    if "beir" in formats:
+        summary.queries = write_queries_and_qrels(release, out, splits)
+    summary.formats = formats
     return summary
