@@ -181,5 +181,5 @@ def test_a_record_that_is_not_json_is_named_by_file_and_line(tmp_path, offsets):
             starts.append(starts[-1] + len(member))
         path.with_name("en0000-03.offset").write_text("".join(f"{s:010d}\n" for s in starts))
     release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-03-00001"])
-    with pytest.raises(InputError, match=r"en0000-03\.json\.gz:2 \(id clueweb22-en0000-03-00001\): not a ClueWeb22 txt"):
+    with pytest.raises(InputError, match=r"en0000-03\.json\.gz:2: not valid JSON"):
         write_texts(release, tmp_path / "copy", tmp_path / "out", use_offsets=offsets)
