@@ -95,8 +95,8 @@ def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlit
     return sqlite3.connect(path)
 
 
-def text_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
-    """docid -> text (the judge's cut, or whole)."""
+def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
+    """docid -> text (the judge's cut, or whole), read with `lookup` (the recipe uses both)."""
     column = "full_text" if whole else "text"
     rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for shard in shards
             for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS, columns=["docid", column]))
@@ -123,7 +123,8 @@ def select_in(db: sqlite3.Connection, query: str, keys: list[str]) -> list[tuple
     return found
 
 
-def texts_of(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
+def lookup(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
+    """The texts of `docids` that `build_lookup`'s table holds."""
     return dict(select_in(db, "SELECT docid, text FROM texts WHERE docid IN", docids))
 
 
@@ -248,7 +249,7 @@ def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sq
     for path in config("hard-negatives").files(release, split):
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
             rows = batch.to_pylist()
-            texts = texts_of(texts_db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
+            texts = lookup(texts_db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
             levels = levels_of(levels_db, [r["query_id"] for r in rows])
             kept = []
             for row in rows:
@@ -295,7 +296,7 @@ def write_training_files(release: Path, texts: Path, out: Path, whole: bool = Fa
     write_text_atomic(out / TEXTS_MARKER, json.dumps({"what": "training files holding document texts from a licensed "
                                                       "copy: never publish", "texts": str(texts), "whole": whole}) + "\n")
     summary = TrainingFilesSummary(out, negatives or k)
-    lookups = (text_lookup(shards, out, whole), level_lookup(release, splits, out))
+    lookups = (build_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:
         for split in splits:
             write_split(release, split, lookups, out, summary.negatives, formats, summary, progress)
