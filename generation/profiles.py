@@ -208,8 +208,7 @@ class Complexity(Strict):
 
 
 class Training(Strict):
-    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split
-    (builder/release/training.py)."""
+    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
     negative_level: int = Field(default=1, ge=0, le=5, description="a judged document at this level or below is a "
                                                                     "hard negative of its sub-question")
     negatives: int = Field(default=3, ge=1, description="hard negatives per row of `hard-negatives` (k); a positive "
