@@ -183,3 +183,13 @@ def test_a_record_that_is_not_json_is_named_by_file_and_line(tmp_path, offsets):
     release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-03-00001"])
     with pytest.raises(InputError, match=r"en0000-03\.json\.gz:2: not valid JSON"):
         write_texts(release, tmp_path / "copy", tmp_path / "out", use_offsets=offsets)
+
+
+def test_an_offset_file_without_its_last_line_break_still_gives_the_last_record(tmp_path):
+    """ClueWeb22's html/ja/ja00/ja0009/ja0009-57.warc.offset ends without a line break (ir-datasets-clueweb22 0.1.0,
+    clueweb22.py `_fix_missing_line_break`); the closing offset is still read."""
+    write_tree(tmp_path / "copy", {"en0000-05": 4}, words=20)
+    offsets = tmp_path / "copy/txt/en/en00/en0000/en0000-05.offset"
+    offsets.write_text(offsets.read_text().rstrip("\n"))
+    release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-05-00003"])
+    assert write_texts(release, tmp_path / "copy", tmp_path / "out").written == 1
