@@ -19,6 +19,7 @@ from builder.release.expectations import load_expectations
 from builder.release.imported import CHECK as IMPORT_CHECK
 from builder.release.imported import check_import
 from builder.release.layout import CONFIGS, FILE_NAME, LEVELS, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
+from builder.release.no_text import text_files
 from builder.release.package import MANIFEST
 from builder.release.rederive import Rederivation
 from builder.release.trec import compare_trec_qrels
@@ -35,6 +36,7 @@ from builder.release.validate_data import (
     split_summaries,
 )
 from builder.release.validate_derived import DerivedPrints, check_derived
+from builder.release.validate_training import check_training
 from generation.profiles import Profile
 from generation.schema import features
 from generation.shards import sha256_file
@@ -117,6 +119,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
                                  "judgments (subq_id, docid, level) of the split")
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
+    check_training(release, manifest, profile, splits, files, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
@@ -130,6 +133,9 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
+    texts = report.check("no document text in the release folder (ClueWeb22's licence forbids redistributing it)")
+    for name in text_files(release):
+        texts.fail(f"{name}: document text (from `researchy-subq texts` or `training-files`?); move it out of the release")
     return report
 
 
