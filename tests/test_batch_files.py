@@ -6,7 +6,6 @@ import json
 
 import httpx
 import pytest
-from test_openai_server import DOCUMENTS, QUESTIONS, config, standin, tokenizer  # noqa: F401 (fixtures)
 
 from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
@@ -23,6 +22,7 @@ from generation.judging.batch_files import (
     plan_ids,
 )
 from generation.judging.judges import Pair
+from tests.test_openai_server import DOCUMENTS, QUESTIONS, config
 
 QID = "1051893"
 SUBQUESTIONS = [*QUESTIONS, "What do varroa mites do to a hive?"]

@@ -1,8 +1,8 @@
 import pyarrow.parquet as pq
-from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.stages import app
+from tests.helpers import hub_record
 
 runner = CliRunner()
 

@@ -39,15 +39,7 @@ def tiny_profile(name, chat_llama, chat_qwen3):
     })
 
 
-@pytest.fixture(scope="module")
-def two_questions(tmp_path_factory, sample_questions):
-    root = tmp_path_factory.mktemp("two-questions")
-    questions = pq.read_table(sample_questions / "questions.parquet")
-    keep = questions["qid"].slice(0, 2)
-    pq.write_table(questions.filter(pc.is_in(questions["qid"], keep)), root / "questions.parquet")
-    subqs = pq.read_table(sample_questions / "subquestions.parquet")
-    pq.write_table(subqs.filter(pc.is_in(subqs["qid"], keep)), root / "subquestions.parquet")
-    return root
+
 
 
 def ranked(folder, name):

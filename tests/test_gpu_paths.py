@@ -7,7 +7,6 @@ import weakref
 
 import pytest
 import torch
-from test_token_batches import TokenLimited, judge, judge_pairs
 
 from generation.backends.batching import (
     GpuMemory,
@@ -19,6 +18,7 @@ from generation.backends.batching import (
 )
 from generation.judging.judges import Pair, isolate_failures
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+from tests.test_token_batches import TokenLimited, judge, judge_pairs
 
 GIB = 2**30
 H100 = 80 * GIB

@@ -7,16 +7,13 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import hub_record
-from typer.testing import CliRunner
 
-from builder.cli.main import app
 from builder.release.validate import validate
 from generation.labels.authors_pass import clicked_pass, graded_on_other_text
 from generation.stages.corpus import build_corpus, write_url_map
 from generation.stages.questions import read_researchy
+from tests.helpers import cli, hub_record
 
-runner = CliRunner()
 A, B, C, D = (f"{c}" * 32 for c in "ABCD")  # clicked URL-hashes in DocStream order; B is missing from the corpus
 
 
@@ -31,7 +28,7 @@ def their_loop(id, qrel, ratings_done, run, corpus, subquestions):
         except:  # noqa: E722 - theirs
             print(f"Document {docid} not found in corpus for id {id}. Skipping.")
     for docid, doc in zip(doc_id_list, doc_text_list):
-        for j, question in enumerate(subquestions):
+        for j, question in enumerate(subquestions):  # noqa: B007 (the authors' loop as written)
             requests.append((f"{id}::{docid}::{j}", " ".join(doc['text'].split()[:2048])))
     return requests
 
@@ -56,9 +53,7 @@ def test_their_loop_grades_later_clicked_documents_on_the_next_ones_text(run):
     assert graded_on_other_text([A, C, D], corpus) == {}
 
 
-def cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.output
+
 
 
 @pytest.fixture(scope="module")

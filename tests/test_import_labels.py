@@ -14,18 +14,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import hub_record
-from typer.testing import CliRunner
 
-from builder.cli.main import app
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy
+from tests.helpers import cli, hub_record
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELS = Path(__file__).parent / "fixtures" / "import_labels"
-runner = CliRunner()
 
 
 def second_record():
@@ -46,9 +43,7 @@ def questions(tmp_path_factory):
     return root / "questions"
 
 
-def cli(*args) -> tuple[int, str]:
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.output
+
 
 
 def imported(folder: Path) -> list[dict]:
@@ -359,10 +354,9 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
 
 
 def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
-    from test_publish import RecordingHub
-
     from builder.release.package import package_release
     from builder.release.publish import publish
+    from tests.test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
     package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")

@@ -7,9 +7,6 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import hub_record
-from test_reliability import assert_one_line_error as one_line_error
-from test_reliability import cli
 
 from builder.analysis.evaluate import RunWarning, read_run
 from builder.analysis.synthetic import synthesize
@@ -21,6 +18,9 @@ from generation.stages import read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.stages.questions import read_researchy
 from generation.topics import load_topics
+from tests.helpers import assert_one_line_error as one_line_error
+from tests.helpers import cli_one_line as cli
+from tests.helpers import hub_record
 
 
 @pytest.fixture(scope="module")

@@ -6,39 +6,15 @@ import json
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from openai_standin import Fault, StandIn
-from test_batch_files import run_batch_on
-from typer.testing import CliRunner
 
-from builder.cli.main import app
 from generation.profiles import load_profile
 from generation.shards import Shard
 from generation.stages import REGISTRY
 from generation.stages.judge import run_judge
 from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
-
-runner = CliRunner()
-
-
-@pytest.fixture
-def standin():
-    server = StandIn()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def server_profile(tmp_path, small_pipeline, chat_llama):
-    """The small pipeline's profile with the paper's prompt on the tiny chat Llama, served as `standin-judge`."""
-    data = small_pipeline["profile"].model_dump()
-    paper = load_profile("paper").judge.model_dump()
-    data["judge"] = {**paper, "backend": "openai", "model": str(chat_llama), "max_model_len": 512, "context_words": 120,
-                     "chunk_size": 16, "openai": {"endpoint": "http://127.0.0.1:9/v1", "request_shape": "chat",
-                                                  "served_model": "standin-judge", "retry_backoff_s": 0.01}}
-    data["name"] = "served"
-    path = tmp_path / "served.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+from tests.helpers import cli
+from tests.openai_standin import Fault
+from tests.test_batch_files import run_batch_on
 
 
 def folders(small_pipeline):
@@ -50,9 +26,7 @@ def rows(folder):
     return sorted(table.to_pylist(), key=lambda r: (r["subq_id"], r["docid"]))
 
 
-def cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.output
+
 
 
 def judge_args(profile, small_pipeline, out, *more):

@@ -7,14 +7,15 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
-from openai_standin import Fault, fingerprint
-from test_judge_anywhere import cli, folders, judge_args, rows, server_profile, standin  # noqa: F401 (fixtures)
-from test_openai_server import PAIRS, config, tokenizer  # noqa: F401 (fixture)
 
 from generation.backends.openai_server import make_judge
 from generation.profiles import load_profile
 from generation.shards import StageOutput
 from generation.stages.judge import run_judge
+from tests.helpers import cli
+from tests.openai_standin import Fault, fingerprint
+from tests.test_judge_anywhere import folders, judge_args, rows
+from tests.test_openai_server import PAIRS, config
 
 
 def record(out):

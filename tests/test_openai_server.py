@@ -3,13 +3,12 @@ request shapes, both modes, retries, the start-up probe. The real `vllm serve` i
 import time
 
 import pytest
-from conftest import tiny_tokenizer
-from openai_standin import Fault, StandIn, fingerprint
 
 from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
 from generation.judging.batch_files import export_judge
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
 from generation.profiles import JudgeConfig, load_profile
+from tests.openai_standin import Fault, StandIn, fingerprint
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
 DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
@@ -17,18 +16,6 @@ DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
              "Colony collapse disorder " + "was reported in many states and countries " * 80]  # cut by tokens
 PAIRS = [Pair(q, d) for q in QUESTIONS for d in DOCUMENTS]
 KEY_ENV = "RESEARCHY_TEST_JUDGE_KEY"
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer("llama3")
-
-
-@pytest.fixture
-def standin():
-    server = StandIn()
-    yield server
-    server.close()
 
 
 def config(endpoint, shape="completions", mode="generate", **server) -> JudgeConfig:

@@ -4,7 +4,6 @@ import gzip
 import json
 
 import pytest
-from conftest import hub_record
 from typer.testing import CliRunner
 
 from builder.cli.main import app
@@ -13,6 +12,7 @@ from generation.profiles import judge_overrides, load_profile
 from generation.stages.corpus import build_corpus
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy
+from tests.helpers import hub_record
 
 runner = CliRunner()
 

@@ -12,30 +12,15 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import hub_record
-from typer.testing import CliRunner
 
-from builder.cli.main import app
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError, StageOutput
 from generation.stages import stage_hash
 from generation.stages.questions import Decomposition, read_researchy
 from generation.storage import MARKER, OwnershipError, claim_folder
+from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
-runner = CliRunner()
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-def cli(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, " ".join(result.output.split())
-
-
-def assert_one_line_error(code, output, *fragments):
-    assert code != 0, output
-    assert "Traceback" not in output and "internal error" not in output, output
-    for fragment in fragments:
-        assert fragment in output, output
 
 
 # --- bad input: one line naming the file, never a traceback, never a bare "Aborted!" ---
@@ -46,15 +31,15 @@ def test_truncated_and_foreign_gzip_and_bad_utf8(tmp_path, write_jsonl):
     whole = gzip.compress(b"".join(json.dumps({"id": f"d{i}", "contents": "word " * 50}).encode() + b"\n"
                                    for i in range(200)))
     (docs / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
-    code, output = cli("corpus", "--input", docs, "--out", tmp_path / "corpus")
+    code, output = cli_one_line("corpus", "--input", docs, "--out", tmp_path / "corpus")
     assert_one_line_error(code, output, "cut.jsonl.gz", "truncated gzip")
     assert "Aborted" not in output
     (docs / "cut.jsonl.gz").write_bytes(b"this is not gzip at all\n")
-    assert_one_line_error(*cli("corpus", "--input", docs, "--out", tmp_path / "corpus"), "not a gzip file")
+    assert_one_line_error(*cli_one_line("corpus", "--input", docs, "--out", tmp_path / "corpus"), "not a gzip file")
 
     records = write_jsonl([hub_record("1")], raw_lines=[b"\xff\xfe not utf-8 \n".decode("latin-1")])
     records.write_bytes(records.read_bytes().replace("ÿþ".encode(), b"\xff\xfe"))
-    code, output = cli("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path / "rej.jsonl")
+    code, output = cli_one_line("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path / "rej.jsonl")
     assert code == 0, output
     assert "1 malformed records" in output and "not UTF-8" in (tmp_path / "rej.jsonl").read_text()
 
@@ -63,18 +48,18 @@ def test_paths_of_the_wrong_kind(tmp_path, write_jsonl, sample_questions):
     records = write_jsonl([hub_record("1")])
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
-    assert_one_line_error(*cli("questions", "--input", records, "--out", a_file), "is a file")
-    assert_one_line_error(*cli("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path),
+    assert_one_line_error(*cli_one_line("questions", "--input", records, "--out", a_file), "is a file")
+    assert_one_line_error(*cli_one_line("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path),
                           "is a folder")
-    assert_one_line_error(*cli("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
+    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
                                tmp_path / "nowhere", "--out", tmp_path / "runs"), "no such index folder")
-    assert_one_line_error(*cli("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
+    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
                                tmp_path, "--out", tmp_path / "runs"), "not a Lucene index")
     broken = tmp_path / "broken-questions"
     broken.mkdir()
     (broken / "questions.parquet").write_bytes(b"PAR1 then garbage")
     (broken / "subquestions.parquet").write_bytes(b"PAR1 then garbage")
-    assert_one_line_error(*cli("retrieve", "--profile", "demo", "--questions", broken, "--index", tmp_path,
+    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", broken, "--index", tmp_path,
                                "--out", tmp_path / "runs"), "questions.parquet", "not a readable Parquet file")
 
 
@@ -83,25 +68,25 @@ def test_argument_validation_of_the_analysis_commands(tmp_path):
     release.mkdir()
     run = tmp_path / "run.trec"
     run.write_text("1 Q0 d1 1 2.0 t\n1 Q0 d1 2 1.0 t\n")
-    code, output = cli("evaluate", release, "--run", run, "--metrics", "alpha-ndcg@0")
+    code, output = cli_one_line("evaluate", release, "--run", run, "--metrics", "alpha-ndcg@0")
     assert code == 2 and "K >= 1" in output
-    code, output = cli("evaluate", release, "--run", run, "--metrics", "alpha-ndcg@10:1.5")
+    code, output = cli_one_line("evaluate", release, "--run", run, "--metrics", "alpha-ndcg@10:1.5")
     assert code == 2 and "must be > 0 and <= 1" in output
-    assert_one_line_error(*cli("evaluate", release, "--run", run), "run.trec:2", "listed twice")
-    code, output = cli("simulate", release, "--budgets", "abc")
+    assert_one_line_error(*cli_one_line("evaluate", release, "--run", run), "run.trec:2", "listed twice")
+    code, output = cli_one_line("simulate", release, "--budgets", "abc")
     assert code == 2 and "expected comma-separated float values" in output
-    code, output = cli("simulate", release, "--budgets", "0,0.5")
+    code, output = cli_one_line("simulate", release, "--budgets", "0,0.5")
     assert code == 2 and "must be > 0" in output
-    code, output = cli("simulate", release, "--repeats", "0")
+    code, output = cli_one_line("simulate", release, "--repeats", "0")
     assert code == 2
-    code, output = cli("plan", "--profile", "demo", "--subquestions", tmp_path, "--candidates", tmp_path,
+    code, output = cli_one_line("plan", "--profile", "demo", "--subquestions", tmp_path, "--candidates", tmp_path,
                        "--index", tmp_path, "--utilisation", "0")
     assert code == 2 and "--utilisation" in output
-    assert_one_line_error(*cli("validate", tmp_path / "missing"), "no such folder")
+    assert_one_line_error(*cli_one_line("validate", tmp_path / "missing"), "no such folder")
     typo = tmp_path / "expect.yaml"
     typo.write_text("levles:\n  5: [0.0, 1.0]\n")
-    assert_one_line_error(*cli("validate", release, "--expect", typo), "unknown keys ['levles']")
-    code, output = cli("publish", release, "--repo", "not a repo id")
+    assert_one_line_error(*cli_one_line("validate", release, "--expect", typo), "unknown keys ['levles']")
+    code, output = cli_one_line("publish", release, "--repo", "not a repo id")
     assert_one_line_error(code, output, "is not a Hub repo id")
 
 
@@ -119,7 +104,7 @@ def test_decomposition_both_cannot_give_two_subquestions_one_id(tmp_path, write_
 
 
 def test_ids_with_whitespace_are_refused_at_the_door(tmp_path, write_jsonl):
-    code, output = cli("questions", "--input", write_jsonl([hub_record("a b")]), "--out", tmp_path / "q")
+    code, output = cli_one_line("questions", "--input", write_jsonl([hub_record("a b")]), "--out", tmp_path / "q")
     assert_one_line_error(code, output, "field 'id': contains whitespace")
 
 
@@ -155,7 +140,7 @@ def test_demo_and_build_release_leave_foreign_folders_alone(tmp_path):
     (mine / "thesis.tex").write_text("years of work")
     with pytest.raises(OwnershipError, match="was not made by researchy-subq"):
         run_demo(mine)
-    code, output = cli("build-release", "--judgments", tmp_path, "--questions", tmp_path, "--out", mine,
+    code, output = cli_one_line("build-release", "--judgments", tmp_path, "--questions", tmp_path, "--out", mine,
                        "--profile", "demo")
     assert_one_line_error(code, output, "was not made by researchy-subq")
     assert (mine / "thesis.tex").read_text() == "years of work" and sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]

@@ -5,7 +5,6 @@ paper: the Qwen3-Reranker model card's format. crux-code: DylanJoo/crux crux-res
 `ele[:max_length]` before the suffix; line 114: " ".join(document.split()[:5000]); lines 65 and 115: 8192 in all).
 """
 import pytest
-from conftest import tiny_tokenizer
 
 from generation.backends.hf import QwenRerankerScorer
 from generation.judging.reranker_input import (
@@ -19,6 +18,7 @@ from generation.judging.reranker_input import (
     rerank_query,
 )
 from generation.profiles import load_profile
+from tests.helpers import tiny_tokenizer
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUERY = "[why are bees declining, What harms bees?]"

@@ -4,10 +4,10 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import hub_record
 
 from generation.errors import InputError
 from generation.stages.questions import Decomposition, read_researchy
+from tests.helpers import hub_record
 
 
 def read(path):

@@ -62,7 +62,7 @@ def test_a_summary_names_its_fields_and_refuses_others():
     summary.questions += 3
     assert summary.questions == 3 and summary.as_dict()["questions"] == 3
     with pytest.raises(AttributeError, match="has no field 'candidate'"):
-        summary.candidate
+        _ = summary.candidate
 
 
 def test_every_stage_declares_what_it_reads_and_writes():

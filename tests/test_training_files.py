@@ -18,7 +18,6 @@ from builder.training.texts import write_texts
 from generation.errors import ArgumentError
 from generation.models import MINILM, resolve_model
 from generation.profiles import load_profile
-from test_texts import copy, release  # noqa: F401 - the module fixtures: a real release and a ClueWeb22 copy
 
 PAPER = load_profile("paper")
 
@@ -60,8 +59,11 @@ def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):
 
 
 def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path):
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, \
-        SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     train = datasets.Dataset.from_parquet(str(files["out"] / "sentence-transformers" / "train.parquet")).select(range(8))

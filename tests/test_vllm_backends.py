@@ -14,20 +14,16 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine; the default takes a share of the RAM
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from conftest import save_tiny_causal_lm  # noqa: E402
-
-from generation.backends.hf import (
-    QwenRerankerScorer,  # noqa: E402
-    TransformersBackend,  # noqa: E402
-)
+from generation.backends.hf import QwenRerankerScorer, TransformersBackend  # noqa: E402
 from generation.backends.vllm_adapter import (  # noqa: E402
     VllmJudgeBackend,
-    VllmScorer,  # noqa: E402
+    VllmScorer,
     distribution_params,
     token_prompts,
 )
 from generation.judging.judges import LLMJudge, Pair  # noqa: E402
 from generation.profiles import load_profile  # noqa: E402
+from tests.helpers import save_tiny_causal_lm  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512

@@ -10,15 +10,14 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from conftest import answer_with_digits, save_tiny_causal_lm  # noqa: E402
-from test_end_to_end import tiny_profile, two_questions  # noqa: E402,F401  (two_questions: a fixture)
-
 from builder.release.package import package_release  # noqa: E402
 from builder.release.validate import validate  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
 from generation.stages.pool import build_pool  # noqa: E402
 from generation.stages.rerank import rerank  # noqa: E402
 from generation.stages.retrieve import retrieve  # noqa: E402
+from tests.helpers import answer_with_digits, save_tiny_causal_lm  # noqa: E402
+from tests.test_end_to_end import tiny_profile
 
 pytestmark = pytest.mark.vllm
 

@@ -14,10 +14,6 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from conftest import answer_with_digits, save_tiny_causal_lm  # noqa: E402
-from test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
-from vllm_serve import VllmServer, engine_flags  # noqa: E402
-
 from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import (  # noqa: E402
@@ -30,6 +26,9 @@ from generation.judging.batch_files import (  # noqa: E402
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
+from tests.helpers import answer_with_digits, cli, save_tiny_causal_lm  # noqa: E402
+from tests.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
+from tests.vllm_serve import VllmServer, engine_flags  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 PLAN = [{"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(len(QUESTIONS))
@@ -169,9 +168,7 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
     then `build-release` and `validate`; and the same shard through `--export-batch`, a real `vllm run-batch` and
     `--import-batch`, which gives the served run's rows."""
     import yaml
-    from typer.testing import CliRunner
 
-    from builder.cli.main import app
 
     data = small_pipeline["profile"].model_dump()
     data["name"] = "paper-served"
@@ -183,19 +180,19 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
     inputs = ["--subquestions", small_pipeline["questions"], "--candidates", small_pipeline["candidates"],
               "--index", small_pipeline["index"]]
 
-    def cli(*args):
-        result = CliRunner().invoke(app, [str(a) for a in args])
-        assert result.exit_code == 0, result.output
-        return result.output
+    def cli_ok(*args):
+        code, output = cli(*args)
+        assert code == 0, output
+        return output
 
-    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "served", "--backend", "openai",
+    cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "served", "--backend", "openai",
         "--endpoint", server.endpoint)
-    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--export-batch", tmp_path / "batch")
+    cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--export-batch", tmp_path / "batch")
     run = subprocess.run([sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i",
                           str(tmp_path / "batch" / "requests-00000.jsonl"), "-o", str(tmp_path / "batch" / "out.jsonl"),
                           *engine_flags(model, MAX_MODEL_LEN)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    cli("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--import-batch",
+    cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--import-batch",
         tmp_path / "batch" / "out.jsonl")
 
     def rows(folder):
@@ -210,6 +207,6 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
     # judge wrote beside the judgments
     served_profile = tmp_path / "served" / "paper-served-openai.yaml"
     assert load_profile(served_profile).judge.backend == "openai"
-    cli("build-release", "--profile", served_profile, "--judgments", tmp_path / "served", "--questions",
+    cli_ok("build-release", "--profile", served_profile, "--judgments", tmp_path / "served", "--questions",
         small_pipeline["questions"], "--out", tmp_path / "release")
-    assert "all" in cli("validate", tmp_path / "release")
+    assert "all" in cli_ok("validate", tmp_path / "release")
