@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]  # the kit and tests.* as packages
 
 import torch  # noqa: E402
 
@@ -77,7 +77,7 @@ def to_fp8(module) -> None:
 
 
 def chat_tokenizer(family: str):
-    from conftest import tiny_tokenizer
+    from tests.helpers import tiny_tokenizer
 
     tokenizer = tiny_tokenizer("llama3" if family == "llama" else "qwen3")
     tokenizer.model_max_length = 1 << 20  # MiniLM's 512 is not the model's limit here

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from openai_standin import Fault, StandIn, fingerprint  # noqa: E402
+sys.path.insert(0, str(ROOT))  # tests.* as a package
+from tests.openai_standin import Fault, StandIn, fingerprint  # noqa: E402
 
 PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE_QUESTION
 
@@ -24,9 +24,8 @@ PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE
 def served_profile(w: Path, env: dict, **server) -> Path:
     """The small profile (its bm25/rerank/pool sections, so its candidates stay valid) with the paper's judge on a
     tiny chat Llama served as `standin-judge`."""
-    from conftest import answer_with_digits, save_tiny_causal_lm
-
     from generation.profiles import load_profile
+    from tests.helpers import answer_with_digits, save_tiny_causal_lm
 
     model = w / "served" / "chat-llama"
     if not model.exists():
@@ -124,7 +123,7 @@ def served_judge(w: Path, env: dict) -> list[tuple[str, bool, str]]:
 
 def batch_lines(w: Path, env: dict, profile: Path, server: StandIn) -> tuple[str, bool, str]:
     """Result lines of no pair of the shard: a pair of another shard, a malformed id, another export's file."""
-    from test_batch_files import answered, run_batch_on
+    from tests.test_batch_files import answered, run_batch_on
 
     root = w / "served" / "batch"
     code, said = run(judge_command(env, profile, root / "out", "--export-batch", str(root / "requests")))
