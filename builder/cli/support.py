@@ -55,7 +55,7 @@ KNOWN_ERRORS = (InputError, ArgumentError, ShardError, ProfileError, JavaError, 
                 OwnershipError, MissingDocument, NotAnIndex, ClusterError, BackendError)
 
 
-def describe(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
     """One line for an error from a library the kit calls (the OS, gzip, pyarrow, Java)."""
     if isinstance(error, KNOWN_ERRORS):
         return str(error.args[0]) if isinstance(error, MissingDocument) else str(error)
@@ -90,7 +90,7 @@ def guarded(callback):
         except Exception as e:  # noqa: BLE001 - the one place errors become lines
             if os.environ.get(DEBUG_ENV) == "1":
                 raise
-            fail(describe(e))  # EOFError too: click would print only "Aborted!"
+            fail(error_line(e))  # EOFError too: click would print only "Aborted!"
     return run
 
 

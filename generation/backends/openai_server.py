@@ -288,7 +288,7 @@ class OpenAIServerBackend:
             raise ServerError(f"{where}: the probe request's digit log-probabilities are all -inf")
 
 
-def describe(server: OpenAIServer, model: str) -> str:
+def served_judge_description(server: OpenAIServer, model: str) -> str:
     """The judge as completion records, the card and the manifest name it: never the endpoint (an internal host)."""
     return f"{server.served_model or model} (openai server, request shape {server.request_shape})"
 
@@ -308,7 +308,7 @@ def make_judge(config, tokenizer=None):
     check_shape(config, config.openai.request_shape)
     backend = OpenAIServerBackend(config.openai, config.model, tokenizer)
     try:
-        judge = LLMJudge(config, backend, tokenizer, describe(config.openai, config.model))
+        judge = LLMJudge(config, backend, tokenizer, served_judge_description(config.openai, config.model))
         probe = judge.encode_pair(Pair(PROBE_QUESTION, PROBE_DOCUMENT))[0]
         backend.check(probe, judge.max_new_tokens, judge.digit_ids if config.mode == "distribution" else None)
     except BaseException:

@@ -31,7 +31,7 @@ class Placement:
     description: str
 
 
-def precision_of(dtype: torch.dtype, quantization: str | None) -> str:
+def dtype_name(dtype: torch.dtype, quantization: str | None) -> str:
     return "fp8" if quantization == "fp8" else {torch.float32: "float32", torch.float16: "float16"}.get(dtype, "bfloat16")
 
 
@@ -92,7 +92,7 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
     shared GPU hold the rest); else a `device_map` over all of `gpu_totals` (transformers' own inference of it, on
     the meta model, with that budget per GPU); else ModelTooLarge naming the size and what to use instead."""
     shape = shape_from_config(config, name)
-    precision = precision_of(dtype, quantization)
+    precision = dtype_name(dtype, quantization)
     model = meta_model(config, dtype, quantization)
     size = weight_bytes(model)
     gpu_free = list(gpu_totals) if gpu_free is None else gpu_free

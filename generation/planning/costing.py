@@ -220,7 +220,7 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     return table, notes
 
 
-def precision_of(profile) -> str:
+def plan_precision(profile) -> str:
     """The precision a profile's judge runs at, as the plan's rows name it: fp8 when it quantizes to fp8, else bf16."""
     return "fp8" if profile.judge.quantization == "fp8" else "bf16"
 
@@ -240,7 +240,7 @@ def plan_json(plan: Plan, costing: Costing, profile, rerank_depth: int,
         return {"stage": stage, **asdict(row), "hours": row.hours, "node_rate": row.node_rate}
 
     return {"profile": {"name": profile.name, "judge_config_hash": JudgeStage.config_hash(profile),
-                        "precision": precision_of(profile)},
+                        "precision": plan_precision(profile)},
             "judge": costing.judge.name, "reranker": costing.reranker.name, "mode": costing.mode,
             "device": costing.calibration.device, "pairs": plan.pairs, "subquestions": plan.subquestions,
             "sampled": plan.sampled, "tokenizer": plan.tokenizer, "tokenizer_stand_in": plan.stand_in,

@@ -79,7 +79,7 @@ def auxiliary_docids(pairs: list[dict], k: int) -> dict[str, tuple[str, ...]]:
     return {q: tuple(sorted(docs, key=docs.get)[:k]) for q, docs in best.items()}
 
 
-def describe(config: JudgeConfig) -> str:
+def judge_description(config: JudgeConfig) -> str:
     if config.backend == "bi-encoder":
         from generation.backends.biencoder import STAND_IN_NOTE
 
@@ -221,7 +221,7 @@ class JudgeStage(Stage):
 
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)
-        summary.judge = self.judge.description if self.judge else describe(self.profile.judge)
+        summary.judge = self.judge.description if self.judge else judge_description(self.profile.judge)
         return summary
 
     def after_done(self, shard: Shard) -> None:
