@@ -13,7 +13,7 @@ from generation.errors import InputError
 def failed_pairs(folders: list[Path], allow: bool = False) -> int:
     """The failed pairs the judge recorded in these folders' shards; an InputError naming the first shard that holds
     some, unless `allow`."""
-    found = [(path, int((record.get("extra") or {}).get("failed_pairs") or 0))
+    found = [(path, int((record.extra or {}).get("failed_pairs") or 0))
              for path, record in judgment_records(folders)]
     found = [(path, n) for path, n in found if n]
     total = sum(n for _, n in found)

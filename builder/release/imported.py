@@ -31,7 +31,7 @@ def _sum(counters) -> dict:
 def import_record(folders: list[Path]) -> dict | None:
     """The imports of these judgment folders as one account (files merged by sha256; counts summed over shards),
     or None when the kit's own judge made them."""
-    imports = [r.get("extra", {}).get("imported") for _, r in judgment_records(folders)]
+    imports = [(r.extra or {}).get("imported") for _, r in judgment_records(folders)]
     imports = [i for i in imports if i is not None]
     if not imports:
         return None

@@ -66,5 +66,5 @@ def release_profile(folders: list[Path], requested: str | Path | Profile | None 
     else:
         raise InputError(records[0][0], 0, f"the judgments were made under config {made_under} and {hint}; "
                          "pass --profile with the profile file they were judged with")
-    judges = sorted({str(r.extra.get("judge", "unknown")) for _, r in records})
+    judges = sorted({str((r.extra or {}).get("judge", "unknown")) for _, r in records})
     return profile, judges
