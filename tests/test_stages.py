@@ -145,7 +145,7 @@ def test_no_import_loop_lazy_imports_included():
 
 def package_imports() -> dict[tuple[str, str], list[str]]:
     """(package, package it imports) -> the module imports that make the arrow. A module's package is the folder
-    it sits in (`generation` for generation/plan.py, `generation.stages` for generation/stages/judge.py)."""
+    it sits in (`generation` for generation/schema.py, `generation.stages` for generation/stages/judge.py)."""
     modules = kit_modules()
     package = {name: ".".join(path.relative_to(ROOT).parent.parts) for name, path in modules.items()}
     arrows: dict[tuple[str, str], list[str]] = {}

@@ -12,7 +12,7 @@
 - `graded-lists`: one row per sub-question: every graded judgment (level descending, then docid) with its level
   and, in distribution mode, the judge's `expected` and `probs`.
 
-Rows are grouped by sub-question with the release's sorted runs (builder/release/spill.py `TableRuns`), keyed by
+Rows are grouped by sub-question with the release's sorted runs (generation/spill.py `TableRuns`), keyed by
 (sub-question position, arrival), so memory stays bounded however many judgments there are. Output rows follow
 the sub-questions' order in the `subquestions` tables, so `validate` re-derives the same rows in the same order.
 """
