@@ -129,3 +129,20 @@ def answer_with_digits(directory) -> None:
             vector = torch.randn(head.shape[1], generator=generator)
             head[digits[2 * pair]], head[digits[2 * pair + 1]] = vector, -vector
     model.save_pretrained(directory)
+
+
+# --- the small pipeline's judge inputs (the `small_pipeline` fixture) ---
+def folders(small_pipeline):
+    return [small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"]]
+
+
+def rows(folder):
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(next(folder.glob("judgments-*.parquet")))
+    return sorted(table.to_pylist(), key=lambda r: (r["subq_id"], r["docid"]))
+
+
+def judge_args(profile, small_pipeline, out, *more):
+    q, c, i = folders(small_pipeline)
+    return ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]

@@ -6,9 +6,8 @@ from generation.profiles import load_profile
 from generation.shards import Shard
 from generation.stages import REGISTRY
 from generation.stages.judge_batch import export_shard
-from tests.helpers import cli
+from tests.helpers import cli, folders, judge_args
 from tests.test_batch_files import answered, run_batch_on
-from tests.test_judge_anywhere import folders, judge_args
 
 
 def test_lines_of_no_pair_of_the_shard_are_counted_shown_and_recorded(tmp_path, small_pipeline, server_profile,

@@ -39,9 +39,6 @@ def tiny_profile(name, chat_llama, chat_qwen3):
     })
 
 
-
-
-
 def ranked(folder, name):
     table = pq.read_table(folder / f"{name}-00000-of-00001.parquet").sort_by([("qid", "ascending"), ("rank", "ascending")])
     runs = {}

@@ -53,9 +53,6 @@ def test_their_loop_grades_later_clicked_documents_on_the_next_ones_text(run):
     assert graded_on_other_text([A, C, D], corpus) == {}
 
 
-
-
-
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     root = tmp_path_factory.mktemp("authors-pass")

@@ -43,9 +43,6 @@ def questions(tmp_path_factory):
     return root / "questions"
 
 
-
-
-
 def imported(folder: Path) -> list[dict]:
     return pq.read_table(folder / "judgments-00000-of-00001.parquet").to_pylist()
 

@@ -12,9 +12,8 @@ from generation.backends.openai_server import make_judge
 from generation.profiles import load_profile
 from generation.shards import StageOutput
 from generation.stages.judge import run_judge
-from tests.helpers import cli
+from tests.helpers import cli, folders, judge_args, rows
 from tests.openai_standin import Fault, fingerprint
-from tests.test_judge_anywhere import folders, judge_args, rows
 from tests.test_openai_server import PAIRS, config
 
 

@@ -12,26 +12,9 @@ from generation.shards import Shard
 from generation.stages import REGISTRY
 from generation.stages.judge import run_judge
 from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
-from tests.helpers import cli
+from tests.helpers import cli, folders, judge_args, rows
 from tests.openai_standin import Fault
 from tests.test_batch_files import run_batch_on
-
-
-def folders(small_pipeline):
-    return [small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"]]
-
-
-def rows(folder):
-    table = pq.read_table(next(folder.glob("judgments-*.parquet")))
-    return sorted(table.to_pylist(), key=lambda r: (r["subq_id"], r["docid"]))
-
-
-
-
-
-def judge_args(profile, small_pipeline, out, *more):
-    q, c, i = folders(small_pipeline)
-    return ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]
 
 
 def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pipeline, server_profile, standin):
