@@ -159,6 +159,3 @@ def row_documents(anchors: Sequence[str], documents: Sequence[Sequence[str]],
     return FalseNegativeGuard([RowDocuments(anchor, tuple(docs), positives_of.get(anchor, empty))
                                for anchor, docs in zip(anchors, documents)])
 
-
-__all__ = ["FalseNegativeCount", "FalseNegativeGuard", "JudgedPositivesBatchSampler", "RowDocuments", "as_batches",
-           "count_false_negatives", "row_documents", "sequential_batches"]
