@@ -53,6 +53,20 @@ class TrainingReport:
                 "scores": self.scores}
 
 
+def text_lookup(folder: Path) -> Callable[[list[str]], dict[str, str]]:
+    """docids -> their texts as the judge saw them, from the `texts-*.parquet` files `researchy-subq texts` wrote
+    (schema table `document_texts`); only the asked documents are read into memory."""
+    files = sorted(Path(folder).glob("texts-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no texts-*.parquet files (write them with `researchy-subq texts`)")
+    dataset = ds.dataset(files, format="parquet")
+
+    def texts(docids: list[str]) -> dict[str, str]:
+        table = dataset.to_table(columns=["docid", "text"], filter=pc.field("docid").isin(docids))
+        return dict(zip(table["docid"].to_pylist(), table["text"].to_pylist()))
+    return texts
+
+
 def judged_positives(release: Path, split: str, answer_level: int) -> dict[str, frozenset[str]]:
     """subq_id -> every document judged >= answer_level for it (all of them, not only those with a row)."""
     table = ds.dataset(judgment_files(release, split), format="parquet").to_table(
