@@ -45,7 +45,10 @@ JUDGMENT_STATUSES = (
     "not_verbatim",    # r3a: the <extract> is not verbatim in the document (seeds/004's format failure)
 )
 
-SPLITS = ("train", "test")  # Researchy Questions' splits, the only ones a release has
+SOURCE_SPLITS = ("train", "test")  # Researchy Questions' own splits, what `questions --split` takes
+# A release's splits: Researchy's, plus `dev`, carved from train by a hash of the question id
+# (builder/release/training.py `dev_questions`), so a model is chosen without looking at test.
+SPLITS = ("train", "dev", "test")
 
 RANK_COLUMNS = (
     Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),
@@ -57,7 +60,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "questions": (
         Column("qid", pa.string(), "Researchy Questions id", False),
         Column("question", pa.string(), "the original question text", False),
-        Column("split", pa.string(), "Researchy Questions split: train or test", False),
+        Column("split", pa.string(), "Researchy Questions split: train or test; in a release, dev for the train "
+               "questions the training section's dev_share carves out", False),
         Column("clicked", pa.list_(CLICKED_DOC), "clicked ClueWeb22 documents, most-clicked first (DocStream)", False),
         Column("answerable", pa.bool_(), "one candidate answers every sub-question (level >= the profile's); "
                "null before judging"),
@@ -137,6 +141,27 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("corpus-id", pa.string(), "ClueWeb22-ID (docid)", False),
         Column("score", pa.int32(), "relevance level 0-5 of the document for this sub-question", False),
         Column("subq_id", pa.string(), "the sub-question this subtopic is", False),
+    ),
+    # Tevatron v2's training rows (texttron/tevatron src/tevatron/retriever/dataset.py, TrainDataset.__getitem__,
+    # "the new format": query_id, query_text, positive_document_ids, negative_document_ids, the documents looked up
+    # by `docid` in a local corpus), ids only; plus qid so a sampler keeps sibling sub-questions apart.
+    "hard_negatives": (
+        Column("query_id", pa.string(), "sub-question id (subq_id)", False),
+        Column("query_text", pa.string(), "the sub-question text", False),
+        Column("positive_document_ids", pa.list_(pa.string()), "one docid judged at level >= answer_level", False),
+        Column("negative_document_ids", pa.list_(pa.string()), "k docids of the same sub-question judged at level <= "
+               "negative_level, hardest first (rerank rank, then BM25 rank, then docid)", False),
+        Column("qid", pa.string(), "the question: rows of one qid are siblings sharing one judged pool", False),
+    ),
+    # Per sub-question, every graded judgment, for listwise and distillation losses.
+    "graded_lists": (
+        Column("query_id", pa.string(), "sub-question id (subq_id)", False),
+        Column("qid", pa.string(), "the question", False),
+        Column("docids", pa.list_(pa.string()), "every judged document with a level, level descending then docid", False),
+        Column("labels", pa.list_(pa.int8()), "the level 0-5 of each document in docids", False),
+        Column("expected", pa.list_(pa.float32()), "the judge's expected level of each document; null in generate mode"),
+        Column("probs", pa.list_(pa.list_(pa.float32())), "the judge's probability of each level 0..5 per document; "
+               "null in generate mode"),
     ),
 }
 

@@ -11,6 +11,7 @@ from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
 from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
+from builder.release.training import settings_record
 from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.judging.prompts import get_prompt
@@ -95,6 +96,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
         "features": table_features,
+        "training": settings_record(profile, summary.training),
     }
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)
@@ -104,6 +106,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
                    **({} if imported else {"judge_precision": judge_precision(profile)})},
         "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
+        "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
     }

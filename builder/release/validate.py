@@ -23,6 +23,7 @@ from builder.release.configs import binary_threshold
 from builder.release.rederive import Rederivation
 from builder.release.validate_card import check_figures, check_plot, check_prompt
 from builder.release.validate_derived import DerivedPrints, check_derived
+from builder.release.validate_training import check_training
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
                                    scan_judgments, scan_qrels, scan_topics, split_summaries)
 from generation.profiles import Profile
@@ -106,6 +107,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
                                  "judgments (subq_id, docid, level) of the split")
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
+    check_training(release, manifest, profile, splits, files, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
