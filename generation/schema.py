@@ -133,6 +133,31 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash)"),
         Column("url", pa.string(), "document URL from Researchy's click records (DocStream); null for documents nobody clicked"),
     ),
+    # The texts of a release's judged documents, read from the user's own licensed copy (`researchy-subq texts`);
+    # written locally, never into a release folder (ClueWeb22's licence forbids redistribution).
+    "document_texts": (
+        Column("docid", pa.string(), "ClueWeb22-ID (docid), a corpus-ids _id of the release", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash as the copy gives it"),
+        Column("text", pa.string(), "the text as the judge saw it: the first judge.context_words whitespace words of "
+               "full_text joined by single spaces", False),
+        Column("full_text", pa.string(), "the whole Clean-Text as the copy holds it", False),
+        Column("words", pa.int32(), "whitespace-separated words in full_text", False),
+    ),
+    "missing_documents": (
+        Column("docid", pa.string(), "a judged document (corpus-ids _id) the copy does not give", False),
+        Column("reason", pa.string(), "why: no_file (its ClueWeb22 file is not in the copy), no_line (the file is "
+               "shorter), other_id (that line holds another ClueWeb22-ID), empty_text, not_in_copy (a Parquet or "
+               "JSONL copy lacks it), not_clueweb22_id (the id names no ClueWeb22 file)", False),
+    ),
+    # The sentence-transformers dataset's sidecar (`researchy-subq training-files`): row i names the ids of the
+    # texts in row i of the anchor/positive/negative_1..k dataset. The trainer tokenizes every column it is given
+    # (sentence_transformers/base/data_collator.py warns about `*_id` columns), so ids stay out of that dataset.
+    "training_ids": (
+        Column("query_id", pa.string(), "sub-question id (subq_id) of the anchor", False),
+        Column("qid", pa.string(), "question id: siblings share it (keep them out of one batch)", False),
+        Column("positive_id", pa.string(), "docid of the positive", False),
+        Column("negative_ids", pa.list_(pa.string()), "docids of negative_1..k, hardest first", False),
+    ),
     # TREC Web-track diversity qrels (topic, subtopic, docno, judgment) as ndeval and ir-measures' alpha_nDCG
     # read them: ir-measures takes the subtopic from the qrel's `iteration` field.
     "diversity_qrels": (
@@ -179,6 +204,18 @@ def arrow_schema(table: str) -> pa.Schema:
         for c in columns(table)
     ]
     return pa.schema(fields, metadata={"table": table})
+
+
+def n_tuple_schema(negatives: int) -> pa.Schema:
+    """sentence-transformers' (anchor, positive, negative_1, ..., negative_n) format, texts only: its trainer feeds
+    the columns to the loss by position and treats every column but a label/score one as a text input
+    (sbert.net docs, Training Overview > Dataset Format; sentence_transformers/base/data_collator.py)."""
+    described = [("anchor", "the sub-question text"),
+                 ("positive", "a document judged >= answer_level, as the judge saw it (or whole)"),
+                 *((f"negative_{i}", f"negative {i} (1 = the hardest), as the judge saw it (or whole)")
+                   for i in range(1, negatives + 1))]
+    return pa.schema([pa.field(n, pa.string(), nullable=False, metadata={"description": d}) for n, d in described],
+                     metadata={"table": "n_tuple"})
 
 
 def features(table: str):

@@ -13,6 +13,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from builder.release.no_text import text_files
 from builder.release.expectations import load_expectations
 from builder.release.card import PLOT, STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.release.imported import CHECK as IMPORT_CHECK, check_import
@@ -121,6 +122,9 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
+    texts = report.check("no document text in the release folder (ClueWeb22's licence forbids redistributing it)")
+    for name in text_files(release):
+        texts.fail(f"{name}: document text (from `researchy-subq texts` or `training-files`?); move it out of the release")
     return report
 
 

@@ -7,6 +7,7 @@ The trainer is sentence-transformers' own (`SentenceTransformerTrainer`, Multipl
 to OUT/checkpoints and a re-run resumes from the last one (transformers' `resume_from_checkpoint`)."""
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -15,9 +16,11 @@ from typing import Callable
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from builder.analysis.evaluate import judgment_files
-from builder.release.layout import config, present_splits
+from builder.release.layout import present_splits
+from builder.training.files import build_lookup, lookup, texts_folder_for, write_training_files
 from builder.training.measure import METRICS, measure_split
 from builder.training.sampler import (FalseNegativeCount, FalseNegativeGuard, as_batches, count_false_negatives,
                                       row_documents, sequential_batches)
@@ -53,20 +56,6 @@ class TrainingReport:
                 "scores": self.scores}
 
 
-def text_lookup(folder: Path) -> Callable[[list[str]], dict[str, str]]:
-    """docids -> their texts as the judge saw them, from the `texts-*.parquet` files `researchy-subq texts` wrote
-    (schema table `document_texts`); only the asked documents are read into memory."""
-    files = sorted(Path(folder).glob("texts-*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"{folder}: no texts-*.parquet files (write them with `researchy-subq texts`)")
-    dataset = ds.dataset(files, format="parquet")
-
-    def texts(docids: list[str]) -> dict[str, str]:
-        table = dataset.to_table(columns=["docid", "text"], filter=pc.field("docid").isin(docids))
-        return dict(zip(table["docid"].to_pylist(), table["text"].to_pylist()))
-    return texts
-
-
 def judged_positives(release: Path, split: str, answer_level: int) -> dict[str, frozenset[str]]:
     """subq_id -> every document judged >= answer_level for it (all of them, not only those with a row)."""
     table = ds.dataset(judgment_files(release, split), format="parquet").to_table(
@@ -77,36 +66,17 @@ def judged_positives(release: Path, split: str, answer_level: int) -> dict[str, 
     return {subq: frozenset(docs) for subq, docs in positives.items()}
 
 
-def hard_negative_rows(release: Path, split: str):
-    files = config("hard-negatives").files(release, split)
-    if not files:
-        raise FileNotFoundError(f"{release}: no hard-negatives rows of split {split} (data/"
-                                f"{config('hard-negatives').folders[0]}/{split}-*.parquet); rebuild the release with "
-                                "this kit's build-release")
-    return ds.dataset(files, format="parquet").to_table(
-        columns=["query_id", "query_text", "positive_document_ids", "negative_document_ids", "qid"])
-
-
-def training_rows(release: Path, texts: Callable[[list[str]], dict[str, str]], answer_level: int) -> TrainingRows:
-    """The train split's hard-negatives rows with their texts: (anchor, positive, negative_1..k); a row whose
-    documents the copy lacks is left out and counted."""
+def training_rows(release: Path, files: Path, answer_level: int) -> TrainingRows:
+    """The train split's rows as `researchy-subq training-files` wrote them under `files` (builder/training/files.py:
+    the (anchor, positive, negative_1..k) texts and, row for row, their ids), with the sampler's guard."""
     from datasets import Dataset
 
-    table = hard_negative_rows(release, TRAIN_SPLIT)
-    documents = [[*p, *n] for p, n in zip(table["positive_document_ids"].to_pylist(),
-                                          table["negative_document_ids"].to_pylist())]
-    found = texts(sorted({d for row in documents for d in row}))
-    kept = [i for i, row in enumerate(documents) if all(d in found for d in row)]
-    negatives = max((len(documents[i]) - 1 for i in kept), default=0)
-    kept = [i for i in kept if len(documents[i]) - 1 == negatives]  # n-tuples of one width, as the loss takes them
-    anchors = table["query_text"].to_pylist()
-    columns = {"anchor": [anchors[i] for i in kept], "positive": [found[documents[i][0]] for i in kept]}
-    for k in range(1, negatives + 1):
-        columns[f"negative_{k}"] = [found[documents[i][k]] for i in kept]
-    subqs = table["query_id"].to_pylist()
-    guard = row_documents([subqs[i] for i in kept], [documents[i] for i in kept],
+    texts = files / "sentence-transformers" / f"{TRAIN_SPLIT}.parquet"
+    ids = pq.read_table(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
+    guard = row_documents(ids["query_id"].to_pylist(),
+                          [[p, *n] for p, n in zip(ids["positive_id"].to_pylist(), ids["negative_ids"].to_pylist())],
                           judged_positives(release, TRAIN_SPLIT, answer_level))
-    return TrainingRows(Dataset.from_dict(columns), guard, left_out=len(documents) - len(kept))
+    return TrainingRows(Dataset.from_parquet(str(texts)), guard)
 
 
 def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dict[str, FalseNegativeCount]:
@@ -156,35 +126,40 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path, model_name: str |
     return model, trainer.state.global_step
 
 
-def train_and_measure(release: Path, texts: Callable[[list[str]], dict[str, str]], profile: Profile, out: Path,
+def train_and_measure(release: Path, texts: Path, profile: Profile, out: Path,
                       progress: Callable[[str], None] = lambda message: None) -> TrainingReport:
-    """Rows, their false-negative report, base scores, fine-tuning, fine-tuned scores; the report also written
-    to OUT/training_report.json."""
+    """training-files under OUT/training-files, their false-negative report, base scores, fine-tuning, fine-tuned
+    scores; the report also written to OUT/training_report.json."""
     from sentence_transformers import SentenceTransformer
 
     from generation.models import resolve_model
 
     settings, answer_level = profile.train, profile.complexity.answer_level
-    progress("reading the train split's hard-negatives rows and their texts")
-    rows = training_rows(release, texts, answer_level)
+    files = out / "training-files"
+    progress(f"writing the trainers' files (researchy-subq training-files) -> {files}")
+    written = write_training_files(release, texts, files)
+    rows = training_rows(release, files, answer_level)
     if not len(rows.dataset):
-        raise ValueError(f"{release}: no hard-negatives row of the train split has all its documents' texts")
+        raise ValueError(f"{release}: no hard-negatives row of the train split has all its documents' texts in {texts}")
+    rows.left_out = written.left_out[TRAIN_SPLIT]
     counts = false_negative_report(rows, settings.batch_size, settings.seed)
+    db = build_lookup(texts_folder_for(release, texts), files, whole=False)
+    lookup_texts = functools.partial(lookup, db)
     splits = [s for s in EVAL_SPLITS if s in present_splits(release)]
     scores: dict[str, dict[str, dict[str, float]]] = {s: {} for s in splits}
     base = SentenceTransformer(str(resolve_model(settings.model)))
     base.max_seq_length = settings.max_seq_length
     for split in splits:
         progress(f"measuring the base model on {split}")
-        scores[split]["base"] = measure_split(base, release, split, texts, answer_level, settings.depth)
+        scores[split]["base"] = measure_split(base, release, split, lookup_texts, answer_level, settings.depth)
     progress(f"fine-tuning {settings.model} on {len(rows.dataset):,} rows")
     started = time.perf_counter()
     tuned, steps = fine_tune(rows, profile, out)
     seconds = time.perf_counter() - started
     for split in splits:
         progress(f"measuring the fine-tuned model on {split}")
-        scores[split]["fine-tuned"] = measure_split(tuned, release, split, texts, answer_level, settings.depth)
+        scores[split]["fine-tuned"] = measure_split(tuned, release, split, lookup_texts, answer_level, settings.depth)
+    db.close()
     report = TrainingReport(len(rows.dataset), rows.left_out, counts, seconds, steps, scores)
     (out / "training_report.json").write_text(json.dumps(report.as_json(), indent=1))
     return report
-
