@@ -101,6 +101,7 @@ def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dic
 
 def fine_tune(rows: TrainingRows, profile: Profile, out: Path, model_name: str | None = None):
     """sentence-transformers' trainer over the rows with the kit's sampler; the model saved to `out`."""
+    import torch
     from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
                                        SentenceTransformerTrainingArguments)
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -117,7 +118,7 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path, model_name: str |
         per_device_train_batch_size=settings.batch_size, learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup_ratio, seed=settings.seed, data_seed=settings.seed,
         batch_sampler=rows.guard.batch_sampler, save_strategy="steps", save_steps=200, save_total_limit=1,
-        logging_steps=10, report_to="none", disable_tqdm=False)
+        logging_steps=10, report_to="none", dataloader_pin_memory=torch.cuda.is_available())
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows.dataset,
                                          loss=MultipleNegativesRankingLoss(model))
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
