@@ -14,11 +14,12 @@ def render_report(report, profile: Profile) -> str:
              f"In-batch false negatives at batch size {settings.batch_size} (a document judged >= "
              f"{profile.complexity.answer_level} for the anchor among its negatives), one epoch:",
              "",
-             "| batching | false negatives | of in-batch negatives | share | rows hit | batches |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| batching | false negatives | of in-batch negatives | share | rows hit | batches | rows a batch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, count in report.false_negatives.items():
         lines.append(f"| {name} | {count.false_negatives:,} | {count.negatives:,} | {count.share:.2%} | "
-                     f"{count.rows_hit:,} of {count.rows:,} | {count.batches:,} |")
+                     f"{count.rows_hit:,} of {count.rows:,} | {count.batches:,} | "
+                     f"{count.rows / max(count.batches, 1):.1f} |")
     lines += ["", f"{settings.model} before and after fine-tuning (dense retrieval over each split's judged "
                   "documents; the kit's evaluate):", "",
               "| split | metric | base | fine-tuned | change |", "| --- | --- | ---: | ---: | ---: |"]
