@@ -235,8 +235,9 @@ class Train(Strict):
                                                                   "the kit ships, or a Hub name already cached")
     epochs: float = Field(default=1.0, gt=0, description="passes over the training rows")
     max_steps: int | None = Field(default=None, ge=1, description="stop after this many steps (null: the epochs)")
-    batch_size: int = Field(default=64, ge=2, description="rows per batch; each anchor's in-batch negatives are the "
-                                                          "other rows' documents")
+    batch_size: int = Field(default=64, ge=2, description="rows per batch at most (the sampler defers a row that would "
+                                                          "put a judged positive among another anchor's in-batch "
+                                                          "negatives)")
     learning_rate: float = Field(default=2e-5, gt=0, description="AdamW's peak learning rate")
     warmup_ratio: float = Field(default=0.1, ge=0, lt=1, description="share of the steps warming the rate up")
     max_seq_length: int = Field(default=256, ge=8, description="tokens kept of each text")
