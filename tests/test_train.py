@@ -135,19 +135,27 @@ def test_the_trainer_takes_the_sampler_from_its_arguments(rows, tmp_path):
     assert count_false_negatives(batches, rows.guard).false_negatives == 0
 
 
-def test_train_command_end_to_end(release, texts, tmp_path):
-    """The real MiniLM fine-tuned for 3 steps; the before/after table for dev and test on stdout."""
+@pytest.fixture(scope="module")
+def trained(release, texts, tmp_path_factory):
+    """`researchy-subq train` at tiny settings: the real MiniLM fine-tuned for 3 steps."""
     from builder.cli.main import app
 
-    demo = load_profile("demo")
-    tiny = demo.model_dump(mode="json")
+    root = tmp_path_factory.mktemp("trained")
+    tiny = load_profile("demo").model_dump(mode="json")
     tiny.update(name="demo-tiny", train={**tiny["train"], "max_steps": 3, "batch_size": 4, "max_seq_length": 32})
-    profile = tmp_path / "tiny.yaml"
+    profile = root / "tiny.yaml"
     profile.write_text(yaml.safe_dump(tiny))
-    out = tmp_path / "model"
-    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(out),
+    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(root / "model"),
                                       "--profile", str(profile)])
     assert result.exit_code == 0, result.output
+    return root / "model", result
+
+
+def test_train_command_end_to_end(trained):
+    """The before/after table for dev and test on stdout, the report, the saved model."""
+    from sentence_transformers import SentenceTransformer
+
+    out, result = trained
     for split in ("dev", "test"):
         for metric in ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions"):
             assert f"| {split} | {metric} | " in result.stdout
@@ -158,6 +166,26 @@ def test_train_command_end_to_end(release, texts, tmp_path):
     for split in ("dev", "test"):
         for model in ("base", "fine-tuned"):
             assert 0 < report["scores"][split][model]["ndcg@10 sub-questions"] <= 1
-    from sentence_transformers import SentenceTransformer
-
     assert SentenceTransformer(str(out)).encode(["why do cats purr"]).shape == (1, 384)
+
+
+def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, tmp_path):
+    """The release card's mteb snippet, as a user runs it in a fresh process, on the model `train` wrote."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from test_card import snippets
+
+    body = (release / "README.md").read_text().split("---\n", 2)[2]
+    code = dict(snippets(body))["mteb: a retrieval task over your ClueWeb22 texts"]
+    code = code.replace('"org/researchy-subq-judgments"', repr(str(release))).replace(
+        '"sentence-transformers/all-MiniLM-L6-v2"', repr(str(trained[0]))).replace(
+        '"texts/texts-*.parquet"', repr(str(texts / "texts-*.parquet")))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MTEB_CACHE": str(tmp_path / "mteb"), "HF_HOME": str(tmp_path / "hf")}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores = dict(re.findall(r"^(\w+) nDCG@10 ([0-9.]+)$", result.stdout, re.M))
+    assert set(scores) == {"dev", "test"} and all(0 < float(v) <= 1 for v in scores.values())

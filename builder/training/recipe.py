@@ -99,7 +99,7 @@ def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dic
     return {name: count_false_negatives(batches, rows.guard) for name, batches in orders.items()}
 
 
-def fine_tune(rows: TrainingRows, profile: Profile, out: Path, model_name: str | None = None):
+def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
     """sentence-transformers' trainer over the rows with the kit's sampler; the model saved to `out`."""
     import torch
     from sentence_transformers import (SentenceTransformer, SentenceTransformerTrainer,
@@ -110,7 +110,7 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path, model_name: str |
     from generation.models import resolve_model
 
     settings = profile.train
-    model = SentenceTransformer(str(resolve_model(model_name or settings.model)))
+    model = SentenceTransformer(str(resolve_model(settings.model)))
     model.max_seq_length = settings.max_seq_length
     checkpoints = out / "checkpoints"
     args = SentenceTransformerTrainingArguments(
