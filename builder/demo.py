@@ -228,8 +228,10 @@ def training_demo(out: Path, profile: Profile, profile_flag: str) -> list[tuple[
     results.print(f"{summary.written:,} of {summary.documents:,} judged documents' texts -> {texts}", highlight=False,
                   markup=False)
     step(f"researchy-subq train {release} --texts {texts} --out {model} --profile {profile_flag}")
-    console.print(f"\n[yellow]The demo's labels come from the STAND-IN judge ({profile.judge.model} cosine), and the "
-                  "model fine-tuned here is the same MiniLM: its gain checks the pipeline, it is not a finding.[/]")
+    console.print(f"\n[yellow]The demo's labels come from the STAND-IN judge ({profile.judge.model} cosine cut into "
+                  "levels), and the model fine-tuned here is that same MiniLM: the base model ranks by the very "
+                  "cosine that made the labels (near 1.0), so the table checks the pipeline; its change is not a "
+                  "finding.[/]")
     report = train_and_measure(release, texts, profile, model, progress=lambda m: console.print(
         m, highlight=False, markup=False))
     results.print(render_report(report, profile), highlight=False, markup=False)

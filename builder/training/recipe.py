@@ -7,8 +7,10 @@ The trainer is sentence-transformers' own (`SentenceTransformerTrainer`, Multipl
 to OUT/checkpoints and a re-run resumes from the last one (transformers' `resume_from_checkpoint`)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +124,8 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows.dataset,
                                          loss=MultipleNegativesRankingLoss(model))
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    trainer.train(resume_from_checkpoint=last)
+    with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its loss lines: progress, not results
+        trainer.train(resume_from_checkpoint=last)
     model.save(str(out))
     return model, trainer.state.global_step
 
