@@ -60,10 +60,16 @@ test-vllm: $(VLLM_STAMP)
 	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_*.py \
 		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
 
-# `.[gpu]` must resolve together with the base requirements, as a GPU user installs it (README, "GPU").
+# Each GPU extra (`.[vllm]`, `.[fp8]`, and `.[gpu]`, both) must resolve together with the base requirements, as a
+# GPU user installs it (docs/performance.md, "vLLM and GPUs"); the versions each resolves to are printed, one extra a line.
+GPU_EXTRAS := vllm fp8 gpu
 check-gpu-extra: $(STAMP)
-	$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir '.[gpu]' \
-		| grep '^Would install' | tr ' ' '\n' | grep -E '^(vllm|torch|transformers)-[0-9]'
+	set -e; for extra in $(GPU_EXTRAS); do \
+		$(BIN)/python -m pip install --dry-run --ignore-installed --no-cache-dir ".[$$extra]" > .venv/dry-run-$$extra.log 2>&1 \
+			|| { tail -40 .venv/dry-run-$$extra.log; echo "[$$extra] does not resolve"; exit 1; }; \
+		echo "[$$extra]" $$(grep '^Would install' .venv/dry-run-$$extra.log | tr ' ' '\n' \
+			| grep -E '^(vllm|torch|torchao|transformers)-[0-9]'); \
+	done
 
 bench-judge: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python scripts/bench_judge.py --backend transformers

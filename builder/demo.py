@@ -154,7 +154,7 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
 
 
 def simulation_demo(release: Path, out: Path) -> None:
-    """seeds/002 on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
+    """Budgeted judging (Petcu et al., arXiv:2510.18633) on the sample's (stand-in) judgments: which policy finds relevant pairs on a budget."""
     from builder.cli.reports import print_simulation
     from builder.analysis.simulate import document_embeddings, load_instances, plot, simulate
     from generation.bandits.policies import POLICIES

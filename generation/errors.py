@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import traceback
 import zlib
 from pathlib import Path
 from collections import Counter
@@ -89,3 +90,24 @@ def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     except (OSError, zlib.error) as e:
         kind = "not a gzip file or corrupt" if path.name.lower().endswith(".gz") else "cannot be read"
         raise InputError(path, lineno + 1, f"{kind} ({e.strerror or e})") from None
+
+
+class PartlyFailed(RuntimeError):
+    """A backend call that answered some of its items and not others: `answers` holds a place for every item (what
+    stands at a failed one means nothing), `failures` the error of each failed position. The judge keeps the
+    answers and marks the failed pairs, instead of trying the whole call again."""
+
+    def __init__(self, answers, failures: dict[int, BaseException]):
+        self.answers, self.failures = answers, failures
+        super().__init__(f"{len(failures)} of {len(answers)} items failed, the first with: "
+                         f"{next(iter(failures.values()))}")
+
+    def merged(self) -> list:
+        return [self.failures.get(i, answer) for i, answer in enumerate(self.answers)]
+
+
+def without_frames(error: BaseException) -> BaseException:
+    """`error` with its traceback's frames cleared and dropped: a failed forward's locals (its GPU tensors) are
+    freed now, not when the stored error is graded with the rest of its chunk."""
+    traceback.clear_frames(error.__traceback__)  # frames still executing are left as they are
+    return error.with_traceback(None)

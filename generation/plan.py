@@ -21,9 +21,9 @@ from generation.shards import Shard
 
 PAPER_PAIRS = 24_316_320
 PAPER_SUBQUESTIONS = 1_288_976
-PAPER_PAIRS_PER_SUBQUESTION = PAPER_PAIRS / PAPER_SUBQUESTIONS  # 18.87 (seeds/000)
+PAPER_PAIRS_PER_SUBQUESTION = PAPER_PAIRS / PAPER_SUBQUESTIONS  # 18.87 (Ju et al., arXiv:2510.21733, section 4)
 # Llama-3 tokens per whitespace word of web text, the assumption when the corpus at hand cannot measure it:
-# issue 15's figure (2,048 words of ClueWeb22 text ~ 2,900 Llama tokens). Override with --tokens-per-word.
+# the figure measured when `plan` was written (2,048 words of ClueWeb22 text ~ 2,900 Llama tokens). Override with --tokens-per-word.
 LLAMA3_TOKENS_PER_WORD = 2900 / 2048
 MIN_LONG_DOCUMENTS = 20  # sampled documents that must reach the cut for the measured paper row to stand
 

@@ -1,6 +1,6 @@
 """Profiles: YAML files holding every protocol knob, validated strictly.
 
-`paper` follows the paper's text (seeds/000), `crux-code` the authors' released code, `demo` runs on
+`paper` follows the paper's text (Ju et al., arXiv:2510.21733), `crux-code` the authors' released code, `demo` runs on
 the bundled sample on a CPU. A profile is a bundled name, or a path when it looks like one (a .yaml/.yml
 suffix or a folder separator), so a folder named `demo` in the working directory never shadows `demo`.
 Strict: no coercion (`k1: true`, `depth: "100"`), no infinities or NaN, no duplicate keys, no unknown keys.
@@ -42,7 +42,7 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 
 class TransformersSettings(Strict):
-    """How the transformers backend batches and places the model (README, "The judge and the reranker on GPUs");
+    """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
     vLLM ignores them, and so does the config hash."""
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
@@ -52,6 +52,10 @@ class TransformersSettings(Strict):
     attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
     packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
                                                     "reuse; on a GPU with variable-length attention (flex/flash)")
+    compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes; the first "
+                                                     "batch pays the compile), for torchao fp8, whose activation "
+                                                     "quantization runs as separate kernels without it; speed-ups: only "
+                                                     "the measured ones (README, GPUs)")
 
 
 class Rerank(TransformersSettings):
@@ -100,7 +104,7 @@ class OpenAIServer(Strict):
     # How to reach the server, not what it is asked: outside the config hash, so a shard resumes after the server
     # moves to another node or the concurrency changes. request_shape, served_model and the logprobs keys are in it.
     NOT_HASHED: ClassVar[tuple[str, ...]] = ("endpoint", "api_key_env", "concurrency", "request_timeout_s",
-                                             "max_retries", "retry_backoff_s")
+                                             "max_retries", "retry_backoff_s", "max_retry_after_s")
     endpoint: str = Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", description=(
         "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
         "{endpoint}/chat/completions; no credentials in it (api_key_env)"))
@@ -122,6 +126,8 @@ class OpenAIServer(Strict):
                                                           "connection error, before the pair fails")
     retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait before a retry, doubled each time "
                                    "(at most 60 s); a server's Retry-After header takes its place")
+    max_retry_after_s: float = Field(default=120.0, gt=0, description="the longest wait a server's Retry-After "
+                                     "header gets (a proxy asking for an hour would stall every request in flight)")
 
 
 class JudgeConfig(TransformersSettings):
@@ -202,14 +208,13 @@ class JudgeConfig(TransformersSettings):
 
 
 class Complexity(Strict):
-    """Retrieval complexity per question, after seeds/003 with sub-questions as the parts of the question."""
+    """Retrieval complexity per question, after Gabburo et al., arXiv:2406.03592, with sub-questions as the parts of the question."""
     answer_level: int = Field(default=4, ge=0, le=5, description="a document answers a sub-question at this level")
     completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
 
 
 class Training(Strict):
-    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split
-    (builder/release/training.py)."""
+    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
     negative_level: int = Field(default=1, ge=0, le=5, description="a judged document at this level or below is a "
                                                                     "hard negative of its sub-question")
     negatives: int = Field(default=3, ge=1, description="hard negatives per row of `hard-negatives` (k); a positive "
@@ -219,11 +224,11 @@ class Training(Strict):
                                                                    "split, by a hash of the question id")
 
 class Bandit(Strict):
-    """Budgeted judging (seeds/002)."""
+    """Budgeted judging (Petcu et al., arXiv:2510.18633)."""
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
     top_k: int = Field(default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked "
                                                     "observed documents")
-    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (seeds/002 "
+    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (Petcu et al. "
                                                           "section 3.5)")
 
 
@@ -351,7 +356,12 @@ def judge_overrides(profile: Profile, backend: str | None = None, endpoint: str 
     judge = profile.judge.model_dump()
     if backend is not None:
         judge["backend"] = backend
-    if endpoint is not None or concurrency is not None:
+    given = [option for option, value in (("--endpoint", endpoint), ("--concurrency", concurrency)) if value is not None]
+    if given and judge["backend"] != "openai":  # the server settings of any other backend would be ignored
+        raise ValueError(f"{' and '.join(given)} set the server of the `openai` judge backend, but profile "
+                         f"{profile.name!r} judges with the {judge['backend']!r} backend: add --backend openai to "
+                         "judge through a server, or leave them out")
+    if given:
         server = judge.get("openai") or {}
         if endpoint is not None:
             server = {"request_shape": "completions", **server, "endpoint": endpoint}

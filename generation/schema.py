@@ -33,7 +33,11 @@ CLICKED_DOC = pa.struct([
 # negative digit or the "-1" it appended; their request failure is the string "-2". Every other class
 # keeps level null and is counted in the summary, the card and `validate`.
 IMPORTED_STATUS = "imported"
-GRADED_STATUSES = ("ok", IMPORTED_STATUS)  # the statuses with a level
+# An imported level of the authors' ratings that their clicked-document pass graded on another document's text
+# (generation/labels/authors_pass.py: a defect of crux/augmentation/gen_ratings_offload_qrel.py lines 82-91).
+OTHER_TEXT_STATUS = "imported_other_text"
+IMPORTED_STATUSES = (IMPORTED_STATUS, OTHER_TEXT_STATUS)  # levels imported without the judge's text
+GRADED_STATUSES = ("ok", *IMPORTED_STATUSES)  # the statuses with a level
 JUDGMENT_STATUSES = (
     "ok",              # a level on the prompt's scale, parsed from raw
     IMPORTED_STATUS,   # a level on the scale imported from a labels file; raw is null
@@ -42,7 +46,8 @@ JUDGMENT_STATUSES = (
     "out_of_scale",    # a first digit above the scale, e.g. "7"
     "request_failed",  # the authors' "-2": the request itself failed
     "engine_error",    # the engine refused or failed this pair; `raw` holds the error text
-    "not_verbatim",    # r3a: the <extract> is not verbatim in the document (seeds/004's format failure)
+    "not_verbatim",    # r3a: the <extract> is not verbatim in the document (R3A's format failure, arXiv:2508.02506 section 2.2)
+    OTHER_TEXT_STATUS,  # an imported level graded on another document's text (the authors' defect)
 )
 
 SOURCE_SPLITS = ("train", "test")  # Researchy Questions' own splits, what `questions --split` takes
@@ -108,6 +113,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("raw", pa.string(), "the judge's raw output text (the error text when status is engine_error or "
                "request_failed); null for labels imported without their text"),
         Column("status", pa.string(), "ok (a level parsed from raw), imported (a level imported without raw text), "
+               "imported_other_text (an imported level the authors' code graded on another document's text), "
                "or why level is null: " + ", ".join(s for s in JUDGMENT_STATUSES if s not in GRADED_STATUSES)),
         Column("probs", pa.list_(pa.float32()), "probability of each level 0..max under the judge; null in generate mode"),
         Column("expected", pa.float32(), "sum of p(level) x level; null in generate mode"),

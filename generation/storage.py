@@ -11,7 +11,7 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +24,10 @@ MARKER = ".researchy-subq"  # written into every folder the kit may later wipe a
 
 class OwnershipError(RuntimeError):
     """A folder the kit would replace, but did not make."""
+
+
+class LinkRefused(OwnershipError):
+    """A path the kit would write that is a symbolic link, or leads out of the folder it was given."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -54,6 +58,37 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     tmp.write_text(text, encoding="utf-8")
     commit(tmp, path)
     return path
+
+
+def refuse_links(folder: str | Path, *names: str | Path) -> None:
+    """Before the kit writes `names` (relative paths) under `folder`: neither a name nor a folder on its way is a
+    symbolic link, and none leads out of `folder`. A user's file that a link points to is never written through
+    (nor silently replaced by the kit's); the link is refused with one line naming it."""
+    folder = Path(folder)
+    root = folder.resolve()
+    for name in names:
+        path = folder
+        for part in Path(name).parts:
+            path = path / part
+            if path.is_symlink():
+                raise LinkRefused(f"{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
+                                  "through a link: remove the link, or choose another folder")
+        if not path.resolve().is_relative_to(root):
+            raise LinkRefused(f"{path}: leads out of {folder}; researchy-subq writes only inside the folder it is given")
+
+
+def replace_file(folder: str | Path, name: str | Path, write: Callable[[Path], object]) -> Path:
+    """`folder/name` written by `write(temporary path)` and then renamed into place (old or new, never half),
+    refusing a link on the way (`refuse_links`)."""
+    refuse_links(folder, name)
+    final = Path(folder) / name
+    tmp = tmp_path(final)
+    try:
+        write(tmp)
+        commit(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
 
 
 def pid_alive(pid: int) -> bool:

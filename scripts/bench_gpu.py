@@ -3,15 +3,19 @@ a CPU: the kit against the raw padded and the raw unpadded forward; pairs/s, TFL
 dense peak and of a matrix-product ceiling measured here, peak memory; written as a calibration file for `plan`.
 
     python scripts/bench_gpu.py --device cuda --shape llama-70b --layers 16 --precision bf16 fp8 \\
-        --calibration calibration.json
-    python scripts/bench_gpu.py --device cuda --shape llama-8b reranker
+        --corpus /data/clueweb22/txt/en/en00 --calibration calibration.json
+    python scripts/bench_gpu.py --device cuda --shape llama-8b reranker --corpus /data/clueweb22/txt/en/en00
     python scripts/bench_gpu.py --device cpu --shape tiny-llama tiny-qwen3 --prompt-tokens 200 --pairs 8   (the test)
 
 Shapes (generation/model_shapes.py, from each model's config.json): `llama-70b` (Llama-3.3-70B, `--layers` of
 its 80), `llama-8b` (Llama-3.1-8B), `reranker` (Qwen3-Reranker-0.6B), `tiny-llama` / `tiny-qwen3`. Judge shapes
-run the kit's `LLMJudge` (the `paper` prompt through the Llama-3.3 chat template, contexts cut by tokens to
-`--prompt-tokens`) in distribution and generate mode; the reranker shape runs the rerank path
-(`next_token_logprobs` over "no"/"yes") padded and packed. Raw padded = one `logits_to_keep=1` forward per
+run the kit's `LLMJudge` (the `paper` prompt through the Llama-3.3 chat template, documents cut at the profile's
+`context_words`, prompts at `--prompt-tokens`) in distribution and generate mode; the reranker shape runs the rerank
+path (`next_token_logprobs` over "no"/"yes") padded, with transformers' default attention (sdpa) as the kit loads it,
+and packed, with `--packed-attention`. Every prompt is as long as a document drawn from `--corpus` (its length
+distribution cut at the profile's limits: the bundled sample's documents are short, a ClueWeb22 copy gives the
+paper's), so batches mix lengths as the kit's do and packing has padding to remove. Each row is one precision, and
+the calibration takes each precision's figure from its own rows only. Raw padded = one `logits_to_keep=1` forward per
 length-sorted left-padded batch of the kit's own token ids; raw unpadded = one sequence at a time. fp8 = torchao's
 dynamic float8 on every decoder linear layer (CUDA, compute capability >= 8.9 only). FLOPs per pair are counted as
 `plan` counts them (generation/model_shapes.prompt_flops: 2 x non-embedding params per token + causal attention).
@@ -81,8 +85,27 @@ def chat_tokenizer(family: str):
     return tokenizer
 
 
-def judge_sequences(tokenizer, pairs: int, prompt_tokens: int):
-    """The kit's judge and its token ids for `pairs` pairs whose prompts are cut to `prompt_tokens` tokens."""
+def document_words(corpus: Path, count: int, limit: int, seed: int, read_at_most: int = 20000) -> list[int]:
+    """Word counts of `count` documents drawn (with replacement) from the first `read_at_most` documents of `corpus`
+    (ClueWeb22 txt or JSONL, read as the corpus stage reads them), each cut at `limit` words as the profile cuts
+    them: so batches hold the mix of lengths the kit meets, and packing has padding to remove."""
+    import random
+    from itertools import islice
+
+    from generation.errors import Rejects
+    from generation.stages.corpus import input_files, iter_documents
+
+    documents = (d for f in input_files([corpus]) for d in iter_documents(f, Rejects(None, stop=False)))
+    words = [min(len(d["text"].split()), limit) for d in islice(documents, read_at_most)]
+    if not words:
+        raise SystemExit(f"--corpus {corpus}: no documents")
+    rng = random.Random(seed)
+    return [rng.choice(words) for _ in range(count)]
+
+
+def judge_sequences(args, pairs: int):
+    """The kit's judge (the paper profile's `context_words` cut) and `pairs` pairs over documents of the corpus's
+    lengths; prompts longer than `--prompt-tokens` are cut by tokens there, as max_model_len cuts them."""
     import random
 
     from generation.judging.judges import Pair
@@ -90,25 +113,49 @@ def judge_sequences(tokenizer, pairs: int, prompt_tokens: int):
 
     rng = random.Random(0)
     config = load_profile("paper").judge.model_copy(update={
-        "backend": "transformers", "model": "in-memory", "max_model_len": prompt_tokens + 3,
-        "context_words": 10 * prompt_tokens, "mode": "distribution"})
+        "backend": "transformers", "model": "in-memory", "max_model_len": args.prompt_tokens + 3, "mode": "distribution"})
+    words = document_words(args.corpus, pairs, config.context_words, seed=0)
     questions = [f"Why does {rng.choice(WORDS)} affect {rng.choice(WORDS)} number {i}?" for i in range(max(pairs // 8, 1))]
-    docs = [" ".join(rng.choices(WORDS, k=2 * prompt_tokens)) for _ in range(8)]
-    items = [Pair(q, d) for q in questions for d in docs][:pairs]
-    return config, items
+    return config, [Pair(questions[i % len(questions)], " ".join(rng.choices(WORDS, k=n))) for i, n in enumerate(words)]
 
 
-def rerank_sequences(tokenizer, pairs: int, tokens: int):
+def rerank_sequences(tokenizer, args, pairs: int):
+    """Documents of the corpus's lengths, cut at the paper profile's `rerank.max_doc_words` (null there: the whole
+    document) and at `--rerank-tokens`."""
     import random
 
     from generation.judging.reranker_input import RerankEncoder
+    from generation.profiles import load_profile
 
     rng = random.Random(1)
-    encoder = RerankEncoder(tokenizer, max_length=tokens)
+    encoder = RerankEncoder(tokenizer, max_length=args.rerank_tokens)
     query = "why are honey bee populations declining"
-    docs = [" ".join(rng.choices(WORDS, k=2 * tokens)) for _ in range(pairs)]
+    limit = load_profile("paper").rerank.max_doc_words or 10 * args.rerank_tokens  # no word cut: tokens cut it
+    docs = [" ".join(rng.choices(WORDS, k=n)) for n in document_words(args.corpus, pairs, limit, seed=1)]
     return [encoder.encode("Given the list of questions as query, retrieve relevant passages that answer the "
                            "questions.", query, d) for d in docs]
+
+
+def compiled(model, run):
+    """`run` after `model.compile(dynamic=True)` (the backend's `compile: true`), compiled on the first call (the
+    benchmark's warm-up); the last rows of a shape, since compiling changes the model in place."""
+    def call():
+        if getattr(model, "_compiled_call_impl", None) is None:
+            model.compile(dynamic=True)
+        return run()
+    return call
+
+
+def with_attention(model, attention: str, run):
+    """`run` with the model's attention switched to `attention` (the packed path's), then back (the padded path's)."""
+    def call():
+        before = model.config._attn_implementation
+        model.set_attn_implementation(attention)
+        try:
+            return run()
+        finally:
+            model.set_attn_implementation(before)
+    return call
 
 
 def raw_padded(backend, sequences, wanted):
@@ -181,24 +228,29 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
         shape = shape.with_layers(args.layers)
     dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
     reranker = shape.family == "qwen3" and name != "tiny-llama"
-    attention = args.packed_attention if reranker else None
-    model = build_model(shape, args.device, dtype, attention, fp8=precision == "fp8")
+    # transformers' default attention (sdpa), as the kit loads a model without `attention:`; the packed rows switch
+    # to --packed-attention, as a profile with `packed: true` must
+    model = build_model(shape, args.device, dtype, None, fp8=precision == "fp8")
+    padded_attention = model.config._attn_implementation
     tokenizer = chat_tokenizer(shape.family)
     rows = []
     common = {"shape": shape.name, "precision": precision if args.device.startswith("cuda") else "float32"}
     if reranker:
-        sequences = rerank_sequences(tokenizer, args.pairs, args.rerank_tokens)
+        sequences = rerank_sequences(tokenizer, args, args.pairs)
         wanted = [tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")]
         padded = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
         packed = TransformersBackend.wrap(model, tokenizer, batch_size=args.pairs,
                                           max_batch_tokens=args.batch_size * args.rerank_tokens, packed=True)
         runs = {("kit", "rerank"): lambda: padded.next_token_logprobs(sequences, wanted),
-                ("kit packed", "rerank"): lambda: packed.next_token_logprobs(sequences, wanted),
+                ("kit packed", "rerank"): with_attention(model, args.packed_attention,
+                                                         lambda: packed.next_token_logprobs(sequences, wanted)),
                 ("raw padded", "rerank"): lambda: raw_padded(padded, sequences, torch.tensor(wanted)),
                 ("raw unpadded", "rerank"): lambda: raw_unpadded(padded, sequences, torch.tensor(wanted))}
+        if args.compile:
+            runs[("kit compiled", "rerank")] = compiled(model, lambda: padded.next_token_logprobs(sequences, wanted))
     else:
         backend = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
-        config, pairs = judge_sequences(tokenizer, args.pairs, args.prompt_tokens)
+        config, pairs = judge_sequences(args, args.pairs)
         judges = {mode: LLMJudge(config.model_copy(update={"mode": mode}), backend, tokenizer, shape.name)
                   for mode in ("distribution", "generate")}
         sequences = [judges["distribution"].encode_pair(p)[0] for p in pairs]
@@ -207,8 +259,11 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
                 ("kit", "generate"): lambda: judges["generate"].grade(pairs),
                 ("raw padded", "distribution"): lambda: raw_padded(backend, sequences, wanted),
                 ("raw unpadded", "distribution"): lambda: raw_unpadded(backend, sequences, wanted)}
+        if args.compile:
+            runs[("kit compiled", "distribution")] = compiled(model, lambda: judges["distribution"].grade(pairs))
     tokens = statistics.mean(len(s) for s in sequences)
-    flops = prompt_flops(shape, tokens)
+    shortest, longest = min(len(s) for s in sequences), max(len(s) for s in sequences)
+    flops = sum(prompt_flops(shape, len(s)) for s in sequences) / len(sequences)  # each prompt its own length
     ceiling = matmul_ceiling(shape, min(args.batch_size * int(tokens), 65536), args.device, dtype, precision == "fp8")
     spec = device_spec_of(args.device)
     peak = args.peak_tflops * 1e12 if args.peak_tflops else spec.peak_flops[precision] if spec else None
@@ -216,8 +271,10 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
         seconds, memory = timed(call, args.device, args.repeats)
         rate = len(sequences) / seconds
         achieved = rate * flops
+        attention = args.packed_attention if run == "kit packed" else padded_attention
         rows.append({**common, "run": run, "mode": mode, "batch": 1 if run == "raw unpadded" else args.batch_size,
-                     "prompt_tokens": round(tokens), "pairs_per_s": rate, "tflops": achieved / 1e12,
+                     "attention": attention, "prompt_tokens": round(tokens), "tokens_min": shortest,
+                     "tokens_max": longest, "pairs_per_s": rate, "tflops": achieved / 1e12,
                      "share_of_peak": achieved / peak if peak else None, "share_of_ceiling": achieved / ceiling,
                      "ceiling_tflops": ceiling / 1e12, "peak_memory_gib": memory})
     del model
@@ -249,10 +306,11 @@ def calibration(rows: list[dict], device: str, command: str, bandwidth: float | 
     judge = [r for r in rows if r["run"] == "kit" and r["mode"] == "distribution" and r["share_of_peak"]]
     for row in sorted(judge, key=lambda r: r["tflops"] / r["pairs_per_s"]):  # largest FLOPs per pair last wins
         shares.setdefault("transformers", {})[row["precision"]] = round(row["share_of_peak"], 4)
-    rerank = [r for r in rows if r["mode"] == "rerank" and r["run"].startswith("kit") and r["share_of_peak"]]
-    if rerank:
-        best = max(rerank, key=lambda r: r["share_of_peak"])
-        shares["rerank"] = {best["precision"]: round(best["share_of_peak"], 4)}
+    # the reranker as the profiles run it (padded; packed is opt-in), each precision its own row: never the best
+    # row across precisions, which would file a bf16 figure as fp8
+    for row in rows:
+        if row["mode"] == "rerank" and row["run"] == "kit" and row["share_of_peak"]:
+            shares.setdefault("rerank", {})[row["precision"]] = round(row["share_of_peak"], 4)
     peaks = {r["precision"]: r["tflops"] * 1e12 / r["share_of_peak"] for r in rows if r["share_of_peak"]}
     return Calibration(device_name(device), command, {"torch": torch.__version__, "transformers": transformers.__version__,
                                                        "measured": time.strftime("%Y-%m-%d")}, shares, peaks,
@@ -263,12 +321,13 @@ def print_table(rows: list[dict], device: str) -> None:
     import transformers
 
     print(f"\n{device_name(device)}; torch {torch.__version__}, transformers {transformers.__version__}")
-    print("| shape | run | mode | precision | batch | tokens | pairs/s | TFLOP/s | share of peak | share of ceiling "
-          "(TFLOP/s) | peak memory GiB |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| shape | run | mode | precision | attention | batch | tokens: mean (min-max) | pairs/s | TFLOP/s | "
+          "share of peak | share of ceiling (TFLOP/s) | peak memory GiB |")
+    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         peak = f"{r['share_of_peak']:.1%}" if r["share_of_peak"] is not None else "n/a"
-        print(f"| {r['shape']} | {r['run']} | {r['mode']} | {r['precision']} | {r['batch']} | {r['prompt_tokens']:,} | "
+        print(f"| {r['shape']} | {r['run']} | {r['mode']} | {r['precision']} | {r['attention']} | {r['batch']} | "
+              f"{r['prompt_tokens']:,} ({r['tokens_min']:,}-{r['tokens_max']:,}) | "
               f"{r['pairs_per_s']:.2f} | {r['tflops']:.3g} | {peak} | {r['share_of_ceiling']:.1%} "
               f"({r['ceiling_tflops']:.3g}) | {r['peak_memory_gib']:.2f} |")
 
@@ -281,12 +340,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", nargs="+", choices=["bf16", "fp8"], default=["bf16"])
     parser.add_argument("--pairs", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=8, help="pairs per batch (the reranker: docs per batch)")
-    parser.add_argument("--prompt-tokens", type=int, default=3140, help="judge prompt length (the paper's ~3,068)")
-    parser.add_argument("--rerank-tokens", type=int, default=2800)
+    parser.add_argument("--prompt-tokens", type=int, default=8189,
+                        help="judge prompts are cut to this many tokens (the paper profile's max_model_len - 3)")
+    parser.add_argument("--rerank-tokens", type=int, default=8192, help="reranker inputs are cut to this many "
+                        "tokens (the profiles' rerank max_length)")
+    parser.add_argument("--corpus", type=Path, default=ROOT / "generation" / "sample" / "clueweb22",
+                        help="documents whose lengths the prompts take (ClueWeb22 txt or JSONL; default: the bundled "
+                        "sample, whose documents are short: pass your ClueWeb22-B copy for the paper's lengths)")
     parser.add_argument("--packed-attention", default=None,
                         help="attn_implementation of the reranker shape (packed runs need flash_attention_2 or "
                              "flex_attention on a GPU; default: sdpa on a CPU, flex_attention on a GPU)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="also run the kit with `compile: true` "
+                        "(torch.compile, dynamic shapes; compiled during the warm-up run, which is not timed)")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense peak for this precision, where the "
                         "built-in table (H100, H200) does not know it")
     parser.add_argument("--bandwidth-tbs", type=float, help="the device's memory bandwidth in TB/s, likewise")

@@ -1,4 +1,4 @@
-"""Tries the kit as a hostile user would and prints the figures of the README's reliability section:
+"""Tries the kit as a hostile user would and prints the figures of docs/reliability.md:
 bad inputs tried / answered with one clear line (or rejects that let the run go on), SIGKILLs survived (the
 re-run's output equals an uninterrupted run's, nothing left behind), races handled (a second worker on a
 shard is refused and told who holds it; shards finishing together), release corruptions caught by `validate`.
@@ -29,6 +29,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_inputs import cases  # noqa: E402
+from hostile_server import served_judge  # noqa: E402
 from hostile_release import DISTRIBUTION_FAULTS, GENERATE_FAULTS, data_file, failed_keys, rewrite, set_first  # noqa: E402
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -243,6 +244,46 @@ def races(w: Path, env: dict) -> list[tuple[str, bool, str]]:
     return results
 
 
+def link_writes(w: Path, env: dict) -> list[tuple[str, str]]:
+    """Issue 28 item 1: `build-release --out R` over a release whose card, plot, manifest or data folder is a link to a
+    user's file or folder elsewhere: refused in one line, the user's file untouched, nothing written outside R."""
+    from typer.testing import CliRunner
+
+    from builder.cli.main import app
+
+    synthetic, results = env["synthetic"], []
+    build = ["build-release", "--profile", "paper", "--repo", "org/researchy-subq-judgments", "--rows-per-file", "3000",
+             "--judgments", synthetic["judgments"]]
+    for folder in synthetic["questions"].values():
+        build += ["--questions", folder]
+    for name in ("README.md", "level_distribution.png", "manifest.json", "data"):
+        case = w / "links" / name.replace(".", "_")
+        release = case / "release"
+        shutil.copytree(env["release"], release, symlinks=True)
+        users = case / f"users-{name}"
+        shutil.move(release / name, users)
+        (release / name).symlink_to(users)
+        before = {str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()}
+        result = CliRunner().invoke(app, [str(a) for a in [*build, "--out", release]])
+        after = {str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()}
+        refused = result.exit_code == 1 and "is a symbolic link" in result.output and "internal error" not in result.output
+        verdict = "WRITTEN THROUGH" if after != before else "refused, untouched" if refused else \
+            f"exit {result.exit_code}: {' '.join(result.output.split())[:80]}"
+        results.append((f"build-release: {name} a link to a user's {'file' if users.is_file() else 'folder'}", verdict))
+    return results
+
+
+def issue28a_faults() -> dict:
+    """Issue 28 item 1: links that lead out of the release, which publish would upload as the release's own files."""
+    def link_out(r: Path, name: str) -> None:
+        outside = r.parent / f"{r.name}-outside-{name.replace('/', '_')}"
+        shutil.move(r / name, outside)
+        (r / name).symlink_to(outside)
+
+    return {f"{name} a link out of the release": (lambda r, name=name: link_out(r, name))
+            for name in ("README.md", "manifest.json", "data/questions")}
+
+
 def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
     """The release corruptions: the first list edits files and leaves the seals broken (checksums, counts);
     hostile_release's are re-sealed, so only a semantic check can catch them."""
@@ -291,6 +332,7 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
             sorted((r / "data" / "questions").glob("train-*.parquet"))[0],
             r / "data" / "questions" / "test-99999-of-99999.parquet"),
     }
+    faults.update(issue28a_faults())
     cases = [(name, fault, env["release"], None) for name, fault in faults.items()]
     cases += [(f"re-sealed: {name}", fault, env["release"], required) for name, (fault, _, required) in
               GENERATE_FAULTS.items()]
@@ -324,7 +366,9 @@ def main() -> None:
         inputs = bad_inputs(work, env)
         killed = kills(work, env, args.kills)
         raced = races(work, env)
+        linked = link_writes(work, env)
         corrupted = corruptions(work, env)
+        served = served_judge(work, env)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -337,7 +381,10 @@ def main() -> None:
     for title, rows, columns in (("SIGKILLs", killed, ("stage", "kills", "survived")),
                                  ("races", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in raced],
                                   ("race", "answer", "second worker said")),
-                                 ("release corruptions (validate)", corrupted, ("corruption", "answer"))):
+                                 ("writes through links (build-release)", linked, ("link", "answer")),
+                                 ("release corruptions (validate)", corrupted, ("corruption", "answer")),
+                                 ("served judge faults", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in
+                                                          served], ("fault", "answer", "the kit said"))):
         table = Table(title=title)
         for column in columns:
             table.add_column(column, overflow="fold")
@@ -348,14 +395,19 @@ def main() -> None:
     summary = {"inputs_tried": len(inputs), "clear_errors": clear,
                "kills": sum(k for _, k, _ in killed), "kills_survived": sum(s for _, _, s in killed),
                "races_tried": len(raced), "races_handled": sum(ok for _, ok, _ in raced),
-               "corruptions_tried": len(corrupted), "corruptions_caught": sum(v == "caught" for _, v in corrupted)}
+               "link_writes_tried": len(linked), "link_writes_refused": sum(v == "refused, untouched" for _, v in linked),
+               "corruptions_tried": len(corrupted), "corruptions_caught": sum(v == "caught" for _, v in corrupted),
+               "server_faults_tried": len(served), "server_faults_handled": sum(ok for _, ok, _ in served)}
     out.print(f"inputs tried {summary['inputs_tried']} / clear errors {summary['clear_errors']}; "
               f"kills {summary['kills']} / survived {summary['kills_survived']}; races {summary['races_tried']} / "
-              f"handled {summary['races_handled']}; corruptions tried {summary['corruptions_tried']} / caught "
-              f"{summary['corruptions_caught']}")
+              f"handled {summary['races_handled']}; writes through links tried {summary['link_writes_tried']} / "
+              f"refused {summary['link_writes_refused']}; corruptions tried {summary['corruptions_tried']} / caught "
+              f"{summary['corruptions_caught']}; served judge faults {summary['server_faults_tried']} / handled "
+              f"{summary['server_faults_handled']}")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "inputs": inputs, "kills": killed, "races": raced,
-                                         "corruptions": corrupted}, indent=1))
+                                         "link_writes": linked, "corruptions": corrupted, "served_judge": served},
+                                        indent=1))
 
 
 if __name__ == "__main__":

@@ -51,14 +51,14 @@ def copy_tree(src: Path, dst: Path) -> Path:
     return dst
 
 
-def issue21_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
-    """Issue 21's inputs that slipped through: each now an error line, rejects, or a warning saying what was
+def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
+    """Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each now an error line, rejects, or a warning saying what was
     assumed."""
     from generation.stages.corpus import build_corpus
     from hostile_release import plot_of_other_counts
 
     q, release, small = env["questions"], env["release"], env["small_profile"]
-    w = w / "issue21"
+    w = w / "slipped-through"
     w.mkdir(parents=True, exist_ok=True)
     not_json = raw(w / "agreement.json", b"{not json")
     no_measures = raw(w / "agreement-partial.json", json.dumps({"a": "x", "b": "y", "coverage": {}}).encode())
@@ -141,6 +141,42 @@ def issue21_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
         ("retrieve: questions without their question column", "error", ["retrieve", "--profile", small, "--questions",
                                                                         no_question, "--index", env["index"], "--out",
                                                                         w / "r3"]),
+    ]
+
+
+def issue28a_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
+    """Issue 28 items 6 and 7: options that did nothing, empty inputs that made a done shard of 0 rows, and the last
+    internal errors; each now one error line."""
+    q, release, small = env["questions"], env["release"], env["small_profile"]
+    w = w / "issue28a"
+    w.mkdir(parents=True, exist_ok=True)
+    judge = ["judge", "--profile", small, "--subquestions", q, "--candidates", env["candidates"], "--index",
+             env["index"]]
+    imports = ["--subquestions", q, "--judge", "someone", "--profile", small]
+    missing_file = copy_tree(release, w / "release-missing-a-file")
+    sorted((missing_file / "data" / "judgments").rglob("train-*.parquet"))[0].unlink()
+    not_json = copy_tree(release, w / "release-manifest-not-json")
+    (not_json / "manifest.json").write_text("{not json")
+    repo = json.loads((release / "manifest.json").read_text())["repo"]
+    return [
+        ("judge: --endpoint on a judge that is not the openai backend", "error", [*judge, "--out", w / "j1",
+                                                                                   "--endpoint", "http://127.0.0.1:9/v1"]),
+        ("judge: --concurrency on a judge that is not the openai backend", "error", [*judge, "--out", w / "j2",
+                                                                                      "--concurrency", "4"]),
+        ("import-labels: an empty ratings file", "error", ["import-labels", raw(w / "empty.jsonl", b""), "--format",
+                                                           "crux-ratings", *imports, "--out", w / "i1"]),
+        ("import-labels: a qrels file of blank lines", "error", ["import-labels", raw(w / "blank.qrels", b"\n \n"),
+                                                                 "--format", "qrels", *imports, "--out", w / "i2"]),
+        ("import-labels: an empty .gz of batch results", "error", ["import-labels", jsonl(w / "empty.jsonl.gz", []),
+                                                                   "--format", "openai-batch", *imports, "--out",
+                                                                   w / "i3"]),
+        ("corpus: an empty .json.gz", "error", ["corpus", "--input", jsonl(w / "c-empty" / "a.json.gz", []), "--out",
+                                                w / "c1"]),
+        ("corpus: a .jsonl of blank lines", "error", ["corpus", "--input", raw(w / "c-blank" / "a.jsonl", b"\n\n"),
+                                                      "--out", w / "c2"]),
+        ("validate: a release missing one data file (loading on)", "error", ["validate", missing_file]),
+        ("publish: a release missing one data file", "error", ["publish", missing_file, "--repo", repo]),
+        ("publish --yes: a manifest.json that is not JSON", "error", ["publish", not_json, "--repo", repo, "--yes"]),
     ]
 
 
@@ -311,5 +347,6 @@ def cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
                                                                     "demo"]),
         ("build-release: --out is a file", "error", ["build-release", "--judgments", env["judgments"], "--questions", q,
                                                      "--out", a_file, "--profile", "demo"]),
-        *issue21_cases(w, env),
+        *slipped_through_cases(w, env),
+        *issue28a_cases(w, env),
     ]

@@ -5,7 +5,7 @@ the card, the YAML's counts and sizes and the plot are made consistent with the 
 for `validate` is to re-derive the determined values (builder/release/rederive.py, validate_derived.py,
 validate_card.py).
 
-Used by scripts/hostile.py (the README's reliability figures) and tests/test_release_semantics.py.
+Used by scripts/hostile.py (the figures of docs/reliability.md) and tests/test_release_semantics.py.
 `GENERATE_FAULTS` run on a generate-mode release (the `paper` profile), `DISTRIBUTION_FAULTS` on a
 distribution-mode one; each maps a name to (corrupt(release), the checks that may fail, the one that must).
 """
@@ -211,11 +211,12 @@ def swap_top(probs: list[float]) -> list[float]:
 
 
 DISTRIBUTION_FAULTS = {
+    # graded-lists carries each judgment's probs and expected: edited in the judgments alone, they differ there too
     "probabilities that do not sum to 1": (sealed(probs_edited(lambda p: [x * 0.9 for x in p])),
-                                           {"distribution"}, "distribution"),
-    "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution"}, "distribution"),
+                                           {"distribution", "training"}, "distribution"),
+    "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution", "training"}, "distribution"),
     "expected edited": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
-        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution"}, "distribution"),
+        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution", "training"}, "distribution"),
     "raw that is not the level's digit": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
         t, "raw", "2"))), {"distribution"}, "distribution"),
     "graded-lists probabilities edited": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(

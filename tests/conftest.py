@@ -8,6 +8,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def doc_pages() -> list[Path]:
+    """The README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not yet placed."""
+    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_incoming" not in p.parts)]
+
 
 def hub_record(qid=1051893, **overrides):
     """A record shaped exactly like corbyrosset/researchy_questions rows on the Hub: an integer id, and

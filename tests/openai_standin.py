@@ -26,6 +26,7 @@ class Fault:
     body: str = '{"error": {"message": "the stand-in failed on purpose"}}'
     headers: tuple = ()
     delay: float = 0.0  # seconds before answering (longer than the client's timeout: a timeout)
+    drop: bool = False  # close the connection without an answer (a reset; httpx reads RemoteProtocolError)
 
 
 def fingerprint(body: dict) -> int:
@@ -48,6 +49,7 @@ class StandIn:
         self.rules: list[tuple[Callable[[dict], bool], deque]] = []
         self.received: list[tuple[float, str, dict]] = []  # (arrival time, path, body)
         self.answer_limit: int | None = None  # after this many answers the server closes (it "dies")
+        self.answer_delay = 0.0  # seconds before each normal answer (a slow server)
         self._lock = threading.Lock()
         self.server = QuietServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -163,7 +165,11 @@ class StandIn:
                             break
                 if fault is not None:
                     time.sleep(fault.delay)
+                    if fault.drop:
+                        self.close_connection = True
+                        return
                     return self._send(fault.status, fault.body, fault.headers)
+                time.sleep(standin.answer_delay)
                 self._send(200, json.dumps(standin.answer_for(body)))
                 if standin.answer_limit is not None and standin.answers() >= standin.answer_limit:
                     threading.Thread(target=standin.close, daemon=True).start()

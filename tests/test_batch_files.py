@@ -114,7 +114,8 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
                             manifest["context_cut_by_tokens"])
     assert [result.grades[cid] for cid in plan_ids(PLAN)] == expected
     assert result.counts() == {"lines": len(PAIRS), "graded": len(PAIRS), "graded before": 0, "duplicates": 0,
-                               "unknown": 0, "conflicting": 0, "error_lines": 0, "superseded_errors": 0, "missing": 0}
+                               "not in shard": 0, "another export": 0, "malformed ids": 0, "conflicting": 0,
+                               "error_lines": 0, "superseded_errors": 0, "missing": 0}
     check_manifest(manifest, judge, "abc")
     with pytest.raises(ValueError, match="exported under another judge: profile_hash 'abc' .this run: 'xyz'"):
         check_manifest(manifest, judge, "xyz")
@@ -156,14 +157,16 @@ def test_import_counts_every_kind_of_problem_and_does_not_depend_on_order(tokeni
         f.write("\n".join(errors) + "\n")
     files = [tmp_path / "output.jsonl", tmp_path / "errors.jsonl.gz"]
     result = import_results(files, ids, answer_grader(judge))
-    assert result.counts() == {"lines": 11, "graded": 5, "graded before": 0, "duplicates": 1, "unknown": 2,
-                               "conflicting": 1, "error_lines": 3, "superseded_errors": 1, "missing": 3}
+    assert result.counts() == {"lines": 11, "graded": 5, "graded before": 0, "duplicates": 1, "not in shard": 1,
+                               "another export": 0, "malformed ids": 1, "conflicting": 1, "error_lines": 3,
+                               "superseded_errors": 1, "missing": 3}
     assert (result.grades[ids[0]].level, result.grades[ids[2]].status) == (4, "no_digit")
     assert result.grades[ids[4]].level == 3, "an answer supersedes an error line for the same pair"
     for cid, text in [(ids[3], "maximum context length is 384"), (ids[5], "batch_expired: This request")]:
         assert result.grades[cid].status == "request_failed" and text in result.grades[cid].raw
     assert f"{ids[1]}: " in result.conflicting.examples[0] and "' 2'" in result.conflicting.examples[0]
-    assert result.unknown.examples[1].startswith(f"{tmp_path / 'output.jsonl'}:9: 'not-ours'")
+    assert result.malformed_ids.examples[0].startswith(f"{tmp_path / 'output.jsonl'}:9: 'not-ours' is not")
+    assert result.not_in_shard.examples[0].startswith(f"{tmp_path / 'output.jsonl'}:8: '999::")
     assert result.missing.examples == ids[6:] and result.unresolved == {ids[1], *ids[6:]}
     again = import_results(files[::-1] + files, ids, answer_grader(judge))
     assert again.grades == result.grades and again.unresolved == result.unresolved

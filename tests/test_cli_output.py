@@ -1,6 +1,6 @@
-"""What the commands print, and where (issue 20): results, tables, YAML and JSON on stdout, progress, notices and
+"""What the commands print, and where: results, tables, YAML and JSON on stdout, progress, notices and
 errors on stderr; tables whole when not on a terminal; `--json PATH` (`-` = stdout) for plan, simulate, evaluate and
-agreement; help that reads as English; `profiles NAME` as the file itself and `profiles --reference` as the README's."""
+agreement; help that reads as English; `profiles NAME` as the file itself and `profiles --reference` as docs/reference/profiles.md."""
 import json
 import re
 import subprocess
@@ -131,16 +131,14 @@ def test_help_reads_as_english():
     assert "--json PATH" in runner.invoke(app, ["plan", "-h"]).stdout
 
 
-def test_profile_reference_is_the_readme_section_and_describes_every_key():
+def test_profile_reference_is_the_docs_page_and_describes_every_key():
     from generation.profile_reference import profile_reference, undocumented_fields
 
     assert undocumented_fields() == []
     printed = invoke("profiles", "--reference").stdout
     assert printed == profile_reference()
-    readme = (ROOT / "README.md").read_text()
-    begin, end = "<!-- profile-reference:begin -->\n", "<!-- profile-reference:end -->"
-    assert readme[readme.index(begin) + len(begin):readme.index(end)].strip() == printed.strip(), \
-        "the README's profile reference is stale: paste `researchy-subq profiles --reference` between its markers"
+    page = (ROOT / "docs" / "reference" / "profiles.md").read_text()
+    assert page.endswith(printed), "docs/reference/profiles.md is stale: run python scripts/make_reference.py"
     for section, model in [("judge", "JudgeConfig"), ("bm25", "BM25")]:
         from generation import profiles
 
@@ -149,11 +147,11 @@ def test_profile_reference_is_the_readme_section_and_describes_every_key():
     assert "| `judge.context_words` | int (>= 1) | required |" in printed
 
 
-def test_the_readmes_shell_blocks_parse_and_continue_lines_with_one_backslash():
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+def test_the_docs_shell_blocks_parse_and_continue_lines_with_one_backslash(doc_pages):
+    blocks = [(page.relative_to(ROOT), block) for page in doc_pages
+              for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S)]
     assert len(blocks) > 10
-    for block in blocks:
-        assert not re.search(r"\\\\\n", block), f"a line ends in two backslashes (no continuation):\n{block}"
+    for page, block in blocks:
+        assert not re.search(r"\\\\\n", block), f"{page}: a line ends in two backslashes (no continuation):\n{block}"
         parsed = subprocess.run(["bash", "-n"], input=block, capture_output=True, text=True)
-        assert parsed.returncode == 0, f"{parsed.stderr}\n{block}"
+        assert parsed.returncode == 0, f"{page}: {parsed.stderr}\n{block}"

@@ -1,4 +1,4 @@
-"""A cluster run never wastes GPU-hours in silence (issue 20): Ray refuses a missing model or GPUs it cannot place in
+"""A cluster run never wastes GPU-hours in silence: Ray refuses a missing model or GPUs it cannot place in
 one line before any actor starts, a stalled Ray job says so, `judge --limit N` is a smoke test that can never become
 part of a full run, `judge.engine_args` reach vLLM, and `slurm judge --from-plan` times the array from `plan --json`."""
 import json

@@ -1,4 +1,4 @@
-"""The demo as a new user meets it (issue 20): `researchy-subq demo` run as `make demo` runs it, then every command it
+"""The demo as a new user meets it: `researchy-subq demo` run as `make demo` runs it, then every command it
 printed, its `$ researchy-subq ...` step lines and its "Next" lines, pasted into bash in a fresh environment (no venv
 activated, nothing on PATH but the system's, offline), each of which must run as printed. Its results (the steps, the
 tables, the next steps) are on stdout and its progress bars on stderr."""

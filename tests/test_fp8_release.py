@@ -1,4 +1,4 @@
-"""fp8 in the release (issue 23, part 4): a judge run with `quantization: fp8` is named in the manifest and the
+"""fp8 in the release: a judge run with `quantization: fp8` is named in the manifest and the
 card, with the note that bf16-vs-fp8 label agreement was not measured; validate checks the card states it."""
 import json
 

@@ -1,4 +1,4 @@
-"""`import-labels` (issue 18, part 3): the authors' ratings, graded qrels and OpenAI Batch results become judgment
+"""`import-labels`: the authors' ratings, graded qrels and OpenAI Batch results become judgment
 shards that build-release, validate and load_dataset take as they take the judge's; every malformed line is one error
 line naming its file and line. Label files: tests/fixtures/import_labels/ (its README cites each format's source)."""
 import json
@@ -303,14 +303,14 @@ def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, findi
     assert not check.ok and any(finding in str(e) for e in check.examples), check.examples
 
 
-def readme_commands() -> list[list[str]]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Importing labels"):]
+def documented_commands() -> list[list[str]]:
+    """The first bash block of docs/importing-labels.md, one command a line."""
+    section = (ROOT / "docs" / "importing-labels.md").read_text()
     block = section[section.index("```bash") + 7: section.index("```", section.index("```bash") + 7)]
     return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def test_the_readmes_import_commands_run(questions, tmp_path):
+def test_the_documented_import_commands_run(questions, tmp_path):
     from generation.sample import CLUEWEB22
     from generation.stages.corpus import build_corpus, write_url_map
 
@@ -320,7 +320,7 @@ def test_the_readmes_import_commands_run(questions, tmp_path):
     paths = {"ratings.train.jsonl": LABELS / "ratings.jsonl", "judge-b.qrels": LABELS / "judge-b.qrels",
              "results.jsonl": LABELS / "results.jsonl", "errors.jsonl": LABELS / "errors.jsonl",
              "work/questions/train": questions, "work/corpus": tmp_path / "corpus"}
-    commands = readme_commands()
+    commands = documented_commands()
     assert [c[1] for c in commands] == ["import-labels"] * 3 + ["build-release", "validate"]
     for command in commands:
         args = [str(paths.get(a, tmp_path / a if re.match(r"^(work|imported-release)", a) else a)) for a in command[1:]]

@@ -1,4 +1,4 @@
-"""Issue 21, "the last inputs that slip through": each is now one clear line (or a warning saying what was
+"""Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each is now one clear line (or a warning saying what was
 assumed), through the CLI as a user meets it or the library function the command calls."""
 import gzip
 import json
@@ -175,7 +175,7 @@ def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, w
 
 def test_a_split_that_is_not_a_release_split(tmp_path, write_jsonl):
     one_line_error(*cli("questions", "--input", write_jsonl([hub_record("1")]), "--out", tmp_path / "q", "--split",
-                        "../x"), "--split '../x': a release has the splits train and test")
+                        "../x"), "--split '../x': Researchy Questions' splits are train and test (build-release carves dev from train)")
     assert not (tmp_path / "q").exists()
 
 

@@ -113,7 +113,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
     summary = run_judge(config, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
                         tmp_path / "r3a", judge=judge)
     rows = pq.read_table(tmp_path / "r3a" / "judgments-00000-of-00001.parquet").to_pylist()
-    # seeds/004: a non-verbatim extract fails the format, so its score is not a level
+    # R3A (arXiv:2508.02506) section 2.2: a non-verbatim extract fails the format, so its score is not a level
     assert {(r["level"], r["status"], r["extract_verbatim"]) for r in rows} == {(1, "ok", True),
                                                                                 (None, "not_verbatim", False)}
     flags = [r["extract_verbatim"] for r in rows]

@@ -74,9 +74,10 @@ def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pi
     assert record["extra"]["judge"] == ("standin-judge (openai server, request shape chat, prompt crux-paper, "
                                         "mode generate)")  # the endpoint is not in it
     code, output = cli("build-release", "--profile", server_profile, "--judgments", tmp_path / "served", "--questions",
-                       small_pipeline["questions"], "--out", tmp_path / "release")
+                       small_pipeline["questions"], "--out", tmp_path / "release", "--allow-failed-pairs")
     assert code == 0, output
     manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    assert manifest["failed_pairs"] == 1, "published only when asked, and counted"
     assert standin.endpoint not in json.dumps(manifest), "the server's address is not published"
     assert manifest["profile"]["judge"]["openai"]["endpoint"] == "http://endpoint.withheld"
     card = (tmp_path / "release" / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""Models larger than one GPU (issue 23, part 3), fp8 (part 4) and packed sequences (part 5), on a CPU: the size
+"""Models larger than one GPU, fp8 and packed sequences, on a CPU: the size
 comes from the config on the meta device (no weights), the spread is transformers' own device-map inference
 (with accelerate) over stated GPU sizes, and the refusals come before any weight is read."""
 import shutil
@@ -28,7 +28,7 @@ def test_the_meta_model_weighs_what_the_published_shape_says(llama70b):
     assert weight_bytes(meta_model(llama70b, torch.bfloat16, None)) == shape.weight_bytes("bfloat16") == 141_107_412_992
     fp8 = weight_bytes(meta_model(llama70b, torch.bfloat16, "fp8"))
     assert fp8 == shape.weight_bytes("fp8")
-    assert fp8 / GIB == pytest.approx(67.7, abs=0.05), "issue 23: 67.7 GiB of weights with fp8 linear layers"
+    assert fp8 / GIB == pytest.approx(67.7, abs=0.05), "the H100 run of 2026-11-23: 67.7 GiB of weights with fp8 linear layers"
 
 
 def test_70b_in_bf16_on_one_h100_is_refused_with_its_size_and_what_to_use(llama70b):
@@ -41,7 +41,7 @@ def test_70b_in_bf16_on_one_h100_is_refused_with_its_size_and_what_to_use(llama7
 
 
 def test_70b_in_fp8_fits_one_h100_with_a_batch_of_four_prompts_not_eight(llama70b):
-    """Issue 23 ran the whole 70B shape in fp8 on one H100 at batch 4 (1.49 pairs/s) and at batch 8 under memory
+    """The H100 measurement of 2026-11-23 (docs/performance.md) ran the whole 70B shape in fp8 on one H100 at batch 4 (1.49 pairs/s) and at batch 8 under memory
     pressure (75.5 GiB peak, 0.99 pairs/s) with ~3,140-token prompts."""
     four, eight = reserve(llama70b, 4 * 3140), reserve(llama70b, 8 * 3140)
     placed = plan_placement(llama70b, torch.bfloat16, "fp8", [H100], 0.95, four, LLAMA_33_70B)

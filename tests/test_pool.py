@@ -106,7 +106,7 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
 
 
 def test_the_papers_rule_cannot_give_its_18_86_judgments_per_subquestion():
-    """seeds/000 section 4: 24,316,320 judgments over 1,288,976 sub-questions = 18.86 each (it prints 18.87).
+    """The paper (Ju et al., arXiv:2510.21733) section 4: 24,316,320 judgments over 1,288,976 sub-questions = 18.86 each (it prints 18.87).
     Every candidate of a question is judged for each of its sub-questions, so a sub-question gets as many
     judgments as its question has candidates, and the paper's rule never gives fewer than 20 (BM25 returns 100
     hits over ClueWeb22-B)."""

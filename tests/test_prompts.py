@@ -9,7 +9,7 @@ from generation.schema import JUDGMENT_STATUSES
 QUESTION = "How do neonicotinoids affect honey bees?"
 CONTEXT = "Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."
 
-# seeds/000 Figure 2, line by line.
+# Figure 2 of the paper (Ju et al., arXiv:2510.21733), line by line.
 CRUX_PAPER = """Instruction: Determine whether the question can be answered based on the provided context? Rate the context with on a scale from 0 to 5 according to the guideline below. Do not write anything except the rating.
 
 Guideline:
@@ -43,7 +43,7 @@ CRUX_CODE = (
     "Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar. \n\n"
     "Rating: ")
 
-# seeds/004 Appendix D.
+# R3A (Yuan et al., arXiv:2508.02506), Appendix D.
 UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
 UMBRELA_USER = """Given a query and a document, you must provide a score on an integer scale of 0 to 2 with the following meanings:
 
@@ -67,7 +67,7 @@ Input
 
 [document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
 
-# seeds/004 Appendix C, rounds one and two.
+# R3A, Appendix C, rounds one and two.
 R3A_SYSTEM = "You are a content understanding engineer working on a user-generated content platform."
 R3A_ROUND1 = """Please determine the primary intent behind a user's search query, using both your internal knowledge and the provided context.
 
@@ -167,7 +167,7 @@ def test_umbrela_and_r3a_parsers():
 
 @pytest.mark.parametrize("extract, level, status", [
     ("appear in pollen", 1, "ok"), ("None", 1, "ok"),
-    ("appears in honey", None, "not_verbatim"),  # seeds/004: I_format = 0, whatever the score
+    ("appears in honey", None, "not_verbatim"),  # R3A section 2.2: I_format = 0, whatever the score
 ])
 def test_r3a_non_verbatim_extract_is_a_format_failure(extract, level, status):
     parsed = check_r3a_extract(parse_r3a(f"<think> r </think> <extract> {extract} </extract> <score> 1 </score>"),

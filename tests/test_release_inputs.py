@@ -1,4 +1,4 @@
-"""build-release refuses inputs that would make a wrong release (issue 13: lineage and overlapping inputs)."""
+"""build-release refuses inputs that would make a wrong release (lineage and overlapping inputs)."""
 import shutil
 
 import pyarrow.parquet as pq

@@ -1,4 +1,4 @@
-"""A release that cannot lie (issue 21): every determined column is re-derived by `validate`, so a corruption
+"""A release that cannot lie: every determined column is re-derived by `validate`, so a corruption
 that is RE-SEALED (checksums, sizes, row counts, statistics, card counts and plot made consistent again, as a
 careless merge script would) is still caught, and by the semantic check alone. The corruptions are those of
 scripts/hostile.py (scripts/hostile_release.py)."""

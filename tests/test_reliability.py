@@ -1,4 +1,4 @@
-"""Issue 13 as a hostile user meets it: bad input ends in one error line, a kill leaves nothing behind, two
+"""The kit as a hostile user meets it: bad input ends in one error line, a kill leaves nothing behind, two
 workers never write one shard, the kit never replaces a folder it did not make, stages refuse inputs that
 changed since they were recorded done. scripts/hostile.py runs the wider sweep and prints the figures."""
 import gzip

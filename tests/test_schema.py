@@ -26,6 +26,10 @@ EXAMPLE_ROWS = {
                        "words": 3},
     "missing_documents": {"docid": "clueweb22-en0000-00-00001", "reason": "no_file"},
     "training_ids": {"query_id": "1-0", "qid": "1", "positive_id": "d", "negative_ids": ["e", "f"]},
+    "hard_negatives": {"query_id": "1-0", "query_text": "what is it?", "positive_document_ids": ["d"],
+                       "negative_document_ids": ["e", "f", "g"], "qid": "1"},
+    "graded_lists": {"query_id": "1-0", "qid": "1", "docids": ["d", "e"], "labels": [5, 0], "expected": None,
+                     "probs": None},
 }
 
 

@@ -1,4 +1,4 @@
-"""Batches by tokens (issue 23, part 2): the budget holds, the grades are today's, and a batch that runs out of
+"""Batches by tokens: the budget holds, the grades are today's, and a batch that runs out of
 memory costs one notice and smaller batches, not a silent bisection. The out-of-memory error is torch's own
 (`torch.OutOfMemoryError`), raised by a wrapper around the real tiny model above a token count, since a CPU has
 no GPU memory to run out of."""

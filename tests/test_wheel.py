@@ -67,7 +67,7 @@ def test_installed_wheel_builds_and_validates_a_release(installed):
     assert "## Relevance scale" in (release / "README.md").read_text()
     out = run([cli, "validate", release], cwd=work, env=env)
     assert "checks passed" in out
-    # As the README says: by the folder's name, from its parent.
+    # As docs/dataset.md says: by the folder's name, from its parent.
     out = run([python, "-c", 'from datasets import load_dataset; print(load_dataset("researchy-subq-judgments", "qrels"))'],
               cwd=work, env=env)
     assert "num_rows" in out and "query-id" in out

@@ -1,6 +1,6 @@
-"""Retrieval complexity per question (seeds/003, with a question's sub-questions as its parts).
+"""Retrieval complexity per question (Gabburo et al., arXiv:2406.03592, with a question's sub-questions as its parts).
 
-seeds/003 treats answerability per part as binary, so every measure here is over binarised answers:
+Their RRCP treats answerability per part as binary, so every measure here is over binarised answers:
 document d answers sub-question j when level(d, j) >= the profile's `answer_level`. With K the question's
 sub-questions and m_d the number of them that candidate d answers:
 

@@ -1,4 +1,4 @@
-"""Offline simulation of budgeted judging on a judged release (seeds/002 Figure 4): for each question,
+"""Offline simulation of budgeted judging on a judged release (Figure 4 of Petcu et al., arXiv:2510.18633): for each question,
 arms = its sub-questions, each arm's documents = the question's candidates in rerank order; a policy
 observes pairs one at a time up to a budget (a share of N x K). Precision, recall and alpha-nDCG@10 at
 each budget, macro-averaged over questions, mean and 95% interval over seeded runs."""

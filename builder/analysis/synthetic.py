@@ -21,7 +21,7 @@ from generation.storage import COMPRESSION
 
 ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)
 
-# seeds/000 Table 1: counts of levels 0..5 and "Other".
+# Table 1 of the paper (Ju et al., arXiv:2510.21733): counts of levels 0..5 and "Other".
 TABLE1 = {0: 3_482_653, 1: 2_651_382, 2: 7_920_642, 3: 2_909_134, 4: 5_444_774, 5: 1_907_722, None: 13}
 PAPER_SUBQUESTIONS = 1_288_976
 PAPER_JUDGMENTS = 24_316_320

@@ -14,6 +14,7 @@ from builder.cli.support import (RELEASE, check_writable_file, existing_release,
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
+from generation.storage import refuse_links
 
 app = new_app("Analysis commands: agreement, simulate, evaluate.")
 
@@ -109,6 +110,8 @@ def simulate(
     existing_release(release)
     if out is not None and out.exists() and not out.is_dir():
         fail(f"{out}: is a file; --out takes a folder")
+    if out is not None:  # before the long work: a user's file a link points to is never written
+        refuse_links(out, "simulation.json", "simulation.png")
     check_writable_file(json_out, "--json")
     instances = load_instances(release, split, limit)
     if not instances:

@@ -28,6 +28,13 @@ def build_release_command(
     agreement_file: Optional[Path] = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
     shards_revision: Optional[str] = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
                                                   "recorded in manifest.json"),
+    leave_out_other_text: bool = typer.Option(False, "--leave-out-other-text", help="leave out the authors' ratings "
+                                              "that their clicked-document pass graded on another document's text "
+                                              "(status imported_other_text; import-labels --format crux-ratings "
+                                              "--corpus finds them); counted in the card and manifest"),
+    allow_failed_pairs: bool = typer.Option(False, "--allow-failed-pairs", help="publish the pairs whose requests "
+                                            "failed after the judge's retries (no level; counted in the card) instead "
+                                            "of refusing; a re-run of `judge` retries them"),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
     from builder.release.package import MANIFEST, package_release
@@ -38,7 +45,8 @@ def build_release_command(
         fail(str(e))
     summary, card = run_stage("building release", "judgments", lambda advance: package_release(
         judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file,
-        shards_revision=shards_revision))
+        shards_revision=shards_revision, leave_out_other_text=leave_out_other_text,
+        allow_failed_pairs=allow_failed_pairs))
     for split, stats in summary.stats.items():
         levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
         results.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)

@@ -92,7 +92,24 @@ def report_judge(summary, profile, out) -> str:
                  f"{levels or '-'}; unparsed (Other): {summary.unparsed:,}" + (f" ({statuses})" if statuses else "")
                  + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
                  + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}")
+    lines[-1:-1] = batch_lines_report(summary.fields.get("batch_lines"))
+    if summary.retried:
+        lines.insert(-1, f"retried: {summary.retried:,} pair{'s' if summary.retried != 1 else ''} whose request "
+                         f"had failed judged again; {summary.retried - summary.failed_pairs:,} now graded")
+    if summary.failed_pairs:
+        lines[-1] += (f"; FAILED PAIRS: {summary.failed_pairs:,} (request_failed after their retries): run `judge` "
+                      "again to retry exactly those; build-release refuses the shard until then "
+                      "(--allow-failed-pairs publishes them)")
     return "\n".join(lines)
+
+
+def batch_lines_report(lines: dict | None) -> list[str]:
+    """What `judge --import-batch` read that graded nothing (extra.batch_lines): counts, each with an example."""
+    if not lines or not any(v["count"] for v in lines.values()):
+        return []
+    shown = "; ".join(f"{name.replace('_', ' ')} {v['count']:,} (e.g. {v['examples'][0]})"
+                      for name, v in lines.items() if v["count"])
+    return [f"batch result lines set aside: {shown}"]
 
 
 def report_rerank(summary, profile, out) -> str:
@@ -122,7 +139,17 @@ def report_import(summary, profile, out) -> str:
             f"of this shard (levels {levels or '-'}; statuses {statuses or '-'}); exact duplicate lines kept once: "
             f"{summary.duplicates:,}; rejected: {rejected}; document ids: {documents or '-'}"
             + (f"; documents missing sub-questions: {summary.incomplete_documents:,}" if summary.format == "openai-batch"
-               else "") + f" -> {out}")
+               else "") + other_text_line(summary.other_text) + f" -> {out}")
+
+
+def other_text_line(counts: dict) -> str:
+    """crux-ratings with --corpus: what the authors' clicked pass graded on another document's text."""
+    if not counts:
+        return ""
+    return (f"; the authors' clicked pass (crux gen_ratings_offload_qrel.py lines 82-91) graded {counts['ratings']:,} "
+            f"ratings of {counts['documents']:,} documents on another document's text, after "
+            f"{counts['missing_clicked_documents']:,} clicked documents missing from the corpus: status "
+            "imported_other_text (build-release --leave-out-other-text leaves them out)")
 
 
 def limited_run_notice(stage) -> str:

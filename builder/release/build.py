@@ -8,8 +8,8 @@ batch, so nothing re-reads the release. Memory follows the number of questions a
 from __future__ import annotations
 
 import json
-import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity, Training
 from generation.schema import SOURCE_SPLITS, conform
-from generation.storage import read_batches
+from generation.storage import read_batches, refuse_links, replace_file
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
 
@@ -45,6 +45,7 @@ class ReleaseSummary:
     stats: dict = field(default_factory=dict)  # split -> SplitStats.summary()
     training: object = None  # builder/release/training.py TrainingCounts
     files: list[Path] = field(default_factory=list)
+    left_out: dict = field(default_factory=dict)  # status -> judgments left out (build-release --leave-out-other-text)
 
 
 def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
@@ -132,10 +133,16 @@ class Routed:
         return columns if keep.all() else columns.filter(pa.array(keep))
 
 
-def route(files: list[Path], index: TopicIndex, pool=None):
+def route(files: list[Path], index: TopicIndex, pool=None, leave_out: tuple[str, ...] = (),
+          left_out: Counter | None = None):
     """Yields a `Routed` batch per 262k input rows, in input order; a row whose question or sub-question
-    is unknown, or whose sub-question belongs to another question, stops the build naming its file."""
+    is unknown, or whose sub-question belongs to another question, stops the build naming its file. Rows whose
+    status is one of `leave_out` are left out, counted by status in `left_out`."""
     for path, table in read_batches(files, "judgments", BATCH_ROWS):
+        if leave_out:
+            dropped = pc.is_in(table["status"], value_set=pa.array(leave_out, pa.string()))
+            left_out.update(table.filter(dropped)["status"].to_pylist())
+            table = table.filter(pc.invert(dropped))
         subquestion = index.subquestion_positions(table["subq_id"])
         if (subquestion == MISSING).any():
             bad = table["subq_id"][int(np.flatnonzero(subquestion == MISSING)[0])]
@@ -213,8 +220,9 @@ def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_f
 
 
 def build_release(judgments: list[Path], questions: list[Path], out: Path, profile=None,
-                  rows_per_file: int = ROWS_PER_FILE, progress=None) -> ReleaseSummary:
-    """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py)."""
+                  rows_per_file: int = ROWS_PER_FILE, progress=None, leave_out: tuple[str, ...] = ()) -> ReleaseSummary:
+    """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py). Judgments
+    whose status is in `leave_out` are not written (counted in the summary's `left_out`)."""
     out = Path(out)
     question_table, subquestion_table = load_questions(questions)
     present(question_table, SOURCE_SPLITS)  # Researchy's own splits, before dev is carved from train
@@ -222,6 +230,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     splits = present(question_table)
     index = topic_index(question_table, subquestion_table, splits)
     files = judgment_inputs(judgments)
+    refuse_links(out, "data")
     if (out / "data").exists():
         shutil.rmtree(out / "data")
     summary = ReleaseSummary()
@@ -241,7 +250,8 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
     training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file)
-    for _, routed in route(files, index, profile.pool if profile is not None else None):
+    left_out = Counter()
+    for _, routed in route(files, index, profile.pool if profile is not None else None, leave_out, left_out):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
         training.add(b.table, b.subquestion)
@@ -268,6 +278,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
                                  complexity.judged)
     summary.stats = {s: stats[s].summary() for s in splits}
+    summary.left_out = {status: left_out.get(status, 0) for status in leave_out}
     for split in splits:
         part = question_table.filter(pc.equal(question_table["split"], split))
         write_table(part, out / "data" / "questions", split, "questions", rows_per_file, summary)
@@ -284,7 +295,6 @@ def file_manifest(release: Path) -> dict:
     return entries
 
 
-def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+def write_json(path: Path, data: dict) -> Path:
+    text = json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"
+    return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))

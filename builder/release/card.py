@@ -11,6 +11,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
 from builder.release.snippets import PAPER_BIBTEX, field_tables, loading_snippets
+from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
 TEMPLATE = ("cards", "dataset_card.md")
@@ -146,9 +147,7 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
                                                                context["binary_threshold"]),
                                      license_name=LICENSE, source_dataset=SOURCE_DATASET, paper_bibtex=PAPER_BIBTEX,
                                      **context)
-    path = Path(out) / "README.md"
-    card.save(path)
-    return path
+    return replace_file(out, "README.md", card.save)
 
 
 def plot_counts(stats: dict) -> dict:
@@ -177,7 +176,8 @@ def plot_levels(out: Path, stats: dict) -> Path:
     ax.set_title("Judgments by level")
     ax.legend()
     fig.tight_layout()
-    path = Path(out) / PLOT
-    fig.savefig(path, metadata={PLOT_COUNTS: json.dumps(plot_counts(stats), sort_keys=True)})
-    plt.close(fig)
-    return path
+    try:
+        return replace_file(out, PLOT, lambda tmp: fig.savefig(
+            tmp, format="png", metadata={PLOT_COUNTS: json.dumps(plot_counts(stats), sort_keys=True)}))
+    finally:
+        plt.close(fig)

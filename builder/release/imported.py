@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.lineage import judgment_records
-from generation.schema import IMPORTED_STATUS
+from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
 NOT_PRODUCED = (
@@ -51,8 +52,16 @@ def import_record(folders: list[Path]) -> dict | None:
         "documents": _sum(r["documents"] for r in imports),
         "clicked_unknown": sum(r["clicked_unknown"] for r in imports),
         "incomplete_documents": sum(r["incomplete_documents"] for r in imports),
+        "graded_on_other_text": other_text_account(imports),
         "not_produced_by_the_kit": list(NOT_PRODUCED),
     }
+
+
+def other_text_account(imports: list[dict]) -> dict | None:
+    """The authors' clicked-pass defect as the imports found it (generation/labels/authors_pass.py), summed over shards;
+    None when no import checked it (not crux-ratings, or no --corpus)."""
+    found = [r["graded_on_other_text"] for r in imports if r.get("graded_on_other_text") is not None]
+    return _sum(found) if found else None
 
 
 def imported_line(imported: dict) -> str:
@@ -72,28 +81,33 @@ def check_import(release: Path, manifest: dict, stats: dict, judgment_files: lis
     statuses = _sum(s["counts"]["status"] for s in stats.values())
     imported = manifest.get("imported")
     if imported is None:
-        if statuses.get(IMPORTED_STATUS):
-            check.fail(f"{statuses[IMPORTED_STATUS]:,} judgments have status {IMPORTED_STATUS!r}, but manifest.json "
-                       "records no import", statuses[IMPORTED_STATUS])
+        for status in IMPORTED_STATUSES:
+            if statuses.get(status):
+                check.fail(f"{statuses[status]:,} judgments have status {status!r}, but manifest.json records no "
+                           "import", statuses[status])
         return
     files = imported.get("files") if isinstance(imported, dict) else None
     if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("rows"), int)
                                               and isinstance(f.get("sha256"), str) for f in files):
         check.fail("manifest.json: `imported` needs `files`, each with its name, sha256 and rows")
         return
+    left_out = imported.get("left_out") or {}  # build-release --leave-out-other-text
     judgments = sum(s["judgments"] for s in stats.values())
-    if sum(f["rows"] for f in files) != judgments or imported.get("rows") != judgments:
+    kept = sum(f["rows"] for f in files) - sum(left_out.values())
+    if kept != judgments or imported.get("rows") != kept + sum(left_out.values()):
         check.fail(f"the import recorded {imported.get('rows')!r} rows ({sum(f['rows'] for f in files):,} over its "
-                   f"files); the release has {judgments:,} judgments")
+                   f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
+                   f"{judgments:,} judgments")
+    statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
     if imported.get("statuses") != statuses:
         differ = sorted(k for k in set(statuses) | set(imported.get("statuses") or {})
                         if statuses.get(k) != (imported.get("statuses") or {}).get(k))
         check.fail(f"statuses differ from what the import recorded: {differ}")
     for path in (p for p in judgment_files if p.parent.name == "unparsed"):
         table = pq.read_table(path, columns=["status"])
-        n = pc.sum(pc.equal(table["status"], IMPORTED_STATUS)).as_py() or 0
+        n = pc.sum(pc.is_in(table["status"], value_set=pa.array(IMPORTED_STATUSES))).as_py() or 0
         if n:
-            check.fail(f"{path.relative_to(release)}: {n:,} rows with status {IMPORTED_STATUS!r} and no level", n)
+            check.fail(f"{path.relative_to(release)}: {n:,} rows with an imported status and no level", n)
     for name in [*imported.get("judges", []), *(f["sha256"] for f in files), *(f.get("name", "") for f in files)]:
         if name not in card_body:
             check.fail(f"the card does not name the import's {name!r}")

@@ -5,8 +5,9 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.card import plot_levels, render_card
+from builder.release.card import PLOT, plot_levels, render_card
 from builder.release.configs import binary_threshold
+from builder.release.failed_pairs import failed_pairs
 from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
@@ -15,7 +16,9 @@ from builder.release.training import settings_record
 from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.judging.prompts import get_prompt
-from generation.schema import features
+from generation.errors import InputError
+from generation.schema import OTHER_TEXT_STATUS, features
+from generation.storage import refuse_links
 
 MANIFEST = "manifest.json"
 
@@ -72,16 +75,25 @@ def withhold_endpoint(profile: Profile) -> Profile:
 def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
                     repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
                     progress=None, agreement: Path | None = None,
-                    shards_revision: str | None = None) -> tuple[ReleaseSummary, Path]:
+                    shards_revision: str | None = None, leave_out_other_text: bool = False,
+                    allow_failed_pairs: bool = False) -> tuple[ReleaseSummary, Path]:
+    refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
+    failed = failed_pairs(judgments, allow_failed_pairs)
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
+    if leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
+        raise InputError("--leave-out-other-text", 0, "no import of these judgments checked the authors' clicked pass "
+                         "(import-labels --format crux-ratings --corpus): there is nothing to leave out")
+    leave_out = (OTHER_TEXT_STATUS,) if leave_out_other_text else ()
     agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
-    summary = build_release(judgments, questions, out, profile, progress=progress, **kwargs)
+    summary = build_release(judgments, questions, out, profile, progress=progress, leave_out=leave_out, **kwargs)
+    if imported and leave_out:
+        imported["left_out"] = summary.left_out
     judge = "; ".join(judges) or profile.judge.model
     splits = list(summary.stats)
     reranker = None if imported else profile.rerank.model + (
@@ -97,6 +109,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "agreement": agreement_section,
         "features": table_features,
         "training": settings_record(profile, summary.training),
+        "failed_pairs": failed,
     }
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)
@@ -109,6 +122,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
+        **({"failed_pairs": failed} if failed else {}),  # published with --allow-failed-pairs: no level, status request_failed
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card

@@ -88,7 +88,12 @@ def check_repo_id(release: Path, repo: str) -> dict:
     path = Path(release) / MANIFEST
     if not path.is_file():
         raise PublishRefused(f"{release} has no {MANIFEST}: build it with `researchy-subq build-release`")
-    manifest = json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PublishRefused(f"{path}: not readable JSON ({e}); rebuild it with `researchy-subq build-release`") from None
+    if not isinstance(manifest, dict):
+        raise PublishRefused(f"{path}: not a JSON object; rebuild it with `researchy-subq build-release`")
     if manifest.get("repo") != repo:
         raise PublishRefused(f"{release} was built for {manifest.get('repo')!r} (its card's loading snippets name it), "
                              f"not {repo!r}: rebuild with `build-release --repo {repo}` or pass --repo "

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
 from generation.provenance import admitted_by
-from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES
+from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, OTHER_TEXT_STATUS
 
 TOLERANCE = 1e-4  # |sum(probs) - 1| and |expected - sum p x level|: float32 storage is ~1e-7 off
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
@@ -43,7 +43,8 @@ UNDERIVABLE = {"engine_error": "the engine failed: no level and no probabilities
                # a served request that failed (generation/judging/judges.py) or a batch error line keeps the
                # error in raw, which no parser reads; the authors' "-2" is one too
                "request_failed": "the request failed: no level, raw holds the error",
-               IMPORTED_STATUS: "a level imported without the judge's text: raw null"}
+               IMPORTED_STATUS: "a level imported without the judge's text: raw null",
+               OTHER_TEXT_STATUS: "an imported level graded on another document's text: raw null"}
 COLUMNS = ["subq_id", "docid", "level", "raw", "status", "probs", "expected", "bm25_rank", "rerank_rank", "clicked",
            "source", "extract_verbatim"]
 CHECKS = {
@@ -138,7 +139,8 @@ class Rederivation:
         underivable = np.isin(status, [STATUS[s] for s in UNDERIVABLE])
         no_text = as_numpy(pc.is_null(table["raw"]), True)
         self.findings.add("level", f"status {IMPORTED_STATUS} with the judge's text (an imported level has none)",
-                          (status == STATUS[IMPORTED_STATUS]) & ~no_text, table, offset)
+                          np.isin(status, [STATUS[IMPORTED_STATUS], STATUS[OTHER_TEXT_STATUS]]) & ~no_text, table,
+                          offset)
         if self.imported:  # a labels file without text: nothing to re-derive (the import's account of them is
             # checked by builder/release/imported.py)
             underivable = underivable | no_text

@@ -32,7 +32,8 @@ from generation.schema import arrow_schema
 
 CONFIGS = {"hard-negatives": "hard_negatives", "graded-lists": "graded_lists"}  # config -> schema table
 COLUMNS = ["docid", "level", "bm25_rank", "rerank_rank", "expected", "probs"]  # of the judgments it reads
-RUN_ROWS = 1_000_000  # judgments buffered before a sorted run goes to disk (~80 MB)
+RUN_ROWS = 250_000  # judgments buffered before a sorted run goes to disk (~20 MB)
+MERGE_BLOCK_ROWS = 8_192  # rows of each run in hand while merging: ~100 runs at the paper's scale, ~800k rows
 SERIAL_BITS = 36  # the key's low bits: arrival order, unique per judgment (64G judgments)
 TRAIN = "train"
 DEV = "dev"
@@ -59,6 +60,17 @@ def with_dev_split(questions: pa.Table, training) -> pa.Table:
     return questions.set_column(questions.schema.get_field_index("split"), questions.schema.field("split"), new)
 
 
+class JudgmentRuns(TableRuns):
+    """`TableRuns` whose runs are written, and so read back while merging, in blocks of MERGE_BLOCK_ROWS rows (a
+    run file's record batches are the sorted table's chunks, cut to at most spill.RUN_BATCH_ROWS): with a hundred
+    runs of judgments, the merge holds a hundred small blocks rather than a hundred of spill.py's 32k rows."""
+
+    def _sorted_buffer(self) -> pa.Table | None:
+        table = super()._sorted_buffer()
+        return None if table is None else pa.Table.from_batches(table.to_batches(max_chunksize=MERGE_BLOCK_ROWS),
+                                                                table.schema)
+
+
 @dataclass
 class TrainingCounts:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
@@ -71,10 +83,10 @@ class TrainingRows:
     whole sub-questions in position order, (split code, config, rows)."""
 
     def __init__(self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training,
-                 memory: int = RUN_ROWS):
+                 memory: int | None = None):
         self.ids, self.qids, self.texts = subquestions["subq_id"], subquestions["qid"], subquestions["text"]
         self.subq_split, self.answer_level, self.training = subq_split, answer_level, training
-        self.runs = TableRuns("key", memory)
+        self.runs = JudgmentRuns("key", memory or RUN_ROWS)
         self.serial = 0
         self.counts = TrainingCounts()
 
@@ -200,7 +212,7 @@ class TrainingWriters:
     """`build-release`'s side: rows added per routed batch, the two configs written per split at the end."""
 
     def __init__(self, out: Path, subquestions: pa.Table, subq_split: np.ndarray, splits: list[str], profile,
-                 rows_per_file: int, memory: int = RUN_ROWS):
+                 rows_per_file: int, memory: int | None = None):
         from builder.release.layout import config
         from builder.release.writer import RollingWriter
         from generation.profiles import Complexity, Training

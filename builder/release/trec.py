@@ -26,7 +26,7 @@ from generation.storage import fsync_dir
 COLUMNS = ("query-id", "iteration", "corpus-id", "score")
 WRITE_OPTIONS = csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
 # Arrow's streaming CSV reader holds some tens of blocks in flight: 16 MB blocks cost ~590 MB of Arrow memory on the
-# full-scale qrels file, 1 MB blocks ~36 MB, at the same CPU time (measured, issue 21)
+# full-scale qrels file, 1 MB blocks ~36 MB, at the same CPU time (measured with scripts/bench_release.py, docs/performance.md)
 BLOCK_BYTES = 1 << 20
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,7 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
 def validate(release: Path, expect: Path | None = None, against: Path | None = None, load: bool = True) -> Report:
     release = Path(release)
     report = Report(release)
+    check_links(release, report.check("no file or folder of the release is a link that leads out of it"))
     manifest_check = report.check("manifest.json lists every file with its checksum and row count")
     manifest, problem = read_manifest(release)
     if problem:
@@ -140,6 +142,17 @@ CHECKS = {
     "trec": f"each split's TREC qrels file (data/qrels/SPLIT{TREC_QRELS_SUFFIX}) holds exactly its qrels config's rows",
     "complexity": "the questions' complexity columns equal what the judgments give",
 }
+
+
+def check_links(release: Path, check: Check) -> None:
+    """A link out of the release would be read by validate and uploaded by publish as if it were the release's own
+    file (a card or manifest elsewhere, a user's file); links are not followed into folders."""
+    root = release.resolve()
+    for folder, folders, files in os.walk(release):
+        for name in folders + files:
+            path = Path(folder) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                check.fail(f"{path.relative_to(release)}: a link to {os.readlink(path)}, outside the release")
 
 
 def read_manifest(release: Path) -> tuple[dict | None, str | None]:
@@ -331,14 +344,19 @@ def _load_every_config(release: Path, rows: dict, splits: list[str], loads: Chec
                 if stream.features != features(c.table):
                     loads.fail(f"{c.name}/{split}: features {stream.features} differ from the schema module's")
         except Exception as e:  # noqa: BLE001
-            loads.fail(f"{c.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            loads.fail(f"{c.name}: {type(e).__name__}: {first_line(e)[:200] or '(no message)'}")
             continue  # what datasets logged on the way is this failure
         for record in logged[before:]:
-            message = f"{c.name}: datasets logged {record.levelname}: {record.getMessage().splitlines()[0][:200]}"
+            message = f"{c.name}: datasets logged {record.levelname}: {first_line(record.getMessage())[:200]}"
             if record.levelno >= logging.ERROR:
                 loads.fail(message)
             elif not loads.note:
                 loads.note = message
+
+
+def first_line(text) -> str:
+    """The first line of an error's text; "" for an empty one (datasets raises some without a message)."""
+    return (str(text).splitlines() or [""])[0]
 
 
 def previous_shares(release: Path, check: Check) -> dict:

@@ -20,8 +20,9 @@ from builder.analysis.topic_index import MISSING, IdIndex
 from builder.release.layout import config
 from builder.release.training import COLUMNS, CONFIGS, DEV, TRAIN, TrainingRows, conformed, dev_questions, settings_record
 from builder.release.validate_data import Readable, batches, read_all
-from builder.release.validate_derived import Cursor, _rows, where
+from builder.release.validate_derived import Cursor, where
 
+STORED_BATCH_ROWS = 16_384
 CHECKS = {
     "dev": "the dev split is the train questions that sha256(seed:qid) < dev_share picks, and only those",
     "training": "hard-negatives and graded-lists are what the judgments give under the manifest's training settings",
@@ -74,7 +75,7 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]
                 rows.add(table, position)
-    cursors = {(name, code): Cursor(_rows(files.of(name, split), None, check, release))
+    cursors = {(name, code): Cursor(_stored_rows(files.of(name, split), check, release))
                for name in CONFIGS for code, split in enumerate(splits)}
     reported = set()
     for code, name, derived in rows.tables():
@@ -97,6 +98,16 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
         check.fail(f"manifest.json training: {', '.join(f'{k} {stated.get(k)!r}, the data gives {expected.get(k)!r}' for k in differing)}")
+
+
+def _stored_rows(paths, check, release):
+    """(file, position of the batch's first row in it, batch) over the files in order, in batches small enough that
+    the six cursors (two configs, three splits) each hold little while the derived rows go by."""
+    for path in paths:
+        offset = 0
+        for table in batches(path, None, check, release, STORED_BATCH_ROWS):
+            yield path, offset, table
+            offset += table.num_rows
 
 
 def first_difference(derived: pa.Table, stored: pa.Table | None) -> int | None:

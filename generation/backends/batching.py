@@ -9,10 +9,12 @@ it cannot be split, and if it does not fit by itself it fails alone (`isolate_fa
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 
+from generation.errors import without_frames
 from generation.model_shapes import Shape
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
@@ -37,6 +39,46 @@ def auto_token_budget(free_bytes: int, total_bytes: int, utilisation: float, per
     return max(int(spare // per_token), 1)
 
 
+@dataclass(frozen=True)
+class GpuMemory:
+    """One GPU's memory as the budget sees it. `free` is the driver's (torch.cuda.mem_get_info, cudaMemGetInfo);
+    memory torch's caching allocator holds without a tensor in it (`reserved - allocated`: left over from loading,
+    from torchao quantizing each weight as it loads) counts as taken there, yet a batch's tensors reuse it first
+    (torch docs, "CUDA memory management": unused cached memory "will still show as if used in nvidia-smi")."""
+    free: int
+    total: int
+    reserved: int  # torch.cuda.memory_reserved: held by the caching allocator
+    allocated: int  # torch.cuda.memory_allocated: of which tensors use
+
+    @property
+    def usable(self) -> int:
+        return self.free + max(self.reserved - self.allocated, 0)
+
+
+def read_gpu_memory(device) -> GpuMemory:
+    free, total = torch.cuda.mem_get_info(device)
+    return GpuMemory(free, total, torch.cuda.memory_reserved(device), torch.cuda.memory_allocated(device))
+
+
+def chosen_auto_budget(memory: GpuMemory, utilisation: float, per_token: int, setting: str) -> tuple[int, str]:
+    """The automatic budget, and the one line that states it with its inputs (printed once, when the backend
+    starts)."""
+    tokens = auto_token_budget(memory.usable, memory.total, utilisation, per_token)
+    gib = 2 ** 30
+    line = (f"{setting}: auto = {tokens:,} tokens a batch: {memory.free / gib:.1f} GiB free on the GPU + "
+            f"{max(memory.reserved - memory.allocated, 0) / gib:.1f} GiB cached by torch unused - "
+            f"{1 - utilisation:.2f} x {memory.total / gib:.1f} GiB kept back (gpu_memory_utilization: {utilisation}), "
+            f"at {per_token / 2**20:.2f} MiB a token")
+    return tokens, line
+
+
+def auto_budget_for(shape: Shape, dtype_bytes: int, packed: bool, memory: GpuMemory, utilisation: float,
+                    setting: str) -> tuple[int, str]:
+    """`max_batch_tokens: auto` for a model of `shape` once loaded (the transformers backend's choice, and what
+    `plan` expects it to choose): a packed batch keeps no KV cache, a padded one may (a shared prefix, generate)."""
+    return chosen_auto_budget(memory, utilisation, bytes_per_token(shape, dtype_bytes, keeps_cache=not packed), setting)
+
+
 def batch_cost(lengths: Sequence[int], packed: bool) -> int:
     return sum(lengths) if packed else len(lengths) * max(lengths, default=0)
 
@@ -59,6 +101,18 @@ def token_batches(lengths: Sequence[int], max_pairs: int, max_tokens: int | None
     return batches
 
 
+# What torch raises, besides torch.OutOfMemoryError, when a CUDA library cannot allocate: a RuntimeError whose text
+# names the status (aten/src/ATen/cuda/Exceptions.h: TORCH_CUDABLAS_CHECK -> "CUDA error: CUBLAS_STATUS_ALLOC_FAILED
+# when calling `cublasCreate(handle)`"; cuDNN's check -> "cuDNN error: CUDNN_STATUS_ALLOC_FAILED"; C10_CUDA_CHECK on
+# cudaErrorMemoryAllocation -> "CUDA error: out of memory").
+OUT_OF_MEMORY_MARKS = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and any(mark in str(error) for mark in OUT_OF_MEMORY_MARKS))
+
+
 class OutOfMemoryNotice(UserWarning):
     """A batch ran out of memory and the backend went on with smaller ones."""
 
@@ -74,21 +128,31 @@ class TokenBudget:
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
 
     def run(self, sequences: Sequence[Sequence[int]], step: Callable[[list[int]], None],
-            on_oom: Callable[[], None] = lambda: None) -> None:
-        """`step(indices)` over the batches of `sequences`; a batch of several sequences that raises
-        torch.OutOfMemoryError is re-cut, with the rest, under a lower budget and tried again; once a batch fits
-        after that, one notice names it and the setting to change."""
+            on_oom: Callable[[], None] = lambda: None) -> dict[int, BaseException]:
+        """`step(indices)` over the batches of `sequences`; a batch of several sequences that runs out of memory
+        (is_out_of_memory) is re-cut, with the rest, under a lower budget and tried again; once a batch fits after
+        that, one notice names it and the setting to change. A sequence that runs out of memory alone is given up
+        with one notice; the others go on. Returns the errors of those given up, by index (empty when all ran).
+        `on_oom` (emptying the allocator's cache) runs after the `except` block, once the failed forward's
+        tensors are no longer referenced by the error being handled."""
         lengths = [len(s) for s in sequences]
         pending = token_batches(lengths, self.max_pairs, self.max_tokens, self.packed)
+        given_up: dict[int, BaseException] = {}
         while pending:
             batch = pending.pop(0)
             cost = batch_cost([lengths[i] for i in batch], self.packed)
+            error = None
             try:
                 step(batch)
-            except torch.OutOfMemoryError:
+            except Exception as caught:  # noqa: BLE001 - torch's OOM and CUDA libraries' allocation RuntimeErrors
+                if not is_out_of_memory(caught):
+                    raise
+                error = without_frames(caught)
+            if error is not None:
                 on_oom()
                 if len(batch) == 1:
-                    raise
+                    given_up[batch[0]] = error
+                    continue
                 self.first_failure = self.first_failure or (len(batch), cost)
                 # the next budget: the largest batch that fitted, or half the one that failed (always below it)
                 self.max_tokens = self.largest_fitted if 0 < self.largest_fitted < cost else cost // 2
@@ -99,6 +163,12 @@ class TokenBudget:
             self.largest_fitted = max(self.largest_fitted, cost)
             if self.first_failure and not self.noticed:
                 self._notice(len(batch), cost)
+        if given_up:
+            longest = max(lengths[i] for i in given_up)
+            warnings.warn(f"out of memory on {len(given_up)} sequence(s) alone (the longest {longest:,} tokens): "
+                          f"those pairs are marked engine_error, the other {len(sequences) - len(given_up)} went on. "
+                          f"First error: {next(iter(given_up.values()))}", OutOfMemoryNotice, stacklevel=3)
+        return given_up
 
     def _notice(self, fitted_pairs: int, fitted_cost: int) -> None:
         self.noticed = True

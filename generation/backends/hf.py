@@ -9,13 +9,15 @@ from typing import Sequence
 import torch
 
 from generation.backends import placement
-from generation.backends.batching import TokenBudget, auto_token_budget, bytes_per_token, token_batches
+from generation.backends.batching import TokenBudget, auto_budget_for, read_gpu_memory, token_batches
+from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
 from generation.model_shapes import shape_from_config
 from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
+from generation.progress import console
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -51,6 +53,14 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     return ids, mask, positions
 
 
+def hidden_states_device(model) -> torch.device:
+    """Where the final hidden states are: the device of the decoder's last module with weights (its final norm);
+    under a `device_map` over several GPUs, the last GPU, not the one the input embeddings are on."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    last = next((p for p in reversed(list(decoder.parameters()))), None)
+    return last.device if last is not None else model.get_input_embeddings().weight.device
+
+
 ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention_3")
 
 
@@ -65,7 +75,7 @@ class TransformersBackend:
     def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                  max_batch_tokens: int | str | None = None, quantization: str | None = None,
                  attention: str | None = None, packed: bool = False, gpu_memory_utilization: float = 0.9,
-                 max_length: int = 8192, setting: str = "max_batch_tokens"):
+                 max_length: int = 8192, setting: str = "max_batch_tokens", compile: bool = False):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = pick_device(device)
@@ -87,37 +97,44 @@ class TransformersBackend:
             reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
             reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
             index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
-            totals = placement.visible_gpu_totals()
-            self.placement = placement.plan_placement(config, torch_dtype, quantization,
-                                                      totals if index is None else [totals[index]],
-                                                      gpu_memory_utilization, reserve, str(model_path))
+            totals, free = placement.visible_gpu_memory(index)
+            self.placement = placement.plan_placement(config, torch_dtype, quantization, totals, gpu_memory_utilization,
+                                                      reserve, str(model_path), free)
             load["device_map"] = ({module: index for module in self.placement.device_map} if index is not None
                                   else self.placement.device_map)
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)
-        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
+                    compile)
 
     @classmethod
     def wrap(cls, model, tokenizer, batch_size: int = 8, max_batch_tokens: int | str | None = None,
-             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens"):
+             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens",
+             compile: bool = False):
         """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
         self = cls.__new__(cls)
         self.shape, self.placement = shape_from_config(model.config), None
-        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting)
+        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile)
         self.device = str(self.input_device)
         return self
 
-    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting) -> None:
+    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
+               compile=False) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
+        if compile:
+            # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
+            # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
+            self.model.compile(dynamic=True)
         self.input_device = self.model.get_input_embeddings().weight.device
+        self.hidden_device = hidden_states_device(self.model)
         self.batch_size, self.packed = batch_size, packed
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
         elif max_batch_tokens == "auto":
-            free, total = torch.cuda.mem_get_info(self.input_device)
-            per_token = bytes_per_token(self.shape, self.model.dtype.itemsize, keeps_cache=not packed)
-            max_batch_tokens = auto_token_budget(free, total, gpu_memory_utilization, per_token)
+            max_batch_tokens, line = auto_budget_for(self.shape, self.model.dtype.itemsize, packed,
+                                                     read_gpu_memory(self.input_device), gpu_memory_utilization, setting)
+            console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -130,13 +147,20 @@ class TransformersBackend:
                    quantization=getattr(config, "quantization", None), attention=config.attention, packed=config.packed,
                    gpu_memory_utilization=config.gpu_memory_utilization,
                    max_length=getattr(config, "max_model_len", None) or config.max_length,
-                   setting=f"{section}.max_batch_tokens")
+                   setting=f"{section}.max_batch_tokens", compile=config.compile)
 
     def _batches(self, sequences: Sequence[Sequence[int]]):
         """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory
         fallback: the benchmark's raw loops use it)."""
         for chosen in token_batches([len(s) for s in sequences], self.batch_size, self.budget.max_tokens, self.packed):
             yield chosen, [sequences[i] for i in chosen]
+
+    @staticmethod
+    def _answers(answers, given_up: dict):
+        """The answers, or PartlyFailed keeping them when some sequences ran out of memory alone."""
+        if given_up:
+            raise PartlyFailed(answers, given_up)
+        return answers
 
     def _free_cache(self) -> None:
         if self.input_device.type == "cuda":
@@ -154,8 +178,8 @@ class TransformersBackend:
         if not sequences:
             return out
         if self.packed:
-            self.budget.run(sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache)
-            return out
+            return self._answers(out, self.budget.run(
+                sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache))
         shared = shared_prefix_length(sequences)
         prefix = None
         if shared >= MIN_SHARED_PREFIX:
@@ -176,8 +200,7 @@ class TransformersBackend:
                                 use_cache=cache is not None, logits_to_keep=1).logits[:, -1, :]
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
-        self.budget.run(sequences, step, self._free_cache)
-        return out
+        return self._answers(out, self.budget.run(sequences, step, self._free_cache))
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
@@ -187,7 +210,9 @@ class TransformersBackend:
         lengths = [len(sequences[i]) for i in chosen]
         ids = torch.tensor([[t for i in chosen for t in sequences[i]]], device=self.input_device)
         positions = torch.tensor([[p for n in lengths for p in range(n)]], device=self.input_device)
-        last = torch.tensor(lengths, device=self.input_device).cumsum(0) - 1
+        # the LM head indexes the final hidden states with `last`: on a device_map spread those are on the last
+        # GPU, and a CUDA index must be on the indexed tensor's device
+        last = torch.tensor(lengths, device=self.hidden_device).cumsum(0) - 1
         logits = self.model(input_ids=ids, position_ids=positions, logits_to_keep=last, use_cache=False).logits[0]
         out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
@@ -203,8 +228,7 @@ class TransformersBackend:
             for row, position in enumerate(chosen):
                 texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
 
-        self.budget.run(sequences, step, self._free_cache)
-        return texts
+        return self._answers(texts, self.budget.run(sequences, step, self._free_cache))
 
 
 class QwenRerankerScorer:

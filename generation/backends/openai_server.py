@@ -16,8 +16,11 @@ full vocabulary: vLLM takes them before `allowed_token_ids` masks the sampled to
 
 Requests run `concurrency` at a time on an asyncio loop of the backend's own thread. A 429, a 5xx, a body that
 is not JSON, a timeout or a connection error is retried with a doubling wait (a `Retry-After` header takes its
-place); then the pair alone fails (`judges.RequestFailed`, status `request_failed`), except when the server
-cannot be reached at all: that stops the call (`judges.BackendUnavailable`), so no chunk is written half-judged.
+place, capped at `max_retry_after_s`, said once); then the pair alone fails (`judges.RequestFailed`, status
+`request_failed`, retried on the judge's next run), unless the server is down. Down is decided by a health probe,
+not by one request: when a request's last attempt ends in a connection error, GET {endpoint}/models is sent; no
+answer (a connection error) stops the call (`judges.BackendUnavailable`), so no chunk is written half-judged,
+while an answering server means this request alone fails (a poison pair: its connection always drops).
 `check` probes the server once before any pair is judged, and refuses with one line (`ServerError`).
 The API key is read from the environment variable the profile names and is never printed or written.
 """
@@ -39,11 +42,13 @@ from generation.backends.vllm_adapter import distribution_params, generate_param
 from generation.errors import BackendError
 from generation.judging.judges import BackendUnavailable, RequestFailed
 from generation.profiles import OpenAIServer
+from generation.notices import warn
 
 PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 MAX_BACKOFF_S = 60.0
 TOKEN_ID_PREFIX = "token_id:"  # vLLM's return_tokens_as_token_ids names a token "token_id:{id}"
 MESSAGE_CHARS = 300  # of a server's error text, in a pair's `raw` or an error line
+PROBE_TIMEOUT_S = 10.0  # the health probe after a request's last connection error
 
 
 class ServerError(BackendError):
@@ -207,6 +212,7 @@ class OpenAIServerBackend:
         self.url = self.endpoint + self.format.path
         self._key = api_key(server.api_key_env)
         self._token_text: Callable[[int], str] = (lambda t: tokenizer.decode([t])) if tokenizer else str
+        self._said_retry_after = False
         self._loop = _EventLoopThread()
         self._client = self._loop.run(self._open())
 
@@ -237,8 +243,9 @@ class OpenAIServerBackend:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as error:
             raise _Retryable(f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})")
-        except httpx.TransportError as error:
-            raise _Retryable(f"{type(error).__name__}: {error}", unreachable=True)
+        except httpx.TransportError as error:  # httpx's ReadError on a dropped connection has an empty text
+            raise _Retryable(f"{type(error).__name__}: {error or 'the connection closed without an answer'}",
+                             unreachable=True)
         if response.status_code == 200:
             try:
                 return response.json()
@@ -258,12 +265,34 @@ class OpenAIServerBackend:
                 last = failure
                 if attempt < self.server.max_retries:
                     backoff = min(MAX_BACKOFF_S, self.server.retry_backoff_s * 2 ** attempt)
-                    await asyncio.sleep(failure.wait if failure.wait is not None
+                    await asyncio.sleep(self._retry_after(failure.wait) if failure.wait is not None
                                         else backoff * random.uniform(0.75, 1.0))
         message = self._redact(f"{last} ({self.server.max_retries + 1} attempts)")
         if last.unreachable:
-            raise BackendUnavailable(f"openai backend: the server stopped answering: POST {self.url}: {message}")
+            down = await self._probe()
+            if down is not None:
+                raise BackendUnavailable(f"openai backend: the server stopped answering: POST {self.url}: {message}; "
+                                         f"GET /models: {down}")
+            message += "; the server answers other requests (GET /models): this request alone fails"
         raise RequestFailed(message)  # the pair's `raw`, which a release publishes: no URL in it
+
+    def _retry_after(self, asked: float) -> float:
+        """A server's Retry-After, capped at `max_retry_after_s`; the first cut is said once on stderr."""
+        cap = self.server.max_retry_after_s
+        if asked > cap and not self._said_retry_after:
+            self._said_retry_after = True
+            warn(f"openai backend: the server asked to wait {asked:g} s before a retry (Retry-After); the kit "
+                   f"waits {cap:g} s (judge.openai.max_retry_after_s) and then retries, up to "
+                   f"{self.server.max_retries} times per request, before the pair fails (retried on the next run)")
+        return min(asked, cap)
+
+    async def _probe(self) -> str | None:
+        """None when the server answers GET /models (whatever the status); else why not, in a few words."""
+        try:
+            await self._client.get(self.endpoint + "/models", timeout=PROBE_TIMEOUT_S)
+        except httpx.TransportError as error:
+            return f"{type(error).__name__}: {error or 'no answer'}"
+        return None
 
     async def _answer(self, body: dict, read: Callable[[Any], Any]):
         try:

@@ -4,7 +4,9 @@ fp8 load settings. Everything here works from the model's config.json: no weight
 """
 from __future__ import annotations
 
+import logging
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,16 +55,28 @@ def weight_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: float, reserve_bytes: int) -> str:
-    """What would run a model that does not fit: fp8 on one GPU (at the memory share that needs), or vLLM with
-    tensor parallelism."""
+def share_needed(size: int, reserve_bytes: int, gpu_total: int) -> float:
+    """The gpu_memory_utilization (rounded up to a hundredth) at which `size` bytes of weights and the reserve fit."""
+    return math.ceil((size + reserve_bytes) / gpu_total * 100) / 100 if gpu_total else math.inf
+
+
+def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: float, reserve_bytes: int,
+                 size: int | None = None, gpu_free: int | None = None) -> str:
+    """What would run a model that does not fit: this precision at a higher memory share, fp8 on one GPU (at the
+    share that needs), or vLLM with tensor parallelism. A share is suggested only where the GPU's free memory
+    holds it."""
     hints = []
-    fp8_share = (shape.weight_bytes("fp8") + reserve_bytes) / gpu_total if gpu_total else math.inf
-    if precision != "fp8" and fp8_share <= MAX_UTILISATION:
+    free = gpu_total if gpu_free is None else gpu_free
+    size = shape.weight_bytes(precision) if size is None else size
+    share = share_needed(size, reserve_bytes, gpu_total)
+    if utilisation < share <= MAX_UTILISATION and size + reserve_bytes <= free:
+        hints.append(f"`gpu_memory_utilization: {share}` ({size / GB:.1f} GB of weights in {precision} and one "
+                     f"batch's activations fit one GPU at that share)")
+    fp8_share = share_needed(shape.weight_bytes("fp8"), reserve_bytes, gpu_total)
+    if precision != "fp8" and fp8_share <= MAX_UTILISATION and shape.weight_bytes("fp8") + reserve_bytes <= free:
         hint = f"`quantization: fp8` ({shape.weight_bytes('fp8') / GB:.1f} GB of weights) on one GPU"
-        hints.append(hint if fp8_share <= utilisation else
-                     f"{hint} with `gpu_memory_utilization: {math.ceil(fp8_share * 100) / 100}`")
-    budget = gpu_total * utilisation - reserve_bytes
+        hints.append(hint if fp8_share <= utilisation else f"{hint} with `gpu_memory_utilization: {fp8_share}`")
+    budget = min(gpu_total * utilisation, free) - reserve_bytes
     needed = shape.weight_bytes(precision) / budget if budget > 0 else math.inf
     tp = next((n for n in TENSOR_PARALLEL_SIZES if n >= needed and shape.heads % n == 0), None)
     if tp is not None:
@@ -72,37 +86,62 @@ def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: floa
 
 
 def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_totals: list[int], utilisation: float,
-                   reserve_bytes: int, name: str = "") -> Placement:
+                   reserve_bytes: int, name: str = "", gpu_free: list[int] | None = None) -> Placement:
     """One GPU when the weights and `reserve_bytes` (one full-length batch's activations) fit within `utilisation`
-    of its memory; else a `device_map` over all of `gpu_totals` (transformers' own inference of it, on the meta
-    model, with that budget per GPU); else ModelTooLarge naming the size and what to use instead."""
+    of its memory and within what is free on it now (`gpu_free`, torch.cuda.mem_get_info: other processes on a
+    shared GPU hold the rest); else a `device_map` over all of `gpu_totals` (transformers' own inference of it, on
+    the meta model, with that budget per GPU); else ModelTooLarge naming the size and what to use instead."""
     shape = shape_from_config(config, name)
     precision = precision_of(dtype, quantization)
     model = meta_model(config, dtype, quantization)
     size = weight_bytes(model)
-    budgets = [int(total * utilisation) - reserve_bytes for total in gpu_totals]
+    gpu_free = list(gpu_totals) if gpu_free is None else gpu_free
+    budgets = [min(int(total * utilisation), free) - reserve_bytes for total, free in zip(gpu_totals, gpu_free)]
     if budgets and size <= budgets[0]:
         return Placement({"": 0}, f"on GPU 0: {size / GB:.1f} GB of weights in {precision}")
     if len(budgets) > 1 and size <= sum(budgets):
         from transformers.integrations.accelerate import get_balanced_memory, infer_auto_device_map
 
-        # balanced (what device_map="auto" does), so every GPU keeps room for activations
-        balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
-                                       no_split_module_classes=model._no_split_modules)
-        device_map = infer_auto_device_map(model, max_memory=balanced, no_split_module_classes=model._no_split_modules)
+        # balanced (what device_map="auto" does), so every GPU keeps room for activations; the GPUs are stated, so
+        # accelerate's warning that they are not visible here (`plan` prices them on a machine without) is muted
+        with quiet_logger("accelerate.utils.modeling"):
+            balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
+                                           no_split_module_classes=model._no_split_modules)
+            device_map = infer_auto_device_map(model, max_memory=balanced,
+                                               no_split_module_classes=model._no_split_modules)
         if set(device_map.values()) <= set(range(len(budgets))):
             used = sorted(set(device_map.values()))
             return Placement(device_map, f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "
                                          f"weights in {precision}, at most {max(budgets) / GB:.1f} GB a GPU")
-    visible = (f"{len(gpu_totals)} visible GPU(s) of {gpu_totals[0] / GB:.0f} GB, {max(budgets[0], 0) / GB:.1f} GB "
-               f"each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
+    shared = (f" ({gpu_free[0] / GB:.1f} GB of GPU 0 free now: other processes hold the rest)"
+              if gpu_totals and gpu_free[0] < gpu_totals[0] * utilisation else "")
+    visible = (f"{len(gpu_totals)} visible GPU(s) of {gpu_totals[0] / GB:.0f} GB{shared}, {max(budgets[0], 0) / GB:.1f} "
+               f"GB each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
                if gpu_totals else "no visible GPU")
+    best = max(range(len(gpu_totals)), key=lambda i: gpu_free[i], default=None)
+    hints = alternatives(shape, precision, gpu_totals[best] if best is not None else 0, utilisation, reserve_bytes,
+                         size, gpu_free[best] if best is not None else 0)
     raise ModelTooLarge(f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. "
-                        f"Use {alternatives(shape, precision, max(gpu_totals, default=0), utilisation, reserve_bytes)}")
+                        f"Use {hints}")
 
 
-def visible_gpu_totals() -> list[int]:
-    return [torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())]
+@contextmanager
+def quiet_logger(name: str):
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def visible_gpu_memory(index: int | None = None) -> tuple[list[int], list[int]]:
+    """The total memory of GPU `index` (None: of every visible GPU) and what is free on it now (cudaMemGetInfo:
+    after other processes'). Reading it starts a CUDA context on that GPU, so only the GPUs asked for are read."""
+    indices = range(torch.cuda.device_count()) if index is None else [index]
+    free_total = [torch.cuda.mem_get_info(i) for i in indices]
+    return [total for _, total in free_total], [free for free, _ in free_total]
 
 
 def read_config(model_path: str | Path):
@@ -127,7 +166,7 @@ def fp8_load_settings(device: str) -> dict:
         from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor
     except ImportError:
         raise ValueError("quantization: fp8 on the transformers backend needs torchao: "
-                         "pip install 'researchy-subq-judgments[gpu]'") from None
+                         "pip install 'researchy-subq-judgments[fp8]'") from None
     from transformers import TorchAoConfig
 
     return {"quantization_config": TorchAoConfig(Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))}

@@ -1,1 +1,1 @@
-"""Sub-questions as bandit arms (seeds/002): which (sub-question, document) pair to judge next."""
+"""Sub-questions as bandit arms (Petcu et al., arXiv:2510.18633): which (sub-question, document) pair to judge next."""

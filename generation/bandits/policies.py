@@ -1,6 +1,6 @@
 """Policies that pick the next (arm, rank) to observe: the baselines, epsilon-greedy, Thompson sampling
 over Beta posteriors with each Table 1 reward (Algorithm 1), Gaussian Thompson sampling (Algorithm 2),
-and the hierarchical correlated bandit of seeds/002 section 3.5. Seeded, so every run is reproducible."""
+and the hierarchical correlated bandit of section 3.5 (all of Petcu et al., arXiv:2510.18633). Seeded, so every run is reproducible."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ class Arm:
 
 @dataclass
 class Hierarchy:
-    """Headers as parents, their bullets as children (seeds/002 section 3.5)."""
+    """Headers as parents, their bullets as children (Petcu et al., section 3.5)."""
     children: dict[str, list[str]]
     min_observations: int = 4  # n
     tau: float = 0.77

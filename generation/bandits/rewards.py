@@ -1,4 +1,4 @@
-"""The rewards of seeds/002 Table 1, each exactly as written there.
+"""The rewards of Table 1 of Petcu et al., arXiv:2510.18633, each exactly as written there.
 
 Notation: `rel` is Relevance(d_{a_t, n}) (1 or 0, or a graded value in [0, 1]); `n` the 1-based rank
 of the observed document in the arm's list; `window` the relevances of d_{a_t, n} .. d_{a_t, n+k-1};

@@ -13,11 +13,12 @@ messages and the server's chat template applies. The OpenAI Batch API also takes
 `completions` shape exports those, with the kit's token ids as prompt.
 
 custom_id: `{qid}::{docid}::{k}`, k = the sub-question's position in its question's list (subq_id is
-`{qid}-{k}`): the authors' request id (DylanJoo/crux crux/augmentation/gen_ratings_offload.py writes
-f"{id}::{docid}::{j}", j the position; crux-researchy/merge_ratings.py splits it with `.split("::")`). It is
-unambiguous however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always
-gives three parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither,
-so for the paper's data the id is the authors', character for character.
+`{qid}-{k}`): the shape of the authors' request id (DylanJoo/crux crux/augmentation/gen_ratings_offload.py writes
+f"{id}::{docid}::{j}", j the position; crux-researchy/merge_ratings.py splits it with `.split("::")`), not their id:
+their docid is the document's URL-hash (Researchy's CluewebURLHash), the kit's its ClueWeb22-ID. Both import
+(`import-labels --format openai-batch`, with `--corpus` to map URL-hashes to ClueWeb22-IDs). It is unambiguous
+however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always gives three
+parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither.
 
 Import: result lines as `vllm run-batch` writes them and as the OpenAI Batch API writes its output and error
 files (OpenAI's `BatchRequestOutput`, "the per-line object of the batch output and error files": `id`,
@@ -255,6 +256,13 @@ class Problems:
         if len(self.examples) < EXAMPLES:
             self.examples.append(example)
 
+    def absorb(self, other: "Problems") -> None:
+        self.count += other.count
+        self.examples += other.examples[:EXAMPLES - len(self.examples)]
+
+    def as_record(self) -> dict:
+        return {"count": self.count, "examples": list(self.examples)}
+
 
 @dataclass
 class ImportResult:
@@ -262,7 +270,12 @@ class ImportResult:
     lines: int = 0
     duplicates: int = 0  # repeated lines with the same answer: counted once
     graded_before: int = 0  # lines for pairs an earlier import graded
-    unknown: Problems = field(default_factory=Problems)  # lines naming no pair of the plan
+    # lines naming no pair of the plan: a well-formed id of a pair this shard does not hold (another shard's, or
+    # one graded and since changed), a file of which no line names a pair of the shard (another export's results),
+    # or an id that is not `qid::docid::position` at all
+    not_in_shard: Problems = field(default_factory=Problems)
+    another_export: Problems = field(default_factory=Problems)
+    malformed_ids: Problems = field(default_factory=Problems)
     conflicting: Problems = field(default_factory=Problems)  # pairs answered differently: left out of grades
     error_lines: Problems = field(default_factory=Problems)  # failed requests; a pair with only these gets status
     superseded_errors: int = 0  # request_failed; error lines of a pair that also has an answer
@@ -272,7 +285,8 @@ class ImportResult:
     def counts(self) -> dict[str, int]:
         return {"lines": self.lines, "graded": len(self.grades), "graded before": self.graded_before,
                 "duplicates": self.duplicates,
-                "unknown": self.unknown.count, "conflicting": self.conflicting.count,
+                "not in shard": self.not_in_shard.count, "another export": self.another_export.count,
+                "malformed ids": self.malformed_ids.count, "conflicting": self.conflicting.count,
                 "error_lines": self.error_lines.count, "superseded_errors": self.superseded_errors,
                 "missing": self.missing.count}
 
@@ -298,30 +312,62 @@ def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Call
     body into a Grade (`answer_grader`). Per pair: one answer (however often repeated) is its grade; different
     answers are a conflict, and the pair is left out; error lines alone give status request_failed (the
     smallest error text, whatever the order); no line at all is missing. Lines for `graded_before` (pairs an
-    earlier import graded: files given again) are counted apart, not as unknown."""
+    earlier import graded: files given again) are counted apart; lines naming no pair of the plan are counted, with
+    examples, as not in the shard, of another export (a file none of whose lines is the shard's) or malformed ids."""
     wanted = list(dict.fromkeys(plan))
     planned, cut, before = set(wanted), set(cut_by_tokens), set(graded_before)
     answers: dict[str, dict[tuple, tuple[Grade, str]]] = defaultdict(dict)
     errors: dict[str, list[tuple[str, str]]] = defaultdict(list)
     result = ImportResult(grades={})
-    for where, line in read_results(files, rejects):
-        result.lines += 1
-        cid, error = line.custom_id, line.error
-        if cid not in planned:
-            if cid in before:
-                result.graded_before += 1
-            else:
-                result.unknown.add(f"{where}: {cid!r}")
-            continue
-        if error is None:
-            graded = grade(line.body, cid in cut)
-            key = (graded.level, graded.raw, graded.status, tuple(graded.probs or ()))
-            if key in answers[cid]:
-                result.duplicates += 1
-            answers[cid].setdefault(key, (graded, where))
+    for path in files:
+        foreign, ours = Problems(), 0  # this file's lines of pairs outside the shard; lines of the shard's pairs
+        for where, line in read_results([path], rejects):
+            result.lines += 1
+            cid, error = line.custom_id, line.error
+            if cid not in planned:
+                if cid in before:
+                    result.graded_before += 1
+                    ours += 1
+                elif not well_formed(cid):
+                    result.malformed_ids.add(f"{where}: {cid!r} is not 'qid::docid::position'")
+                else:
+                    foreign.add(f"{where}: {cid!r}")
+                continue
+            ours += 1
+            _collect(result, answers, errors, grade, where, cid, error, line, cid in cut)
+        if foreign.count and not ours:
+            result.another_export.add(f"{path}: {foreign.count:,} lines, none of a pair of this shard, e.g. "
+                                      f"{foreign.examples[0].rsplit(': ', 1)[1]}", foreign.count)
         else:
-            result.error_lines.add(f"{where}: {cid}: {error[:200]}")
-            errors[cid].append((error, where))
+            result.not_in_shard.absorb(foreign)
+    _settle(result, wanted, answers, errors)
+    result.unresolved = planned - set(result.grades)
+    return result
+
+
+def well_formed(cid: str) -> bool:
+    try:
+        parse_custom_id(cid)
+    except ValueError:
+        return False
+    return True
+
+
+def _collect(result: ImportResult, answers, errors, grade, where: str, cid: str, error, line, cut: bool) -> None:
+    """One result line of a planned pair: its answer's grade, or its error."""
+    if error is None:
+        graded = grade(line.body, cut)
+        key = (graded.level, graded.raw, graded.status, tuple(graded.probs or ()))
+        if key in answers[cid]:
+            result.duplicates += 1
+        answers[cid].setdefault(key, (graded, where))
+    else:
+        result.error_lines.add(f"{where}: {cid}: {error[:200]}")
+        errors[cid].append((error, where))
+
+
+def _settle(result: ImportResult, wanted: list[str], answers, errors) -> None:
+    """Each planned pair's grade from its lines: one answer, a conflict, its errors alone, or missing."""
     for cid in wanted:
         found = answers.get(cid)
         if found and len(found) > 1:
@@ -335,8 +381,6 @@ def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Call
             result.grades[cid] = failed(RequestFailed(f"{error} (batch result {Path(where).name})"))
         else:
             result.missing.add(cid)
-    result.unresolved = planned - set(result.grades)
-    return result
 
 
 def answer_grader(judge: LLMJudge) -> Callable[[dict, bool], Grade]:

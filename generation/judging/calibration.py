@@ -5,8 +5,8 @@ A file holds the device, the versions, the rows the benchmark printed and, per b
 the device's dense peak that one forward over the prompts reached (distribution mode: prefill only). `plan`
 costs prefill at that share and generate mode's decode steps separately, as memory-bound.
 
-The bundled reference (`calibration-h100-2026-11-23.json`) holds the figures of issue 23, measured on an H100
-80 GB (torch 2.11, transformers 5.17) with main's code before that issue's changes; it is not a run of
+The bundled reference (`calibration-h100-2026-11-23.json`) holds the figures measured on 2026-11-23 on an H100
+80 GB (torch 2.11, transformers 5.17) with the code before the GPU paths were added (CHANGELOG.md); it is not a run of
 scripts/bench_gpu.py, and says so.
 """
 from __future__ import annotations

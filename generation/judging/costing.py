@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generation.judging.calibration import REFERENCE, Calibration
+from generation.judging.calibration import REFERENCE, Calibration, device_spec
+from generation.judging.execution import Execution, Refused, execution_for
 from generation.plan import Plan
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 
-# Researchy Questions' train split, which the paper judged (seeds/000: "the Researchy Questions Train split"); the
+# Researchy Questions' train split, which the paper judged (Ju et al., arXiv:2510.21733, section 4: "the Researchy Question training set"); the
 # paper gives no question count: about 90k (DESIGN.md), an assumption the rerank rows name.
 PAPER_QUESTIONS_ASSUMED = 90_000
-RERANK_TOKENS_ASSUMED = 2800  # issue 23 measured the rerank path at ~2,800 tokens a document
+RERANK_TOKENS_ASSUMED = 2800  # the H100 calibration of 2026-11-23 measured the rerank path at ~2,800 tokens a document
 NODE_GPUS = 4
 
 
@@ -32,6 +33,15 @@ class Costing:
     judge: Shape = PUBLISHED[LLAMA_33_70B]
     reranker: Shape = PUBLISHED[QWEN3_RERANKER_06B]
     override: float | None = None  # --utilisation: one share for every precision
+    judge_config: object | None = None  # the profile's JudgeConfig: the backend's own placement and batches
+
+    def execution(self, precision: str) -> Execution | Refused:
+        """How the judge's backend would run at this precision on the calibration's device (without a profile's
+        judge: `decode_batch` pairs on one GPU, as stated)."""
+        if self.judge_config is None:
+            return Execution(self.decode_batch, None, 1, 1, f"{precision}: decode batch {self.decode_batch} (given)")
+        return execution_for(self.judge_config, self.backend, self.judge, precision,
+                             device_spec(self.calibration.device), self.calibration.device)
 
     def share(self, backend: str, precision: str) -> tuple[float | None, str]:
         """The prefill share of peak for this backend and precision, and where it comes from."""
@@ -39,15 +49,28 @@ class Costing:
             return self.override, "--utilisation"
         measured = self.calibration.share(backend, precision)
         if measured is not None:
-            return measured, f"{backend} {precision}, calibrated"
+            return measured, f"{backend} {precision}, calibrated{measured_on(self.calibration, precision, measured)}"
         if backend == "vllm":
             stand_in = self.calibration.share("transformers", precision)
             if stand_in is not None:
-                return stand_in, f"vLLM not measured: the transformers {precision} figure"
+                return stand_in, (f"vLLM not measured: the transformers {precision} figure"
+                                  f"{measured_on(self.calibration, precision, stand_in)}")
         return None, "not measured"
 
     def precisions(self) -> list[str]:
         return list(self.calibration.peak_flops)
+
+
+def measured_on(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> str:
+    """Which of the calibration's rows a share is (the kit's run at that precision and share), for the plan to say
+    what each row is priced from: a shape, a batch and a prompt length; empty when no row matches."""
+    row = next((r for r in calibration.rows if r.get("precision") == precision and r.get("mode") == mode
+                and str(r.get("run", "")).startswith("kit") and r.get("share_of_peak") is not None
+                and abs(r["share_of_peak"] - share) < 5e-4), None)
+    if row is None:
+        return ""
+    tokens = f", {row['prompt_tokens']:,} tokens" if row.get("prompt_tokens") else ""
+    return f" on {row['shape']}, {row['run']}, batch {row['batch']}{tokens} ({calibration.device})"
 
 
 def prefill_seconds(shape: Shape, tokens: float, cached: float, peak: float, share: float) -> float:
@@ -74,6 +97,8 @@ class CostRow:
     prefill_hours: float
     decode_hours: float
     cached_hours: float  # prefill with the shared prefix cached, plus decode
+    decode_batch: int = 0  # pairs sharing a decode step, as the backend would batch them
+    gpus: int = 1  # GPUs one model copy holds (a device_map spread: all of them, one working at a time)
 
     @property
     def hours(self) -> float:
@@ -86,27 +111,35 @@ class CostRow:
 
 def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
     cal, rows, notes = costing.calibration, [], []
+    runs = {precision: costing.execution(precision) for precision in costing.precisions()}
+    notes += [f"Judge as the {costing.backend} backend would run it: {run}" if isinstance(run, Refused) else
+              f"Judge as the {costing.backend} backend would run it: {run.how}" for run in runs.values()]
     for scenario in plan.scenarios():
         reuse = (1 - 1 / scenario.pairs_per_subquestion) if scenario.pairs_per_subquestion >= 1 else 0.0
         cached = reuse * scenario.shared_prefix_tokens
         for precision in costing.precisions():
             share, source = costing.share(costing.backend, precision)
+            run = runs[precision]
+            if isinstance(run, Refused):
+                continue
             if share is None:
                 notes.append(f"{scenario.label}, {precision}: no {costing.backend} utilisation measured; row left out")
                 continue
             peak, tokens = cal.peak_flops[precision], scenario.prompt_tokens
+            batch, span = run.decode_batch(tokens), run.hours_per_copy_gpu
             decode = 0.0
             if costing.mode == "generate":
                 if cal.bandwidth is None:
                     notes.append(f"{scenario.label}: the calibration has no bandwidth; decode steps not costed")
                 else:
-                    decode = decode_seconds(costing.judge, precision, tokens, scenario.new_tokens,
-                                            costing.decode_batch, cal.bandwidth)
-            prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share)
+                    decode = decode_seconds(costing.judge, precision, tokens, scenario.new_tokens, batch,
+                                            cal.bandwidth) * span
+            prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
+            cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
             rows.append(CostRow(scenario.label, scenario.pairs, tokens, precision, share, source,
                                 scenario.pairs * prompt_flops(costing.judge, tokens) / 1e15,
                                 scenario.pairs * prefill / 3600, scenario.pairs * decode / 3600,
-                                scenario.pairs * (prefill_seconds(costing.judge, tokens, cached, peak, share) + decode) / 3600))
+                                scenario.pairs * (cached_prefill + decode) / 3600, batch, run.gpus))
     return rows, notes
 
 
@@ -122,7 +155,9 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
         for label, questions in shapes:
             docs = questions * depth
             seconds = prefill_seconds(costing.reranker, rerank_tokens, 0.0, cal.peak_flops[precision], share)
-            rows.append(CostRow(label, docs, rerank_tokens, precision, share, "rerank, calibrated",
+            source = "--utilisation" if costing.override is not None else (
+                "rerank, calibrated" + measured_on(cal, precision, share, "rerank"))
+            rows.append(CostRow(label, docs, rerank_tokens, precision, share, source,
                                 docs * prompt_flops(costing.reranker, rerank_tokens) / 1e15, docs * seconds / 3600,
                                 0.0, docs * seconds / 3600))
     if not rows:
@@ -155,8 +190,9 @@ def costing_for(profile, calibration_path=None, utilisation: float | None = None
     if isinstance(judge.max_batch_tokens, int):
         batch = max(1, min(batch, judge.max_batch_tokens // judge.max_model_len))
     (judge_shape, judge_note), (rerank_shape, rerank_note) = model_shape(judge.model), model_shape(profile.rerank.model)
-    costing = Costing(calibration, "vllm" if judge.backend in ("vllm", "ray") else judge.backend, judge.mode, batch,
-                      judge_shape, rerank_shape, override=utilisation)
+    backend = judge.ray_backend if judge.backend == "ray" else judge.backend
+    costing = Costing(calibration, backend, judge.mode, batch, judge_shape, rerank_shape, override=utilisation,
+                      judge_config=judge)
     return costing, [note for note in (judge_note, rerank_note) if note]
 
 
@@ -167,16 +203,18 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     cal = costing.calibration
     judged, notes = judge_rows(plan, costing)
     reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
-    title = (f"{costing.judge.name} judge ({costing.mode}, decode batch {costing.decode_batch}) and "
+    title = (f"{costing.judge.name} judge ({costing.mode}, {costing.backend}) and "
              f"{costing.reranker.name} reranker on {cal.device}, calibrated {cal.versions.get('measured', '?')}")
     table = Table(title=title)
     for column in ("row", "pairs / docs", "tokens", "precision", "utilisation", "PFLOPs", "prefill GPU-h",
-                   "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s"):
+                   "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s",
+                   "decode batch", "GPUs a copy", "utilisation from"):
         table.add_column(column, justify="right")
     for row in judged + reranked:
         table.add_row(row.label, f"{row.items:,}", f"{row.tokens:,.0f}", row.precision, f"{row.share:.1%}",
                       f"{row.pflops:,.1f}", f"{row.prefill_hours:,.1f}", f"{row.decode_hours:,.1f}", f"{row.hours:,.1f}",
-                      f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}")
+                      f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}", f"{row.decode_batch or '-'}",
+                      f"{row.gpus}", row.source)
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
     notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes

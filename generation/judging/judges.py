@@ -9,7 +9,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from generation.docstore import cut_words
-from generation.errors import BackendError
+from generation.errors import BackendError, PartlyFailed, without_frames
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
 from generation.profiles import JudgeConfig
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
@@ -115,11 +115,14 @@ def isolate_failures(call: Callable[[list], list], items: list) -> list:
     """`call(items)`; when the engine fails on the batch, the halves are tried again, down to single items,
     so one bad prompt costs only itself (a few extra calls, batching kept for the rest): its place in the
     result holds the exception. When every item fails the failure is not the items' (engine down, out of
-    memory): the first error is raised; for a served model (every request failed after its retries: a quota
-    spent, a proxy in front of a dead server) as BackendUnavailable, one line for the user."""
+    memory): the first error is raised; for a served model (every request of two or more failed after its retries:
+    a quota spent, a key rejected, a proxy in front of a dead server) as BackendUnavailable, one line for the user.
+    One request alone that fails is no sign of an outage (a poison pair): it fails alone."""
     results = _bisect(call, items)  # BackendUnavailable passes through
     if results and all(isinstance(r, Exception) for r in results):
         if isinstance(results[0], RequestFailed):
+            if len(results) == 1:
+                return results
             raise BackendUnavailable(f"every one of the {len(results)} requests of a batch failed, the first with: "
                                      f"{results[0]}") from None
         raise results[0]
@@ -131,9 +134,11 @@ def _bisect(call: Callable[[list], list], items: list) -> list:
         return list(call(items))
     except BackendUnavailable:
         raise
+    except PartlyFailed as partial:  # the backend kept what it finished: only the failed items are marked
+        return partial.merged()
     except Exception as error:  # noqa: BLE001 - the engines' errors are not of one type
         if len(items) == 1:
-            return [error]
+            return [without_frames(error)]
     middle = len(items) // 2
     return _bisect(call, items[:middle]) + _bisect(call, items[middle:])
 

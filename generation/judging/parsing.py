@@ -89,7 +89,7 @@ def parse_r3a(text: str) -> Parsed:
 
 
 def check_r3a_extract(parsed: Parsed, document: str) -> Parsed:
-    """seeds/004 section 2 (Reward Function): the reward is I_format x r_score, granted only when the output meets
+    """R3A (Yuan et al., arXiv:2508.02506) section 2.2, "Reward Function": the reward is I_format x r_score, granted only when the output meets
     every format and extraction requirement, so an extract that is not verbatim in the document is a format
     failure: the level is null and the status `not_verbatim`, whatever the score said."""
     if parsed.status != "ok" or extract_is_verbatim(parsed.extract, document):

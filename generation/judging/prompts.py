@@ -1,11 +1,11 @@
 """The judge prompt registry: exact texts, a stable hash each, scale, parser and token budget.
 
-- crux-paper: Figure 2 of the paper (seeds/000), verbatim.
+- crux-paper: Figure 2 of the paper (Ju et al., arXiv:2510.21733), verbatim.
 - crux-code:  the template of the authors' released code, character for character
               (DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39; the same text in
               gen_ratings_offload.py and gen_ratings_offload_qrel.py), not Figure 2 edited.
-- umbrela:    the UMBRELA prompt of seeds/004 Appendix D (0-2, <think>/<score>).
-- r3a:        seeds/004 Appendix C, two rounds: infer the intent from the question's top-ranked candidates
+- umbrela:    the UMBRELA prompt as R3A (Yuan et al., arXiv:2508.02506) prints it in Appendix D (0-2).
+- r3a:        R3A's Appendix C, two rounds: infer the intent from the question's top-ranked candidates
               (auxiliary documents), then grade 0/1/2 with a verbatim <extract>.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ A failed request has `error` set, or a `response.status_code` other than 200 (vL
 merge_ratings_qrel.py, `load_offload_jsonl`) read `item['id']` and `item['response']['body']['choices'][0]['message']
 ['content']`: their batch runner wrote the pair's id into `id`, so a line without `custom_id` is read by its `id`.
 
-One function, `read_result_lines`, so that the judge stage's batch reader (issue 18, part 2) can take its place.
+One function, `read_result_lines`, which both `import-labels` and the judge stage's `--import-batch` read through.
 """
 from __future__ import annotations
 

@@ -60,6 +60,14 @@ class DocumentKeys:
             else:
                 self.known[docid] = (docid, None, UNRESOLVED)
 
+    def present_url_hashes(self, hashes: Iterable[str]) -> set[str]:
+        """Which of these (upper-case) URL-hashes the corpus holds, by its URL-hash map; none without a corpus."""
+        wanted = sorted(set(hashes))
+        if self.corpus is None or not wanted:
+            return set()
+        table = pq.read_table(self.corpus / URL_MAP, columns=["url_hash"], filters=[("url_hash", "in", wanted)])
+        return set(table["url_hash"].to_pylist())
+
     def resolve(self, docid: str) -> tuple[str, str | None, str]:
         """(docid, url_hash, how it was resolved: one of HOW) of a prefetched id."""
         return self.known[docid]

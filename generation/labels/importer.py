@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects
 from generation.judging.prompts import Prompt
+from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat, LabelLine, read_label_file
-from generation.schema import arrow_schema
+from generation.schema import IMPORTED_STATUS, OTHER_TEXT_STATUS, arrow_schema
 from generation.shards import Shard
 from generation.stages.judge import NAME
 from generation.storage import ParquetSink
@@ -46,9 +47,10 @@ class QuestionLists:
         self.folder = Path(folder)
         questions_path, subquestions_path = question_files(self.folder)
         questions = pq.read_table(questions_path, columns=["qid", "clicked"])
-        self.clicked: dict[str, set[str]] = {
-            qid: {c["url_hash"] for c in clicked} for qid, clicked in zip(questions["qid"].to_pylist(),
-                                                                         questions["clicked"].to_pylist())}
+        self.clicked_in_order: dict[str, tuple[str, ...]] = {  # DocStream's order (the authors' clicked pass's)
+            qid: tuple(c["url_hash"] for c in clicked) for qid, clicked in zip(questions["qid"].to_pylist(),
+                                                                              questions["clicked"].to_pylist())}
+        self.clicked: dict[str, set[str]] = {qid: set(hashes) for qid, hashes in self.clicked_in_order.items()}
         subquestions = pq.read_table(subquestions_path, columns=["subq_id", "qid"])
         self.question_of: dict[str, str] = {}
         self.positions: dict[str, dict[int, str]] = {qid: {} for qid in self.clicked}
@@ -83,13 +85,14 @@ class Columns:
     def __init__(self):
         self.values = {name: [] for name in self.FILLED}
 
-    def add(self, qid: str, docid: str, url_hash: str | None, clicked: bool, subq_ids: list[str], labels) -> None:
+    def add(self, qid: str, docid: str, url_hash: str | None, clicked: bool, subq_ids: list[str], labels,
+            statuses: list[str]) -> None:
         n = len(subq_ids)
         self.values["subq_id"] += subq_ids
         for name, value in (("qid", qid), ("docid", docid), ("url_hash", url_hash), ("clicked", clicked)):
             self.values[name] += [value] * n
         self.values["level"] += [label.level for label in labels]
-        self.values["status"] += [label.status for label in labels]
+        self.values["status"] += statuses
         self.values["raw"] += [label.raw for label in labels]
 
     def table(self) -> pa.Table:
@@ -132,6 +135,21 @@ class ShardImport:
     levels: Counter = field(default_factory=Counter)
     documents_by_way: Counter = field(default_factory=Counter)  # rows by how their document id was resolved
     clicked_unknown: int = 0  # rows whose document has no known URL-hash, so no known click
+    other_text: dict = field(default_factory=dict)  # (qid, url_hash) -> the URL-hash whose text the authors sent
+    other_text_documents: int = 0  # (question, document) lines whose ratings were graded on another's text
+
+    def find_other_texts(self) -> int:
+        """crux-ratings with a corpus: the authors' clicked pass over this shard's questions, reconstructed
+        (generation/labels/authors_pass.py), so the ratings it graded on another document's text are flagged.
+        Returns how many of these questions' clicked documents the corpus lacks."""
+        owned = {qid: hashes for qid, hashes in self.questions.clicked_in_order.items() if self.shard.owns_key(qid)}
+        present = self.documents.present_url_hashes(h for hashes in owned.values() for h in hashes)
+        missing = 0
+        for qid, hashes in owned.items():
+            missing += len(set(hashes) - present)
+            for asked, sent in graded_on_other_text(hashes, present).items():
+                self.other_text[(qid, asked)] = sent
+        return missing
 
     def run(self, sources: list[FileCounts], sink: ParquetSink, progress=None) -> None:
         self.seen = FirstCopies([s.name for s in sources])
@@ -211,8 +229,12 @@ class ShardImport:
         self.documents_by_way[how] += len(subq_ids)
         if url_hash is None:
             self.clicked_unknown += len(subq_ids)
-        self.statuses.update(label.status for label in item.labels)
+        statuses = [label.status for label in item.labels]
+        if self.other_text and (qid, url_hash) in self.other_text:
+            statuses = [OTHER_TEXT_STATUS if s == IMPORTED_STATUS else s for s in statuses]
+            self.other_text_documents += 1
+        self.statuses.update(statuses)
         self.levels.update(label.level for label in item.labels if label.level is not None)
         columns.add(qid, docid, url_hash, url_hash is not None and url_hash in self.questions.clicked.get(qid, ()),
-                    subq_ids, item.labels)
+                    subq_ids, item.labels, statuses)
         return len(subq_ids)

@@ -1,6 +1,6 @@
 """The pipeline's stages, in order: each module is one stage (generation/stages/base.py gives them their shape).
 
-`PIPELINE` is the order the demo runs and the README's table shows (`researchy-subq stages`), `BESIDE_PIPELINE` the
+`PIPELINE` is the order the demo runs and the README's and docs/reference/stages.md's table shows (`researchy-subq stages`), `BESIDE_PIPELINE` the
 stages that write what a pipeline stage writes another way (after it in the table); `REGISTRY` finds a
 stage by its command name, `WRITERS` by the shard name of what it writes. A new stage is one module and one entry.
 """
@@ -43,7 +43,7 @@ def read_stage(folder: str | Path, shard_name: str, profile=None, full: bool = T
 
 def pipeline_table() -> str:
     """The pipeline as a Markdown table: order, command, what each stage reads and writes, and the profile sections
-    its shards depend on (the README's table is this, and a test keeps them equal)."""
+    its shards depend on (the README's and the docs' tables are this, and a test keeps them equal)."""
     rows = ["| # | command | reads | writes | sharded | config hash covers |", "| ---: | --- | --- | --- | --- | --- |"]
     for n, stage in enumerate((*PIPELINE, *BESIDE_PIPELINE), 1):
         reads = ", ".join(f"`--{given.option}` ({' + '.join(p.name for p in given.producers)})" for given in stage.reads)

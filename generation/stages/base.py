@@ -85,7 +85,7 @@ class Executor(Protocol):
 class Stage:
     name: ClassVar[str]
     writes: ClassVar[str | None] = None  # shard name of the output files; None: the stage manages its own output
-    produces: ClassVar[str] = ""  # what it writes, for people (`researchy-subq stages`, the README)
+    produces: ClassVar[str] = ""  # what it writes, for people (`researchy-subq stages`, the README, docs/reference/stages.md)
     reads: ClassVar[tuple[Input, ...]] = ()
     sections: ClassVar[tuple[str, ...]] = ()  # profile sections the output's config hash covers
     unit: ClassVar[str] = "records"

@@ -1,4 +1,4 @@
-"""Budgeted judging (seeds/002 online): per question, a bandit over its sub-questions picks the next pair
+"""Budgeted judging (online, after Petcu et al., arXiv:2510.18633): per question, a bandit over its sub-questions picks the next pair
 to judge from the grades seen so far, until `budget` x (sub-questions x candidates) pairs are judged.
 
 Every round judges one pair per open question in one batch, written atomically as a chunk. A resumed run
@@ -81,7 +81,7 @@ def hierarchy_of(subquestions: Path, arms: list[str]) -> Hierarchy | None:
 
 
 class BudgetedJudgeStage(Stage):
-    """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (seeds/002)."""
+    """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (Petcu et al.)."""
     name = "judge-budgeted"
     produces = "`judgments-*.parquet` (the pairs the bandits chose)"
     writes = NAME

@@ -92,9 +92,13 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
 
 
 def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
+    """The documents of one input file; bad lines go to `rejects`. A file without a single non-blank line (an empty
+    file, an empty .gz) is an error: a shard of nothing from it would look like a finished corpus."""
+    lines = 0
     for lineno, line in read_lines(path):
         if not line.strip():
             continue
+        lines += 1
         try:
             doc = parse_line(line, path, lineno)
         except InputError as error:
@@ -107,6 +111,9 @@ def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
         doc.pop("_text_field")
         doc["_where"] = f"{path}:{lineno}"
         yield doc
+    if not lines:
+        raise InputError(path, 0, "holds no lines (an empty file, an empty .gz, or blank lines only): no documents "
+                         "to read; remove it from the inputs")
 
 
 class CorpusStage(Stage):

@@ -20,6 +20,7 @@ from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat
 from generation.labels.importer import FileCounts, QuestionLists, ShardImport
 from generation.profiles import Profile
+from generation.schema import OTHER_TEXT_STATUS
 from generation.shards import Shard, ShardError, StageOutput, sha256_file
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.judge import NAME, JudgeStage
@@ -45,7 +46,7 @@ class ImportLabelsStage(Stage):
     unit = "lines"
     summary_fields = {"lines": int, "rows": int, "duplicates": int, "rejected": Counter, "statuses": Counter,
                       "levels": Counter, "documents": Counter, "clicked_unknown": int, "incomplete_documents": int,
-                      "judge": str, "format": str}
+                      "judge": str, "format": str, "other_text": dict}
 
     def __init__(self, profile: Profile, out: Path, subquestions: Path, files: list[Path], format: str | LabelFormat,
                  judge: str, corpus: Path | None = None, rejects: Path | None = None):
@@ -106,10 +107,20 @@ class ImportLabelsStage(Stage):
         questions = QuestionLists(self.inputs["subquestions"])
         with Rejects(self.rejects_path(shard)) as rejects, ParquetSink(output.path(shard), NAME) as sink:
             work = ShardImport(questions, shard, self.kind, self.prompt, DocumentKeys(self.corpus), rejects)
+            checks_authors_pass = self.kind is LabelFormat.crux_ratings and self.corpus is not None
+            missing_clicked = work.find_other_texts() if checks_authors_pass else None
             work.run(self.sources, sink, progress)
+            empty = next((s for s in self.sources if not s.lines), None)
+            if empty is not None:  # refused before the shard is recorded done with nothing from that file
+                raise InputError(empty.path, 0, "holds no label lines (an empty file, an empty .gz, or blank lines "
+                                 "only): nothing to import from it")
             summary.rejected.update(rejects.reasons)
         summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
         summary.clicked_unknown = work.clicked_unknown
+        if checks_authors_pass:  # the authors' clicked-pass defect (generation/labels/authors_pass.py), counted
+            summary.other_text = {"missing_clicked_documents": missing_clicked,
+                                  "documents": work.other_text_documents,
+                                  "ratings": work.statuses.get(OTHER_TEXT_STATUS, 0)}
         if self.kind is LabelFormat.openai_batch:
             summary.incomplete_documents = work.incomplete_documents()
         summary.lines = sum(s.lines for s in self.sources)
@@ -120,7 +131,8 @@ class ImportLabelsStage(Stage):
             "statuses": dict(sorted(summary.statuses.items())),
             "levels": {str(k): v for k, v in sorted(summary.levels.items())},
             "documents": dict(sorted(summary.documents.items())), "clicked_unknown": summary.clicked_unknown,
-            "incomplete_documents": summary.incomplete_documents})}
+            "incomplete_documents": summary.incomplete_documents,
+            "graded_on_other_text": summary.other_text if checks_authors_pass else None})}
 
 
 def import_labels(profile: Profile, subquestions: Path, files: list[Path], format: str, judge: str, out: Path,

@@ -23,16 +23,20 @@ from generation.docstore import DocStore
 from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
 from generation.models import resolve_model
+from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
 from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
 from generation.stages.index import IndexStage
+from generation.stages.judge_record import FAILED_STATUS, record_fields, tally
+from generation.stages.judge_retry import finish_swap, retry_failed_pairs
 from generation.stages.pool import PoolStage
 from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
 NAME = "judgments"
+SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are counted in the last line
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
 
@@ -100,6 +104,7 @@ class ShardJob:
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
         self._auxiliary: dict[str, tuple[str, ...]] | None = None
+        self.failures_named = 0  # failed pairs named on stderr so far (SHOWN_FAILURES at most)
 
     def chunk_path(self, k: int) -> Path:
         return self.chunks_dir / f"chunk-{k:06d}.parquet"
@@ -148,6 +153,12 @@ class ShardJob:
             self._docs = DocStore(self.stage.inputs["index"])
         return self._docs
 
+    def auxiliary(self) -> dict[str, tuple[str, ...]]:
+        """r3a's auxiliary documents of each question, from all the shard's pairs (computed once)."""
+        if self.config.prompt == "r3a" and self._auxiliary is None:
+            self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
+        return self._auxiliary or {}
+
     def chunk(self, k: int) -> list[dict]:
         return self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
 
@@ -158,14 +169,23 @@ class ShardJob:
 
     def run_chunk(self, k: int, judge: Judge) -> int:
         rows = self.chunk(k)
-        if self.config.prompt == "r3a" and self._auxiliary is None:
-            self._auxiliary = auxiliary_docids(self.pairs, self.config.auxiliary_documents)
-        aux = self._auxiliary or {}
+        aux = self.auxiliary()
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)
         self.write_chunk(k, (judgment_row(r, g) for r, g in zip(rows, grades)))
+        self.name_failures(rows, grades)
         return len(rows)
+
+    def name_failures(self, rows: list[dict], grades: list[Grade]) -> None:
+        """One warning per pair whose request failed (the first few of a run): which pair, and why."""
+        for row, grade in zip(rows, grades):
+            if grade.status == FAILED_STATUS:
+                self.failures_named += 1
+                if self.failures_named <= SHOWN_FAILURES:
+                    warn(f"judge: the pair of question {row['qid']}, sub-question {row['subq_id']}, document "
+                         f"{row['docid']} failed ({grade.raw}); set aside as request_failed, the shard goes on, "
+                         "and the next `judge` run retries it")
 
     def merge(self, summary: StageSummary) -> dict:
         """The chunks into the shard file; the completion record's fields."""
@@ -173,14 +193,8 @@ class ShardJob:
             for k in range(self.n_chunks):
                 table = pq.read_table(self.chunk_path(k))
                 sink.write_table(table)
-                summary.levels.update(v for v in table["level"].to_pylist() if v is not None)
-                summary.unparsed += table["level"].null_count
-                summary.not_verbatim += pc.sum(pc.invert(table["extract_verbatim"].fill_null(True))).as_py() or 0
-                summary.statuses.update(table["status"].to_pylist())
-                summary.cut_by_tokens += pc.sum(table["context_cut_by_tokens"].fill_null(False)).as_py() or 0
-        return {"judge": summary.judge, "pairs": len(self.pairs), "unparsed": summary.unparsed,
-                "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
-                "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens}
+                tally(summary, table)
+        return record_fields(summary, len(self.pairs))
 
 
 class JudgeStage(Stage):
@@ -193,8 +207,10 @@ class JudgeStage(Stage):
              Input("index", "Lucene index (document text)", (IndexStage,)))
     sections = ("bm25", "rerank", "pool", "judge")
     unit = "pairs"
+    retries_failed = True  # a re-run judges the pairs of a done shard whose requests failed
     summary_fields = {"pairs": int, "judged_now": int, "chunks_done_before": int, "levels": Counter, "unparsed": int,
-                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str}
+                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str,
+                      "failed_pairs": int, "retried": int}
 
     def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path,
                  judge: Judge | None = None):
@@ -208,6 +224,14 @@ class JudgeStage(Stage):
 
     def after_done(self, shard: Shard) -> None:
         shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)
+
+    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
+        """The shard judged; a shard recorded done with failed pairs gets exactly those judged again."""
+        if self.retries_failed:
+            finish_swap(self, shard)
+        summary = super().run(shard, progress, executor)
+        return retry_failed_pairs(self, shard, summary, progress) if summary.skipped and self.retries_failed \
+            else summary
 
     def chunk_work(self, shard: Shard) -> ShardJob:
         return ShardJob(self, shard)

@@ -26,6 +26,7 @@ from generation.stages.judge import NAME, JudgeStage, ShardJob, judgment_row
 from generation.storage import ParquetSink
 
 PARTIAL = "batch-imported.parquet"
+SET_ASIDE = ("not_in_shard", "another_export", "malformed_ids")  # result lines that grade no pair of the shard
 
 
 class IncompleteShard(ShardError):
@@ -81,6 +82,7 @@ class BatchImport:
 
     def __init__(self, results: Sequence[Path], manifest: dict):
         self.results, self.manifest, self.counts = list(results), manifest, {}
+        self.set_aside: dict[str, dict] = {}
 
     def run_chunks(self, job: ShardJob, pending: Sequence[int], progress=None) -> int:
         judge = batch_judge(job.stage)
@@ -110,13 +112,16 @@ class BatchImport:
         else:
             partial.unlink(missing_ok=True)
         self.counts = {**result.counts(), "waiting": len(graded)}
-        self.examples = {name: getattr(result, name).examples for name in ("unknown", "conflicting", "missing",
+        self.examples = {name: getattr(result, name).examples for name in (*SET_ASIDE, "conflicting", "missing",
                                                                            "error_lines")}
+        self.set_aside = {name: getattr(result, name).as_record() for name in SET_ASIDE}
         return written
 
 
 class BatchImportJudgeStage(JudgeStage):
     """`judge --import-batch`: the judge stage with its grades read from result files; same shards, same hash."""
+    retries_failed = False  # a done shard's failed pairs are judged again by `judge`, not by importing files
+    summary_fields = {**JudgeStage.summary_fields, "batch_lines": dict}
 
     def __init__(self, profile, out, subquestions, candidates, index, results: Sequence[Path], manifest: Path):
         super().__init__(profile, out, subquestions, candidates, index)
@@ -135,6 +140,7 @@ class BatchImportJudgeStage(JudgeStage):
         summary.pairs = len(job.pairs)
         summary.chunks_done_before = job.n_chunks - len(pending)
         summary.judged_now = self.importer.run_chunks(job, pending, progress) if pending else 0
+        summary.batch_lines = self.importer.set_aside  # shown in the last line (builder/cli/reports.py), recorded
         still = job.pending()
         if still:
             counts = ", ".join(f"{k} {v:,}" for k, v in self.importer.counts.items() if v)
@@ -144,4 +150,4 @@ class BatchImportJudgeStage(JudgeStage):
                 f"grade ({counts}{'; e.g. ' + examples if examples else ''}); the grades imported so far are kept. "
                 "Export the missing pairs with `judge ... --export-batch DIR` (it writes only those), run them, and "
                 "import all result files again")
-        return job.merge(summary)
+        return {**job.merge(summary), "batch_lines": summary.batch_lines}

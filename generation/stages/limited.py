@@ -47,6 +47,7 @@ class LimitedJudgeStage(JudgeStage):
     writes = LIMITED
     produces = "`limited-judgments-*.parquet` (a smoke test: no release reads them)"
     summary_fields = {**JudgeStage.summary_fields, "limit": int, "shard_pairs": int}
+    retries_failed = False  # a smoke test: its failed pairs say what to fix, and no release reads it
 
     def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, limit: int,
                  judge=None):

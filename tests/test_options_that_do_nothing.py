@@ -1,0 +1,80 @@
+"""Issue 28 item 6: an option that would be ignored is refused, and an input with nothing in it is an error naming
+the file, never a shard recorded done with 0 rows. Real files (empty, blank-only, an empty .gz), the real CLI."""
+import gzip
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.cli.main import app
+from conftest import hub_record
+from generation.errors import InputError
+from generation.profiles import judge_overrides, load_profile
+from generation.stages.corpus import build_corpus
+from generation.stages.import_labels import import_labels
+from generation.stages.questions import read_researchy
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("option", [["--endpoint", "http://127.0.0.1:9/v1"], ["--concurrency", "4"]])
+def test_server_options_on_a_judge_that_is_not_openai_are_refused(tmp_path, option):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    result = runner.invoke(app, ["judge", "--profile", "demo", "--subquestions", str(folder), "--candidates",
+                                 str(folder), "--index", str(folder), "--out", str(tmp_path / "out"), *option])
+    assert result.exit_code == 1  # before: exit 0 with the stand-in's labels under a new config hash
+    assert f"{option[0]} set the server of the `openai` judge backend, but profile 'demo' judges with the " \
+           "'bi-encoder' backend" in " ".join(result.output.split())
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_endpoint_with_the_openai_backend_is_taken():
+    profile = judge_overrides(load_profile("demo"), backend="openai", endpoint="http://127.0.0.1:9/v1")
+    assert profile.judge.backend == "openai" and profile.judge.openai.endpoint == "http://127.0.0.1:9/v1"
+    with pytest.raises(ValueError, match="--endpoint and --concurrency set the server"):
+        judge_overrides(load_profile("demo"), endpoint="http://127.0.0.1:9/v1", concurrency=2)
+
+
+EMPTY = {"empty": b"", "blank lines only": b"\n  \n\t\n"}
+
+
+@pytest.mark.parametrize("name", ["documents.jsonl.gz", "documents.jsonl"])
+@pytest.mark.parametrize("content", EMPTY.values(), ids=EMPTY.keys())
+def test_a_corpus_file_with_no_line_is_an_error_naming_it(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+    with pytest.raises(InputError, match="holds no lines") as error:
+        build_corpus([path], tmp_path / "corpus")
+    assert str(path) in str(error.value)
+    assert not list((tmp_path / "corpus").glob("_done/*.json"))  # before: a completed shard of 0 documents
+
+
+def test_a_zero_byte_gz_corpus_file_too(tmp_path):
+    path = tmp_path / "documents.json.gz"
+    path.write_bytes(b"")
+    result = runner.invoke(app, ["corpus", "--input", str(path), "--out", str(tmp_path / "corpus")])
+    assert result.exit_code == 1, result.output
+    assert "holds no lines" in result.output and "internal error" not in result.output
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("questions")
+    records = root / "researchy.jsonl"
+    records.write_text(json.dumps(hub_record()) + "\n")
+    read_researchy([records], root / "questions")
+    return root / "questions"
+
+
+@pytest.mark.parametrize("kind", ["crux-ratings", "qrels", "openai-batch"])
+@pytest.mark.parametrize("content", EMPTY.values(), ids=EMPTY.keys())
+@pytest.mark.parametrize("name", ["labels.jsonl", "labels.jsonl.gz"])
+def test_a_label_file_with_no_line_is_an_error_naming_it(tmp_path, questions, kind, content, name):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+    out = tmp_path / "imported"
+    with pytest.raises(InputError, match="holds no label lines") as error:
+        import_labels(load_profile("paper"), questions, [path], kind, "someone", out)
+    assert str(path) in str(error.value)
+    assert not list(out.glob("_done/*.json")) and not list(out.glob("judgments-*.parquet"))
