@@ -7,6 +7,7 @@ the judged share is the paper's (~3.5M judged documents of ClueWeb22-B's ~86M En
 records of a file are not wanted. Each mode runs `write_texts` in a fresh process (bench_common.timed).
 
 Usage: python scripts/bench_texts.py [--files 4] [--docs-per-file 4000] [--words 900] [--share 0.04] [--out DIR]
+       python scripts/bench_texts.py --training 2000 [--words 900]   # training-files on a synthetic release
 
 `write_tree` and `write_release_stub` are small on purpose (the tests use them too); the kit's synthetic ClueWeb22
 writer from issue 29, when merged, can replace `write_tree`.
@@ -47,12 +48,16 @@ print(f"RESULT {{wall:.3f}} {{cpu:.3f}} {{peak:.0f}}")
 """
 
 
-def run_texts(**fields) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak MB) of write_texts alone, in a fresh interpreter (peak: its VmHWM)."""
-    result = subprocess.run([sys.executable, "-c", TEXTS.format(**fields)], capture_output=True, text=True)
+LAST_STDOUT = [""]
+
+
+def run_step(code: str, **fields) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MB) of a step alone (imports not counted), in a fresh interpreter (peak: its VmHWM)."""
+    result = subprocess.run([sys.executable, "-c", code.format(**fields)], capture_output=True, text=True)
     line = next((l for l in result.stdout.splitlines() if l.startswith("RESULT")), None)
     if result.returncode != 0 or line is None:
-        raise SystemExit(f"write_texts failed:\n{result.stderr[-3000:]}")
+        raise SystemExit(f"step failed:\n{result.stderr[-3000:]}")
+    LAST_STDOUT[0] = result.stdout
     return tuple(float(x) for x in line.split()[1:])
 
 
@@ -100,6 +105,44 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
     return Path(folder)
 
 
+TRAINING = """
+import resource, time
+from pathlib import Path
+from builder.training.files import write_training_files
+before = resource.getrusage(resource.RUSAGE_SELF)
+start = time.perf_counter()
+summary = write_training_files(Path({release!r}), Path({texts!r}), Path({out!r}))
+wall = time.perf_counter() - start
+after = resource.getrusage(resource.RUSAGE_SELF)
+cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+peak = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+print(f"ROWS {{sum(summary.rows.values())}}")
+print(f"RESULT {{wall:.3f}} {{cpu:.3f}} {{peak:.0f}}")
+"""
+
+
+def training_bench(work: Path, subquestions: int, words: int) -> None:
+    """`training-files` on a synthetic release (paper profile, Table 1's level mix) whose documents all have a text."""
+    from builder.analysis.synthetic import synthesize
+    from builder.release.package import package_release
+    from builder.training.texts import judged_docids, write_texts
+
+    inputs = synthesize(work / "in", subquestions=subquestions, judgments=int(subquestions * 18.87), test_share=0.1,
+                        shards=1, seed=3)
+    release = work / "researchy-subq-judgments"
+    package_release([inputs["judgments"]], list(inputs["questions"].values()), release, "paper")
+    records: dict[str, int] = {}
+    for docid in judged_docids(release)["docid"].to_pylist():
+        key, record = docid[len("clueweb22-"):].rsplit("-", 1)
+        records[key] = max(records.get(key, 0), int(record) + 1)
+    write_tree(work / "copy", records, words)
+    write_texts(release, work / "copy", work / "texts")
+    wall, cpu, peak = run_step(TRAINING, release=str(release), texts=str(work / "texts"), out=str(work / "training"))
+    rows = int(next(l for l in LAST_STDOUT[0].splitlines() if l.startswith("ROWS")).split()[1])
+    print(f"training-files: {subquestions:,} sub-questions, {rows:,} rows (sub-question, positive, 3 negatives; "
+          f"~{words}-word pages), all four formats: {wall:.2f} s wall, {cpu:.2f} s CPU, {rows / cpu:,.0f} rows/CPU-s, peak {peak:,.0f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=4)
@@ -107,8 +150,12 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=900)
     parser.add_argument("--share", type=float, default=0.04, help="judged share of the copy's documents")
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-texts"))
+    parser.add_argument("--training", type=int, default=0, metavar="SUBQUESTIONS",
+                        help="instead: time training-files on a synthetic release of this many sub-questions")
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
+    if args.training:
+        return training_bench(args.out, args.training, args.words)
     keys = {f"en0000-{n:02d}": args.docs_per_file for n in range(args.files)}
     write_tree(args.out / "copy", keys, args.words)
     rng = random.Random(1)
@@ -120,10 +167,11 @@ def main() -> None:
           f"ASSUMED sizes); judged: {len(wanted):,} ({args.share:.0%}); load {load_line()}")
     for offsets in (True, False):
         out = args.out / f"texts-{'offsets' if offsets else 'streaming'}"
-        wall, cpu, peak = run_texts(release=str(release), copy=str(args.out / "copy"), out=str(out), offsets=offsets,
+        wall, cpu, peak = run_step(TEXTS, release=str(release), copy=str(args.out / "copy"), out=str(out), offsets=offsets,
                                     wanted=len(wanted))
         print(f"{'with .offset files' if offsets else 'without (streaming)':22} {len(wanted):>7,} docs  {wall:6.2f} s "
-              f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  peak {peak:,.0f} MB")
+              f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  {len(wanted) / cpu:8,.0f} docs/CPU-s  "
+              f"peak {peak:,.0f} MB")
 
 
 if __name__ == "__main__":

@@ -166,3 +166,30 @@ def test_cli_texts(release, copy, tmp_path):
     assert refused.exit_code == 1 and "inside the release folder" in refused.output
     bad = CliRunner().invoke(app, ["texts", str(release), "--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "u")])
     assert bad.exit_code == 1 and "no such file or folder" in bad.output
+
+
+@pytest.mark.parametrize("offsets", [True, False])
+def test_a_record_that_is_not_json_is_named_by_file_and_line(tmp_path, offsets):
+    write_tree(tmp_path / "copy", {"en0000-03": 3}, words=20, offsets=offsets)
+    path = tmp_path / "copy/txt/en/en00/en0000/en0000-03.json.gz"
+    members = [gzip.compress(line + b"\n") for line in gzip.decompress(path.read_bytes()).splitlines()]
+    members[1] = gzip.compress(b"{not json\n")
+    path.write_bytes(b"".join(members))
+    if offsets:
+        starts = [0]
+        for member in members:
+            starts.append(starts[-1] + len(member))
+        path.with_name("en0000-03.offset").write_text("".join(f"{s:010d}\n" for s in starts))
+    release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-03-00001"])
+    with pytest.raises(InputError, match=r"en0000-03\.json\.gz:2: not valid JSON"):
+        write_texts(release, tmp_path / "copy", tmp_path / "out", use_offsets=offsets)
+
+
+def test_an_offset_file_without_its_last_line_break_still_gives_the_last_record(tmp_path):
+    """ClueWeb22's html/ja/ja00/ja0009/ja0009-57.warc.offset ends without a line break (ir-datasets-clueweb22 0.1.0,
+    clueweb22.py `_fix_missing_line_break`); the closing offset is still read."""
+    write_tree(tmp_path / "copy", {"en0000-05": 4}, words=20)
+    offsets = tmp_path / "copy/txt/en/en00/en0000/en0000-05.offset"
+    offsets.write_text(offsets.read_text().rstrip("\n"))
+    release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-05-00003"])
+    assert write_texts(release, tmp_path / "copy", tmp_path / "out").written == 1

@@ -121,9 +121,15 @@ def test_cli_training_files(release, files, tmp_path):  # noqa: F811
     from builder.cli.main import app
 
     result = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]),
-                                      "--out", str(tmp_path / "t"), "--negatives", "2"])
+                                      "--out", str(tmp_path / "t"), "--negatives", "2", "--format", "sentence-transformers",
+                                      "--format", "beir"])
     assert result.exit_code == 0, result.output
     assert "2 negatives a row" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "t").iterdir() if not p.name.startswith(("_", "."))) == [
+        "beir", "sentence-transformers", "sentence-transformers-ids"]
     assert pq.read_schema(tmp_path / "t" / "sentence-transformers" / "train.parquet").names[-1] == "negative_2"
     wrong = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(tmp_path), "--out", str(tmp_path / "u")])
     assert wrong.exit_code == 1 and "not a folder `researchy-subq texts` wrote" in wrong.output
+    unknown = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]), "--out",
+                                       str(tmp_path / "v"), "--format", "colbert"])
+    assert unknown.exit_code == 1 and "--format colbert: choose from" in unknown.output

@@ -4,7 +4,7 @@ a release folder; train (the fine-tuning recipe over them, builder/training/reci
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -50,6 +50,8 @@ def training_files(
     out: Path = typer.Option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
     whole: bool = typer.Option(False, "--whole", help="use whole documents (default: as the judge saw them)"),
     negatives: Optional[int] = typer.Option(None, min=1, help="negatives per row (default: all the release's k)"),
+    formats: Optional[List[str]] = typer.Option(None, "--format", help="write only these (repeatable): "
+                                                "sentence-transformers, flagembedding, beir, tevatron (default: all)"),
 ) -> None:
     """sentence-transformers dataset (+ id sidecar), FlagEmbedding JSONL, BEIR folder and Tevatron corpus from
     the release's hard-negatives config and your texts."""
@@ -57,7 +59,8 @@ def training_files(
 
     existing_release(release)
     summary = run_stage("training files", "rows", lambda advance: write_training_files(
-        release, texts_folder, out, whole=whole, negatives=negatives, progress=advance))
+        release, texts_folder, out, whole=whole, negatives=negatives, progress=advance,
+        **({"formats": tuple(formats)} if formats else {})))
     for line in summary.lines():
         results.print(line, highlight=False, markup=False, soft_wrap=True)
 

@@ -9,7 +9,6 @@ decompression. Without an offset file the record is found by streaming the file'
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from generation.errors import InputError
+from generation.stages.corpus import parse_line
 
 # ClueWeb22-ID: clueweb22-<lang><stream:2><subdir:2>-<file:2>-<record:5> (lemurproject/ClueWeb22's ClueWeb22Docs
 # `cwid_regex` names the languages)
@@ -33,14 +33,6 @@ class Found:
     reason: str | None = None
 
 
-def file_key(docid: str) -> tuple[str, int] | None:
-    """(`en0000-01`, record number) of a ClueWeb22-ID, or None when it is not one."""
-    match = CLUEWEB22_ID.match(docid)
-    if match is None:
-        return None
-    return f"{match['lang']}{match['stream']}{match['subdir']}-{match['file']}", int(match["record"])
-
-
 def txt_root(copy: Path) -> Path:
     """The `txt` folder of a ClueWeb22 copy given as its root (holding txt/) or as txt/ itself."""
     copy = Path(copy)
@@ -55,18 +47,14 @@ def json_path(root: Path, key: str) -> Path:
 
 
 def _record(line: bytes, docid: str, path: Path, line_number: int) -> Found:
-    try:
-        record = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, line_number, f"not a ClueWeb22 txt record ({e})", record_id=docid) from None
-    if not isinstance(record, dict) or record.get("ClueWeb22-ID") != docid:
-        got = record.get("ClueWeb22-ID") if isinstance(record, dict) else None
-        return Found(docid, None, reason="other_id" if got else "no_line")
-    text = record.get("Clean-Text")
-    if not isinstance(text, str) or not text.strip():
+    """The record at the line `docid` names, parsed as the corpus stage parses ClueWeb22 txt (an InputError naming
+    the file and line when it is not one)."""
+    doc = parse_line(line, path, line_number)
+    if doc["docid"] != docid:
+        return Found(docid, None, reason="other_id")
+    if not doc["text"].strip():
         return Found(docid, None, reason="empty_text")
-    url_hash = record.get("URL-hash")
-    return Found(docid, text, url_hash.strip().upper() if isinstance(url_hash, str) else None)
+    return Found(docid, doc["text"], doc["url_hash"])
 
 
 def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:

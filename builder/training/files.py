@@ -14,20 +14,21 @@
   src/tevatron/retriever/dataset.py) and `tevatron/{split}.jsonl`: the hard-negatives rows whose documents all
   have a text (a missing docid is a KeyError there).
 
-Texts are looked up by docid in an SQLite file built once from the texts shards (`_lookup-judged.sqlite` or
-`_lookup-whole.sqlite`), so memory stays bounded by one batch of rows. A row whose positive or a negative the copy
-lacks is left out of every file and counted; BEIR qrels keep every judgment (the judged pool is the qrels).
+Texts (by docid) and levels (by sub-question and docid, from `qrels`) are looked up in SQLite files built once in
+OUT (`_lookup-*.sqlite`, named by the state of their inputs), so memory stays bounded by one batch of rows. A row
+whose positive or a negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.layout import SPLITS, config
@@ -49,14 +50,15 @@ class TrainingFilesSummary:
     left_out: Counter = field(default_factory=Counter)  # per split, a document without text
     corpus: int = 0
     queries: int = 0
+    formats: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         splits = ", ".join(f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)"
                            for s in self.rows)
         return [f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
                 f"queries -> {self.out}",
-                *(f"  {self.out / p}" for p in ("sentence-transformers", "sentence-transformers-ids", "flagembedding",
-                                                "beir", "tevatron"))]
+                *(f"  {self.out / f}" for f in self.formats),
+                *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else [])]
 
 
 def texts_folder_for(release: Path, texts: Path) -> list[Path]:
@@ -71,38 +73,64 @@ def texts_folder_for(release: Path, texts: Path) -> list[Path]:
     return text_files(texts)
 
 
-def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
-    """docid -> text in an SQLite file beside the outputs, built once (a file is complete only once renamed)."""
-    path = out / f"_lookup-{'whole' if whole else 'judged'}.sqlite"
+def files_key(files: list[Path], *extra) -> str:
+    """A short name for the state of `files` (paths, sizes, modification times), so a lookup built from other
+    inputs is never reused."""
+    state = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    return hashlib.sha256(json.dumps([state, *extra]).encode()).hexdigest()[:12]
+
+
+def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlite3.Connection:
+    """An SQLite table built once at `path` from batches of `rows` (complete only once renamed into place)."""
     if not path.exists():
         tmp = tmp_path(path)
-        with sqlite3.connect(tmp) as db:
-            db.execute("CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID")
-            for shard in shards:
-                for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS,
-                                                                columns=["docid", "full_text" if whole else "text"]):
-                    db.executemany("INSERT OR IGNORE INTO texts VALUES (?, ?)", zip(*(c.to_pylist() for c in batch.columns)))
+        db = sqlite3.connect(tmp)
+        with db:
+            db.execute(create)
+            table = create.split()[2]
+            for batch in filter(None, rows):
+                db.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({','.join('?' * len(batch[0]))})", batch)
         db.close()
         commit(tmp, path)
     return sqlite3.connect(path)
 
 
-def lookup(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    unique = sorted(set(docids))
+def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
+    """docid -> text (the judge's cut, or whole), read with `lookup` (the recipe uses both)."""
+    column = "full_text" if whole else "text"
+    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for shard in shards
+            for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS, columns=["docid", column]))
+    return sqlite_lookup(out / f"_lookup-{column}-{files_key(shards)}.sqlite",
+                         "CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID", rows)
+
+
+def level_lookup(release: Path, splits: list[str], out: Path) -> sqlite3.Connection:
+    """(subq_id, docid) -> level, from the release's qrels config (the graded judgments)."""
+    files = [p for split in splits for p in config("qrels").files(release, split)]
+    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for path in files
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 50))
+    return sqlite_lookup(out / f"_lookup-levels-{files_key(files)}.sqlite",
+                         "CREATE TABLE levels (query_id TEXT, docid TEXT, level INTEGER NOT NULL, "
+                         "PRIMARY KEY (query_id, docid)) WITHOUT ROWID", rows)
+
+
+def select_in(db: sqlite3.Connection, query: str, keys: list[str]) -> list[tuple]:
+    """The rows of `query` (ending in `IN`) for every key, `SQL_VARIABLES` keys a statement."""
+    unique, found = sorted(set(keys)), []
     for start in range(0, len(unique), SQL_VARIABLES):
         part = unique[start:start + SQL_VARIABLES]
-        found.update(db.execute(f"SELECT docid, text FROM texts WHERE docid IN ({','.join('?' * len(part))})", part))
+        found.extend(db.execute(f"{query} ({','.join('?' * len(part))})", part))
     return found
 
 
-def levels_of(release: Path, split: str, query_ids: list[str]) -> dict[tuple[str, str], int]:
-    """(subq_id, docid) -> level from the release's qrels config, for the sub-questions of one batch."""
-    import pyarrow.dataset as ds
+def lookup(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
+    """The texts of `docids` that `build_lookup`'s table holds."""
+    return dict(select_in(db, "SELECT docid, text FROM texts WHERE docid IN", docids))
 
-    files = config("qrels").files(release, split)
-    table = ds.dataset(files, format="parquet").to_table(filter=pc.field("query-id").isin(sorted(set(query_ids))))
-    return dict(zip(zip(table["query-id"].to_pylist(), table["corpus-id"].to_pylist()), table["score"].to_pylist()))
+
+def levels_of(db: sqlite3.Connection, query_ids: list[str]) -> dict[tuple[str, str], int]:
+    return {(q, d): level for q, d, level in select_in(db, "SELECT query_id, docid, level FROM levels WHERE query_id IN",
+                                                         query_ids)}
 
 
 class AtomicLines:
@@ -122,18 +150,23 @@ class AtomicLines:
         commit(self.tmp, self.path)
 
 
-def write_corpora(shards: list[Path], out: Path, whole: bool) -> int:
-    beir, tevatron = AtomicLines(out / "beir" / "corpus.jsonl"), AtomicLines(out / "tevatron" / "corpus.jsonl")
+def write_corpora(shards: list[Path], out: Path, whole: bool, formats: list[str]) -> int:
+    """BEIR's corpus.jsonl ({"_id", "title", "text"}) and Tevatron's ({"docid", "text"}), those asked for."""
+    beir = AtomicLines(out / "beir" / "corpus.jsonl") if "beir" in formats else None
+    tevatron = AtomicLines(out / "tevatron" / "corpus.jsonl") if "tevatron" in formats else None
     count = 0
     for shard in shards:
         for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS,
                                                         columns=["docid", "full_text" if whole else "text"]):
             for docid, text in zip(*(c.to_pylist() for c in batch.columns)):
-                beir.json({"_id": docid, "title": "", "text": text})
-                tevatron.json({"docid": docid, "text": text})
+                if beir:
+                    beir.json({"_id": docid, "title": "", "text": text})
+                if tevatron:
+                    tevatron.json({"docid": docid, "text": text})
                 count += 1
-    beir.close()
-    tevatron.close()
+    for lines in (beir, tevatron):
+        if lines:
+            lines.close()
     return count
 
 
@@ -168,7 +201,7 @@ class NTupleWriters:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.writers = tuple(pq.ParquetWriter(t, s, compression=COMPRESSION) for t, s in zip(self.tmps, self.schemas))
 
-    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str]) -> None:
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
         texts_table = pa.table([[row["query_text"] for row, _, _ in kept], [texts[p] for _, p, _ in kept],
                                 *([texts[negs[i]] for _, _, negs in kept] for i in range(self.negatives))],
                                schema=self.schemas[0])
@@ -183,37 +216,57 @@ class NTupleWriters:
             commit(tmp, path)
 
 
-def write_split(release: Path, split: str, db: sqlite3.Connection, out: Path, negatives: int,
-                summary: TrainingFilesSummary, progress=None) -> None:
-    n_tuples = NTupleWriters(out, split, negatives)
-    flag, tevatron = AtomicLines(out / "flagembedding" / f"{split}.jsonl"), AtomicLines(out / "tevatron" / f"{split}.jsonl")
+class FlagEmbeddingLines(AtomicLines):
+    def __init__(self, out: Path, split: str, negatives: int):
+        super().__init__(out / "flagembedding" / f"{split}.jsonl")
+
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
+        for row, positive, negs in kept:
+            self.json({"query": row["query_text"], "pos": [texts[positive]], "neg": [texts[d] for d in negs],
+                       "pos_scores": [levels[(row["query_id"], positive)]],
+                       "neg_scores": [levels[(row["query_id"], d)] for d in negs]})
+
+
+class TevatronRows(AtomicLines):
+    def __init__(self, out: Path, split: str, negatives: int):
+        super().__init__(out / "tevatron" / f"{split}.jsonl")
+
+    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
+        for row, positive, negs in kept:
+            self.json({"query_id": row["query_id"], "query_text": row["query_text"], "positive_document_ids": [positive],
+                       "negative_document_ids": negs, "qid": row["qid"]})
+
+
+# what each format writes per split from the hard-negatives rows (BEIR needs none: its files are corpus and qrels)
+ROW_WRITERS = {"sentence-transformers": NTupleWriters, "flagembedding": FlagEmbeddingLines, "tevatron": TevatronRows}
+FORMATS = ("sentence-transformers", "flagembedding", "beir", "tevatron")
+
+
+def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sqlite3.Connection], out: Path,
+                negatives: int, formats: tuple[str, ...], summary: TrainingFilesSummary, progress=None) -> None:
+    texts_db, levels_db = lookups
+    writers = [ROW_WRITERS[f](out, split, negatives) for f in formats if f in ROW_WRITERS]
     for path in config("hard-negatives").files(release, split):
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
             rows = batch.to_pylist()
-            texts = lookup(db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
-            levels = levels_of(release, split, [r["query_id"] for r in rows])
+            texts = lookup(texts_db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
+            levels = levels_of(levels_db, [r["query_id"] for r in rows])
             kept = []
             for row in rows:
                 positive, negs = row["positive_document_ids"][0], row["negative_document_ids"][:negatives]
                 if len(negs) < negatives:
                     raise InputError(path, 0, f"a row has {len(negs)} negatives, fewer than the {negatives} asked",
                                      record_id=row["query_id"])
-                if not all(d in texts for d in [positive, *negs]):
-                    summary.left_out[split] += 1
-                    continue
-                kept.append((row, positive, negs))
-                flag.json({"query": row["query_text"], "pos": [texts[positive]], "neg": [texts[d] for d in negs],
-                           "pos_scores": [levels[(row["query_id"], positive)]],
-                           "neg_scores": [levels[(row["query_id"], d)] for d in negs]})
-                tevatron.json({"query_id": row["query_id"], "query_text": row["query_text"],
-                               "positive_document_ids": [positive], "negative_document_ids": negs, "qid": row["qid"]})
-            n_tuples.write(kept, texts)
+                if all(d in texts for d in [positive, *negs]):
+                    kept.append((row, positive, negs))
+            for writer in writers:
+                writer.write(kept, texts, levels)
             summary.rows[split] += len(kept)
+            summary.left_out[split] += len(rows) - len(kept)
             if progress is not None:
                 progress(len(rows))
-    n_tuples.close()
-    flag.close()
-    tevatron.close()
+    for writer in writers:
+        writer.close()
 
 
 def release_negatives(release: Path, splits: list[str]) -> int:
@@ -228,8 +281,11 @@ def release_negatives(release: Path, splits: list[str]) -> int:
 
 
 def write_training_files(release: Path, texts: Path, out: Path, whole: bool = False, negatives: int | None = None,
-                         progress=None) -> TrainingFilesSummary:
+                         formats: tuple[str, ...] = FORMATS, progress=None) -> TrainingFilesSummary:
     release, out = Path(release), Path(out)
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
     shards = texts_folder_for(release, texts)
     splits = [s for s in SPLITS if config("hard-negatives").files(release, s)]
@@ -240,12 +296,15 @@ def write_training_files(release: Path, texts: Path, out: Path, whole: bool = Fa
     write_text_atomic(out / TEXTS_MARKER, json.dumps({"what": "training files holding document texts from a licensed "
                                                       "copy: never publish", "texts": str(texts), "whole": whole}) + "\n")
     summary = TrainingFilesSummary(out, negatives or k)
-    db = build_lookup(shards, out, whole)
+    lookups = (build_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:
         for split in splits:
-            write_split(release, split, db, out, summary.negatives, summary, progress)
+            write_split(release, split, lookups, out, summary.negatives, formats, summary, progress)
     finally:
-        db.close()
-    summary.corpus = write_corpora(shards, out, whole)
-    summary.queries = write_queries_and_qrels(release, out, splits)
+        for db in lookups:
+            db.close()
+    summary.corpus = write_corpora(shards, out, whole, [f for f in ("beir", "tevatron") if f in formats])
+    if "beir" in formats:
+        summary.queries = write_queries_and_qrels(release, out, splits)
+    summary.formats = formats
     return summary

@@ -31,7 +31,7 @@ from generation.errors import ArgumentError, InputError
 from generation.profiles import Profile
 from generation.schema import columns
 from generation.shards import Shard, StageOutput, skip_if_done
-from generation.storage import ParquetSink, write_text_atomic
+from generation.storage import ParquetSink, clean_stale_tmp, commit, tmp_path, write_text_atomic
 
 NAME = "texts"
 ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWeb22 pages run to ~100 KB)
@@ -66,13 +66,13 @@ def release_context_words(release: Path) -> tuple[int, dict]:
 
 
 def judged_docids(release: Path) -> pa.Table:
-    """(docid, url_hash) of every judged document of the release, once each, over its splits."""
+    """The docid of every judged document of the release, once each, over its splits (Arrow: ~30 bytes a document)."""
     release = Path(release)
     files = [p for split in SPLITS for p in config("corpus-ids").files(release, split)]
     if not files:
         raise InputError(release, 0, "no corpus-ids files (data/corpus_ids/SPLIT-*.parquet): not a release folder")
-    table = pa.concat_tables(pq.read_table(p, columns=["_id", "url_hash"]) for p in files)
-    return table.group_by("_id").aggregate([("url_hash", "max")]).rename_columns(["docid", "url_hash"])
+    ids = pa.chunked_array([pq.read_table(p, columns=["_id"])["_id"] for p in files])
+    return pa.table({"docid": pc.unique(ids)})
 
 
 def copy_kind(copy: Path) -> str:
@@ -85,11 +85,12 @@ def copy_kind(copy: Path) -> str:
                      "Parquet (corpus-*.parquet from `researchy-subq corpus`)")
 
 
-def texts_config_hash(manifest: dict, context_words: int, kind: str, use_offsets: bool) -> str:
-    """What a texts shard depends on: the release's corpus-ids files, the cut, the kind of copy."""
+def texts_config_hash(manifest: dict, context_words: int, kind: str) -> str:
+    """What a texts shard depends on: the release's corpus-ids files, the cut, the kind of copy (reading with or
+    without offsets gives the same rows, so a run may resume in the other mode)."""
     ids = sorted((name, entry.get("sha256")) for name, entry in manifest.get("files", {}).items()
                  if name.startswith("data/corpus_ids/") and isinstance(entry, dict))
-    blob = json.dumps([ids, context_words, kind, use_offsets], sort_keys=True).encode()
+    blob = json.dumps([ids, context_words, kind], sort_keys=True).encode()
     return "texts-" + hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -137,9 +138,22 @@ def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
             yield Found(docid, None, reason="not_in_copy")
 
 
-def write_missing(path: Path, missing: list[tuple[str, str]]) -> None:
-    lines = ["\t".join(c.name for c in columns("missing_documents"))] + [f"{d}\t{r}" for d, r in sorted(missing)]
-    write_text_atomic(path, "\n".join(lines) + "\n")
+class MissingList:
+    """`missing-{shard}.tsv`: docid and reason, one line each as found (so memory does not grow with them), renamed
+    into place when the shard is done."""
+
+    def __init__(self, path: Path):
+        self.path, self.tmp = path, tmp_path(path)
+        self.file = open(self.tmp, "w", encoding="utf-8")
+        self.file.write("\t".join(c.name for c in columns("missing_documents")) + "\n")
+
+    def add(self, docid: str, reason: str) -> None:
+        self.file.write(f"{docid}\t{reason}\n")
+
+    def close(self) -> Path:
+        self.file.close()
+        commit(self.tmp, self.path)
+        return self.path
 
 
 def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), use_offsets: bool = True,
@@ -150,7 +164,7 @@ def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), us
         raise ArgumentError(f"--from {copy}: no such file or folder")
     context_words, manifest = release_context_words(release)
     kind = copy_kind(copy)
-    output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind, use_offsets))
+    output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind))
     summary = TextsSummary(shard.label)
     if skip_if_done(output, shard, summary):
         return summary
@@ -161,20 +175,20 @@ def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), us
     docs = judged_docids(release)
     found = (clueweb22_found(copy, docs, shard, summary, use_offsets) if kind == "clueweb22-txt"
              else parquet_found(copy, docs, shard))
-    missing: list[tuple[str, str]] = []
+    clean_stale_tmp(out, [f"missing-{shard.label}.tsv"])  # a killed writer's; its texts tmp is cleaned by start()
+    missing = MissingList(out / f"missing-{shard.label}.tsv")
     with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
         for item in found:
             summary.documents += 1
             if item.text is None:
-                missing.append((item.docid, item.reason))
+                missing.add(item.docid, item.reason)
                 summary.missing[item.reason] += 1
             else:
                 sink.write_rows([row_of(item, context_words)])
                 summary.written += 1
             if progress is not None:
                 progress(1)
-    missing_path = out / f"missing-{shard.label}.tsv"
-    write_missing(missing_path, missing)
+    missing_path = missing.close()
     output.mark_done(shard, documents=summary.documents, missing=dict(summary.missing), copy=str(copy),
                      copy_kind=kind, context_words=context_words)
     summary.outputs = [output.path(shard), missing_path]
