@@ -1,6 +1,8 @@
 import gzip
 import json
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -80,3 +82,37 @@ def test_tampered_shard_is_detected(tree, tmp_path):
     shard_file.write_bytes(shard_file.read_bytes()[:-10])
     with pytest.raises(ShardError, match="does not match its completion record"):
         build_corpus([tree / "extra.jsonl"], out)
+
+
+def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatch, capsys):
+    """The map is sorted in runs on disk (bounded memory at 86M documents): with a run every 97 rows and URL-hashes
+    shared by up to 5 documents across run and chunk boundaries, it equals the whole-table answer, warning included;
+    a docid repeated across shards is still found when its 64-bit hashes are spilled."""
+    from generation import url_hashes
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rng = np.random.default_rng(3)
+    ids = [f"doc-{i:05d}" for i in rng.permutation(3000)]
+    for part in range(3):
+        (docs / f"p{part}.jsonl").write_text("".join(
+            json.dumps({"id": d, "contents": "text", "url_hash": url_hash_of(f"https://u/{int(d[4:]) % 1700}")}) + "\n"
+            for d in ids[part::3]))
+    out = tmp_path / "corpus"
+    for k in range(3):
+        build_corpus([docs], out, Shard(k, 3))
+    whole = pa.concat_tables(pq.read_table(p, columns=["url_hash", "docid"]) for p in sorted(out.glob("corpus-*.parquet")))
+    expected = url_hashes.one_document_per_hash(whole, out)
+    expected_err = capsys.readouterr().err
+    path, rows = write_url_map(out, memory=97)
+    assert pq.read_table(path).to_pylist() == expected.to_pylist() and rows == 1700
+    assert " ".join(capsys.readouterr().err.split()) == " ".join(expected_err.split())
+    assert "1,300 documents share a URL-hash" in " ".join(expected_err.split())
+
+    monkeypatch.setattr("generation.spill.SPILL_BYTES", 8 * 64)  # a run of docid hashes every 64 rows
+    (docs / "p3.jsonl").write_text(json.dumps({"id": ids[5], "contents": "again"}) + "\n")
+    again = tmp_path / "again"
+    for k in range(2):
+        build_corpus([docs], again, Shard(k, 2))
+    with pytest.raises(Exception, match=f"1 docids appear in more than one corpus shard, e.g. \\['{ids[5]}'\\]"):
+        write_url_map(again)

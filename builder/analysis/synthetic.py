@@ -145,3 +145,58 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
     return {"questions": folders["questions"], "judgments": folders["judgments"], "levels": counts,
             "judgments_total": len(subq_of_pair), "subquestions": len(q_of_subq)}
+
+
+def zipf_vocabulary(size: int, rng: np.random.Generator) -> np.ndarray:
+    """`size` distinct made-up lower-case words, 2-12 letters, shorter ones first (the frequent words of a Zipf
+    vocabulary are the short ones)."""
+    letters = np.frombuffer(b"etaoinshrdlcumwfgypbvkjxqz", dtype="S1")
+    lengths = np.clip(np.round(2 + np.log2(np.arange(size) + 2) * 0.8 + rng.normal(0, 1, size)), 2, 12).astype(int)
+    codes = rng.integers(0, len(letters), lengths.sum())
+    flat = letters[codes].tobytes().decode()
+    ends = np.cumsum(lengths)
+    words = np.array([f"{flat[e - n:e]}{i:x}" if i >= 2000 else flat[e - n:e] for i, (e, n) in
+                      enumerate(zip(ends, lengths))], dtype=object)  # a hex tail keeps rare words distinct
+    return words[np.argsort(lengths, kind="stable")]
+
+
+def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median_words: int = 600, seed: int = 0,
+                        vocabulary: int = 200_000) -> list[Path]:
+    """A ClueWeb22 txt tree as the corpus is published, e.g. txt/en/en00/en0000/en0000-00.json.gz, written under
+    `root`: one JSON record per document ({"URL" (ending in a newline), "URL-hash" (its MD5, upper-case hex),
+    "Language", "ClueWeb22-ID", "Clean-Text"}), each record its own gzip member, and beside each file an .offset file
+    of "{:010d}\\n" byte offsets, one per record plus the end (lemurproject/ClueWeb22, ClueWeb22Api.py
+    `get_json_record`). Texts have web-like lengths (log-normal words, median `median_words`, lines of ~12 words)
+    over a Zipf vocabulary (word rank r drawn with weight 1/r). Returns the .json.gz files."""
+    import gzip
+    import json
+
+    rng = np.random.default_rng(seed)
+    vocab = zipf_vocabulary(vocabulary, rng)
+    weights = 1.0 / np.arange(1, vocabulary + 1)
+    cdf = np.cumsum(weights / weights.sum())
+    words = np.clip(rng.lognormal(np.log(median_words), 0.9, documents), 20, 20_000).astype(np.int64)
+    files = []
+    for start in range(0, documents, per_file):
+        f_index = start // per_file
+        stream, sub = f"en{f_index // 100:04d}", f_index % 100
+        folder = Path(root) / "txt" / "en" / stream[:4] / stream
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{stream}-{sub:02d}.json.gz"
+        offsets, position = [], 0
+        with open(path, "wb") as out:
+            for i in range(start, min(start + per_file, documents)):
+                tokens = vocab[np.searchsorted(cdf, rng.random(words[i]))]
+                lines = [" ".join(tokens[k:k + 12]) for k in range(0, len(tokens), 12)]
+                url = f"https://site{i % 9973}.example.org/page/{i}"
+                record = {"URL": url + "\n", "URL-hash": hashlib.md5(url.encode()).hexdigest().upper(),
+                          "Language": "en", "ClueWeb22-ID": f"clueweb22-{stream}-{sub:02d}-{i - start:05d}",
+                          "Clean-Text": "\n".join(lines)}
+                member = gzip.compress((json.dumps(record, ensure_ascii=False) + "\n").encode(), mtime=0)
+                out.write(member)
+                offsets.append(position)
+                position += len(member)
+        offsets.append(position)
+        path.with_name(f"{stream}-{sub:02d}.offset").write_text("".join(f"{o:010d}\n" for o in offsets))
+        files.append(path)
+    return files

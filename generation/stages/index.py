@@ -1,9 +1,13 @@
 """Corpus shards -> a Lucene index built by Anserini (Pyserini's bundled jar), stemmed as the profile says.
 
-Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}; the raw
-JSON is stored (-storeRaw) so later stages read the text and url_hash back by docid, and url_hash is
-also an indexed field (-fields url_hash). The index is built beside its target and renamed into place
-only when Anserini succeeds, with a completion record naming the corpus shards it was built from.
+Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_hash", "url"}, through named
+pipes that Polars writes JSON lines into in parallel (`JsonPipes`: no copy of the corpus on disk), at least one per
+indexing thread, since Anserini gives each input file to one thread. url_hash is an indexed field
+(-fields url_hash). The raw JSON is not stored (no -storeRaw): later stages read texts from the Parquet corpus
+through a docid map (generation/docid_map.py, built while Java indexes) kept in the index folder, and the
+record says `stored_raw: false`; an index built before, with its texts stored, keeps being read from itself.
+The index is built beside its target and renamed into place only when Anserini succeeds, with a completion record
+naming the corpus shards it was built from.
 """
 from __future__ import annotations
 
@@ -15,18 +19,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from generation.java import anserini_jar, java_binary
-from generation.docstore import require_index
+from generation.docid_map import NAME as DOCID_MAP, write_docid_map
+from generation.docstore import RECORD, require_index
 from generation.shards import DONE_DIR, Completion, Shard, ShardLock
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.corpus import CorpusStage
 from generation.storage import write_text_atomic
 
-RECORD = "researchy_subq_index.json"
+EXPORT_BATCH_ROWS = 4096  # documents turned into JSON lines at a time by one pipe's writer
 
 
 class IndexBuildError(RuntimeError):
@@ -42,19 +50,89 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def export_jsonl(corpus_files: list[Path], folder: Path, progress=None) -> int:
-    """Stream the corpus into Anserini JsonCollection files, one per corpus shard."""
+def json_parts(corpus_files: list[Path], parts: int) -> list[tuple[Path, list[int]]]:
+    """(corpus file, its row groups) of each JsonCollection part: every file cut into runs of row groups, at least
+    `parts` in all where the files have that many row groups."""
+    per_file = -(-parts // max(1, len(corpus_files)))
+    cut = []
+    for path in corpus_files:
+        groups = list(range(pq.ParquetFile(path).num_row_groups))
+        cut.extend((path, list(chunk)) for chunk in np.array_split(groups, min(per_file, len(groups))) if len(chunk))
+    return cut
+
+
+def write_json_part(corpus_file: Path, row_groups: list[int], target: Path, progress=None) -> int:
+    """Row groups of a corpus file as JsonCollection lines into `target` (a named pipe Anserini reads, or a file).
+    A missing url_hash or url is written as "", as the kit always handed them to Anserini."""
+    import polars as pl
+
     count = 0
-    for n, path in enumerate(corpus_files):
-        with open(folder / f"part-{n:05d}.jsonl", "w", encoding="utf-8") as f:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
-                for row in batch.to_pylist():
-                    f.write(json.dumps({"id": row["docid"], "contents": row["text"], "url_hash": row["url_hash"] or "",
-                                        "url": row["url"] or ""}, ensure_ascii=False) + "\n")
-                count += batch.num_rows
-                if progress is not None:
-                    progress(batch.num_rows)
+    with open(target, "wb") as f:  # on a pipe: waits here until Anserini opens it
+        parquet = pq.ParquetFile(corpus_file)
+        for batch in parquet.iter_batches(batch_size=EXPORT_BATCH_ROWS, row_groups=row_groups,
+                                          columns=["docid", "text", "url_hash", "url"]):
+            frame = pl.from_arrow(batch).select(pl.col("docid").alias("id"), pl.col("text").alias("contents"),
+                                                pl.col("url_hash").fill_null(""), pl.col("url").fill_null(""))
+            frame.write_ndjson(f)
+            count += batch.num_rows
+            if progress is not None:
+                progress(batch.num_rows)
     return count
+
+
+class JsonPipes:
+    """The corpus handed to Anserini through named pipes, one per part (>= one per indexing thread, since Anserini
+    gives each input file to one thread): Polars writes JSON lines into them as Java reads, so no copy of the
+    corpus is staged on disk and nothing is compressed only to be decompressed. Every part has its own writer
+    thread (Polars releases the GIL), waiting until Java opens its pipe."""
+
+    def __init__(self, corpus_files: list[Path], folder: Path, threads: int):
+        self.parts = json_parts(corpus_files, threads)
+        self.pipes = [folder / f"part-{n:05d}.jsonl" for n in range(len(self.parts))]
+        for pipe in self.pipes:
+            os.mkfifo(pipe)
+        self._futures = []
+
+    def start(self, progress=None) -> None:
+        """The writers, started once Java is (a writer waits for its reader)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        lock = threading.Lock()
+
+        def tick(n: int) -> None:
+            if progress is not None:
+                with lock:
+                    progress(n)
+
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.parts)))
+        self._futures = [self._pool.submit(self._write, path, groups, pipe, tick)
+                         for (path, groups), pipe in zip(self.parts, self.pipes)]
+
+    @staticmethod
+    def _write(path, groups, pipe, tick) -> int | None:
+        try:
+            return write_json_part(path, groups, pipe, tick)
+        except OSError as error:  # Java stopped reading (it failed): said by its exit status and output
+            if isinstance(error, BrokenPipeError) or "Broken pipe" in str(error):  # Polars: a plain OSError
+                return None
+            raise
+
+    def finish(self) -> int | None:
+        """After Java exited: releases writers still waiting for Java to open their pipe, returns the documents
+        written (None when some part was not read to its end)."""
+        if not self._futures:
+            return None
+        while not all(future.done() for future in self._futures):
+            for pipe, future in zip(self.pipes, self._futures):
+                if not future.done():
+                    try:  # the writer's open returns, its next write fails
+                        os.close(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+            time.sleep(0.05)
+        counts = [future.result() for future in self._futures]
+        self._pool.shutdown()
+        return None if any(c is None for c in counts) else sum(counts)
 
 
 def index_stemmer(index: Path) -> str | None:
@@ -66,7 +144,7 @@ def index_stemmer(index: Path) -> str | None:
 class IndexStage(Stage):
     """Corpus shards -> one Lucene index (not sharded), stemmed with the profile's bm25.stemmer."""
     name = "index"
-    produces = "a Lucene index (Anserini, raw JSON stored)"
+    produces = "a Lucene index (Anserini, postings only; texts read from the corpus)"
     unit = "docs"
     sharded = False
     reads = (Input("corpus", "folder of corpus shards", (CorpusStage,)),)
@@ -125,31 +203,54 @@ def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "por
 def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> int:
     record_path = index / RECORD
     building = index.with_name(f".{index.name}.building")
-    # Left by a killed build (we hold the lock): the half-built index and the uncompressed corpus copy.
+    # Left by a killed build (we hold the lock): the half-built index and the staging folder.
     shutil.rmtree(building, ignore_errors=True)
     for stale in index.parent.glob(f".{index.name}.anserini-input-*"):
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f".{index.name}.anserini-input-", dir=index.parent) as staging:
-        documents = export_jsonl(files, Path(staging), progress)
+        pipes = Path(staging) / "pipes"
+        pipes.mkdir()
+        documents = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
         command = [str(java_binary()), f"-Xmx{memory_mb}m", "-cp", str(anserini_jar()),
                    "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
-                   "-generator", "DefaultLuceneDocumentGenerator", "-input", staging, "-index", str(building),
-                   "-threads", str(threads), "-stemmer", stemmer, "-storeRaw", "-fields", "url_hash",
+                   "-generator", "DefaultLuceneDocumentGenerator", "-input", str(pipes), "-index", str(building),
+                   "-threads", str(threads), "-stemmer", stemmer, "-fields", "url_hash",
                    "-memoryBuffer", str(min(memory_mb // 2, 4096))]
-        result = subprocess.run(command, capture_output=True, text=True, preexec_fn=die_with_parent)
+        output_path = Path(staging) / "anserini.log"  # a file, not a pipe: Java must not wait on a full pipe
+        with open(output_path, "w") as output_file:
+            parts = JsonPipes(files, pipes, threads)
+            java = subprocess.Popen(command, stdout=output_file, stderr=subprocess.STDOUT, text=True,
+                                    preexec_fn=die_with_parent)
+            try:  # while Java indexes: where each document's text lies in the corpus
+                parts.start(progress)
+                mapped = write_docid_map(files, Path(staging) / DOCID_MAP)
+            except BaseException:
+                java.kill()
+                raise
+            finally:
+                returncode = java.wait()
+                written = parts.finish()
+        output = output_path.read_text()
         if log is not None:
-            Path(log).write_text(result.stdout + result.stderr)
-        output = result.stdout + result.stderr
+            Path(log).write_text(output)
         indexed = re.search(r"Total ([\d,]+) documents indexed", output)
-        if result.returncode != 0 or not indexed or int(indexed.group(1).replace(",", "")) != documents:
+        if returncode != 0 or written != documents or not indexed or int(indexed.group(1).replace(",", "")) != documents:
             shutil.rmtree(building, ignore_errors=True)
             tail = "\n".join(output.splitlines()[-15:])
             count = indexed.group(1) if indexed else "no"
-            raise IndexBuildError(f"Anserini IndexCollection exited {result.returncode} having indexed {count} of "
+            raise IndexBuildError(f"Anserini IndexCollection exited {returncode} having indexed {count} of "
                               f"{documents:,} documents:\n{tail}")
+        if mapped != documents:
+            shutil.rmtree(building, ignore_errors=True)
+            raise IndexBuildError(f"{index}: the corpus shards hold {documents:,} documents but {mapped:,} distinct "
+                                  "docids; build the URL-hash map (`corpus`) to see the repeated ones")
+        os.replace(Path(staging) / DOCID_MAP, building / DOCID_MAP)
     if index.exists():
         index.rmdir()
     os.replace(building, index)
-    write_text_atomic(record_path, json.dumps({"documents": documents, "corpus": sources, "stemmer": stemmer,
-                                               "anserini": anserini_jar().name}, indent=1))
+    corpus = Path(files[0]).parent.resolve()
+    write_text_atomic(record_path, json.dumps({
+        "documents": documents, "corpus": sources, "stemmer": stemmer, "anserini": anserini_jar().name,
+        "stored_raw": False, "corpus_folder": os.path.relpath(corpus, index.resolve()),
+        "corpus_folder_absolute": str(corpus)}, indent=1))
     return documents

@@ -170,6 +170,7 @@ class ShardJob:
     def run_chunk(self, k: int, judge: Judge) -> int:
         rows = self.chunk(k)
         aux = self.auxiliary()
+        self.docs.prefetch([r["docid"] for r in rows] + [d for r in rows for d in aux.get(r["qid"], ())])
         pairs = [Pair(r["text"], self.docs.text(r["docid"]),
                       tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
         grades = judge.grade(pairs)

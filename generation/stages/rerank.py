@@ -70,6 +70,7 @@ class RerankStage(Stage):
         try:
             for topic in topics:
                 docids = [d for _, d in sorted(hits.get(topic.qid, []))]
+                docs.prefetch(docids)  # one read per corpus row group, in file order
                 scores = scorer.score(config.instruction, rerank_query(config, topic.question, topic.subquestions),
                                       [docs.text(d) for d in docids]) if docids else []
                 ranked = rank_by_score(docids, scores)
