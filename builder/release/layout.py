@@ -109,6 +109,10 @@ def config(name: str) -> Config:
     raise KeyError(f"unknown config {name!r}; known: {', '.join(c.name for c in CONFIGS)}")
 
 
+def present_splits(release: Path) -> list[str]:
+    return [s for s in SPLITS if config("questions").files(release, s)]
+
+
 TREC_QRELS_SUFFIX = ".qrels.txt"
 
 
