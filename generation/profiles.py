@@ -213,6 +213,16 @@ class Complexity(Strict):
     completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
 
 
+class Training(Strict):
+    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
+    negative_level: int = Field(default=1, ge=0, le=5, description="a judged document at this level or below is a "
+                                                                    "hard negative of its sub-question")
+    negatives: int = Field(default=3, ge=1, description="hard negatives per row of `hard-negatives` (k); a positive "
+                                                        "with fewer is left out and counted")
+    seed: int = Field(default=0, ge=0, description="the seed of the dev split's hash")
+    dev_share: float = Field(default=0.05, ge=0, lt=1, description="share of the train questions moved to the dev "
+                                                                   "split, by a hash of the question id")
+
 class Bandit(Strict):
     """Budgeted judging (Petcu et al., arXiv:2510.18633)."""
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
@@ -231,6 +241,14 @@ class Profile(Strict):
     judge: JudgeConfig = Field(description="the judge")
     complexity: Complexity = Field(default=Complexity(), description="retrieval complexity (the card's analysis)")
     bandit: Bandit = Field(default=Bandit(), description="budgeted judging (`judge --budget`, `simulate`)")
+    training: Training = Field(default=Training(), description="the release's training configs and dev split")
+
+    @model_validator(mode="after")
+    def _negatives_below_answers(self):
+        if self.training.negative_level >= self.complexity.answer_level:
+            raise ValueError(f"training.negative_level ({self.training.negative_level}) must be below "
+                             f"complexity.answer_level ({self.complexity.answer_level}): a negative is never a positive")
+        return self
 
     def config_hash(self, *sections: str) -> str:
         """A stable hash of the named sections (all when none), for refusing to mix shards. The transformers

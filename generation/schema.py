@@ -50,7 +50,10 @@ JUDGMENT_STATUSES = (
     OTHER_TEXT_STATUS,  # an imported level graded on another document's text (the authors' defect)
 )
 
-SPLITS = ("train", "test")  # Researchy Questions' splits, the only ones a release has
+SOURCE_SPLITS = ("train", "test")  # Researchy Questions' own splits, what `questions --split` takes
+# A release's splits: Researchy's, plus `dev`, carved from train by a hash of the question id
+# (builder/release/training.py `dev_questions`), so a model is chosen without looking at test.
+SPLITS = ("train", "dev", "test")
 
 RANK_COLUMNS = (
     Column("bm25_rank", pa.int32(), "1-based rank in the question's BM25 run; null when BM25 did not retrieve it"),
@@ -62,7 +65,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "questions": (
         Column("qid", pa.string(), "Researchy Questions id", False),
         Column("question", pa.string(), "the original question text", False),
-        Column("split", pa.string(), "Researchy Questions split: train or test", False),
+        Column("split", pa.string(), "Researchy Questions split: train or test; in a release, dev for the train "
+               "questions the training section's dev_share carves out", False),
         Column("clicked", pa.list_(CLICKED_DOC), "clicked ClueWeb22 documents, most-clicked first (DocStream)", False),
         Column("answerable", pa.bool_(), "one candidate answers every sub-question (level >= the profile's); "
                "null before judging"),
@@ -135,6 +139,31 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("url_hash", pa.string(), "ClueWeb22 URL-hash (= Researchy CluewebURLHash)"),
         Column("url", pa.string(), "document URL from Researchy's click records (DocStream); null for documents nobody clicked"),
     ),
+    # The texts of a release's judged documents, read from the user's own licensed copy (`researchy-subq texts`);
+    # written locally, never into a release folder (ClueWeb22's licence forbids redistribution).
+    "document_texts": (
+        Column("docid", pa.string(), "ClueWeb22-ID (docid), a corpus-ids _id of the release", False),
+        Column("url_hash", pa.string(), "ClueWeb22 URL-hash as the copy gives it"),
+        Column("text", pa.string(), "the text as the judge saw it: the first judge.context_words whitespace words of "
+               "full_text joined by single spaces", False),
+        Column("full_text", pa.string(), "the whole Clean-Text as the copy holds it", False),
+        Column("words", pa.int32(), "whitespace-separated words in full_text", False),
+    ),
+    "missing_documents": (
+        Column("docid", pa.string(), "a judged document (corpus-ids _id) the copy does not give", False),
+        Column("reason", pa.string(), "why: no_file (its ClueWeb22 file is not in the copy), no_line (the file is "
+               "shorter), other_id (that line holds another ClueWeb22-ID), empty_text, not_in_copy (a Parquet or "
+               "JSONL copy lacks it), not_clueweb22_id (the id names no ClueWeb22 file)", False),
+    ),
+    # The sentence-transformers dataset's sidecar (`researchy-subq training-files`): row i names the ids of the
+    # texts in row i of the anchor/positive/negative_1..k dataset. The trainer tokenizes every column it is given
+    # (sentence_transformers/base/data_collator.py warns about `*_id` columns), so ids stay out of that dataset.
+    "training_ids": (
+        Column("query_id", pa.string(), "sub-question id (subq_id) of the anchor", False),
+        Column("qid", pa.string(), "question id: siblings share it (keep them out of one batch)", False),
+        Column("positive_id", pa.string(), "docid of the positive", False),
+        Column("negative_ids", pa.list_(pa.string()), "docids of negative_1..k, hardest first", False),
+    ),
     # TREC Web-track diversity qrels (topic, subtopic, docno, judgment) as ndeval and ir-measures' alpha_nDCG
     # read them: ir-measures takes the subtopic from the qrel's `iteration` field.
     "diversity_qrels": (
@@ -143,6 +172,27 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("corpus-id", pa.string(), "ClueWeb22-ID (docid)", False),
         Column("score", pa.int32(), "relevance level 0-5 of the document for this sub-question", False),
         Column("subq_id", pa.string(), "the sub-question this subtopic is", False),
+    ),
+    # Tevatron v2's training rows (texttron/tevatron src/tevatron/retriever/dataset.py, TrainDataset.__getitem__,
+    # "the new format": query_id, query_text, positive_document_ids, negative_document_ids, the documents looked up
+    # by `docid` in a local corpus), ids only; plus qid so a sampler keeps sibling sub-questions apart.
+    "hard_negatives": (
+        Column("query_id", pa.string(), "sub-question id (subq_id)", False),
+        Column("query_text", pa.string(), "the sub-question text", False),
+        Column("positive_document_ids", pa.list_(pa.string()), "one docid judged at level >= answer_level", False),
+        Column("negative_document_ids", pa.list_(pa.string()), "k docids of the same sub-question judged at level <= "
+               "negative_level, hardest first (rerank rank, then BM25 rank, then docid)", False),
+        Column("qid", pa.string(), "the question: rows of one qid are siblings sharing one judged pool", False),
+    ),
+    # Per sub-question, every graded judgment, for listwise and distillation losses.
+    "graded_lists": (
+        Column("query_id", pa.string(), "sub-question id (subq_id)", False),
+        Column("qid", pa.string(), "the question", False),
+        Column("docids", pa.list_(pa.string()), "every judged document with a level, level descending then docid", False),
+        Column("labels", pa.list_(pa.int8()), "the level 0-5 of each document in docids", False),
+        Column("expected", pa.list_(pa.float32()), "the judge's expected level of each document; null in generate mode"),
+        Column("probs", pa.list_(pa.list_(pa.float32())), "the judge's probability of each level 0..5 per document; "
+               "null in generate mode"),
     ),
 }
 
@@ -160,6 +210,18 @@ def arrow_schema(table: str) -> pa.Schema:
         for c in columns(table)
     ]
     return pa.schema(fields, metadata={"table": table})
+
+
+def n_tuple_schema(negatives: int) -> pa.Schema:
+    """sentence-transformers' (anchor, positive, negative_1, ..., negative_n) format, texts only: its trainer feeds
+    the columns to the loss by position and treats every column but a label/score one as a text input
+    (sbert.net docs, Training Overview > Dataset Format; sentence_transformers/base/data_collator.py)."""
+    described = [("anchor", "the sub-question text"),
+                 ("positive", "a document judged >= answer_level, as the judge saw it (or whole)"),
+                 *((f"negative_{i}", f"negative {i} (1 = the hardest), as the judge saw it (or whole)")
+                   for i in range(1, negatives + 1))]
+    return pa.schema([pa.field(n, pa.string(), nullable=False, metadata={"description": d}) for n, d in described],
+                     metadata={"table": "n_tuple"})
 
 
 def features(table: str):

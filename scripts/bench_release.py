@@ -3,7 +3,9 @@ sub-questions and 24,316,320 judgments at scale 1), then, each in its own proces
 
 - the floor: a plain streaming pyarrow pass that reads the input shards in 262k-row batches and writes one
   zstd writer per level partition (what any release build must at least do),
-- `build-release` (package_release: data, statistics, complexity, card, manifest),
+- `build-release` (package_release: data, statistics, complexity, card, manifest, training configs),
+- the training configs alone (`hard-negatives` and `graded-lists`, builder/release/training.py): the same
+  streaming pass with only their sorted runs fed, so their own cost shows apart from the build's,
 - `validate` (every check, with the load_dataset checks streaming one row per config and split),
 
 and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of each, with the ratios the
@@ -48,6 +50,22 @@ for writer in writers.values():
 BUILD = """
 from builder.release.package import package_release
 package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper", repo="org/researchy-subq-judgments")
+"""
+TRAINING = """
+from builder.release.build import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
+from builder.release.training import TrainingWriters, with_dev_split
+from generation.profiles import load_profile
+profile = load_profile("paper")
+questions, subquestions = load_questions([Path(p) for p in {questions!r}])
+questions = with_dev_split(questions, profile.training)
+splits = present(questions)
+index = topic_index(questions, subquestions, splits)
+writers = TrainingWriters(Path({out!r}), subquestions, index.split_of_subquestions(), splits, profile, 5_000_000)
+for _, routed in route(judgment_inputs([Path({judgments!r})]), index):
+    writers.add(routed.batch.table, routed.batch.subquestion)
+summary = ReleaseSummary()
+writers.close(summary)
+print("ROWS", sum(summary.rows["hard-negatives"].values()), sum(summary.rows["graded-lists"].values()))
 """
 VALIDATE = """
 from builder.release.validate import validate
@@ -94,9 +112,15 @@ def run_scale(work: Path, scale: float, subquestions: float | None = None) -> di
     out = work / "release"
     floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
     build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
+    training = timed(TRAINING.format(judgments=str(inputs["judgments"]), questions=questions,
+                                     out=str(work / "training")))
     check = timed(VALIDATE.format(out=str(out)))
+    import json
+
+    rows = json.loads((out / "manifest.json").read_text())["rows"]
     return {"scale": scale, "judgments": inputs["judgments_total"], "subquestions": inputs["subquestions"],
-            "floor": floor, "build": build, "validate": check, "release": out}
+            "floor": floor, "build": build, "validate": check, "release": out, "training": training,
+            "training_rows": tuple(sum(rows[c].values()) for c in ("hard-negatives", "graded-lists"))}
 
 
 def main() -> None:
@@ -125,14 +149,17 @@ def main() -> None:
                         f"{'/'.join(f'{x:.1f}' for x in load_before)} before, "
                         f"{'/'.join(f'{x:.1f}' for x in load_after)} after ({time.perf_counter() - started:.0f} s)")
     for column in ("scale", "judgments", "sub-questions", "floor CPU s", "build CPU s", "build / floor", "validate CPU s",
-                   "validate / build", "peak MB floor / build / validate", "wall s floor / build / validate"):
+                   "validate / build", "peak MB floor / build / validate", "wall s floor / build / validate",
+                   "rows hard-negatives / graded-lists", "training alone CPU s / peak MB"):
         table.add_column(column, justify="right")
     for r in rows:
         floor, build, check = r["floor"], r["build"], r["validate"]
         table.add_row(f"{r['scale']:g}", f"{r['judgments']:,}", f"{r['subquestions']:,}", f"{floor[1]:.1f}", f"{build[1]:.1f}",
                       f"{build[1] / floor[1]:.2f}", f"{check[1]:.1f}", f"{check[1] / build[1]:.2f}",
                       f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
-                      f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}")
+                      f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}",
+                      " / ".join(f"{n:,}" for n in r["training_rows"]),
+                      f"{r['training'][1]:.1f} / {r['training'][2]:,.0f}")
     Console(width=200).print(table)
     for r in rows:
         if "writer_cost" in r:

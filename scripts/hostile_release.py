@@ -137,6 +137,17 @@ def other_url_hash(t: pa.Table) -> pa.Table:
     return set_first(t, "url_hash", "0" * 32)
 
 
+def first_list(table: pa.Table, name: str, change) -> list:
+    return change(table[name][0].as_py())
+
+
+def edit_manifest(release: Path, change) -> None:
+    manifest = json.loads((release / MANIFEST).read_text())
+    change(manifest)
+    (release / MANIFEST).write_text(json.dumps(manifest))
+
+
+
 GENERATE_FAULTS = {
     "raw that parses to another level": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
         t, "raw", "5"))), {"level"}, "level"),
@@ -168,6 +179,19 @@ GENERATE_FAULTS = {
     "the plot's pixels of other counts": (sealed(lambda r: plot_of_other_counts(r, True), plot=False), {"plot"}, "plot"),
     "a configs-table count in the card": (lambda r: edit_card(r, f"| `queries` | {queries_rows(r):,}", "| `queries` | 1"),
                                           {"figures"}, "figures"),
+    "hard-negatives out of hardness order": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: set_first(
+        t, "negative_document_ids", first_list(t, "negative_document_ids", lambda n: [n[1], n[0], *n[2:]])))),
+        {"training"}, "training"),
+    "hard-negatives: the positive among its own negatives": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"),
+        lambda t: set_first(t, "negative_document_ids", [t["positive_document_ids"][0][0].as_py(),
+                                                         *t["negative_document_ids"][0].as_py()[1:]]))),
+        {"training"}, "training"),
+    "hard-negatives row dropped": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
+                                   {"training"}, "training"),
+    "graded-lists label changed": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
+        t, "labels", first_list(t, "labels", lambda n: [(n[0] + 1) % 6, *n[1:]])))), {"training"}, "training"),
+    "manifest's short_positives edited": (lambda r: edit_manifest(r, lambda m: m["training"].update(
+        short_positives=m["training"]["short_positives"] + 1)), {"training"}, "training"),
 }
 
 
@@ -187,13 +211,18 @@ def swap_top(probs: list[float]) -> list[float]:
 
 
 DISTRIBUTION_FAULTS = {
+    # graded-lists carries each judgment's probs and expected: edited in the judgments alone, they differ there too
     "probabilities that do not sum to 1": (sealed(probs_edited(lambda p: [x * 0.9 for x in p])),
-                                           {"distribution"}, "distribution"),
-    "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution"}, "distribution"),
+                                           {"distribution", "training"}, "distribution"),
+    "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution", "training"}, "distribution"),
     "expected edited": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
-        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution"}, "distribution"),
+        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution", "training"}, "distribution"),
     "raw that is not the level's digit": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
         t, "raw", "2"))), {"distribution"}, "distribution"),
+    "graded-lists probabilities edited": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
+        t, "probs", first_list(t, "probs", lambda p: [p[0][::-1], *p[1:]])))), {"training"}, "training"),
+    "graded-lists expected dropped": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
+        t, "expected", None, t.schema.field("expected").type))), {"training"}, "training"),
 }
 
 # The report's check names, by the short keys above (builder/release/rederive.py CHECKS, validate_derived.py CHECKS,
@@ -209,6 +238,7 @@ CHECK_NAMES = {
     "prompt": "the card's verbatim judge prompt",
     "figures": "the card's configs table",
     "plot": "level_distribution.png draws",
+    "training": "hard-negatives and graded-lists are what the judgments give",
 }
 
 

@@ -133,7 +133,9 @@ def test_every_published_config_has_a_snippet_and_no_other(release):
 
 TITLES = ["Every config", "One split, a slice, or streaming", "ir-measures (trec_eval's measures) on the qrels config",
           "BEIR-style dicts, relevant = level >= 4", "mteb: a retrieval task over your ClueWeb22 texts",
-          "alpha-nDCG of a question run (ir-measures + pyndeval)"]
+          "alpha-nDCG of a question run (ir-measures + pyndeval)",
+          "Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples",
+          "Graded lists: listwise and distillation losses"]
 
 
 def test_the_card_has_these_snippets(release):

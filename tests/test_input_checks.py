@@ -175,7 +175,7 @@ def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, w
 
 def test_a_split_that_is_not_a_release_split(tmp_path, write_jsonl):
     one_line_error(*cli("questions", "--input", write_jsonl([hub_record("1")]), "--out", tmp_path / "q", "--split",
-                        "../x"), "--split '../x': a release has the splits train and test")
+                        "../x"), "--split '../x': Researchy Questions' splits are train and test (build-release carves dev from train)")
     assert not (tmp_path / "q").exists()
 
 

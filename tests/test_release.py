@@ -52,7 +52,7 @@ def test_load_dataset_returns_what_the_builder_class_builds(release, inputs, tmp
                                      questions=list(inputs["questions"].values()), cache_dir=str(tmp_path / "cache"))
     builder.download_and_prepare()
     built = builder.as_dataset()
-    assert set(loaded) == set(built) == {"train", "test"}
+    assert set(loaded) == set(built) == {"train", "dev", "test"}  # dev: the paper profile's 5% of train
     for split in loaded:
         assert loaded[split].features == features(table) == built[split].features
         assert loaded[split].to_list() == built[split].to_list()
@@ -64,7 +64,9 @@ def test_judgments_config_is_every_input_row_routed_to_its_split(release, inputs
     loaded = datasets.load_dataset(str(release), "judgments")
     key = lambda r: (r["subq_id"], r["docid"])  # noqa: E731
     assert sorted(map(key, loaded["test"])) == sorted(key(r) for r in rows if r["qid"] in test_qids)
-    assert sorted(map(key, loaded["train"])) == sorted(key(r) for r in rows if r["qid"] not in test_qids)
+    dev_qids = set(datasets.load_dataset(str(release), "questions", split="dev")["qid"])  # carved from train
+    assert sorted(map(key, loaded["dev"])) == sorted(key(r) for r in rows if r["qid"] in dev_qids)
+    assert sorted(map(key, loaded["train"])) == sorted(key(r) for r in rows if r["qid"] not in test_qids | dev_qids)
     level5 = datasets.load_dataset(str(release), "level-5", split="train")
     assert set(level5["level"]) == {5}
     qrels = datasets.load_dataset(str(release), "qrels", split="test")
@@ -168,7 +170,7 @@ FAULTS = {
                              "want 0 and an integer"),
     "TREC qrels missing": (lambda r: (trec_qrels_path(r, "train").unlink(), edit_manifest(r, lambda m: m["files"].pop(
         "data/qrels/train.qrels.txt"))), "train.qrels.txt: missing (the qrels config has"),
-    "TREC qrels of no split": (lambda r: relist(r, copy_to(trec_qrels_path(r, "train"), trec_qrels_path(r, "dev"))),
+    "TREC qrels of no split": (lambda r: relist(r, copy_to(trec_qrels_path(r, "train"), trec_qrels_path(r, "validation"))),
                                "for a split of the manifest"),
 }
 

@@ -22,6 +22,14 @@ EXAMPLE_ROWS = {
     "queries": {"_id": "1-0", "text": "what is it?"},
     "corpus_ids": {"_id": "d", "url_hash": "A" * 32, "url": "https://x"},
     "diversity_qrels": {"query-id": "1", "subtopic": 1, "corpus-id": "d", "score": 5, "subq_id": "1-0"},
+    "document_texts": {"docid": "clueweb22-en0000-00-00000", "url_hash": "A" * 32, "text": "a b", "full_text": "a  b c",
+                       "words": 3},
+    "missing_documents": {"docid": "clueweb22-en0000-00-00001", "reason": "no_file"},
+    "training_ids": {"query_id": "1-0", "qid": "1", "positive_id": "d", "negative_ids": ["e", "f"]},
+    "hard_negatives": {"query_id": "1-0", "query_text": "what is it?", "positive_document_ids": ["d"],
+                       "negative_document_ids": ["e", "f", "g"], "qid": "1"},
+    "graded_lists": {"query_id": "1-0", "qid": "1", "docids": ["d", "e"], "labels": [5, 0], "expected": None,
+                     "probs": None},
 }
 
 

@@ -1,6 +1,6 @@
 """`researchy-subq`, the console entry: puts the stage commands (builder.cli.stages), the release commands
-(builder.cli.release), the analysis commands (builder.cli.analysis) and `demo` under one name. It only wires; no
-library module imports it, and it is the only module that imports all three command modules."""
+(builder.cli.release), the analysis commands (builder.cli.analysis), the training commands (builder.cli.training) and `demo` under one
+name. It only wires; no library module imports it, and it is the only module that imports all the command modules."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +12,7 @@ from rich.table import Table
 from builder.cli import release as release_commands
 from builder.cli import analysis as analysis_commands
 from builder.cli import stages as stage_commands
+from builder.cli import training as training_commands
 from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
 from generation.progress import results
 
@@ -44,7 +45,7 @@ def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage w
 
 
 guard_commands(app)
-for commands in (stage_commands, release_commands, analysis_commands):
+for commands in (stage_commands, release_commands, analysis_commands, training_commands):
     app.add_typer(commands.app)
 
 

@@ -25,10 +25,11 @@ from builder.release.layout import PARTITIONS, SPLITS, config_of_partition, data
 from builder.release.stats import Batch, SplitStats
 from builder.analysis.topic_index import MISSING, TopicIndex, string_hashes
 from builder.release.trec import QrelsWriter
+from builder.release.training import TrainingWriters, with_dev_split
 from builder.release.writer import RollingWriter
 from generation.errors import InputError
-from generation.profiles import Complexity
-from generation.schema import conform
+from generation.profiles import Complexity, Training
+from generation.schema import SOURCE_SPLITS, conform
 from generation.storage import read_batches, refuse_links, replace_file
 from generation.shards import sha256_file, stage_files
 from generation.topics import question_files
@@ -42,6 +43,7 @@ UNPARSED = len(PARTITIONS) - 1  # partition code of a null level; levels 0-5 are
 class ReleaseSummary:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
     stats: dict = field(default_factory=dict)  # split -> SplitStats.summary()
+    training: object = None  # builder/release/training.py TrainingCounts
     files: list[Path] = field(default_factory=list)
     left_out: dict = field(default_factory=dict)  # status -> judgments left out (build-release --leave-out-other-text)
 
@@ -79,11 +81,11 @@ def topic_index(questions: pa.Table, subquestions: pa.Table, splits: list[str], 
     return index
 
 
-def present(questions: pa.Table) -> list[str]:
+def present(questions: pa.Table, allowed: tuple[str, ...] = SPLITS) -> list[str]:
     splits = set(questions["split"].unique().to_pylist())
-    unknown = splits - set(SPLITS)
+    unknown = splits - set(allowed)
     if unknown:
-        raise InputError("questions", 0, f"unknown split(s) {sorted(unknown)}; a release has {SPLITS}", field="split")
+        raise InputError("questions", 0, f"unknown split(s) {sorted(unknown)}; expected {allowed}", field="split")
     return [s for s in SPLITS if s in splits]
 
 
@@ -223,6 +225,8 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
     whose status is in `leave_out` are not written (counted in the summary's `left_out`)."""
     out = Path(out)
     question_table, subquestion_table = load_questions(questions)
+    present(question_table, SOURCE_SPLITS)  # Researchy's own splits, before dev is carved from train
+    question_table = with_dev_split(question_table, profile.training if profile is not None else Training())
     splits = present(question_table)
     index = topic_index(question_table, subquestion_table, splits)
     files = judgment_inputs(judgments)
@@ -245,10 +249,12 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
                for p in range(len(PARTITIONS)) for s, split in enumerate(splits)}
     qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
+    training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file)
     left_out = Counter()
     for _, routed in route(files, index, profile.pool if profile is not None else None, leave_out, left_out):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
+        training.add(b.table, b.subquestion)
         for s, split in enumerate(splits):
             rows = routed.rows(s)
             if rows.table.num_rows:
@@ -268,6 +274,7 @@ def build_release(judgments: list[Path], questions: list[Path], out: Path, profi
         summary.files += writer.close()
         summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
     derived.close(summary)
+    summary.training = training.close(summary)
     question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
                                  complexity.judged)
     summary.stats = {s: stats[s].summary() for s in splits}

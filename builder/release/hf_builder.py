@@ -13,7 +13,7 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
-from builder.release import configs
+from builder.release import configs, training
 from builder.release.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
 from builder.release.build import judgment_inputs, load_questions, present, qrels_of, route, topic_index, with_complexity
 from generation.profiles import load_profile
@@ -43,12 +43,17 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
     def _split_generators(self, dl_manager):
         if not self.config.questions:
             raise ValueError("pass questions=[folders from `researchy-subq questions`] (and judgments=[...])")
-        questions, _ = load_questions([Path(p) for p in self.config.questions])
+        questions, _ = self._questions()
         return [datasets.SplitGenerator(name=s, gen_kwargs={"split": s}) for s in present(questions)]
+
+    def _questions(self):
+        """The question tables with the dev split carved from train, as `build-release` does."""
+        questions, subquestions = load_questions([Path(p) for p in self.config.questions])
+        return training.with_dev_split(questions, load_profile(self.config.profile).training), subquestions
 
     def _generate_tables(self, split: str):
         spec = config(self.config.name)
-        questions, subquestions = load_questions([Path(p) for p in self.config.questions])
+        questions, subquestions = self._questions()
         schema = arrow_schema(spec.table)
         splits = present(questions)
         index = topic_index(questions, subquestions, splits)
@@ -66,6 +71,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             yield from self._derived_tables(spec, split, questions, subquestions, index, files)
             return
         key, code = 0, splits.index(split)
+        if spec.name in training.CONFIGS:
+            yield from self._training_tables(spec, code, subquestions, index, files)
+            return
         # One pass per partition, so rows come in the order the release's files are read.
         for folder in spec.folders if spec.table == "judgments" else ("judgments/*",):
             partition = PARTITIONS.index(folder.split("/")[-1]) if spec.table == "judgments" else None
@@ -76,6 +84,17 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                 if table.num_rows:
                     yield key, table.cast(schema)
                     key += 1
+
+    def _training_tables(self, spec, code: int, subquestions, index, files):
+        """As `build-release` writes them (`training.TrainingWriters`)."""
+        profile = load_profile(self.config.profile)
+        rows = training.TrainingRows(subquestions, index.split_of_subquestions(), profile.complexity.answer_level,
+                                     profile.training)
+        for _, routed in route(files, index):
+            rows.add(routed.batch.table, routed.batch.subquestion)
+        for key, (split_code, name, table) in enumerate(rows.tables()):
+            if split_code == code and name == spec.name:
+                yield key, training.conformed(name, table)
 
     def _derived_tables(self, spec, split: str, questions, subquestions, index, files):
         """As `build-release` writes them (`release.DerivedConfigs`)."""

@@ -96,6 +96,12 @@ CONFIGS: tuple[Config, ...] = (
            "every judged document: _id = docid, url_hash, url (no text: ClueWeb22's licence)"),
     Config("diversity-qrels", "diversity_qrels", ("diversity_qrels",),
            "question-level diversity qrels for alpha-nDCG: query-id = qid, subtopic = sub-question, corpus-id, score"),
+    Config("hard-negatives", "hard_negatives", ("hard_negatives",),
+           "Tevatron v2 training rows, ids only: a sub-question, one positive (level >= answer_level) and its k "
+           "hardest judged negatives (level <= negative_level), with qid to keep siblings apart"),
+    Config("graded-lists", "graded_lists", ("graded_lists",),
+           "per sub-question every graded judgment (docids, labels, expected, probs) for listwise and "
+           "distillation losses"),
 )
 DEFAULT_CONFIG = "judgments"
 

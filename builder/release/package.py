@@ -12,6 +12,7 @@ from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
 from builder.release.lineage import release_profile
 from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
+from builder.release.training import settings_record
 from generation import __version__
 from generation.profiles import Profile, load_profile
 from generation.judging.prompts import get_prompt
@@ -107,6 +108,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
         "features": table_features,
+        "training": settings_record(profile, summary.training),
         "failed_pairs": failed,
     }
     plot_levels(out, summary.stats)
@@ -117,6 +119,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
                    **({} if imported else {"judge_precision": judge_precision(profile)})},
         "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
         "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
+        "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
         **({"failed_pairs": failed} if failed else {}),  # published with --allow-failed-pairs: no level, status request_failed

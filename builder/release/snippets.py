@@ -152,4 +152,48 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             "# One measure per call: ir-measures 0.4.3 hands pyndeval's second threshold an exhausted run.",
             f"for measure in (ir_measures.alpha_nDCG(rel={threshold}) @ 10, ir_measures.alpha_nDCG(rel=1) @ 10):",
             '    print(ir_measures.calc_aggregate([measure], qrels, run[["query_id", "doc_id", "score"]]))'])})
+    return snippets + training_snippets(repo, has, splits)
+
+
+def training_snippets(repo: str, has, splits: list[str]) -> list[dict]:
+    """`hard-negatives` as sentence-transformers' n-tuples (`mine_hard_negatives`' "n-tuple" output: anchor,
+    positive, negative_1..n; sentence_transformers/util/hard_negatives.py) and `graded-lists` as its "labeled-list"
+    (query, [docs], [labels]) for listwise CrossEncoder losses, both over the user's own texts."""
+    train = "train" if "train" in splits else splits[0]
+    snippets = []
+    if has("hard-negatives"):
+        snippets.append({"title": "Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples", "note": (
+            "Tevatron v2's training format as it is (`query_id`, `query_text`, "
+            "`positive_document_ids`, `negative_document_ids`; the documents by `docid` from your own corpus). "
+            "sentence-transformers' (anchor, positive, negative_1..k) comes from it with your texts, as below or "
+            "by the kit's texts command. Rows of one `qid` are siblings judged over one pool: keep them out of "
+            "each other's in-batch negatives."), "code": "\n".join([
+            "from datasets import load_dataset", "",
+            f'rows = load_dataset("{repo}", "hard-negatives", split="{train}")',
+            "texts = {}  # docid -> text, from your licensed ClueWeb22 copy", "",
+            "def text(docid):",
+            "    return texts.get(docid, docid)  # the docid stands in where you have no text", "",
+            "def n_tuple(row):",
+            '    tuple_ = {"anchor": row["query_text"], "positive": text(row["positive_document_ids"][0])}',
+            '    for i, docid in enumerate(row["negative_document_ids"], 1):',
+            '        tuple_[f"negative_{i}"] = text(docid)',
+            "    return tuple_", "",
+            "train = rows.map(n_tuple, remove_columns=rows.column_names)",
+            "print(train.column_names, len(train))"])})
+    if has("graded-lists") and has("queries"):
+        snippets.append({"title": "Graded lists: listwise and distillation losses", "note": (
+            "One row per sub-question: every graded document, level descending, with the judge's `expected` level "
+            "and `probs` where it ran in distribution mode (null otherwise). As sentence-transformers' "
+            "`labeled-list` (query, [docs], [labels]) for a CrossEncoder `LambdaLoss` or `ListNetLoss`:"),
+            "code": "\n".join([
+                "from datasets import load_dataset", "",
+                f'lists = load_dataset("{repo}", "graded-lists", split="{train}")',
+                f'queries = {{q["_id"]: q["text"] for q in load_dataset("{repo}", "queries", split="{train}")}}',
+                "texts = {}  # docid -> text, from your licensed ClueWeb22 copy", "",
+                "def labeled_list(row):",
+                '    return {"query": queries[row["query_id"]], "docs": [texts.get(d, d) for d in row["docids"]],',
+                '            "labels": row["labels"]}', "",
+                "train = lists.map(labeled_list, remove_columns=lists.column_names)",
+                'train = train.select_columns(["query", "docs", "labels"])  # the column order the losses read',
+                "print(train.column_names, len(train))"])})
     return snippets

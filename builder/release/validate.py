@@ -14,6 +14,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from builder.release.no_text import text_files
 from builder.release.expectations import load_expectations
 from builder.release.card import PLOT, STATS_BEGIN, STATS_END, published_configs, stats_markdown
 from builder.release.imported import CHECK as IMPORT_CHECK, check_import
@@ -24,6 +25,7 @@ from builder.release.configs import binary_threshold
 from builder.release.rederive import Rederivation
 from builder.release.validate_card import check_figures, check_plot, check_prompt
 from builder.release.validate_derived import DerivedPrints, check_derived
+from builder.release.validate_training import check_training
 from builder.release.validate_data import (compare_complexity, data_rows, find_duplicates, open_files, recomputed_questions,
                                    scan_judgments, scan_qrels, scan_topics, split_summaries)
 from generation.profiles import Profile
@@ -108,6 +110,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
                                  "judgments (subq_id, docid, level) of the split")
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
+    check_training(release, manifest, profile, splits, files, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
@@ -121,6 +124,9 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
+    texts = report.check("no document text in the release folder (ClueWeb22's licence forbids redistributing it)")
+    for name in text_files(release):
+        texts.fail(f"{name}: document text (from `researchy-subq texts` or `training-files`?); move it out of the release")
     return report
 
 

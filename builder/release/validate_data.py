@@ -101,10 +101,10 @@ def open_files(release: Path, splits: list[str], readable_check, schema_check) -
     return out
 
 
-def batches(path: Path, columns: list[str] | None, check, release: Path):
+def batches(path: Path, columns: list[str] | None, check, release: Path, batch_rows: int = BATCH_ROWS):
     """Record batches of a file as tables; a read error mid-file is reported, not raised."""
     try:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
             yield pa.Table.from_batches([batch])
     except Exception as e:  # noqa: BLE001
         check.fail(f"{path.relative_to(release)}: read failed ({type(e).__name__}: {str(e)[:120]})")

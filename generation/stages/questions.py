@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from generation.errors import ArgumentError, InputError, Rejects, read_lines
 from generation.notices import warn
-from generation.schema import SPLITS
+from generation.schema import SOURCE_SPLITS
 from generation.shards import Shard
 from generation.stages.base import Stage, StageSummary
 from generation.storage import ParquetSink
@@ -228,9 +228,9 @@ def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
 
 def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: Decomposition,
                  rejects_path: Path | None, summary: StageSummary, progress=None) -> None:
-    if split not in SPLITS:
-        raise ArgumentError(f"--split {split!r}: a release has the splits {' and '.join(SPLITS)} (Researchy "
-                            "Questions' own)")
+    if split not in SOURCE_SPLITS:
+        raise ArgumentError(f"--split {split!r}: Researchy Questions' splits are {' and '.join(SOURCE_SPLITS)} "
+                            "(build-release carves dev from train)")
     first_line: dict[str, str] = {}
     subq_owner: dict[str, str] = {}  # subq_id -> qid: ids like "Z-h0-1" could come from qid Z or qid Z-h0
     with Rejects(rejects_path) as rejects, \

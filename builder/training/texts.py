@@ -1,0 +1,202 @@
+"""`researchy-subq texts`: the texts of a release's judged documents (its `corpus-ids`), from the user's own
+licensed copy, written locally: as the judge saw them (the release profile's `judge.context_words` cut) and whole.
+
+The copy is a ClueWeb22 txt tree (only the files holding judged documents are opened; with `.offset` files only
+their records are read) or the kit's corpus Parquet (`researchy-subq corpus` output). Output, in the manner of the
+stages: `texts-XXXXX-of-YYYYY.parquet` (schema table `document_texts`) with completion records, so a re-run skips
+finished shards and `--num-shards` splits the work over workers; `missing-XXXXX-of-YYYYY.tsv` lists the documents
+the copy lacks, with why. A ClueWeb22 shard owns whole ClueWeb22 files (by a hash of the file name), so no two
+workers open the same file. Memory: one shard's ids, and `ROWS_PER_GROUP` texts at a time.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from builder.release.layout import SPLITS, config
+from builder.release.no_text import MANIFEST, TEXTS_MARKER, refuse_release_target
+from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
+from generation.docstore import cut_words
+from generation.errors import ArgumentError, InputError
+from generation.profiles import Profile
+from generation.schema import columns
+from generation.shards import Shard, StageOutput, skip_if_done
+from generation.storage import ParquetSink, clean_stale_tmp, commit, tmp_path, write_text_atomic
+
+NAME = "texts"
+ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWeb22 pages run to ~100 KB)
+
+
+@dataclass
+class TextsSummary:
+    shard: str
+    documents: int = 0  # judged documents this shard owns
+    written: int = 0
+    missing: Counter = field(default_factory=Counter)
+    files_opened: int = 0
+    skipped: bool = False
+    outputs: list[Path] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"shard": self.shard, "documents": self.documents, "written": self.written,
+                "missing": dict(self.missing), "files_opened": self.files_opened, "skipped": self.skipped,
+                "outputs": [str(p) for p in self.outputs]}
+
+
+def release_context_words(release: Path) -> tuple[int, dict]:
+    """The judge's context cut and the manifest of a release folder."""
+    path = Path(release) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        profile = Profile.model_validate(manifest["profile"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(path, 0, f"not a release manifest with a profile ({str(e).splitlines()[0][:120]}); "
+                         "give the release folder `build-release` wrote (or downloaded from the Hub)") from None
+    return profile.judge.context_words, manifest
+
+
+def judged_docids(release: Path) -> pa.Table:
+    """The docid of every judged document of the release, once each, over its splits (Arrow: ~30 bytes a document)."""
+    release = Path(release)
+    files = [p for split in SPLITS for p in config("corpus-ids").files(release, split)]
+    if not files:
+        raise InputError(release, 0, "no corpus-ids files (data/corpus_ids/SPLIT-*.parquet): not a release folder")
+    ids = pa.chunked_array([pq.read_table(p, columns=["_id"])["_id"] for p in files])
+    return pa.table({"docid": pc.unique(ids)})
+
+
+def copy_kind(copy: Path) -> str:
+    copy = Path(copy)
+    if copy.is_file() and copy.suffix == ".parquet" or copy.is_dir() and any(copy.glob("corpus-*.parquet")):
+        return "corpus-parquet"
+    if copy.is_dir() and (any(txt_root(copy).glob("*/*/*/*.json.gz"))):
+        return "clueweb22-txt"
+    raise InputError(copy, 0, "neither a ClueWeb22 copy (txt/LANG/LANGNN/LANGNNNN/*.json.gz) nor the kit's corpus "
+                     "Parquet (corpus-*.parquet from `researchy-subq corpus`)")
+
+
+def texts_config_hash(manifest: dict, context_words: int, kind: str) -> str:
+    """What a texts shard depends on: the release's corpus-ids files, the cut, the kind of copy (reading with or
+    without offsets gives the same rows, so a run may resume in the other mode)."""
+    ids = sorted((name, entry.get("sha256")) for name, entry in manifest.get("files", {}).items()
+                 if name.startswith("data/corpus_ids/") and isinstance(entry, dict))
+    blob = json.dumps([ids, context_words, kind], sort_keys=True).encode()
+    return "texts-" + hashlib.sha256(blob).hexdigest()[:12]
+
+
+def row_of(found: Found, context_words: int) -> dict:
+    return {"docid": found.docid, "url_hash": found.url_hash, "text": cut_words(found.text, context_words),
+            "full_text": found.text, "words": len(found.text.split())}
+
+
+def clueweb22_found(copy: Path, docs: pa.Table, shard: Shard, summary: TextsSummary,
+                    use_offsets: bool) -> Iterator[Found]:
+    """The shard's documents, file by file: the ids are parsed in Arrow, so only this shard's reach Python."""
+    parts = pc.extract_regex(docs["docid"], CLUEWEB22_ID.pattern)  # RE2 takes (?P<name>)
+    valid = pc.is_valid(parts)
+    for docid in docs["docid"].filter(pc.invert(valid)).to_pylist():
+        if shard.owns_key(docid):
+            yield Found(docid, None, reason="not_clueweb22_id")
+    parts, ids = parts.filter(valid), docs["docid"].filter(valid)
+    keys = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in ("lang", "stream", "subdir")), "")
+    keys = pc.binary_join_element_wise(keys, pc.struct_field(parts, "file"), "-")
+    owned = pa.array([k for k in pc.unique(keys).to_pylist() if shard.owns_key(k)], pa.string())
+    mine = pa.table({"key": keys, "record": pc.cast(pc.struct_field(parts, "record"), pa.int32()), "docid": ids})
+    mine = mine.filter(pc.is_in(mine["key"], owned)).sort_by([("key", "ascending"), ("record", "ascending")])
+    root = txt_root(copy)
+    rows = zip(mine["key"].to_pylist(), mine["record"].to_pylist(), mine["docid"].to_pylist())
+    for name, group in groupby(rows, key=itemgetter(0)):
+        summary.files_opened += 1
+        yield from read_file_records(root, name, [(record, docid) for _, record, docid in group], use_offsets)
+
+
+def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
+    wanted = pa.array([d for d in docs["docid"].to_pylist() if shard.owns_key(d)], pa.string())
+    files = [copy] if Path(copy).is_file() else sorted(Path(copy).glob("corpus-*.parquet"))
+    seen: set[str] = set()
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_GROUP, columns=["docid", "url_hash", "text"]):
+            batch = batch.filter(pc.is_in(batch["docid"], wanted))
+            for row in batch.to_pylist():
+                if row["docid"] not in seen:
+                    seen.add(row["docid"])
+                    text = row["text"]
+                    yield Found(row["docid"], text if text and text.strip() else None, row["url_hash"],
+                                None if text and text.strip() else "empty_text")
+    for docid in wanted.to_pylist():
+        if docid not in seen:
+            yield Found(docid, None, reason="not_in_copy")
+
+
+class MissingList:
+    """`missing-{shard}.tsv`: docid and reason, one line each as found (so memory does not grow with them), renamed
+    into place when the shard is done."""
+
+    def __init__(self, path: Path):
+        self.path, self.tmp = path, tmp_path(path)
+        self.file = open(self.tmp, "w", encoding="utf-8")
+        self.file.write("\t".join(c.name for c in columns("missing_documents")) + "\n")
+
+    def add(self, docid: str, reason: str) -> None:
+        self.file.write(f"{docid}\t{reason}\n")
+
+    def close(self) -> Path:
+        self.file.close()
+        commit(self.tmp, self.path)
+        return self.path
+
+
+def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), use_offsets: bool = True,
+                progress=None) -> TextsSummary:
+    release, copy, out = Path(release), Path(copy), Path(out)
+    refuse_release_target(out, release)
+    if not copy.exists():
+        raise ArgumentError(f"--from {copy}: no such file or folder")
+    context_words, manifest = release_context_words(release)
+    kind = copy_kind(copy)
+    output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind))
+    summary = TextsSummary(shard.label)
+    if skip_if_done(output, shard, summary):
+        return summary
+    write_text_atomic(out / TEXTS_MARKER, json.dumps({
+        "what": "document texts from a licensed copy: never publish", "release": manifest.get("repo"),
+        "profile_hash": manifest.get("profile_hash"), "context_words": context_words, "copy": str(copy),
+        "copy_kind": kind}, indent=1) + "\n")
+    docs = judged_docids(release)
+    found = (clueweb22_found(copy, docs, shard, summary, use_offsets) if kind == "clueweb22-txt"
+             else parquet_found(copy, docs, shard))
+    clean_stale_tmp(out, [f"missing-{shard.label}.tsv"])  # a killed writer's; its texts tmp is cleaned by start()
+    missing = MissingList(out / f"missing-{shard.label}.tsv")
+    with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
+        for item in found:
+            summary.documents += 1
+            if item.text is None:
+                missing.add(item.docid, item.reason)
+                summary.missing[item.reason] += 1
+            else:
+                sink.write_rows([row_of(item, context_words)])
+                summary.written += 1
+            if progress is not None:
+                progress(1)
+    missing_path = missing.close()
+    output.mark_done(shard, documents=summary.documents, missing=dict(summary.missing), copy=str(copy),
+                     copy_kind=kind, context_words=context_words)
+    summary.outputs = [output.path(shard), missing_path]
+    return summary
+
+
+def text_files(out: Path) -> list[Path]:
+    """The finished texts shards of a `texts` output folder (checked against their completion records)."""
+    from generation.shards import stage_files
+
+    return stage_files(out, NAME, full=False)

@@ -1,0 +1,135 @@
+"""`researchy-subq training-files` (issue 26): each file read by its own reader where it is installed here
+(`datasets`, sentence-transformers' trainer with the MiniLM the kit ships), else checked against its reader's source
+(BEIR's GenericDataLoader: beir/datasets/data_loader.py; Tevatron: src/tevatron/retriever/dataset.py;
+FlagEmbedding: examples/finetune/embedder/README.md "Data format")."""
+import csv
+import json
+import shutil
+
+import datasets
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from builder.release.layout import config
+from builder.release.validate import validate
+from builder.training.files import write_training_files
+from builder.training.texts import write_texts
+from generation.errors import ArgumentError
+from generation.models import MINILM, resolve_model
+from generation.profiles import load_profile
+from test_texts import copy, release  # noqa: F401 - the module fixtures: a real release and a ClueWeb22 copy
+
+PAPER = load_profile("paper")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, release, copy):  # noqa: F811
+    root = tmp_path_factory.mktemp("training")
+    write_texts(release, copy["root"], root / "texts")
+    summary = write_training_files(release, root / "texts", root / "out")
+    return {"out": root / "out", "summary": summary, "texts": root / "texts"}
+
+
+def jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def hard_negative_rows(release, split):  # noqa: F811
+    return [r for p in config("hard-negatives").files(release, split) for r in pq.read_table(p).to_pylist()]
+
+
+def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):  # noqa: F811
+    out, k = files["out"], PAPER.training.negatives
+    texts = {r["docid"]: r["text"] for p in files["texts"].glob("texts-*.parquet") for r in pq.read_table(p).to_pylist()}
+    for split in ("train", "test"):
+        loaded = datasets.load_dataset("parquet", data_files=str(out / "sentence-transformers" / f"{split}.parquet"),
+                                       split="train")
+        assert loaded.column_names == ["anchor", "positive", *(f"negative_{i}" for i in range(1, k + 1))]
+        ids = pq.read_table(out / "sentence-transformers-ids" / f"{split}.parquet").to_pylist()
+        assert len(ids) == len(loaded) == files["summary"].rows[split] > 0
+        for row, id_row in zip(loaded, ids):
+            assert row["positive"] == texts[id_row["positive_id"]]
+            assert [row[f"negative_{i}"] for i in range(1, k + 1)] == [texts[d] for d in id_row["negative_ids"]]
+        missing = copy["short"] | copy["empty"]
+        expected = [r for r in hard_negative_rows(release, split)
+                    if not missing & {*r["positive_document_ids"], *r["negative_document_ids"]}]
+        assert [(r["query_id"], r["qid"], r["positive_document_ids"][0], r["negative_document_ids"]) for r in expected] \
+            == [(r["query_id"], r["qid"], r["positive_id"], r["negative_ids"]) for r in ids]
+        assert files["summary"].left_out[split] == len(hard_negative_rows(release, split)) - len(expected)
+
+
+def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path):
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, \
+        SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    train = datasets.Dataset.from_parquet(str(files["out"] / "sentence-transformers" / "train.parquet")).select(range(8))
+    model = SentenceTransformer(str(resolve_model(MINILM)), device="cpu")
+    model.max_seq_length = 32
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "model"), max_steps=1, per_device_train_batch_size=4,
+                                                report_to=[], save_strategy="no", use_cpu=True)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train,
+                                         loss=MultipleNegativesRankingLoss(model))
+    assert trainer.train().global_step == 1
+
+
+def test_flagembedding_lines_carry_levels_as_scores(release, files):  # noqa: F811
+    rows = jsonl(files["out"] / "flagembedding" / "train.jsonl")
+    assert rows and all(set(r) == {"query", "pos", "neg", "pos_scores", "neg_scores"} for r in rows)
+    for r in rows:
+        assert len(r["pos"]) == len(r["pos_scores"]) == 1 and len(r["neg"]) == len(r["neg_scores"]) == 3
+        assert r["pos_scores"][0] >= PAPER.complexity.answer_level
+        assert max(r["neg_scores"]) <= PAPER.training.negative_level
+
+
+def test_beir_folder_as_generic_data_loader_reads_it(release, copy, files):  # noqa: F811
+    beir = files["out"] / "beir"
+    corpus = {r["_id"]: r for r in jsonl(beir / "corpus.jsonl")}  # GenericDataLoader._load_corpus: _id, title, text
+    assert set(corpus) == set(copy["docids"]) - copy["short"] - copy["empty"]
+    assert all(set(r) == {"_id", "title", "text"} for r in corpus.values())
+    queries = {r["_id"]: r["text"] for r in jsonl(beir / "queries.jsonl")}
+    for split in ("train", "test"):
+        with open(beir / "qrels" / f"{split}.tsv") as f:  # _load_qrels: csv over tabs, header skipped, int score
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL)
+            assert next(reader) == ["query-id", "corpus-id", "score"]
+            qrels = [(q, d, int(s)) for q, d, s in reader]
+        release_qrels = [tuple(r.values()) for p in config("qrels").files(release, split) for r in pq.read_table(p).to_pylist()]
+        assert qrels == release_qrels and {q for q, _, _ in qrels} <= set(queries)
+
+
+def test_tevatron_corpus_holds_every_document_its_rows_name(files):
+    corpus = {r["docid"] for r in jsonl(files["out"] / "tevatron" / "corpus.jsonl")}
+    rows = jsonl(files["out"] / "tevatron" / "train.jsonl")
+    assert rows and all({*r["positive_document_ids"], *r["negative_document_ids"]} <= corpus for r in rows)
+    assert set(rows[0]) >= {"query_id", "query_text", "positive_document_ids", "negative_document_ids", "qid"}
+
+
+def test_refused_inside_a_release_and_validate_fails_a_release_holding_them(release, files, tmp_path):  # noqa: F811
+    with pytest.raises(ArgumentError, match="inside the release folder"):
+        write_training_files(release, files["texts"], release / "training")
+    broken = tmp_path / "researchy-subq-judgments"
+    shutil.copytree(release, broken)
+    shutil.copytree(files["out"] / "flagembedding", broken / "flagembedding")
+    shutil.copytree(files["out"] / "sentence-transformers", broken / "st")
+    failed = {c.name: c.examples for c in validate(broken, load=False).checks if not c.ok}
+    assert len(failed) == 1 and sorted(line.split(":")[0] for line in next(iter(failed.values()))) == [
+        "flagembedding/test.jsonl", "flagembedding/train.jsonl", "st/test.parquet", "st/train.parquet"]
+
+
+def test_cli_training_files(release, files, tmp_path):  # noqa: F811
+    from builder.cli.main import app
+
+    result = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]),
+                                      "--out", str(tmp_path / "t"), "--negatives", "2", "--format", "sentence-transformers",
+                                      "--format", "beir"])
+    assert result.exit_code == 0, result.output
+    assert "2 negatives a row" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "t").iterdir() if not p.name.startswith(("_", "."))) == [
+        "beir", "sentence-transformers", "sentence-transformers-ids"]
+    assert pq.read_schema(tmp_path / "t" / "sentence-transformers" / "train.parquet").names[-1] == "negative_2"
+    wrong = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(tmp_path), "--out", str(tmp_path / "u")])
+    assert wrong.exit_code == 1 and "not a folder `researchy-subq texts` wrote" in wrong.output
+    unknown = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]), "--out",
+                                       str(tmp_path / "v"), "--format", "colbert"])
+    assert unknown.exit_code == 1 and "--format colbert: choose from" in unknown.output
