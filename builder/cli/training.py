@@ -1,6 +1,6 @@
 """Training commands of `researchy-subq`: texts (the judged documents' texts from the user's own licensed copy) and
-training-files (what sentence-transformers, FlagEmbedding, BEIR and Tevatron read). Both write locally, never into
-a release folder."""
+training-files (what sentence-transformers, FlagEmbedding, BEIR and Tevatron read), both written locally, never into
+a release folder; train (the fine-tuning recipe over them, builder/training/recipe.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,11 +8,11 @@ from typing import List, Optional
 
 import typer
 
-from builder.cli.support import NUM_SHARDS, RELEASE, SHARD, existing_release, guard_commands, new_app, notice, \
-    run_stage, shard_of
+from builder.cli.support import NUM_SHARDS, PROFILE, RELEASE, SHARD, check_folder_arg, existing_release, fail, \
+    guard_commands, new_app, notice, profile_of, run_stage, shard_of
 from generation.progress import results
 
-app = new_app("Training commands: texts, training-files.")
+app = new_app("Training commands: texts, training-files, train.")
 
 
 @app.command()
@@ -63,6 +63,31 @@ def training_files(
         **({"formats": tuple(formats)} if formats else {})))
     for line in summary.lines():
         results.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def train(
+    release: Path = RELEASE,
+    texts: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote from your copy"),
+    out: Path = typer.Option(..., "--out", help="where the fine-tuned model goes (its checkpoints under "
+                                                "OUT/checkpoints; a re-run resumes from the last)"),
+    profile: str = PROFILE,
+) -> None:
+    """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
+    batches that keep judged positives out of each anchor's negatives), then print base vs fine-tuned on dev and test."""
+    from builder.training.recipe import train_and_measure
+    from builder.training.report import render_report
+
+    existing_release(release)
+    check_folder_arg(out, "--out")
+    if not texts.is_dir():
+        fail(f"{texts}: no such folder (write it with `researchy-subq texts`)")
+    chosen = profile_of(profile)
+    try:
+        report = train_and_measure(release, texts, chosen, out, progress=notice)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    results.print(render_report(report, chosen), highlight=False, markup=False)
 
 
 guard_commands(app)

@@ -10,7 +10,7 @@ from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
-from builder.release.snippets import field_tables, loading_snippets
+from builder.release.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
@@ -145,7 +145,8 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
                                      configs=config_rows(rows, splits), splits=splits, fields=field_tables(published),
                                      snippets=loading_snippets(context["repo"], published, splits,
                                                                context["binary_threshold"]),
-                                     license_name=LICENSE, source_dataset=SOURCE_DATASET, **context)
+                                     license_name=LICENSE, source_dataset=SOURCE_DATASET, paper_bibtex=PAPER_BIBTEX,
+                                     **context)
     return replace_file(out, "README.md", card.save)
 
 

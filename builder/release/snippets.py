@@ -30,6 +30,14 @@ def field_tables(published: list[str]) -> list[dict]:
             for table, names in tables.items()]
 
 
+# The paper's BibTeX, in the card's Citation section and the mteb task's metadata.
+PAPER_BIBTEX = """@article{ju2025augmenting,
+  title   = {Augmenting Researchy Questions with Sub-question Judgments},
+  author  = {Ju, Jia-Huei and Yang, Eugene and Adriaanse, Trevor and Yates, Andrew},
+  journal = {arXiv preprint arXiv:2510.21733},
+  year    = {2025}
+}"""
+
 # What each tool calls the qrels columns: ir-measures wants query_id, doc_id, relevance (its error names them).
 QRELS_COLUMNS = {"query-id": "query_id", "corpus-id": "doc_id", "score": "relevance"}
 
@@ -88,42 +96,52 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             f'binary = pytrec_eval.RelevanceEvaluator(qrels, {{"P_10", "recall_100"}}, relevance_level={threshold})',
             "print(len(queries), len(graded.evaluate(run)), len(binary.evaluate(run)))"])})
     if has("queries") and has("qrels") and has("corpus-ids"):
+        evaluated = [s for s in ("dev", "test") if s in splits] or [test]
         snippets.append({"title": "mteb: a retrieval task over your ClueWeb22 texts", "note": (
             "mteb 2 (tested with 2.26) reads this repository's `qrels` config (its `RetrievalDatasetLoader` falls back "
             "to that name when there is no `default` config) and `queries` as they are, and wants the texts as a "
-            "`corpus` config, which this dataset cannot ship: the task below takes them from your licensed "
-            "ClueWeb22-B copy, read by `researchy-subq corpus` (Parquet with `docid` and `text`), cut to the "
-            "judged documents. mteb counts every score >= 1 as relevant in precision, recall and MRR; load "
+            "`corpus` config, which this dataset cannot ship: the task below takes them from the folder "
+            "`researchy-subq texts` writes from your licensed ClueWeb22-B copy (the judged documents only, as the "
+            "judge saw them). Its metadata is complete (`TaskMetadata.is_filled()`): the annotations are "
+            "LM-generated, the licence (CDLA-Permissive-2.0, not in mteb's list) is given by its URL. mteb counts "
+            "every score >= 1 as relevant in precision, recall and MRR; load "
             f"`qrels-binary` instead for level >= {threshold} (nDCG then loses the grades)."), "code": "\n".join([
             "import mteb",
             "from datasets import load_dataset",
             "from mteb.abstasks.retrieval import AbsTaskRetrieval",
             "from mteb.abstasks.task_metadata import TaskMetadata",
             "from sentence_transformers import SentenceTransformer", "",
-            f'REPO, SPLIT = "{repo}", "{test}"', "",
+            f'REPO, SPLITS = "{repo}", {json.dumps(evaluated)}',
+            'TEXTS = "texts/texts-*.parquet"  # researchy-subq texts RELEASE --copy YOUR_CLUEWEB22 --out texts', "",
             "class ResearchySubquestions(AbsTaskRetrieval):",
-            '    metadata = TaskMetadata(name="ResearchySubquestions", description="Researchy Questions sub-questions '
-            'over their judged ClueWeb22-B pool",',
-            '                            dataset={"path": REPO, "revision": "main"}, type="Retrieval", '
-            'eval_splits=[SPLIT],',
-            '                            eval_langs=["eng-Latn"], main_score="ndcg_at_10")', "",
+            "    metadata = TaskMetadata(",
+            '        name="ResearchySubquestions", dataset={"path": REPO, "revision": "main"}, type="Retrieval",',
+            '        description="Researchy Questions sub-questions over their judged ClueWeb22-B pool, graded 0-5 by '
+            'an LLM judge",',
+            '        reference="https://arxiv.org/abs/2510.21733", category="t2t", modalities=["text"],',
+            '        eval_splits=SPLITS, eval_langs=["eng-Latn"], main_score="ndcg_at_10",',
+            '        date=("2022-01-01", "2025-10-24"),  # ClueWeb22 crawled in 2022; judged for arXiv:2510.21733',
+            '        domains=["Web", "Written"], task_subtypes=["Question answering"],',
+            '        license="https://cdla.dev/permissive-2-0/", annotations_creators="LM-generated", dialect=[],',
+            f'        sample_creation="found", bibtex_citation={PAPER_BIBTEX!r})', "",
             "    def load_data(self, **kwargs):",
-            "        qrels = {}",
-            '        for r in load_dataset(REPO, "qrels", split=SPLIT):',
-            '            qrels.setdefault(r["query-id"], {})[r["corpus-id"]] = r["score"]',
-            '        queries = load_dataset(REPO, "queries", split=SPLIT).rename_column("_id", "id")',
-            '        queries = queries.filter(lambda q: q["id"] in qrels)',
-            '        judged = set(load_dataset(REPO, "corpus-ids", split=SPLIT)["_id"])',
-            '        corpus = load_dataset("parquet", data_files="corpus/corpus-*.parquet", split="train")  '
-            '# researchy-subq corpus --out corpus',
+            '        corpus = load_dataset("parquet", data_files=TEXTS, split="train")',
             '        corpus = corpus.rename_column("docid", "id").select_columns(["id", "text"])',
-            '        corpus = corpus.filter(lambda d: d["id"] in judged)',
-            '        self.dataset = {"default": {SPLIT: {"corpus": corpus, "queries": queries, "relevant_docs": qrels,',
-            '                                            "top_ranked": None}}}',
+            '        self.dataset = {"default": {}}',
+            "        for split in SPLITS:",
+            "            qrels = {}",
+            '            for r in load_dataset(REPO, "qrels", split=split):',
+            '                qrels.setdefault(r["query-id"], {})[r["corpus-id"]] = r["score"]',
+            '            queries = load_dataset(REPO, "queries", split=split).rename_column("_id", "id")',
+            '            queries = queries.filter(lambda q: q["id"] in qrels)',
+            '            self.dataset["default"][split] = {"corpus": corpus, "queries": queries, "relevant_docs": qrels,',
+            '                                              "top_ranked": None}',
             "        self.data_loaded = True", "",
+            "assert ResearchySubquestions.metadata.is_filled()",
             'model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")',
             "results = mteb.evaluate(model, ResearchySubquestions())",
-            'print("nDCG@10", results.task_results[0].get_score())'])})
+            "for split in SPLITS:",
+            '    print(split, "nDCG@10", results.task_results[0].get_score(splits=[split]))'])})
     if has("qrels"):
         # trec_eval's `-l<num>` is "the minimum relevance judgement value needed for a document to be called
         # relevant" (trec_eval's help): its binary measures' threshold.
