@@ -55,7 +55,7 @@ class TransformersSettings(Strict):
     compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes; the first "
                                                      "batch pays the compile), for torchao fp8, whose activation "
                                                      "quantization runs as separate kernels without it; speed-ups: only "
-                                                     "the measured ones (README, GPUs)")
+                                                     "the measured ones (docs/performance.md)")
 
 
 class Rerank(TransformersSettings):

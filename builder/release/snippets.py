@@ -112,7 +112,7 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
             "from mteb.abstasks.task_metadata import TaskMetadata",
             "from sentence_transformers import SentenceTransformer", "",
             f'REPO, SPLITS = "{repo}", {json.dumps(evaluated)}',
-            'TEXTS = "texts/texts-*.parquet"  # researchy-subq texts RELEASE --copy YOUR_CLUEWEB22 --out texts', "",
+            'TEXTS = "texts/texts-*.parquet"  # researchy-subq texts RELEASE --from YOUR_CLUEWEB22 --out texts', "",
             "class ResearchySubquestions(AbsTaskRetrieval):",
             "    metadata = TaskMetadata(",
             '        name="ResearchySubquestions", dataset={"path": REPO, "revision": "main"}, type="Retrieval",',
