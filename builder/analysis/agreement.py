@@ -28,7 +28,9 @@ class Joined:
 
 
 def join(a: pa.Table, b: pa.Table) -> Joined:
-    merged = a.join(b, keys=["query", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b")
+    # pyarrow's hash join returns rows in a thread-dependent order; sorted, the seeded bootstrap is reproducible
+    merged = a.join(b, keys=["query", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b").sort_by(
+        [("query", "ascending"), ("docid", "ascending")])
     both = merged.num_rows
     return Joined(np.asarray(merged["grade_a"].to_numpy(), dtype=np.int64),
                   np.asarray(merged["grade_b"].to_numpy(), dtype=np.int64),
