@@ -12,10 +12,8 @@ import pytest
 from generation.docid_map import DocidMap, write_docid_map
 from generation.docstore import DocStore, MissingDocument, NotAnIndex
 from generation.java import anserini_jar, java_binary
-from generation.profiles import load_profile
 from generation.stages.corpus import ROW_GROUP_ROWS
 from generation.stages.index import build_index, json_parts, write_json_part
-from generation.stages.retrieve import retrieve
 
 # Documents read from Lucene through pyjnius run in a fresh process: in the test process, after
 # tests/test_cluster_runs.py has started and shut down Ray in-process, the JVM's stored-field reads segfault (found
@@ -26,11 +24,15 @@ STORED_FIELDS = ("import json, sys\nfrom generation.java import lucene_searcher_
 INDEX_TEXTS = ("import json, sys\nfrom generation.docstore import DocStore\ndocs = DocStore(sys.argv[1])\n"
                "print(json.dumps([docs.text(d) for d in json.loads(sys.argv[2])]))")
 
+RETRIEVE = ("import sys\nfrom pathlib import Path\nfrom generation.profiles import load_profile\n"
+            "from generation.stages.retrieve import retrieve\n"
+            "retrieve(load_profile('demo'), *map(Path, sys.argv[1:]))\nprint('null')")
+
 
 def in_a_fresh_process(code: str, *args) -> object:
     done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def corpus_rows(sample_index):
@@ -108,9 +110,8 @@ def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(s
 
     some = sorted(rows)[::97]
     assert in_a_fresh_process(INDEX_TEXTS, old, json.dumps(some)) == [rows[d]["text"] for d in some]
-    profile = load_profile("demo")
-    retrieve(profile, sample_questions, old, tmp_path / "old-runs")
-    retrieve(profile, sample_questions, sample_index / "index", tmp_path / "new-runs")
+    for index, runs in ((old, tmp_path / "old-runs"), (sample_index / "index", tmp_path / "new-runs")):
+        in_a_fresh_process(RETRIEVE, sample_questions, index, runs)
     for name in ("bm25-00000-of-00001.parquet", "bm25-00000-of-00001.trec"):
         assert (tmp_path / "old-runs" / name).read_bytes() == (tmp_path / "new-runs" / name).read_bytes()
 
