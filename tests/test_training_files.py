@@ -18,6 +18,7 @@ from builder.training.texts import write_texts
 from generation.errors import ArgumentError
 from generation.models import MINILM, resolve_model
 from generation.profiles import load_profile
+from tests.test_texts import copy, release  # noqa: F401 - the module fixtures: a real release and a ClueWeb22 copy
 
 PAPER = load_profile("paper")
 
