@@ -223,7 +223,7 @@ class Training(Strict):
     dev_share: float = Field(default=0.05, ge=0, lt=1, description="share of the train questions moved to the dev "
                                                                    "split, by a hash of the question id")
 
-class Bandit(Strict):
+class BanditSettings(Strict):
     """Budgeted judging (Petcu et al., arXiv:2510.18633)."""
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
     top_k: int = Field(default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked "
@@ -258,7 +258,7 @@ class Profile(Strict):
     pool: Pool = Field(description="the candidate pool")
     judge: JudgeConfig = Field(description="the judge")
     complexity: Complexity = Field(default=Complexity(), description="retrieval complexity (the card's analysis)")
-    bandit: Bandit = Field(default=Bandit(), description="budgeted judging (`judge --budget`, `simulate`)")
+    bandit: BanditSettings = Field(default=BanditSettings(), description="budgeted judging (`judge --budget`, `simulate`)")
     training: Training = Field(default=Training(), description="the release's training configs and dev split")
     train: Train = Field(default=Train(), description="fine-tuning a bi-encoder on the release (`train`)")
 

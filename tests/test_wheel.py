@@ -48,7 +48,7 @@ def installed(tmp_path_factory):
 def test_wheel_carries_the_card_template(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     assert "builder/release/cards/dataset_card.md" in names
-    assert not any(n.startswith(("tests/", "scripts/", "cards/")) for n in names)
+    assert not any(n.startswith(("tests/", "scripts/", "expectations/")) for n in names)
 
 
 def test_installed_wheel_builds_and_validates_a_release(installed):

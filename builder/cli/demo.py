@@ -28,7 +28,7 @@ from generation.storage import reset_claimed_folder
 PROFILE = "demo"
 QWEN3_RERANKER = "Qwen/Qwen3-Reranker-0.6B"
 DEMO_REPO = "demo/researchy-subq-judgments"
-EXPECTED_LEVELS = Path(__file__).resolve().parents[2] / "cards" / "expected_levels.yaml"  # in a source checkout
+EXPECTED_LEVELS = Path(__file__).resolve().parents[2] / "expectations" / "expected_levels.yaml"  # in a source checkout
 
 
 def rows(path: Path) -> int | None:

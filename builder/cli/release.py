@@ -58,7 +58,7 @@ def build_release_command(
 def validate(
     release: Path = RELEASE,
     expect: Path | None = typer.Option(None, help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
-                                                     "tolerance, min_judgments (see cards/expected_levels.yaml)"),
+                                                     "tolerance, min_judgments (see expectations/expected_levels.yaml)"),
     against: Path | None = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
     load: bool = typer.Option(True, help="also load every config with datasets.load_dataset"),
 ) -> None:

@@ -219,7 +219,7 @@ def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_f
     summary.rows.setdefault(name, {})[split] = table.num_rows
 
 
-def build_release(judgments: list[Path], questions: list[Path], out: Path, profile=None,
+def build_release_data(judgments: list[Path], questions: list[Path], out: Path, profile=None,
                   rows_per_file: int = ROWS_PER_FILE, progress=None, leave_out: tuple[str, ...] = ()) -> ReleaseSummary:
     """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py). Judgments
     whose status is in `leave_out` are not written (counted in the summary's `left_out`)."""

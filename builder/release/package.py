@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.build import ReleaseSummary, build_release, file_manifest, write_json
+from builder.release.build import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.card import PLOT, plot_levels, render_card
 from builder.release.configs import binary_threshold
 from builder.release.failed_pairs import failed_pairs
@@ -91,7 +91,7 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     prompt = get_prompt(profile.judge.prompt)
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
-    summary = build_release(judgments, questions, out, profile, progress=progress, leave_out=leave_out, **kwargs)
+    summary = build_release_data(judgments, questions, out, profile, progress=progress, leave_out=leave_out, **kwargs)
     if imported and leave_out:
         imported["left_out"] = summary.left_out
     judge = "; ".join(judges) or profile.judge.model
