@@ -74,7 +74,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
                "null before judging"),
         Column("answerable_share", pa.float32(), "share of sub-questions some candidate answers"),
         Column("completeness", pa.float32(), "mean over answering candidates of log(m)/log(K): m of the K sub-questions it answers (level >= answer_level)"),
-        Column("retrieval_complex", pa.bool_(), "not answerable by one document and incomplete (seeds/003)"),
+        Column("retrieval_complex", pa.bool_(), "not answerable by one document and incomplete (Gabburo et al., arXiv:2406.03592)"),
     ),
     "subquestions": (
         Column("subq_id", pa.string(), "{qid}-{k}, k = 0-based position in gpt4_decomposition.subquestions", False),

@@ -10,7 +10,7 @@ Usage: python scripts/bench_texts.py [--files 4] [--docs-per-file 4000] [--words
        python scripts/bench_texts.py --training 2000 [--words 900]   # training-files on a synthetic release
 
 `write_tree` and `write_release_stub` are small on purpose (the tests use them too); the kit's synthetic ClueWeb22
-writer from issue 29, when merged, can replace `write_tree`.
+writer (builder/analysis/synthetic.py `write_clueweb22_txt`) could replace `write_tree`.
 """
 from __future__ import annotations
 

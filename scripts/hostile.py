@@ -245,7 +245,7 @@ def races(w: Path, env: dict) -> list[tuple[str, bool, str]]:
 
 
 def link_writes(w: Path, env: dict) -> list[tuple[str, str]]:
-    """Issue 28 item 1: `build-release --out R` over a release whose card, plot, manifest or data folder is a link to a
+    """`build-release --out R` over a release whose card, plot, manifest or data folder is a link to a
     user's file or folder elsewhere: refused in one line, the user's file untouched, nothing written outside R."""
     from typer.testing import CliRunner
 
@@ -274,7 +274,7 @@ def link_writes(w: Path, env: dict) -> list[tuple[str, str]]:
 
 
 def issue28a_faults() -> dict:
-    """Issue 28 item 1: links that lead out of the release, which publish would upload as the release's own files."""
+    """Links that lead out of the release, which publish would upload as the release's own files."""
     def link_out(r: Path, name: str) -> None:
         outside = r.parent / f"{r.name}-outside-{name.replace('/', '_')}"
         shutil.move(r / name, outside)

@@ -146,7 +146,7 @@ def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
 
 
 def issue28a_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
-    """Issue 28 items 6 and 7: options that did nothing, empty inputs that made a done shard of 0 rows, and the last
+    """Options that did nothing, empty inputs that made a done shard of 0 rows, and the last
     internal errors; each now one error line."""
     q, release, small = env["questions"], env["release"], env["small_profile"]
     w = w / "issue28a"

@@ -1,4 +1,4 @@
-"""The served judge's faults for scripts/hostile.py (issue 28, items 2-5): a poison pair, a Retry-After of an hour,
+"""The served judge's faults for scripts/hostile.py: a poison pair, a Retry-After of an hour,
 SIGKILLs while the failed pairs are retried, and batch result lines of no pair of the shard. The server is the
 tests' loopback stand-in (tests/openai_standin.py) running in this process; the judge runs as real processes
 (`python -m builder.cli.main judge ... --endpoint`), so a kill is a real SIGKILL."""

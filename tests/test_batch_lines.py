@@ -1,4 +1,4 @@
-"""Issue 28, item 5: `judge --import-batch` counts and shows the result lines that grade no pair of the shard (a
+"""`judge --import-batch` counts and shows the result lines that grade no pair of the shard (a
 pair of no plan, a results file of another export, a malformed id), in its last line and the completion record."""
 import json
 

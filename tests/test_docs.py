@@ -102,3 +102,31 @@ def test_every_docs_page_is_reachable_from_the_readme(doc_pages):
         queue += [(page.parent / t.partition("#")[0]).resolve() for t in LINK.findall(text)
                   if not re.match(r"^[a-z]+:", t) and t.partition("#")[0]]
     assert [p.relative_to(ROOT) for p in doc_pages if p not in seen] == []
+
+
+UNFOLLOWABLE = re.compile(r"\bseeds/0\d\d\b|\bissues? #?\d+\b", flags=re.I)
+
+
+def unfollowable_citations(paths) -> list[str]:
+    """Citations a reader of the repository cannot open: the maintainers' paper folder (`seeds/00N`, not in the
+    repository) and numbers of a tracker that is not public. Papers are cited by title or author, arXiv id and section;
+    history belongs in CHANGELOG.md."""
+    found = []
+    for path in paths:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if UNFOLLOWABLE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    return found
+
+
+def test_code_docs_and_release_text_cite_what_a_reader_can_open(doc_pages):
+    sources = [p for folder in ("generation", "builder", "scripts", "tests") for p in (ROOT / folder).rglob("*")
+               if p.suffix in {".py", ".json", ".yaml", ".md"} and p.is_file()]
+    assert unfollowable_citations(sources + list(doc_pages)) == []
+
+
+def test_the_citation_check_finds_a_seed_path_and_an_issue_number(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text("Figure 2 of seeds/" + "000.\nAs issue " + "23 measured.\nJu et al., arXiv:2510.21733, Figure 2.\n")
+    assert [f.split(":")[1] for f in unfollowable_citations([page])] == ["1", "2"]

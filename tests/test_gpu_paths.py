@@ -1,4 +1,4 @@
-"""The GPU paths read against the APIs they call (issue 27), run on a CPU: a stand-in for the GPU's memory
+"""The GPU paths read against the APIs they call, run on a CPU: a stand-in for the GPU's memory
 readings, wrappers around the real tiny model that raise torch's own out-of-memory error or the RuntimeError a
 cuBLAS allocation failure gives above a token count, placement over stated free memory, and the plan's decode batch
 against the budget the backend would choose."""
@@ -32,7 +32,7 @@ def test_auto_budget_counts_the_allocators_unused_cache_as_free():
     """The 70B shape in fp8 on one H100 at gpu_memory_utilization 0.95: 67.7 GiB of weights allocated, 74.2 GiB
     reserved by the caching allocator after torchao quantized each weight as it loaded, 0.5 GiB of CUDA context, so
     the driver reports 5.3 GiB free. Counting only that leaves room for fewer tokens than one ~3,140-token prompt
-    (a batch of one); counting the 6.5 GiB cached unused gives the batch of four issue 23 ran."""
+    (a batch of one); counting the 6.5 GiB cached unused gives the batch of four the 2026-11-23 H100 run used (CHANGELOG.md)."""
     per_token = bytes_per_token(PUBLISHED[LLAMA_33_70B], 2, keeps_cache=True)
     allocated, reserved = int(67.7 * GIB), int(74.2 * GIB)
     memory = GpuMemory(free=H100 - reserved - GIB // 2, total=H100, reserved=reserved, allocated=allocated)
@@ -202,7 +202,7 @@ def transformers_profile(**judge):
 def test_plan_decode_batch_is_the_budget_the_backend_would_choose():
     """The paper's judge on transformers, `max_batch_tokens: auto`, at gpu_memory_utilization 0.95 on the reference
     H100: fp8 goes on one GPU and its decode batch is what the backend's auto budget holds of ~3,140-token prompts
-    once the 72.7 GB of weights are loaded (4, issue 23's batch; not the profile's 256); bf16 is a device_map over
+    once the 72.7 GB of weights are loaded (4, the 2026-11-23 H100 run's batch; not the profile's 256); bf16 is a device_map over
     the node's four GPUs, so its GPU-hours are four times one copy's."""
     from generation.backends.batching import auto_budget_for
     from generation.judging.calibration import device_spec

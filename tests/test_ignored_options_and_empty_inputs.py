@@ -1,4 +1,4 @@
-"""Issue 28 item 6: an option that would be ignored is refused, and an input with nothing in it is an error naming
+"""An option that would be ignored is refused, and an input with nothing in it is an error naming
 the file, never a shard recorded done with 0 rows. Real files (empty, blank-only, an empty .gz), the real CLI."""
 import gzip
 import json

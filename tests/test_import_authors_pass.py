@@ -1,4 +1,4 @@
-"""Issue 28 item 8: the authors' clicked-document pass (DylanJoo/crux crux/augmentation/gen_ratings_offload_qrel.py
+"""The authors' clicked-document pass (DylanJoo/crux crux/augmentation/gen_ratings_offload_qrel.py
 lines 82-91, at dabfb0ac48ed41dbac9a80d4cbcb75c32db44405) zips the clicked ids with a text list that skipped the
 missing documents. Their loop's own logic is run here on a question with a missing clicked document; the import
 (`--format crux-ratings --corpus`) flags the ratings it graded on another document's text, counts them in the record,

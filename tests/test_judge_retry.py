@@ -1,4 +1,4 @@
-"""Issue 28, items 2-4: a transient failure is not a permanent label. Against the loopback stand-in server
+"""A transient failure is not a permanent label. Against the loopback stand-in server
 (tests/openai_standin.py): a poison pair (its connection always drops) fails alone and names itself, the shard is
 finished and says it holds failed pairs, build-release refuses it, and the next `judge` run retries exactly the
 failed pairs, resuming to identical output after an interruption; a Retry-After of an hour is capped."""

@@ -1,4 +1,4 @@
-"""Issue 28 items 1 and 7: no release writer writes through a symbolic link or outside the release folder, `validate`
+"""No release writer writes through a symbolic link or outside the release folder, `validate`
 refuses links out of the release, and a release missing a data file or holding a manifest that is not JSON is one
 line, never an internal error. Real symlinks, real releases, the real CLI."""
 import shutil

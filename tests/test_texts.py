@@ -1,4 +1,4 @@
-"""`researchy-subq texts` (issue 26): the judged documents' texts from a licensed copy, never into a release.
+"""`researchy-subq texts`: the judged documents' texts from a licensed copy, never into a release.
 
 The copy is a ClueWeb22 txt tree of the published shape (lemurproject/ClueWeb22 ClueWeb22Api.py: one gzip member a
 record, `.offset` files of '{:010d}\\n' entries), written by scripts/bench_texts.py's `write_tree`; the release is a

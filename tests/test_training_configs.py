@@ -1,5 +1,5 @@
-"""The training configs (`hard-negatives`, `graded-lists`) and the dev split of a built release (issue 26, items 1
-and 2): each loads by name with `load_dataset`, holds exactly what the judgments give (recomputed here in plain
+"""The training configs (`hard-negatives`, `graded-lists`) and the dev split of a built release: each
+loads by name with `load_dataset`, holds exactly what the judgments give (recomputed here in plain
 Python from the release's own judgment files), the card's snippets run against it, and `validate` catches a dev
 split that does not follow its rule."""
 import json

@@ -1,4 +1,4 @@
-"""`researchy-subq training-files` (issue 26): each file read by its own reader where it is installed here
+"""`researchy-subq training-files`: each file read by its own reader where it is installed here
 (`datasets`, sentence-transformers' trainer with the MiniLM the kit ships), else checked against its reader's source
 (BEIR's GenericDataLoader: beir/datasets/data_loader.py; Tevatron: src/tevatron/retriever/dataset.py;
 FlagEmbedding: examples/finetune/embedder/README.md "Data format")."""

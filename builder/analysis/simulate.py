@@ -148,7 +148,7 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
                         [by_budget[b][metric]["high"] for b in budgets], alpha=0.15)
     ax.set_xlabel("budget (% of sub-question x document pairs judged)")
     ax.set_ylabel(metric)
-    ax.set_title(f"{metric} over budget (cf. seeds/002 Figure 4)")
+    ax.set_title(f"{metric} over budget (cf. Petcu et al., arXiv:2510.18633, Figure 4)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path)

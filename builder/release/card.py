@@ -110,7 +110,7 @@ def stats_markdown(stats: dict) -> str:
         c = s.get("complexity", {})
         if c.get("questions"):
             q1, median, q3 = c["completeness_quartiles"]
-            lines += [f"Retrieval complexity ({c['questions']:,} questions, seeds/003 with sub-questions as parts): "
+            lines += [f"Retrieval complexity ({c['questions']:,} questions, after Gabburo et al., arXiv:2406.03592, with sub-questions as parts): "
                       f"{c['answerable_share']:.2%} answerable by one document; on average "
                       f"{c['mean_subquestions_answerable']:.2%} of a question's sub-questions are answered by some "
                       f"candidate; completeness quartiles {q1} / {median} / {q3} (completeness = "

@@ -276,7 +276,7 @@ def release_negatives(release: Path, splits: list[str]) -> int:
                 if pq.ParquetFile(path).metadata.num_row_groups else None
             if first is not None and first.num_rows:
                 return len(first["negative_document_ids"][0].as_py())
-    raise InputError(release, 0, "no hard-negatives rows: a release built before the training configs (issue 26), "
+    raise InputError(release, 0, "no hard-negatives rows: a release built before the training configs, "
                      "or one without positives; rebuild it with `researchy-subq build-release`")
 
 

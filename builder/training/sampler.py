@@ -5,7 +5,7 @@ MultipleNegativesRankingLoss (sentence_transformers/sentence_transformer/losses/
 sentence-transformers 6.x, default direction "query_to_doc") scores each anchor against every document column of
 the batch: its own positive is the target, every other row's positive and every row's hard negatives are negatives.
 Sibling sub-questions of one question are judged over one shared pool, so another row's positive is often a
-document judged >= answer_level for this anchor too: a false negative by construction (issue 26).
+document judged >= answer_level for this anchor too: a false negative by construction.
 
 `JudgedPositivesBatchSampler` is a `DefaultBatchSampler` (sentence_transformers/base/sampler.py), passed to the
 trainer as `SentenceTransformerTrainingArguments(batch_sampler=guard.batch_sampler)`: the trainer calls it with

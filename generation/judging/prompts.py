@@ -170,13 +170,13 @@ class Prompt:
 
 
 REGISTRY: dict[str, Prompt] = {
-    "crux-paper": Prompt("crux-paper", "seeds/000 Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
+    "crux-paper": Prompt("crux-paper", "Ju et al., arXiv:2510.21733, Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
     "crux-code": Prompt("crux-code", "the authors' released code, crux/augmentation/gen_ratings.py", CRUX_CODE, 5,
                         parse_first_digit, 3, question_text=authors_subquestion),
     # both answer "<think> ..." before their score
-    "umbrela": Prompt("umbrela", "seeds/004 Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM,
+    "umbrela": Prompt("umbrela", "Yuan et al. (R3A), arXiv:2508.02506, Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM,
                       grade_first=False),
-    "r3a": Prompt("r3a", "seeds/004 Appendix C", R3A_ROUND2, 2, parse_r3a, 1024, R3A_SYSTEM, (R3A_ROUND1,),
+    "r3a": Prompt("r3a", "Yuan et al. (R3A), arXiv:2508.02506, Appendix C", R3A_ROUND2, 2, parse_r3a, 1024, R3A_SYSTEM, (R3A_ROUND1,),
                   grade_first=False),
 }
 
