@@ -146,3 +146,14 @@ def rows(folder):
 def judge_args(profile, small_pipeline, out, *more):
     q, c, i = folders(small_pipeline)
     return ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]
+
+
+def in_a_fresh_process(code: str, *args) -> object:
+    """Runs `code` with this interpreter in a new process; returns the JSON its last stdout line holds."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -4,35 +4,17 @@ or elsewhere) is still read from itself. Real Anserini, real Lucene, real Parque
 import json
 import shutil
 import subprocess
-import sys
 
 import pyarrow.parquet as pq
 import pytest
 
 from generation.docid_map import DocidMap, write_docid_map
 from generation.docstore import DocStore, MissingDocument, NotAnIndex
-from generation.java import anserini_jar, java_binary
+from generation.java import anserini_jar, java_binary, lucene_searcher_class
+from generation.profiles import load_profile
 from generation.stages.corpus import ROW_GROUP_ROWS
 from generation.stages.index import build_index, json_parts, write_json_part
-
-# Documents read from Lucene through pyjnius run in a fresh process: in the test process, after
-# tests/test_cluster_runs.py has started and shut down Ray in-process, the JVM's stored-field reads segfault (found
-# 2026-11-25 in the whole suite; the kit's own stages never start Ray in a process that reads Lucene documents).
-STORED_FIELDS = ("import json, sys\nfrom generation.java import lucene_searcher_class\n"
-                 "doc = lucene_searcher_class()(sys.argv[1]).doc(sys.argv[2])\n"
-                 "print(json.dumps([doc.raw(), doc.contents()]))")
-INDEX_TEXTS = ("import json, sys\nfrom generation.docstore import DocStore\ndocs = DocStore(sys.argv[1])\n"
-               "print(json.dumps([docs.text(d) for d in json.loads(sys.argv[2])]))")
-
-RETRIEVE = ("import sys\nfrom pathlib import Path\nfrom generation.profiles import load_profile\n"
-            "from generation.stages.retrieve import retrieve\n"
-            "retrieve(load_profile('demo'), *map(Path, sys.argv[1:]))\nprint('null')")
-
-
-def in_a_fresh_process(code: str, *args) -> object:
-    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+from generation.stages.retrieve import retrieve
 
 
 def corpus_rows(sample_index):
@@ -44,8 +26,9 @@ def test_index_stores_no_text_and_the_docstore_reads_the_corpus(sample_index):
     index = sample_index / "index"
     record = json.loads((index / "researchy_subq_index.json").read_text())
     assert record["stored_raw"] is False and record["corpus_folder"] == "../corpus"
+    searcher = lucene_searcher_class()(str(index))
     some = next(iter(corpus_rows(sample_index)))
-    assert in_a_fresh_process(STORED_FIELDS, index, some) == [None, None]  # postings only: no raw, no contents
+    assert searcher.doc(some).raw() is None and searcher.doc(some).contents() is None  # postings only
 
     rows = corpus_rows(sample_index)
     docs = DocStore(index)
@@ -108,10 +91,12 @@ def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(s
         record.pop(key)
     (old / "researchy_subq_index.json").write_text(json.dumps(record))
 
+    docs = DocStore(old)
     some = sorted(rows)[::97]
-    assert in_a_fresh_process(INDEX_TEXTS, old, json.dumps(some)) == [rows[d]["text"] for d in some]
-    for index, runs in ((old, tmp_path / "old-runs"), (sample_index / "index", tmp_path / "new-runs")):
-        in_a_fresh_process(RETRIEVE, sample_questions, index, runs)
+    assert [docs.text(d) for d in some] == [rows[d]["text"] for d in some]
+    profile = load_profile("demo")
+    retrieve(profile, sample_questions, old, tmp_path / "old-runs")
+    retrieve(profile, sample_questions, sample_index / "index", tmp_path / "new-runs")
     for name in ("bm25-00000-of-00001.parquet", "bm25-00000-of-00001.trec"):
         assert (tmp_path / "old-runs" / name).read_bytes() == (tmp_path / "new-runs" / name).read_bytes()
 
