@@ -10,17 +10,16 @@ import pytest
 from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
 from generation.judging.batch_files import (
-    answer_grader,
     check_manifest,
     custom_id,
     export_batch,
     export_judge,
-    import_results,
     load_manifest,
     manifest_files,
     parse_custom_id,
     plan_ids,
 )
+from generation.judging.batch_import import answer_grader, import_results
 from generation.judging.judges import Pair
 from tests.test_openai_server import DOCUMENTS, QUESTIONS, config
 

@@ -86,7 +86,7 @@ def test_the_cli_sits_on_top_of_the_import_graph():
 
     root = Path(__file__).resolve().parents[1]
     cli_modules = {"builder.cli.stages", "builder.cli.support", "builder.cli.release", "builder.cli.analysis", "builder.cli.main",
-                   "builder.cli.import_labels", "builder.cli.training", "builder.cli.reference"}
+                   "builder.cli.import_labels", "builder.cli.judge", "builder.cli.training", "builder.cli.reference"}
     for path in [*root.glob("generation/**/*.py"), *root.glob("builder/**/*.py")]:
         module = ".".join(path.relative_to(root).with_suffix("").parts)
         imported = set()

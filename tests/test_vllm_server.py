@@ -16,13 +16,8 @@ vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm`
 
 from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
-from generation.judging.batch_files import (  # noqa: E402
-    answer_grader,
-    export_batch,
-    export_judge,
-    import_results,
-    plan_ids,
-)
+from generation.judging.batch_files import export_batch, export_judge, plan_ids  # noqa: E402
+from generation.judging.batch_import import answer_grader, import_results  # noqa: E402
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402

@@ -1,7 +1,8 @@
 """The stage commands of `researchy-subq`, made from the stage registry (generation/stages/): `retrieve`, `rerank`,
 `pool` and `judge` get their options (--profile, the folders they read, --out, --shard/--num-shards) from the
 stage's declaration, once; `questions`, `corpus` and `index` keep their own shapes (raw inputs, no profile or no
-shards). `stages` prints the pipeline's table and `slurm` writes the sbatch array of any sharded stage."""
+shards); the judge's own options are builder/cli/judge.py's. `stages` prints the pipeline's table and `slurm` writes
+the sbatch array of any sharded stage."""
 from __future__ import annotations
 
 import inspect
@@ -9,15 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.text import Text
 
 from builder.cli.import_labels import import_labels_command
+from builder.cli.judge import JUDGE_OPTIONS, make_judge_stage
 from builder.cli.reports import JSON_HELP, emit_json, stage_report
 from builder.cli.support import (
     NUM_SHARDS,
     PROFILE,
     SHARD,
-    Policy,
     check_folder_arg,
     check_writable_file,
     fail,
@@ -27,14 +27,15 @@ from builder.cli.support import (
     positive,
     profile_of,
     run_stage,
+    say,
     shard_of,
+    warn_stand_in,
 )
 from generation.errors import InputError
 from generation.profiles import bundled_profiles, load_profile
-from generation.progress import console, results
+from generation.progress import results
 from generation.shards import ShardError
 from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_table
-from generation.stages.budgeted import BudgetedJudgeStage
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
@@ -43,17 +44,9 @@ app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool,
               "stages, slurm.")
 
 
-def say(line: str) -> None:
-    results.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
 def report_skipped(summary: StageSummary) -> None:
     if summary.skipped:
         notice("shard already complete under this config: skipped (delete its _done record to redo it)")
-
-
-def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
-    console.print(Text(f"{role}: {model} is a STAND-IN ({what}), not {real}", style="yellow"))
 
 
 def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
@@ -165,107 +158,11 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-def write_overridden_profile(profile, out: Path):
-    """A judge section that --backend / --endpoint changed is a profile of its own (its own config hash): written
-    beside the judgments, so build-release and later runs can name it."""
-    from builder.pasteable import profile_argument
-
-    check_folder_arg(out, "--out")
-    path = profile_argument(profile, out)
-    notice(f"judge: --backend/--endpoint make a judge section of its own (another config hash than the profile's): "
-           f"it is written to {path}; pass that file as --profile to build-release and to later judge runs")
-    return profile
-
-
-def make_judge_stage(profile, out, subquestions, candidates, index, budget, policy, limit, backend, endpoint,
-                     concurrency, export_batch, import_batch, batch_manifest, shard) -> Stage:
-    """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test; with
-    --export-batch the shard's missing pairs as OpenAI Batch request files, with --import-batch their results."""
-    from generation.profiles import judge_overrides
-
-    try:
-        overridden = judge_overrides(profile, backend, endpoint, concurrency)
-    except ValueError as e:
-        fail(str(e))
-    if overridden.config_hash("judge") != profile.config_hash("judge"):
-        profile = write_overridden_profile(overridden.model_copy(update={
-            "name": f"{profile.name}-{overridden.judge.backend}"}), out)
-    else:
-        profile = overridden
-    if export_batch is not None or import_batch:
-        return batch_stage(profile, out, subquestions, candidates, index, export_batch, import_batch, batch_manifest,
-                           shard, budget is not None or limit is not None)
-    if limit is not None:
-        from builder.cli.reports import limited_run_notice
-        from generation.stages.limited import limited_judge_stage
-
-        if budget is not None:
-            raise typer.BadParameter("a smoke test of the full judge: leave out --budget", param_hint="--limit")
-        stage = limited_judge_stage(profile, out, subquestions, candidates, index, limit)
-        notice(limited_run_notice(stage))
-        return stage
-    if budget is not None:
-        positive("--budget", budget, upper=1)
-        return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy.value)
-    if profile.judge.backend == "bi-encoder":
-        warn_stand_in("judge", profile.judge.model, "MiniLM bi-encoder cosine cut into levels",
-                      "the paper's Llama-3.3-70B judge")
-    return REGISTRY["judge"](profile, out, subquestions, candidates, index)
-
-
 stage_command(REGISTRY["retrieve"], {"threads": (int | None, typer.Option(
     None, min=1, help="search threads (default: the profile's)"))})
 stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
 stage_command(REGISTRY["pool"], {})
-def batch_stage(profile, out, subquestions, candidates, index, export_batch, import_batch, manifest, shard,
-                other_mode: bool) -> Stage:
-    from generation.stages.judge_batch import BatchImportJudgeStage, export_shard
-
-    if other_mode or (export_batch is not None and import_batch):
-        fail("--export-batch and --import-batch judge the whole shard, one at a time: leave out --budget, --limit "
-             "and the other batch option")
-    if export_batch is not None:
-        check_folder_arg(export_batch, "--export-batch")
-        stage = REGISTRY["judge"](profile, out, subquestions, candidates, index)
-        manifest = export_shard(stage, shard, export_batch)
-        if manifest is None:
-            say(f"batch export: shard {shard.label} of {out} is already judged and recorded done: nothing to export")
-            raise typer.Exit(0)
-        files = ", ".join(f["name"] for f in manifest["files"]) or "none"
-        say(f"batch export: {manifest['pairs']:,} requests ({manifest['request_shape']}, {manifest['url']}) in "
-            f"{len(manifest['files'])} files ({files}), {len(manifest['not_exported']):,} prompts over the budget "
-            f"recorded -> {export_batch}/manifest.json")
-        raise typer.Exit(0)
-    for path in import_batch:
-        if not path.is_file():
-            fail(f"{path}: no such result file")
-    manifest = manifest or next((folder / "manifest.json" for folder in (import_batch[0].parent,
-                                 import_batch[0].parent.parent) if (folder / "manifest.json").is_file()), None)
-    if manifest is None:
-        fail(f"no manifest.json beside {import_batch[0]} or in its parent folder: pass --batch-manifest, the "
-             "manifest.json --export-batch wrote")
-    return BatchImportJudgeStage(profile, out, subquestions, candidates, index, import_batch, manifest)
-
-
-stage_command(REGISTRY["judge"], {
-    "budget": (float | None, typer.Option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")),
-    "policy": (Policy, typer.Option("topk-bernoulli", help="bandit policy for --budget (see `simulate`)")),
-    "limit": (int | None, typer.Option(None, min=1, help="a smoke test before a long job: judge only the first N "
-                                                            "pairs of the shard, into OUT.limit-N beside --out (files "
-                                                            "limited-judgments-*, which no release reads)")),
-    "backend": (str | None, typer.Option(None, help="the judge backend, instead of the profile's: transformers, "
-                                                       "vllm, ray, openai, bi-encoder")),
-    "endpoint": (str | None, typer.Option(None, help="backend openai: the server's API base URL, e.g. "
-                                                        "http://gpu-node:8000/v1 (instead of the profile's)")),
-    "concurrency": (int | None, typer.Option(None, min=1, help="backend openai: requests in flight")),
-    "export_batch": (Path | None, typer.Option(None, help="write the shard's pairs still missing as OpenAI Batch "
-                                                             "request files (and manifest.json) into this folder")),
-    "import_batch": (list[Path] | None, typer.Option(None, help="result file of those requests (`vllm run-batch` "
-                                                                   "output, OpenAI Batch output or error file); "
-                                                                   "repeat for several")),
-    "batch_manifest": (Path | None, typer.Option(None, help="the export's manifest.json (default: beside the "
-                                                               "first result file, or in its parent folder)")),
-}, make=make_judge_stage)
+stage_command(REGISTRY["judge"], JUDGE_OPTIONS, make=make_judge_stage)
 app.command(name="import-labels")(import_labels_command(execute))
 
 

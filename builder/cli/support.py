@@ -1,6 +1,6 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
-`guard_commands` (an error from bad input becomes that one line, never a traceback; help reads as English), argument
-checks, and `new_app`."""
+`say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
+never a traceback; help reads as English), argument checks, and `new_app`."""
 from __future__ import annotations
 
 import functools
@@ -23,7 +23,7 @@ from generation.executors.errors import ClusterError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
 from generation.profiles import ProfileError, bundled_profiles, load_profile
-from generation.progress import console, counter
+from generation.progress import console, counter, results
 from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
 from generation.storage import OwnershipError
@@ -47,6 +47,14 @@ def fail(message: str) -> None:
     text.append(str(message))
     console.print(text, highlight=False, soft_wrap=True)
     raise typer.Exit(1)
+
+
+def say(line: str) -> None:
+    results.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
+    console.print(Text(f"{role}: {model} is a STAND-IN ({what}), not {real}", style="yellow"))
 
 
 # Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the

@@ -16,15 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from generation.errors import ArgumentError
-from generation.judging.batch_files import (
-    answer_grader,
-    check_manifest,
-    custom_id,
-    export_batch,
-    export_judge,
-    import_results,
-    load_manifest,
-)
+from generation.judging.batch_files import check_manifest, custom_id, export_batch, export_judge, load_manifest
+from generation.judging.batch_import import answer_grader, import_results
 from generation.judging.judges import Grade, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.shards import Shard, ShardError, StageOutput
