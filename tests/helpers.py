@@ -157,3 +157,10 @@ def in_a_fresh_process(code: str, *args) -> object:
     done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def plan_ids(plan) -> list[str]:
+    """The OpenAI Batch custom_ids of a pair plan (rows with subq_id, qid and docid, as the judge stage has them)."""
+    from generation.judging.batch_files import custom_id
+
+    return [custom_id(row["qid"], row["docid"], row["subq_id"]) for row in plan]

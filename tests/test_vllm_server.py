@@ -16,12 +16,12 @@ vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm`
 
 from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
-from generation.judging.batch_files import export_batch, export_judge, plan_ids  # noqa: E402
+from generation.judging.batch_files import export_batch, export_judge  # noqa: E402
 from generation.judging.batch_import import answer_grader, import_results  # noqa: E402
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
-from tests.helpers import answer_with_digits, cli, save_tiny_causal_lm  # noqa: E402
+from tests.helpers import answer_with_digits, cli, plan_ids, save_tiny_causal_lm  # noqa: E402
 from tests.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
 from tests.vllm_serve import VllmServer, engine_flags  # noqa: E402
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from generation.errors import ArgumentError, InputError
 from generation.judging.judges import LLMJudge, Pair, PromptTooLong, failed
 from generation.judging.openai_format import RequestFormat, check_shape
-from generation.shards import sha256_file
 from generation.storage import commit, tmp_path, write_text_atomic
 
 MAX_LINES = 50_000
@@ -74,11 +73,6 @@ def parse_custom_id(text: str) -> tuple[str, str, str]:
         raise ValueError(f"custom_id {text!r} is not 'qid::docid::position'")
     qid, docid = _unescape(parts[0]), _unescape(parts[1])
     return qid, docid, f"{qid}-{int(parts[2]) if parts[2].isdigit() else parts[2]}"
-
-
-def plan_ids(plan: Iterable[dict]) -> list[str]:
-    """The custom_ids of a pair plan (rows with subq_id, qid and docid, as the judge stage lays them out)."""
-    return [custom_id(row["qid"], row["docid"], row["subq_id"]) for row in plan]
 
 
 # -- export ---------------------------------------------------------------------------------------------------------
@@ -233,17 +227,3 @@ def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
     wrong = [f"{k} {manifest.get(k)!r} (this run: {v!r})" for k, v in expected.items() if manifest.get(k) != v]
     if wrong:
         raise ArgumentError("the batch was exported under another judge: " + "; ".join(wrong))
-
-
-def manifest_files(out_dir: str | Path) -> list[Path]:
-    """The request files a manifest lists, checked against their recorded sha256."""
-    out_dir = Path(out_dir)
-    files = []
-    for entry in load_manifest(out_dir)["files"]:
-        path = out_dir / entry["name"]
-        digest = sha256_file(path) if path.exists() else None
-        if digest != entry["sha256"]:
-            raise InputError(path, 1, "missing" if digest is None else "changed since export (sha256 differs)")
-        files.append(path)
-    return files
-
