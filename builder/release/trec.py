@@ -125,7 +125,7 @@ def read_trec_qrels(path: Path, fail: Callable[[str, int], None]) -> Iterator[pa
 
 def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int], check) -> None:
     """The split's TREC qrels file holds the rows of its `qrels` config: `parquet` is (rows, fingerprint) of
-    those rows as `validate_data.scan_qrels` counts them; the file's lines are counted the same way."""
+    those rows as `validate_rows.scan_qrels` counts them; the file's lines are counted the same way."""
     path = trec_qrels_path(release, split)
     name = path.relative_to(release)
     if path.is_symlink() or not path.is_file():
