@@ -1,7 +1,8 @@
 """What the TREC qrels file costs beside the `qrels` Parquet files: the same qrels rows (ids shaped as the paper's:
 `{qid}-{k}` sub-question ids, ClueWeb22-IDs, levels 0-5) written in 262k-row batches by the release's Parquet
-writer and by `TrecQrelsWriter`, then read back (Parquet: the three columns; TREC: `read_trec_qrels`, as `validate`
-reads it). Prints seconds, MB/s and file size for each, and the TREC file's size over the Parquet's.
+writer and by `TrecQrelsWriter`, then read back (Parquet: the three columns; TREC: `read_trec_qrels` of
+generation/labels/trec_qrels.py, as `validate` reads it). Prints seconds, MB/s and file size for each, and the TREC
+file's size over the Parquet's.
 
 Usage: python scripts/bench_trec_qrels.py [--rows 24316320] [--work DIR]
 """
@@ -20,8 +21,9 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from builder.release.trec import TrecQrelsWriter, read_trec_qrels
+from builder.release.trec import TrecQrelsWriter
 from builder.release.writer import RollingWriter
+from generation.labels.trec_qrels import read_trec_qrels
 
 BATCH = 262_144
 
@@ -70,7 +72,7 @@ def main() -> None:
         read["parquet"] = (time.perf_counter() - start, rows)
         start = time.perf_counter()
         failures = []
-        rows = sum(t.num_rows for t in read_trec_qrels(work / "test.qrels.txt", lambda m, n: failures.append(m)))
+        rows = sum(t.num_rows for t in read_trec_qrels(work / "test.qrels.txt", failures.append))
         read["trec"] = (time.perf_counter() - start, rows)
         assert not failures and read["trec"][1] == read["parquet"][1] == args.rows, (failures, read)
 

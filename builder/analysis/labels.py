@@ -1,5 +1,5 @@
 """Graded labels from anywhere the kit meets them, as one (query, docid, grade) table: judgment shards,
-a release folder, or TREC qrels files (`qid 0 docid grade`)."""
+a release folder, or TREC qrels files (`qid iteration docid grade`, read by generation/labels/trec_qrels.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,28 +9,20 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from generation.errors import InputError
+from generation.labels import trec_qrels
 from generation.shards import stage_files
 
 LABEL_SCHEMA = pa.schema([("query", pa.string()), ("docid", pa.string()), ("grade", pa.int32())])
 
 
 def read_trec_qrels(path: Path) -> pa.Table:
-    queries, docids, grades = [], [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise InputError(path, lineno, f"expected 'qid iteration docid grade', got {len(parts)} fields")
-            try:
-                grade = int(parts[3])
-            except ValueError:
-                raise InputError(path, lineno, f"grade {parts[3]!r} is not an integer", field="grade") from None
-            queries.append(parts[0])
-            docids.append(parts[2])
-            grades.append(grade)
-    return pa.table({"query": queries, "docid": docids, "grade": grades}, schema=LABEL_SCHEMA)
+    """A TREC qrels file's labels (generation/labels/trec_qrels.py's rules); the first bad line raises, naming it."""
+    def bad(line: trec_qrels.BadLine) -> None:
+        raise InputError(path, line.line, line.problem, field="grade" if line.field == "rel" else None)
+
+    tables = [pa.table({"query": t["query-id"], "docid": t["corpus-id"], "grade": pc.cast(t["score"], pa.int32())},
+                       schema=LABEL_SCHEMA) for t in trec_qrels.read_trec_qrels(Path(path), bad)]
+    return pa.concat_tables(tables) if tables else LABEL_SCHEMA.empty_table()
 
 
 def read_trec_run(path: Path) -> dict[str, list[str]]:

@@ -7,11 +7,11 @@ consistent again) still cannot state a level its judge's output does not give.
   r3a keeps the intent before the answer and may turn an `ok` grade into `not_verbatim` (its extract is checked
   against the document, which a release does not hold); the bi-encoder stand-in's level is the number of the
   profile's cut points its stated cosine reaches;
-- distribution mode: `probs` has one probability per level of the scale, each in [0, 1], summing to 1 within
-  TOLERANCE; `level` is their argmax as stored, the lowest level on a tie (as generation/judging/judges.py
-  `distribution` picks it); `expected` is sum p x level; `raw` is the level's digit;
+- distribution mode (rederive_distribution.py): `probs` has one probability per level of the scale, each in
+  [0, 1], summing to 1 within its TOLERANCE; `level` is their argmax as stored, the lowest level on a tie (as
+  generation/judging/judges.py `distribution` picks it); `expected` is sum p x level; `raw` is the level's digit;
 - every mode: a level is set exactly for the graded statuses (`ok`, `imported`), and is on the prompt's scale;
-- provenance: `source` is what the profile's pool rule admits first given `bm25_rank`, `rerank_rank` and
+- provenance (rederive_provenance.py): `source` is what the profile's pool rule admits first given `bm25_rank`, `rerank_rank` and
   `clicked` (generation/provenance.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
 
 Statuses no rule derives from `raw` are listed in UNDERIVABLE with what they require instead (`engine_error`:
@@ -21,23 +21,22 @@ builder/release/imported.py) has no prompt of its own: its rows' text, where the
 answers), is re-derived with the profile prompt's parser the importer used, rows without text are not; and it
 carries no pool provenance (ranks and source null).
 
-Each failure is one report line per file and kind: the first offending row (its position in the file, subq_id
-and docid) and how many rows of the file share it.
+Each failure is one report line per file and kind (rederive_findings.py): the first offending row (its position
+in the file, subq_id and docid) and how many rows of the file share it.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.rederive_distribution import check_distribution
+from builder.release.rederive_findings import FileFindings, as_numpy
+from builder.release.rederive_provenance import check_provenance
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
-from generation.provenance import admitted_by
 from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, OTHER_TEXT_STATUS
 
-TOLERANCE = 1e-4  # |sum(probs) - 1| and |expected - sum p x level|: float32 storage is ~1e-7 off
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
 UNDERIVABLE = {"engine_error": "the engine failed: no level and no probabilities",
                # a served request that failed (generation/judging/judges.py) or a batch error line keeps the
@@ -52,33 +51,6 @@ CHECKS = {
     "distribution": "distribution mode: probs sum to 1, level is their argmax, expected is sum p x level",
     "provenance": "source is what the profile's pool rule admits first; ranks within the profile's depths",
 }
-
-
-class FileFindings:
-    """Per file: the first offending row and the count of each kind of failure, reported as one line each."""
-
-    def __init__(self, checks: dict):
-        self.checks, self.found = checks, {}
-
-    def add(self, check: str, kind: str, bad: np.ndarray, table: pa.Table, offset: int, describe=None) -> None:
-        count = int(np.count_nonzero(bad))
-        if not count:
-            return
-        if (check, kind) not in self.found:
-            row = int(np.flatnonzero(bad)[0])
-            detail = f": {describe(row)}" if describe else ""
-            self.found[(check, kind)] = [f"row {offset + row} (subq_id {table['subq_id'][row]}, docid "
-                                         f"{table['docid'][row]}){detail}", 0]
-        self.found[(check, kind)][1] += count
-
-    def flush(self, name: str) -> None:
-        for (check, kind), (first, count) in self.found.items():
-            self.checks[check].fail(f"{name}: {kind}, first at {first} ({count:,} rows)", count)
-        self.found = {}
-
-
-def as_numpy(column, fill) -> np.ndarray:
-    return column.fill_null(fill).to_numpy(zero_copy_only=False)
 
 
 STATUS = {s: i for i, s in enumerate(JUDGMENT_STATUSES)}
@@ -130,7 +102,7 @@ class Rederivation:
     def add(self, table: pa.Table, offset: int) -> None:
         if self.profile is None:
             return
-        self._provenance(table, offset)
+        check_provenance(self.findings, self.profile, self.imported, table, offset)
         if self.rule is None:
             return
         level = as_numpy(table["level"].cast(pa.int16()), -1)
@@ -148,7 +120,7 @@ class Rederivation:
                           offset, lambda r: f"status {table['status'][r]}")
         self._scale(table, offset, level, ok, underivable)
         if self.rule == "distribution":
-            self._distribution(table, offset, level, ok, underivable)
+            check_distribution(self.findings, self.prompt.max_level, table, offset, level, ok, underivable)
         else:
             self._generate(table, offset, level, status, underivable)
 
@@ -212,65 +184,6 @@ class Rederivation:
         add("level", "generate mode with probabilities", as_numpy(pc.is_valid(table["probs"]), False)
             | as_numpy(pc.is_valid(table["expected"]), False), table, offset)
 
-    def _distribution(self, table, offset, level, ok, underivable) -> None:
-        add, levels = self.findings.add, self.prompt.max_level + 1
-        add("distribution", "a status other than ok or engine_error (distribution mode never leaves a level unset)",
-            ~ok & ~underivable, table, offset, lambda r: f"status {table['status'][r]}")
-        lengths = as_numpy(pc.list_value_length(table["probs"]), -1)
-        add("distribution", f"probs missing or not {levels} values", ok & (lengths != levels), table, offset,
-            lambda r: f"{lengths[r]} values")
-        rows = np.flatnonzero(ok & (lengths == levels))
-        if not len(rows):
-            return
-        part = table.take(pa.array(rows))
-        probs = np.asarray(pc.list_flatten(part["probs"]).to_numpy(zero_copy_only=False), np.float64)
-        probs = probs.reshape(len(rows), levels)
-        finite = np.isfinite(probs).all(axis=1) & (probs >= 0).all(axis=1) & (probs <= 1).all(axis=1)
-        total = np.where(finite, probs.sum(axis=1), np.nan)
-        expected = as_numpy(part["expected"].cast(pa.float64()), math.nan)
-        mean = (probs * np.arange(levels)).sum(axis=1)
-        argmax = np.argmax(np.where(np.isnan(probs), -np.inf, probs.astype(np.float32)), axis=1)
-
-        def spread(mask):
-            out = np.zeros(table.num_rows, bool)
-            out[rows[mask]] = True
-            return out
-
-        add("distribution", "probs not each in [0, 1]", spread(~finite), table, offset)
-        add("distribution", f"probs do not sum to 1 (within {TOLERANCE:g})", spread(finite & ~(
-            np.abs(total - 1) <= TOLERANCE)), table, offset, lambda r: f"sum {probs[np.searchsorted(rows, r)].sum():.6f}")
-        add("distribution", "level is not the argmax of probs (the lowest level on a tie)",
-            spread(finite & (argmax != level[rows])), table, offset,
-            lambda r: f"level {level[r]}, argmax {argmax[np.searchsorted(rows, r)]}")
-        add("distribution", f"expected is not sum p x level (within {TOLERANCE:g})", spread(finite & ~(
-            np.abs(expected - mean) <= TOLERANCE)), table, offset,
-            lambda r: f"expected {expected[np.searchsorted(rows, r)]:.4f}, sum p x level "
-                      f"{mean[np.searchsorted(rows, r)]:.4f}")
-        digit = pc.equal(part["raw"], pc.cast(part["level"], pa.string())).fill_null(False).to_numpy(zero_copy_only=False)
-        add("distribution", "raw is not the level's digit", spread(~digit), table, offset,
-            lambda r: f"raw {table['raw'][r]}, level {level[r]}")
-
-    def _provenance(self, table, offset) -> None:
-        add, bm25, rerank, pool = self.findings.add, self.profile.bm25, self.profile.rerank, self.profile.pool
-        if self.imported:
-            made = as_numpy(pc.is_valid(table["bm25_rank"]), False) | as_numpy(pc.is_valid(table["rerank_rank"]), False) \
-                | as_numpy(pc.is_valid(table["source"]), False)
-            add("provenance", "pool provenance on an imported label (the kit made no pool: ranks and source are null)",
-                made, table, offset)
-            return
-        for column, depth, section in (("bm25_rank", bm25.depth, "bm25"), ("rerank_rank", rerank.depth, "rerank")):
-            ranks = as_numpy(table[column].cast(pa.int64()), 1)
-            add("provenance", f"{column} outside 1..{section}.depth {depth}", (ranks < 1) | (ranks > depth), table,
-                offset, lambda r, ranks=ranks, column=column: f"{column} {ranks[r]}")
-        derived = admitted_by(table["bm25_rank"], table["rerank_rank"], table["clicked"], pool)
-        nothing = as_numpy(pc.is_null(derived), True)
-        add("provenance", f"no pool rule admits it (BM25 rank > {pool.bm25_top}, rerank rank > {pool.rerank_top}"
-            f"{', not clicked' if pool.include_clicked else ''})", nothing, table, offset,
-            lambda r: f"bm25_rank {table['bm25_rank'][r]}, rerank_rank {table['rerank_rank'][r]}, "
-                      f"clicked {table['clicked'][r]}")
-        differs = ~nothing & ~as_numpy(pc.equal(table["source"], derived), False)
-        add("provenance", "source is not what the pool rule admits first", differs, table, offset,
-            lambda r: f"source {table['source'][r]}, the rule gives {derived[r]}")
 
 
 def _level(value: int) -> str:

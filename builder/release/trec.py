@@ -4,12 +4,12 @@
 The format, as trec_eval reads it (usnistgov/trec_eval, get_qrels.c): one judgment a line, `qid iter docno rel`,
 "Fields are separated by whitespace, string fields can contain no whitespace", `iter` is ignored (written 0) and
 `rel` is an integer. Here: query-id (subq_id), 0, corpus-id (docid), score (level), one space apart, the lines in
-the order of the Parquet rows. `read_trec_qrels` reads a file back strictly, for `validate`.
+the order of the Parquet rows. `validate` reads a file back with the kit's one TREC qrels reader
+(generation/labels/trec_qrels.py) and holds it to iteration 0, the kit's.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,13 +21,10 @@ from builder.release.topic_index import MISSING, string_hashes
 from builder.release.validate_data import fingerprint
 from builder.release.writer import RollingWriter
 from generation.errors import InputError
+from generation.labels.trec_qrels import COLUMNS, BadLine, read_trec_qrels
 from generation.storage import fsync_dir
 
-COLUMNS = ("query-id", "iteration", "corpus-id", "score")
 WRITE_OPTIONS = csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
-# Arrow's streaming CSV reader holds some tens of blocks in flight: 16 MB blocks cost ~590 MB of Arrow memory on the
-# full-scale qrels file, 1 MB blocks ~36 MB, at the same CPU time (measured with scripts/bench_release.py, docs/performance.md)
-BLOCK_BYTES = 1 << 20
 
 
 def trec_lines(qrels: pa.Table) -> pa.Table:
@@ -96,36 +93,23 @@ class QrelsWriter:
         return self.parquet.close() + self.trec.close()
 
 
-def read_trec_qrels(path: Path, fail: Callable[[str, int], None]) -> Iterator[pa.Table]:
-    """(query-id, corpus-id, score) batches of a TREC qrels file as `TrecQrelsWriter` writes it. A line with
-    another number of fields, an iteration other than 0 or a relevance that is not an integer goes to `fail`
-    (its line number, or its ids) and is left out of the batches."""
-    def bad_line(row) -> str:
-        where = f"line {row.number}" if row.number and row.number > 0 else "a line"
-        fail(f"{path.name} {where}: {row.actual_columns} fields, not 4 ({row.text[:80]!r})", 1)
-        return "skip"
-
-    reader = csv.open_csv(
-        path, read_options=csv.ReadOptions(column_names=list(COLUMNS), block_size=BLOCK_BYTES, use_threads=False),
-        parse_options=csv.ParseOptions(delimiter=" ", quote_char=False, invalid_row_handler=bad_line),
-        convert_options=csv.ConvertOptions(column_types={c: pa.string() for c in COLUMNS}, strings_can_be_null=False))
-    for batch in reader:
-        table = pa.Table.from_batches([batch])
-        integer = pc.match_substring_regex(table["score"], r"^-?\d+$")
-        good = pc.and_(integer, pc.equal(table["iteration"], "0"))
-        if not pc.all(good).as_py():
-            wrong = pc.filter(table, pc.invert(good))
-            row = wrong.slice(0, 1).to_pylist()[0]
-            fail(f"{path.name}: the line of query-id {row['query-id']} corpus-id {row['corpus-id']} has iteration "
-                 f"{row['iteration']!r} and relevance {row['score']!r} (want 0 and an integer)", wrong.num_rows)
-            table = table.filter(good)
-        yield pa.table({"query-id": table["query-id"], "corpus-id": table["corpus-id"],
-                        "score": pc.cast(table["score"], pa.int64())})
+def kit_iteration(table: pa.Table, name: str, check) -> pa.Table:
+    """The rows whose iteration is the 0 the kit writes; the others are a report line (a TREC reader ignores the
+    column, but a file the kit wrote has nothing else there)."""
+    good = pc.equal(table["iteration"], "0")
+    if pc.all(good).as_py():
+        return table
+    wrong = pc.filter(table, pc.invert(good))
+    row = wrong.slice(0, 1).to_pylist()[0]
+    check.fail(f"{name} line {row['line']}: the line of query-id {row['query-id']} corpus-id {row['corpus-id']} has "
+               f"iteration {row['iteration']!r} and relevance {str(row['score'])!r} (want 0 and an integer)",
+               wrong.num_rows)
+    return table.filter(good)
 
 
 def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int], check) -> None:
     """The split's TREC qrels file holds the rows of its `qrels` config: `parquet` is (rows, fingerprint) of
-    those rows as `validate_data.scan_qrels` counts them; the file's lines are counted the same way."""
+    those rows as `validate_rows.scan_qrels` counts them; the file's lines are counted the same way."""
     path = trec_qrels_path(release, split)
     name = path.relative_to(release)
     if path.is_symlink() or not path.is_file():
@@ -134,8 +118,13 @@ def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int
                        f"(the qrels config has {parquet[0]:,} {split} rows)")
         return
     rows, printed = 0, 0
+
+    def bad(line: BadLine) -> None:
+        check.fail(f"{path.name} line {line.line}: {line.problem}", line.count)
+
     try:
-        for table in read_trec_qrels(path, check.fail):
+        for table in read_trec_qrels(path, bad):
+            table = kit_iteration(table, path.name, check)
             subquestion = index.subquestion_positions(table["query-id"])
             unknown = subquestion == MISSING
             if unknown.any():

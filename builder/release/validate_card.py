@@ -1,5 +1,8 @@
-"""`validate`'s checks of what the card states beyond its statistics section (compared verbatim in validate.py):
+"""`validate`'s checks of the dataset card (README.md) against the data and the manifest:
 
+- its YAML parses and declares every config with its exact num_examples and its own files;
+- its statistics section is, verbatim, what the data's statistics render to;
+- it names the manifest's models, profile and profile hash;
 - the judge prompt it prints verbatim is the kit's prompt of the manifest's id, rendered as the card renders it,
   and both the card and the kit give it the sha256 the manifest records (a release of imported labels prints none);
 - the rows of its configs table and the YAML's `download_size` / `num_bytes` are the data's;
@@ -14,19 +17,89 @@ import re
 import tempfile
 from pathlib import Path
 
+import yaml
+
 from builder.release.card import (
     PLOT,
     PLOT_COUNTS,
+    STATS_BEGIN,
+    STATS_END,
     arrow_bytes,
     config_rows,
     plot_counts,
     plot_levels,
     published_configs,
+    stats_markdown,
 )
+from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
 PROMPT_BLOCK = re.compile(r"The judge prompt \(`(?P<id>[^`]*)`, (?P<source>.*?), sha256 `(?P<sha>[^`]*)`\), "
                           r"verbatim:\n\n```text\n(?P<text>.*?)\n```", re.S)
+
+
+def read_card(release: Path) -> tuple[dict | None, str, str | None]:
+    try:
+        text = (release / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return None, "", f"README.md: cannot read ({e})"
+    if not text.startswith("---\n") or "\n---\n" not in text[4:]:
+        return None, text, "README.md has no YAML front matter between --- lines"
+    head, body = text[4:].split("\n---\n", 1)
+    try:
+        data = yaml.safe_load(head)
+    except yaml.YAMLError as e:
+        return None, body, f"README.md YAML does not parse: {str(e).splitlines()[0]}"
+    return (data if isinstance(data, dict) else None), body, None if isinstance(data, dict) else "YAML is not a mapping"
+
+
+def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
+    """The card's checks, in the report's order; the card's YAML (None when it has none), for the load check."""
+    yaml_check = report.check("README.md YAML parses and declares every config with exact num_examples and its own files")
+    data, body, problem = read_card(release)
+    if problem:
+        yaml_check.fail(problem)
+    if data is not None:
+        declared = {i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
+                    for i in data.get("dataset_info", []) or [] if isinstance(i, dict)}
+        for c in published_configs(rows, splits):
+            for split, n in rows[c.name].items():
+                if n and declared.get(c.name, {}).get(split) != n:
+                    yaml_check.fail(f"{c.name}/{split}: num_examples {declared.get(c.name, {}).get(split)} in the card, "
+                                    f"{n} in the data")
+        known = {c.name: c for c in CONFIGS}
+        for entry in data.get("configs", []) or []:
+            name = entry.get("config_name") if isinstance(entry, dict) else None
+            if name not in known:
+                yaml_check.fail(f"configs: {name!r} is not a config of the layout")
+                continue
+            for files in entry.get("data_files", []) or []:
+                wanted = known[name].pattern(files.get("split", "")) if isinstance(files, dict) else None
+                if not isinstance(files, dict) or files.get("path") != wanted:
+                    yaml_check.fail(f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
+                                    f"its files are {wanted!r}")
+    numbers = report.check("every number in the card's statistics equals the data")
+    section = body[body.find(STATS_BEGIN): body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
+    expected = stats_markdown(stats)
+    if section != expected:
+        for line_card, line_data in zip(section.splitlines() or [""], expected.splitlines()):
+            if line_card != line_data:
+                numbers.fail(f"card says {line_card!r}, data gives {line_data!r}")
+        if len(section.splitlines()) != len(expected.splitlines()):
+            numbers.fail(f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}")
+    names = report.check("the card names the manifest's models, profile and profile hash")
+    models = manifest.get("models") or {}
+    profile = manifest.get("profile") or {}
+    for what, value in (("judge", models.get("judge")), ("reranker", models.get("reranker")),
+                        ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash")),
+                        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
+        if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
+            names.fail(f"the card does not state the manifest's {what} {value!r}")
+    check_prompt(body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256"))
+    check_figures(release, rows, splits, body, data, report.check(
+        "the card's configs table, download sizes and byte counts equal the data"))
+    check_plot(release, stats, report.check(f"{PLOT} draws the data's level counts"))
+    return data
 
 
 def check_prompt(body: str, manifest: dict, check) -> None:

@@ -10,7 +10,7 @@
 
 Multisets are compared by an order-free fingerprint (a sum of 64-bit row hashes of the ids' strings, mod 2^64)
 and their row counts, accumulated while the judgments stream by (`DerivedPrints`, fed by
-validate_data.scan_judgments); the distinct documents are counted through sorted runs on disk
+validate_rows.scan_judgments); the distinct documents are counted through sorted runs on disk
 (generation/spill.py), so memory stays flat. Only when a fingerprint differs are the rows looked at one by
 one, to name the first that is wrong.
 """

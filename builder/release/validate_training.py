@@ -2,7 +2,7 @@
 
 - the dev split is the rule's: every dev question is a train question the manifest's `training.seed` and
   `dev_share` pick, and no train question is one they pick (that a question sits in one split only is
-  validate_data's check);
+  validate_rows.py's check);
 - `hard-negatives` and `graded-lists` are re-derived from the release's own judgments and sub-questions with the
   manifest's settings, row by row in order, and must equal what is stored (the first differing row is named);
 - `manifest.training` states the profile's settings and the counts the re-derivation gives.
@@ -80,7 +80,7 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
         for path in files.of("judgments", split):
             for table in batches(path, ["subq_id", *COLUMNS], check, release):
                 position = index.get_indexer(table["subq_id"])
-                known = position != MISSING  # orphans are validate_data's finding
+                known = position != MISSING  # orphans are validate_rows.py's finding
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]
                 rows.add(table, position)
