@@ -24,8 +24,6 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from builder.analysis.synthetic import write_clueweb22_txt  # noqa: E402
 from generation.java import anserini_jar, java_binary  # noqa: E402
 

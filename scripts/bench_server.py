@@ -25,13 +25,10 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # the kit and tests.* as packages; the sibling scripts
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,11 +87,11 @@ def main() -> None:
     from bench_judge import make_pairs
     from transformers import AutoTokenizer
 
+    from builder.standins.models import save_tiny_causal_lm
+    from builder.standins.vllm_server import VllmServer
     from generation.backends.openai_server import make_judge
     from generation.backends.vllm_adapter import VllmJudgeBackend
     from generation.judging.judges import LLMJudge
-    from tests.helpers import save_tiny_causal_lm
-    from tests.vllm_serve import VllmServer
 
     torch.set_num_threads(1)
     pairs = make_pairs(args.subquestions, args.documents)

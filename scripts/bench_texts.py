@@ -9,26 +9,20 @@ records of a file are not wanted. Each mode runs `write_texts` in a fresh proces
 Usage: python scripts/bench_texts.py [--files 4] [--docs-per-file 4000] [--words 900] [--share 0.04] [--out DIR]
        python scripts/bench_texts.py --training 2000 [--words 900]   # training-files on a synthetic release
 
-`write_tree` and `write_release_stub` are small on purpose (the tests use them too); the kit's synthetic ClueWeb22
-writer (builder/analysis/synthetic.py `write_clueweb22_txt`) could replace `write_tree`.
+The tree and the release stub are builder/standins/clueweb22_texts.py's (the tests use them too).
 """
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import random
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from bench_common import load_line
 
-WORDS = ("the of and to in is that for on with as by at from this are be or an it was which have can not more "
-         "evidence energy policy history health market climate cells water rome empire sleep memory").split()
+from builder.standins.clueweb22_texts import write_release_stub, write_tree
 
 TEXTS = """
 import resource, time
@@ -58,50 +52,6 @@ def run_step(code: str, **fields) -> tuple[float, float, float]:
         raise SystemExit(f"step failed:\n{result.stderr[-3000:]}")
     LAST_STDOUT[0] = result.stdout
     return tuple(float(x) for x in line.split()[1:])
-
-
-def page(rng: random.Random, words: int) -> str:
-    lines = [" ".join(rng.choices(WORDS, k=12)) for _ in range(max(1, words // 12))]
-    return "\n".join(lines)
-
-
-def write_tree(root: Path, records: dict[str, int], words: int = 300, seed: int = 0, offsets: bool = True,
-               skip: frozenset[str] = frozenset()) -> None:
-    """ClueWeb22 txt files `{key}.json.gz` (key e.g. en0000-01) of `records[key]` records each, one gzip member a
-    record; with `offsets`, the `.offset` file beside each. Records whose docid is in `skip` hold an empty text."""
-    rng = random.Random(seed)
-    for key, count in records.items():
-        lang_dir = key.split("-")[0]
-        folder = Path(root) / "txt" / lang_dir[:2] / lang_dir[:4] / lang_dir
-        folder.mkdir(parents=True, exist_ok=True)
-        positions = [0]
-        with open(folder / f"{key}.json.gz", "wb") as f:
-            for i in range(count):
-                docid = f"clueweb22-{key}-{i:05d}"
-                url = f"https://example.org/{key}/{i}"
-                record = {"URL": url + "\n", "URL-hash": f"{random.Random(docid).getrandbits(128):032X}",
-                          "Language": "en", "ClueWeb22-ID": docid,
-                          "Clean-Text": "" if docid in skip else page(rng, words)}
-                f.write(gzip.compress((json.dumps(record) + "\n").encode("utf-8"), compresslevel=6))
-                positions.append(f.tell())
-        if offsets:
-            (folder / f"{key}.offset").write_text("".join(f"{p:010d}\n" for p in positions))
-
-
-def write_release_stub(folder: Path, docids: list[str], context_words: int = 2048) -> Path:
-    """The two things `texts` reads of a release: manifest.json (its profile) and the corpus-ids config."""
-    from generation.profiles import load_profile
-
-    profile = load_profile("paper")
-    profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": context_words})})
-    ids = Path(folder) / "data" / "corpus_ids"
-    ids.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"_id": docids, "url_hash": [None] * len(docids), "url": [None] * len(docids)},
-                            schema=pa.schema([("_id", pa.string()), ("url_hash", pa.string()), ("url", pa.string())])),
-                   ids / "train-00000-of-00001.parquet")
-    (Path(folder) / "manifest.json").write_text(json.dumps({"profile": profile.model_dump(mode="json"), "files": {},
-                                                            "splits": ["train"]}))
-    return Path(folder)
 
 
 TRAINING = """

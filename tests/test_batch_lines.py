@@ -2,12 +2,12 @@
 pair of no plan, a results file of another export, a malformed id), in its last line and the completion record."""
 import json
 
+from builder.standins.openai_server import answered, run_batch_on
 from generation.profiles import load_profile
 from generation.shards import Shard
 from generation.stages import REGISTRY
 from generation.stages.judge_batch import export_shard
 from tests.helpers import cli, folders, judge_args
-from tests.test_batch_files import answered, run_batch_on
 
 
 def test_lines_of_no_pair_of_the_shard_are_counted_shown_and_recorded(tmp_path, small_pipeline, server_profile,

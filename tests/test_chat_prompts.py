@@ -24,7 +24,7 @@ def tokenizer_of(model):
 
 
 def test_qwen3_template_renders_system_and_user_turns(chat_qwen3):
-    """umbrela through Qwen3's template (tests/fixtures/chat_templates/qwen3.jinja): ChatML turns and the
+    """umbrela through Qwen3's template (builder/standins/chat_templates/qwen3.jinja): ChatML turns and the
     assistant header as the generation prompt; token ids carry no special tokens the template did not write."""
     prompt = get_prompt("umbrela")
     tokenizer = tokenizer_of(chat_qwen3)

@@ -17,7 +17,7 @@ from generation.stages.pool import build_pool
 from generation.stages.rerank import rerank
 from generation.stages.retrieve import retrieve
 
-# Llama-3.3-Instruct's template with no system message (tests/fixtures/chat_templates/llama-3.3-instruct.jinja):
+# Llama-3.3-Instruct's template with no system message (builder/standins/chat_templates/llama-3.3-instruct.jinja):
 # BOS, the default system header, the user turn trimmed, the assistant header as the generation prompt.
 LLAMA3_SYSTEM = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
                  "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>")

@@ -253,40 +253,36 @@ def test_plan_shows_no_figure_for_a_configuration_the_backend_refuses():
 
 # --- 5. the GPU benchmark measures the paths as the kit runs them ------------------------------------------------
 
-def bench_gpu():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
-    import bench_gpu
-
-    return bench_gpu
-
-
 def test_bench_documents_take_the_corpus_lengths_cut_at_the_limit():
-    bench = bench_gpu()
-    words = bench.document_words(bench.ROOT / "generation" / "sample" / "clueweb22", 200, 100, seed=0)
+    from builder.analysis.gpu_bench import document_words
+    from generation.sample import CLUEWEB22
+
+    words = document_words(CLUEWEB22, 200, 100, seed=0)
     assert max(words) == 100, "cut at the profile's limit"
     assert len(set(words)) > 20 and min(words) < 60, "lengths vary as the corpus's do"
 
 
 def test_bench_packed_rows_switch_attention_and_padded_rows_keep_the_default():
-    bench = bench_gpu()
-    model = bench.build_model(bench.SHAPES["tiny-qwen3"], "cpu", torch.float32)
+    from builder.analysis.gpu_bench import with_attention
+    from builder.standins.models import build_model
+    from generation.model_shapes import TINY
+
+    model = build_model(TINY["tiny-qwen3"], "cpu", torch.float32)
     default = model.config._attn_implementation
     assert default == "sdpa", "the kit loads a model without `attention:`: transformers' default"
-    seen = bench.with_attention(model, "eager", lambda: model.config._attn_implementation)()
+    seen = with_attention(model, "eager", lambda: model.config._attn_implementation)()
     assert seen == "eager" and model.config._attn_implementation == default
 
 
 def test_bench_calibration_keeps_each_precision_to_its_own_rows():
     """A bf16 rerank row faster than the fp8 one is not filed as fp8; the packed row (opt-in) is not the figure."""
-    bench = bench_gpu()
+    from builder.analysis.gpu_bench import calibration as calibration_of
+
     row = {"shape": "Qwen3-Reranker-0.6B", "mode": "rerank", "batch": 16, "pairs_per_s": 1, "tflops": 100}
     rows = [{**row, "run": "kit", "precision": "bf16", "share_of_peak": 0.2},
             {**row, "run": "kit packed", "precision": "bf16", "share_of_peak": 0.3, "tflops": 150},
             {**row, "run": "kit", "precision": "fp8", "share_of_peak": 0.05, "tflops": 50}]
-    calibration = bench.calibration(rows, "cpu", "test", None)
+    calibration = calibration_of(rows, "cpu", "test", None)
     assert calibration.utilisation["rerank"] == {"bf16": 0.2, "fp8": 0.05}
 
 

@@ -1,22 +1,15 @@
 """`import-labels`: the authors' ratings, graded qrels and OpenAI Batch results become judgment
 shards that build-release, validate and load_dataset take as they take the judge's; every malformed line is one error
-line naming its file and line. Label files: tests/fixtures/import_labels/ (its README cites each format's source)."""
+line naming its file and line (releases of them: tests/test_imported_releases.py). Label files:
+tests/fixtures/import_labels/ (its README cites each format's source)."""
 import json
-import os
-import re
-import shlex
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from generation.profiles import load_profile
-from generation.shards import Shard, ShardError, sha256_file
+from generation.shards import Shard, sha256_file
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy
 from tests.helpers import cli, hub_record
@@ -34,13 +27,17 @@ def second_record():
                                                            "- Which big cats purr?"]})
 
 
-@pytest.fixture(scope="module")
-def questions(tmp_path_factory):
-    root = tmp_path_factory.mktemp("import-questions")
+def hub_questions(root: Path) -> Path:
+    """The questions folder of two Hub records (tests/test_imported_releases.py builds it too)."""
     records = root / "researchy.jsonl"
     records.write_text(json.dumps(hub_record()) + "\n" + json.dumps(second_record()) + "\n")
     read_researchy([records], root / "questions")
     return root / "questions"
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory):
+    return hub_questions(tmp_path_factory.mktemp("import-questions"))
 
 
 def imported(folder: Path) -> list[dict]:
@@ -209,157 +206,3 @@ def test_corpus_matches_url_hashes_and_clueweb22_ids(questions, tmp_path):
                     ("somewhere-else", None)]
     assert dict(summary.documents) == {"url_hash_mapped_to_clueweb22_id": 1, "clueweb22_id_in_corpus": 1,
                                        "url_hash_kept_as_docid": 1, "kept_as_given_without_url_hash": 1}
-
-
-@pytest.fixture(scope="module")
-def release(questions, tmp_path_factory):
-    """import -> build-release through the CLI, as a user runs them."""
-    root = tmp_path_factory.mktemp("import-release")
-    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
-                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
-                       "--out", root / "judgments")
-    assert code == 0 and "27 judgments" in output, output
-    code, output = cli("build-release", "--profile", "crux-code", "--judgments", root / "judgments", "--questions",
-                       questions, "--out", root / "release")
-    assert code == 0, output
-    return root
-
-
-# the fixture holds the authors' -1, -2 and 7 on purpose: 3 of 27 unparsed, above validate's default 1% bound
-BOUNDS = "unparsed_max: 0.2\n"
-
-
-def test_import_build_validate_load_gives_the_imported_grades(release, tmp_path):
-    from datasets import load_dataset
-
-    (tmp_path / "bounds.yaml").write_text(BOUNDS)
-    code, output = cli("validate", release / "release", "--expect", tmp_path / "bounds.yaml")
-    assert code == 0 and "checks passed" in output, output
-    qrels = load_dataset(str(release / "release"), "qrels", split="train")
-    got = sorted(zip(qrels["query-id"], qrels["corpus-id"], qrels["score"]))
-    expected = sorted((f"{line['id']}-{k}", line["docid"], r)
-                      for line in map(json.loads, (LABELS / "ratings.jsonl").read_text().splitlines())
-                      for k, r in enumerate(line["rating"]) if 0 <= r <= 5)
-    assert got == expected and len(got) == 24
-    manifest = json.loads((release / "release" / "manifest.json").read_text())
-    assert manifest["imported"]["files"][0]["sha256"] == sha256_file(LABELS / "ratings.jsonl")
-    assert manifest["prompt"] is None and manifest["models"]["reranker"] is None
-    card = (release / "release" / "README.md").read_text()
-    assert "**Imported labels.**" in card and sha256_file(LABELS / "ratings.jsonl") in card
-    assert "no prompt text or prompt hash" in card and "The judge prompt (" not in card
-
-
-def test_importing_twice_changes_nothing_and_other_files_are_refused(release, questions):
-    before = {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()}
-    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
-                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
-                       "--out", release / "judgments")
-    assert code == 0 and "skipped" in output, output
-    assert {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()} == before
-    code, output = cli("import-labels", LABELS / "judge-b.qrels", "--format", "qrels", "--profile", "crux-code",
-                       "--judge", "judge B", "--subquestions", questions, "--out", release / "judgments")
-    assert code == 1 and "holds labels imported from other files" in output, output
-
-
-def test_judge_and_import_refuse_each_others_folders(release):
-    from builder.release.lineage import release_profile
-    from generation.stages.judge import JudgeStage
-
-    with pytest.raises(ShardError, match="made under config imported-"):
-        JudgeStage.completed_files(release / "judgments", load_profile("crux-code"))
-    assert release_profile([release / "judgments"])[0].name == "crux-code"
-
-
-def resealed(release: Path, tmp_path: Path, edit) -> Path:
-    copy = tmp_path / "release"
-    shutil.copytree(release / "release", copy)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    edit(manifest, copy)
-    (copy / "manifest.json").write_text(json.dumps(manifest))
-    return copy
-
-
-@pytest.mark.parametrize("edit,finding", [
-    (lambda m, _: m["imported"]["statuses"].update(imported=23), "statuses differ from what the import recorded"),
-    (lambda m, _: m["imported"]["files"][0].update(rows=26), "the import recorded 27 rows (26 over its files)"),
-    (lambda m, _: m.pop("imported"), "have status 'imported', but manifest.json records no import"),
-    (lambda m, copy: (copy / "README.md").write_text((copy / "README.md").read_text().replace(
-        m["imported"]["files"][0]["sha256"], "0" * 64)), "the card does not name the import's"),
-])
-def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, finding):
-    from builder.release.imported import CHECK
-    from builder.release.validate import validate
-
-    report = validate(resealed(release, tmp_path, edit), load=False)
-    check = next(c for c in report.checks if c.name == CHECK)
-    assert not check.ok and any(finding in str(e) for e in check.examples), check.examples
-
-
-def documented_commands() -> list[list[str]]:
-    """The first bash block of docs/importing-labels.md, one command a line."""
-    section = (ROOT / "docs" / "importing-labels.md").read_text()
-    block = section[section.index("```bash") + 7: section.index("```", section.index("```bash") + 7)]
-    return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-
-
-def test_the_documented_import_commands_run(questions, tmp_path):
-    from generation.sample import CLUEWEB22
-    from generation.stages.corpus import build_corpus, write_url_map
-
-    build_corpus([CLUEWEB22], tmp_path / "corpus")
-    write_url_map(tmp_path / "corpus")
-    (tmp_path / "bounds.yaml").write_text(BOUNDS)
-    paths = {"ratings.train.jsonl": LABELS / "ratings.jsonl", "judge-b.qrels": LABELS / "judge-b.qrels",
-             "results.jsonl": LABELS / "results.jsonl", "errors.jsonl": LABELS / "errors.jsonl",
-             "work/questions/train": questions, "work/corpus": tmp_path / "corpus"}
-    commands = documented_commands()
-    assert [c[1] for c in commands] == ["import-labels"] * 3 + ["build-release", "validate"]
-    for command in commands:
-        args = [str(paths.get(a, tmp_path / a if re.match(r"^(work|imported-release)", a) else a)) for a in command[1:]]
-        if args[0] == "validate":
-            args += ["--expect", str(tmp_path / "bounds.yaml")]  # the fixture's unparsed share, see BOUNDS
-        code, output = cli(*args)
-        assert code == 0, f"{shlex.join(command)}\n{output}"
-    assert (tmp_path / "imported-release" / "manifest.json").is_file()
-
-
-def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shard(questions, tmp_path):
-    lines = [json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]})
-             for i in range(60_000)]  # two blocks of BLOCK_LINES
-    path = tmp_path / "big.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    command = [sys.executable, "-m", "builder.cli.main", "import-labels", str(path), "--format", "crux-ratings",
-               "--subquestions", str(questions), "--judge", "j"]
-    reference = subprocess.run(command + ["--out", str(tmp_path / "reference")], capture_output=True, text=True)
-    assert reference.returncode == 0, reference.stderr
-    out = tmp_path / "killed"
-    proc = subprocess.Popen(command + ["--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None and not list(out.glob(".judgments-*.tmp-*")):
-        time.sleep(0.02)
-    time.sleep(0.5)  # into the shard's lines: the sink is open, the shard file not yet there
-    assert proc.poll() is None, "the import ended before it could be killed"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (out / "judgments-00000-of-00001.parquet").exists() and not (out / "_done").exists()
-    rerun = subprocess.run(command + ["--out", str(out)], capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr
-    assert sha256_file(out / "judgments-00000-of-00001.parquet") == sha256_file(
-        tmp_path / "reference" / "judgments-00000-of-00001.parquet")
-    assert not list(out.glob(".judgments-*.tmp-*")) and not list((out / "_locks").glob("*.lock"))
-
-
-def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
-    from builder.release.package import package_release
-    from builder.release.publish import publish
-    from tests.test_publish import RecordingHub
-
-    import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
-    package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
-    monkeypatch.setenv("HF_TOKEN", "hf_token")
-    hub = RecordingHub(remote_files=None)
-    publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)
-    description = next(c for c in hub.calls if c[0] == "create_commit")[3]["commit_description"]
-    assert "Labels imported (qrels; no prompt, no pool provenance) from judge-b.qrels (sha256 " in description
-    assert "judge: judge B" in description

@@ -1,5 +1,5 @@
 """A transient failure is not a permanent label. Against the loopback stand-in server
-(tests/openai_standin.py): a poison pair (its connection always drops) fails alone and names itself, the shard is
+(builder/standins/openai_server.py): a poison pair (its connection always drops) fails alone and names itself, the shard is
 finished and says it holds failed pairs, build-release refuses it, and the next `judge` run retries exactly the
 failed pairs, resuming to identical output after an interruption; a Retry-After of an hour is capped."""
 import json
@@ -8,12 +8,12 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from builder.standins.openai_server import Fault, fingerprint
 from generation.backends.openai_server import make_judge
 from generation.profiles import load_profile
 from generation.shards import StageOutput
 from generation.stages.judge import run_judge
 from tests.helpers import cli, folders, judge_args, rows
-from tests.openai_standin import Fault, fingerprint
 from tests.test_openai_server import PAIRS, config
 
 

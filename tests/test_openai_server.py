@@ -1,14 +1,14 @@
-"""The `openai` judge backend against a stand-in OpenAI-compatible server on loopback (tests/openai_standin.py):
+"""The `openai` judge backend against a stand-in OpenAI-compatible server on loopback (builder/standins/openai_server.py):
 request shapes, both modes, retries, the start-up probe. The real `vllm serve` is tests/test_vllm_server.py."""
 import time
 
 import pytest
 
+from builder.standins.openai_server import Fault, StandIn, fingerprint
 from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
 from generation.judging.batch_files import export_judge
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
 from generation.profiles import JudgeConfig, load_profile
-from tests.openai_standin import Fault, StandIn, fingerprint
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
 DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",

@@ -94,23 +94,23 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     assert set(table.columns[7]._cells) == {"0.0"}, "distribution mode has no decode step"
 
 
-def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline, capsys):
+def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline):
     """scripts/bench_gpu.py at tiny shapes on the CPU (no peak in its table: the test states one): it prints every
     run of both shapes and writes a calibration file whose figures `plan` then prices with."""
+    import subprocess
     import sys
     from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
-    import bench_gpu
 
     from generation.judging.calibration import Calibration
     from generation.planning.costing import costing_for, plan_table
 
     out = tmp_path / "calibration.json"
-    bench_gpu.main(["--device", "cpu", "--shape", "tiny-llama", "tiny-qwen3", "--prompt-tokens", "250",
-                    "--rerank-tokens", "150", "--pairs", "4", "--batch-size", "2", "--repeats", "1",
-                    "--peak-tflops", "0.5", "--bandwidth-tbs", "0.02", "--calibration", str(out)])
-    printed = capsys.readouterr().out
+    done = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--device", "cpu", "--shape", "tiny-llama",
+                           "tiny-qwen3", "--prompt-tokens", "250", "--rerank-tokens", "150", "--pairs", "4",
+                           "--batch-size", "2", "--repeats", "1", "--peak-tflops", "0.5", "--bandwidth-tbs", "0.02",
+                           "--calibration", str(out)], cwd=Path(__file__).parents[1], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout
     for run in ("| tiny-llama | kit | distribution |", "| tiny-llama | kit | generate |", "| tiny-llama | raw padded |",
                 "| tiny-llama | raw unpadded |", "| tiny-qwen3 | kit | rerank |", "| tiny-qwen3 | kit packed | rerank |"):
         assert run in printed

@@ -193,9 +193,9 @@ def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_p
     """crux/llm/litellm_api.py lines 91-97: apply_chat_template([{"role": "user", "content": prompt}],
     tokenize=False, add_generation_prompt=True) with Llama-3.3-70B-Instruct's tokenizer. The template trims
     the user turn, so the completion prompt's trailing "Rating: " space does not reach the model."""
+    from builder.standins.models import tiny_tokenizer
     from generation.judging.judges import PromptEncoder
     from generation.profiles import load_profile
-    from tests.helpers import tiny_tokenizer
 
     config = load_profile("crux-code").judge
     assert config.chat_template is True

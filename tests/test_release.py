@@ -108,54 +108,64 @@ def set_column(table, name, values):
     return table.set_column(table.schema.get_field_index(name), name, values)
 
 
+def replace_first(folder, column, value, kind=None, split="train"):
+    """A fault: the first value of `column` in `folder`'s first file replaced by `value` (or `value(release, table)`)."""
+    def change(r, t):
+        first = value(r, t) if callable(value) else value
+        return set_column(t, column, pa.concat_arrays([pa.array([first], kind), t[column].combine_chunks().slice(1)]))
+    return lambda r: rewrite(first_file(r, folder, split), lambda t: change(r, t))
+
+
+def card_replace(old, new, count=-1):
+    """A fault: `old` replaced by `new` in the card (`old` and `new` may be f(release))."""
+    def edit(r):
+        text = (r / "README.md").read_text()
+        (r / "README.md").write_text(text.replace(*(s(r) if callable(s) else s for s in (old, new)), count))
+    return edit
+
+
+def table1_count(shift):
+    """The card's Table 1 row for level 5, its count shifted by `shift`."""
+    return lambda r: f"| 5 | {json.loads((r / 'manifest.json').read_text())['stats']['train']['table1'][0]['count'] + shift:,} |"
+
+
+def next_score(r, t):
+    return (t["score"][0].as_py() + 1) % 6
+
+
 FAULTS = {
     "wrong dtype": (lambda r: rewrite(first_file(r, "judgments/level_3"),
                                       lambda t: set_column(t, "level", pc.cast(t["level"], pa.int32()))),
                     "Arrow schema"),
     "duplicate pair": (lambda r: rewrite(first_file(r, "judgments/level_2"), lambda t: pa.concat_tables([t, t.slice(0, 1)])),
                        "pairs are unique"),
-    "orphan subq_id": (lambda r: rewrite(first_file(r, "judgments/level_1"), lambda t: set_column(
-        t, "subq_id", pa.concat_arrays([pa.array(["999-0"]), t["subq_id"].combine_chunks().slice(1)]))), "exist in subquestions"),
-    "level 7": (lambda r: rewrite(first_file(r, "judgments/level_5"), lambda t: set_column(
-        t, "level", pa.concat_arrays([pa.array([7], pa.int8()), t["level"].combine_chunks().slice(1)]))), "on the scale"),
-    "card count off by one": (lambda r: (r / "README.md").write_text(
-        (r / "README.md").read_text().replace(
-            f"| 5 | {json.loads((r / 'manifest.json').read_text())['stats']['train']['table1'][0]['count']:,} |",
-            f"| 5 | {json.loads((r / 'manifest.json').read_text())['stats']['train']['table1'][0]['count'] + 1:,} |")),
-        "statistics equals the data"),
+    "orphan subq_id": (replace_first("judgments/level_1", "subq_id", "999-0"), "exist in subquestions"),
+    "level 7": (replace_first("judgments/level_5", "level", 7, pa.int8()), "on the scale"),
+    "card count off by one": (card_replace(table1_count(0), table1_count(1)), "statistics equals the data"),
     "missing shard": (lambda r: first_file(r, "judgments/level_2").unlink(), "listed but missing"),
     "root loading script": (lambda r: (r / "researchy-subq-judgments.py").write_text("import datasets\n"),
                             "no loading script"),
-    "broken YAML": (lambda r: (r / "README.md").write_text(
-        (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)), "YAML parses"),
-    "num_examples mismatch": (lambda r: (r / "README.md").write_text(
-        (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)), "num_examples"),
+    "broken YAML": (card_replace("configs:\n", "configs: [\n", 1), "YAML parses"),
+    "num_examples mismatch": (card_replace("num_examples: ", "num_examples: 1", 1), "num_examples"),
     # wrong releases that validate used to pass, and files that used to end in a traceback (CHANGELOG.md, 2026-11-22)
-    "qrels score disagrees with the judgments": (lambda r: rewrite(first_file(r, "qrels"), lambda t: set_column(
-        t, "score", pa.concat_arrays([pa.array([(t["score"][0].as_py() + 1) % 6], pa.int32()),
-                                      t["score"].combine_chunks().slice(1)]))), "qrels are exactly"),
-    "qrels query-id of no sub-question": (lambda r: rewrite(first_file(r, "qrels"), lambda t: set_column(
-        t, "query-id", pa.concat_arrays([pa.array(["404-0"]), t["query-id"].combine_chunks().slice(1)]))),
-        "is no sub-question"),
+    "qrels score disagrees with the judgments": (replace_first("qrels", "score", next_score, pa.int32()),
+                                                 "qrels are exactly"),
+    "qrels query-id of no sub-question": (replace_first("qrels", "query-id", "404-0"), "is no sub-question"),
     "question in train and test": (lambda r: rewrite(first_file(r, "questions", "test"), lambda t: pa.concat_tables(
         [t, pq.read_table(first_file(r, "questions")).slice(0, 1).cast(t.schema)])), "exactly one split"),
     "partition outside the scale": (lambda r: relist(r, copy_to(first_file(r, "judgments/level_5"),
                                                                r / "data/judgments/level_7/train-00000-of-00001.parquet")),
                                     "layout"),
-    "YAML config points at another level": (lambda r: (r / "README.md").write_text((r / "README.md").read_text().replace(
-        "path: data/judgments/level_5/train-*.parquet", "path: data/judgments/level_4/train-*.parquet")), "its files are"),
+    "YAML config points at another level": (card_replace("path: data/judgments/level_5/train-*.parquet",
+                                                         "path: data/judgments/level_4/train-*.parquet"), "its files are"),
     "manifest row count": (lambda r: edit_manifest(r, lambda m: m["rows"]["judgments"].update(
         train=m["rows"]["judgments"]["train"] + 1)), "in the manifest"),
     "manifest model name": (lambda r: edit_manifest(r, lambda m: m["models"].update(judge="gpt-4")), "models"),
-    "sub-question of another question": (lambda r: rewrite(first_file(r, "judgments/level_2"), lambda t: set_column(
-        t, "subq_id", pa.concat_arrays([pa.array([other_question_subq(r, t["qid"][0].as_py())]),
-                                        t["subq_id"].combine_chunks().slice(1)]))), "belongs to another question"),
-    "NaN in a float column": (lambda r: rewrite(first_file(r, "judgments/level_0"), lambda t: set_column(
-        t, "expected", pa.concat_arrays([pa.array([float("nan")], pa.float32()),
-                                         t["expected"].combine_chunks().slice(1)]))), "NaN in expected"),
-    "NaN completeness": (lambda r: rewrite(first_file(r, "questions"), lambda t: set_column(
-        t, "completeness", pa.concat_arrays([pa.array([float("nan")], pa.float32()),
-                                             t["completeness"].combine_chunks().slice(1)]))), "NaN in completeness"),
+    "sub-question of another question": (replace_first("judgments/level_2", "subq_id", lambda r, t: other_question_subq(
+        r, t["qid"][0].as_py())), "belongs to another question"),
+    "NaN in a float column": (replace_first("judgments/level_0", "expected", float("nan"), pa.float32()),
+                              "NaN in expected"),
+    "NaN completeness": (replace_first("questions", "completeness", float("nan"), pa.float32()), "NaN in completeness"),
     "truncated file": (lambda r: truncate(first_file(r, "judgments/level_2")), "not readable as Parquet"),
     "symlinked file": (lambda r: symlink_out(first_file(r, "judgments/level_3")), "symlink"),
     "missing README": (lambda r: (r / "README.md").unlink(), "README.md: cannot read"),

@@ -1,9 +1,8 @@
 """A release that cannot lie: every determined column is re-derived by `validate`, so a corruption
 that is RE-SEALED (checksums, sizes, row counts, statistics, card counts and plot made consistent again, as a
 careless merge script would) is still caught, and by the semantic check alone. The corruptions are those of
-scripts/hostile.py (scripts/hostile_release.py)."""
+scripts/hostile.py (builder/standins/release_faults.py)."""
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,13 +12,11 @@ from builder.analysis.synthetic import synthesize
 from builder.release.package import package_release
 from builder.release.rederive import Rederivation
 from builder.release.validate import Report, validate
+from builder.standins.release_faults import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys
 from generation.judging.parsing import STAND_IN_RAW, r3a_raw
 from generation.judging.prompts import get_prompt
 from generation.profiles import load_profile
 from generation.schema import arrow_schema
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from hostile_release import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys  # noqa: E402
 
 
 def distribution_profile():

@@ -6,6 +6,7 @@ paper: the Qwen3-Reranker model card's format. crux-code: DylanJoo/crux crux-res
 """
 import pytest
 
+from builder.standins.models import tiny_tokenizer
 from generation.backends.hf import QwenRerankerScorer
 from generation.judging.reranker_input import (
     PREFIX,
@@ -18,7 +19,6 @@ from generation.judging.reranker_input import (
     rerank_query,
 )
 from generation.profiles import load_profile
-from tests.helpers import tiny_tokenizer
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUERY = "[why are bees declining, What harms bees?]"

@@ -1,5 +1,5 @@
 """The judge stage through a served model and through OpenAI Batch files, end to end on the sample's pairs, against
-the loopback stand-in server (tests/openai_standin.py; the real `vllm serve` / `vllm run-batch` run in
+the loopback stand-in server (builder/standins/openai_server.py; the real `vllm serve` / `vllm run-batch` run in
 tests/test_vllm_server.py under `make test-vllm`)."""
 import json
 
@@ -7,14 +7,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from builder.standins.openai_server import Fault, run_batch_on
 from generation.profiles import load_profile
 from generation.shards import Shard
 from generation.stages import REGISTRY
 from generation.stages.judge import run_judge
 from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
 from tests.helpers import cli, folders, judge_args, rows
-from tests.openai_standin import Fault
-from tests.test_batch_files import run_batch_on
 
 
 def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pipeline, server_profile, standin):

@@ -1,12 +1,11 @@
 """`researchy-subq texts`: the judged documents' texts from a licensed copy, never into a release.
 
 The copy is a ClueWeb22 txt tree of the published shape (lemurproject/ClueWeb22 ClueWeb22Api.py: one gzip member a
-record, `.offset` files of '{:010d}\\n' entries), written by scripts/bench_texts.py's `write_tree`; the release is a
+record, `.offset` files of '{:010d}\\n' entries), written by builder/standins/clueweb22_texts.py's `write_tree`; the release is a
 real one (`synthesize` + `package_release`)."""
 import gzip
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,14 +16,12 @@ from builder.analysis.synthetic import synthesize
 from builder.release.package import package_release
 from builder.release.publish import PublishRefused, publish
 from builder.release.validate import validate
+from builder.standins.clueweb22_texts import write_release_stub, write_tree
 from builder.training.texts import judged_docids, write_texts
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
 from generation.profiles import load_profile
 from generation.shards import Shard
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from bench_texts import write_release_stub, write_tree  # noqa: E402
 
 CONTEXT_WORDS = 40  # short, so the cut shows
 

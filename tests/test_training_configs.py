@@ -5,8 +5,6 @@ split that does not follow its rule."""
 import json
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import datasets
 import numpy as np
@@ -19,10 +17,8 @@ from builder.release.layout import config
 from builder.release.package import package_release
 from builder.release.training import TrainingRows, dev_questions
 from builder.release.validate import validate
+from builder.standins.release_faults import data_file, rewrite
 from generation.profiles import Profile, load_profile
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from hostile_release import data_file, rewrite  # noqa: E402
 
 REPO = "org/researchy-subq-judgments"
 K = 3

@@ -14,6 +14,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine; the default takes a share of the RAM
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
+from builder.standins.models import save_tiny_causal_lm  # noqa: E402
 from generation.backends.hf import QwenRerankerScorer, TransformersBackend  # noqa: E402
 from generation.backends.vllm_adapter import (  # noqa: E402
     VllmJudgeBackend,
@@ -23,7 +24,6 @@ from generation.backends.vllm_adapter import (  # noqa: E402
 )
 from generation.judging.judges import LLMJudge, Pair  # noqa: E402
 from generation.profiles import load_profile  # noqa: E402
-from tests.helpers import save_tiny_causal_lm  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512

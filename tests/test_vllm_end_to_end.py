@@ -12,11 +12,11 @@ pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv
 
 from builder.release.package import package_release  # noqa: E402
 from builder.release.validate import validate  # noqa: E402
+from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
 from generation.stages.pool import build_pool  # noqa: E402
 from generation.stages.rerank import rerank  # noqa: E402
 from generation.stages.retrieve import retrieve  # noqa: E402
-from tests.helpers import answer_with_digits, save_tiny_causal_lm  # noqa: E402
 from tests.test_end_to_end import tiny_profile
 
 pytestmark = pytest.mark.vllm

@@ -1,6 +1,6 @@
 """The `openai` backend and the batch files on the real engine: a real `vllm serve` and a real `vllm run-batch`
 (vllm-cpu 0.32) against the in-process vLLM backend on the same pairs. Runs under `make test-vllm`; skipped where
-vllm is not installed. One server for the module (tests/vllm_serve.py); the kill test restarts it.
+vllm is not installed. One server for the module (builder/standins/vllm_server.py); the kill test restarts it.
 """
 import json
 import os
@@ -14,6 +14,8 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
+from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402
+from builder.standins.vllm_server import VllmServer, engine_flags  # noqa: E402
 from generation.backends.openai_server import make_judge  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import export_batch, export_judge  # noqa: E402
@@ -21,9 +23,8 @@ from generation.judging.batch_import import answer_grader, import_results  # noq
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
 from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
-from tests.helpers import answer_with_digits, cli, plan_ids, save_tiny_causal_lm  # noqa: E402
+from tests.helpers import cli, plan_ids  # noqa: E402
 from tests.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
-from tests.vllm_serve import VllmServer, engine_flags  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 PLAN = [{"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(len(QUESTIONS))

@@ -1,4 +1,5 @@
-"""A stand-in OpenAI-compatible server on 127.0.0.1 for `make test` (the real `vllm serve` runs in `make test-vllm`).
+"""A stand-in OpenAI-compatible server on 127.0.0.1 for `make test` and scripts/hostile.py (the real `vllm serve`
+runs in `make test-vllm`), and a batch runner over it that writes `vllm run-batch`'s result lines.
 
 It answers GET /v1/models, POST /v1/completions and POST /v1/chat/completions in the shapes vLLM 0.32 answers them
 (choices[0].text / .message.content; completions logprobs.top_logprobs = [{token: logprob}], chat
@@ -16,6 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
 
 DIGITS = [str(d) for d in range(6)]
 
@@ -175,3 +178,28 @@ class StandIn:
                     threading.Thread(target=standin.close, daemon=True).start()
 
         return Handler
+
+
+# -- batch result lines ------------------------------------------------------------------------------------------
+def run_batch_on(standin, request_file, out_file, openai_style=False):
+    """A batch runner over the stand-in: each request line's body POSTed, its answer written as vLLM 0.32's
+    run_batch writes a BatchRequestOutput line (or the OpenAI Batch API's, with a batch_req id)."""
+    with httpx.Client() as client, open(out_file, "w") as out:
+        for number, line in enumerate(request_file.read_text().splitlines()):
+            request = json.loads(line)
+            response = client.post(standin.endpoint.removesuffix("/v1") + request["url"], json=request["body"])
+            out.write(json.dumps({"id": f"batch_req_{number}" if openai_style else f"vllm-{number}",
+                                  "custom_id": request["custom_id"],
+                                  "response": {"status_code": 200, "request_id": f"req_{number}",
+                                               "body": response.json()}, "error": None}) + "\n")
+
+
+def answered(cid, text, style="vllm"):
+    """One result line answering pair `cid` with `text`: vLLM run-batch's, the OpenAI Batch API's or the authors'."""
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                         "finish_reason": "stop"}]}
+    if style == "authors":  # their batch runner kept the pair's id in `id` (crux-researchy/merge_ratings.py)
+        return json.dumps({"id": cid, "response": {"status_code": 200, "body": body}})
+    return json.dumps({"id": "batch_req_1" if style == "openai" else "vllm-1", "custom_id": cid,
+                       "response": {"status_code": 200, "request_id": "req_1", "body": body}, "error": None})
