@@ -168,9 +168,6 @@ def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median
     of "{:010d}\\n" byte offsets, one per record plus the end (lemurproject/ClueWeb22, ClueWeb22Api.py
     `get_json_record`). Texts have web-like lengths (log-normal words, median `median_words`, lines of ~12 words)
     over a Zipf vocabulary (word rank r drawn with weight 1/r). Returns the .json.gz files."""
-    import gzip
-    import json
-
     rng = np.random.default_rng(seed)
     vocab = zipf_vocabulary(vocabulary, rng)
     weights = 1.0 / np.arange(1, vocabulary + 1)
@@ -183,20 +180,36 @@ def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median
         folder = Path(root) / "txt" / "en" / stream[:4] / stream
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{stream}-{sub:02d}.json.gz"
-        offsets, position = [], 0
-        with open(path, "wb") as out:
-            for i in range(start, min(start + per_file, documents)):
-                tokens = vocab[np.searchsorted(cdf, rng.random(words[i]))]
-                lines = [" ".join(tokens[k:k + 12]) for k in range(0, len(tokens), 12)]
-                url = f"https://site{i % 9973}.example.org/page/{i}"
-                record = {"URL": url + "\n", "URL-hash": hashlib.md5(url.encode()).hexdigest().upper(),
-                          "Language": "en", "ClueWeb22-ID": f"clueweb22-{stream}-{sub:02d}-{i - start:05d}",
-                          "Clean-Text": "\n".join(lines)}
-                member = gzip.compress((json.dumps(record, ensure_ascii=False) + "\n").encode(), mtime=0)
-                out.write(member)
-                offsets.append(position)
-                position += len(member)
-        offsets.append(position)
-        path.with_name(f"{stream}-{sub:02d}.offset").write_text("".join(f"{o:010d}\n" for o in offsets))
+        records = (clueweb22_record(f"https://site{i % 9973}.example.org/page/{i}",
+                                    f"clueweb22-{stream}-{sub:02d}-{i - start:05d}",
+                                    "\n".join(" ".join(tokens[k:k + 12]) for k in range(0, len(tokens), 12)))
+                   for i in range(start, min(start + per_file, documents))
+                   for tokens in (vocab[np.searchsorted(cdf, rng.random(words[i]))],))
+        write_clueweb22_file(path, records)
         files.append(path)
     return files
+
+
+def clueweb22_record(url: str, docid: str, text: str, url_hash: str | None = None) -> dict:
+    """A ClueWeb22 txt record: "URL" ends in a newline, "URL-hash" is the URL's MD5 in upper-case hex unless given."""
+    return {"URL": url + "\n", "URL-hash": url_hash or hashlib.md5(url.encode()).hexdigest().upper(), "Language": "en",
+            "ClueWeb22-ID": docid, "Clean-Text": text}
+
+
+def write_clueweb22_file(path: Path, records, offsets: bool = True) -> None:
+    """One ClueWeb22 txt file: each record a JSON line in its own gzip member (mtime 0, so the bytes repeat), and with
+    `offsets` the .offset file beside it: "{:010d}\\n" byte offsets, one per record plus the end (lemurproject/ClueWeb22,
+    ClueWeb22Api.py `get_json_record`)."""
+    import gzip
+    import json
+
+    starts, position = [], 0
+    with open(path, "wb") as out:
+        for record in records:
+            member = gzip.compress((json.dumps(record, ensure_ascii=False) + "\n").encode(), mtime=0)
+            out.write(member)
+            starts.append(position)
+            position += len(member)
+    starts.append(position)
+    if offsets:
+        path.with_name(path.name.replace(".json.gz", ".offset")).write_text("".join(f"{o:010d}\n" for o in starts))

@@ -4,17 +4,18 @@ tests/test_texts.py and scripts/bench_texts.py.
 The tree has ClueWeb22's published shape (lemurproject/ClueWeb22, ClueWeb22Api.py): txt/en/en00/en0000/en0000-NN.json.gz,
 one record per line, each record its own gzip member, and `en0000-NN.offset` with one '{:010d}\\n' offset per
 record plus a closing one. Small on purpose; builder/analysis/synthetic.py's `write_clueweb22_txt` writes the large
-trees of the benchmarks.
+trees of the benchmarks, and both write their files with its `write_clueweb22_file`.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import random
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from builder.analysis.synthetic import clueweb22_record, write_clueweb22_file
 
 WORDS = ("the of and to in is that for on with as by at from this are be or an it was which have can not more "
          "evidence energy policy history health market climate cells water rome empire sleep memory").split()
@@ -34,18 +35,11 @@ def write_tree(root: Path, records: dict[str, int], words: int = 300, seed: int 
         lang_dir = key.split("-")[0]
         folder = Path(root) / "txt" / lang_dir[:2] / lang_dir[:4] / lang_dir
         folder.mkdir(parents=True, exist_ok=True)
-        positions = [0]
-        with open(folder / f"{key}.json.gz", "wb") as f:
-            for i in range(count):
-                docid = f"clueweb22-{key}-{i:05d}"
-                url = f"https://example.org/{key}/{i}"
-                record = {"URL": url + "\n", "URL-hash": f"{random.Random(docid).getrandbits(128):032X}",
-                          "Language": "en", "ClueWeb22-ID": docid,
-                          "Clean-Text": "" if docid in skip else page(rng, words)}
-                f.write(gzip.compress((json.dumps(record) + "\n").encode("utf-8"), compresslevel=6))
-                positions.append(f.tell())
-        if offsets:
-            (folder / f"{key}.offset").write_text("".join(f"{p:010d}\n" for p in positions))
+        docids = [f"clueweb22-{key}-{i:05d}" for i in range(count)]
+        write_clueweb22_file(folder / f"{key}.json.gz", (
+            clueweb22_record(f"https://example.org/{key}/{i}", docid, "" if docid in skip else page(rng, words),
+                             url_hash=f"{random.Random(docid).getrandbits(128):032X}")
+            for i, docid in enumerate(docids)), offsets=offsets)
 
 
 def write_release_stub(folder: Path, docids: list[str], context_words: int = 2048) -> Path:
