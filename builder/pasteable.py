@@ -1,6 +1,7 @@
 """Commands the kit prints for a person to paste: they must run as printed in a fresh shell (no venv activated), from
 the folder the printing command ran in. So they name this environment's own executables (`.venv/bin/researchy-subq`,
 `.venv/bin/python`), and a profile that is not a bundled one as a YAML file written beside the outputs."""
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ def shown_path(path: Path) -> str:
 def kit_command(command: str) -> str:
     """A `researchy-subq ...` line with this environment's researchy-subq in front."""
     if command == KIT or command.startswith(f"{KIT} "):
-        return executable(KIT) + command[len(KIT):]
+        return executable(KIT) + command[len(KIT) :]
     return command
 
 
@@ -53,8 +54,10 @@ def profile_argument(profile: Profile, folder: Path) -> str:
         return profile.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{profile.name}.yaml"
-    path.write_text(f"# {profile.description}\n" + yaml.safe_dump(profile.model_dump(), sort_keys=False,
-                                                                    allow_unicode=True, width=10_000))
+    path.write_text(
+        f"# {profile.description}\n"
+        + yaml.safe_dump(profile.model_dump(), sort_keys=False, allow_unicode=True, width=10_000)
+    )
     if load_profile(path) != profile:
         raise AssertionError(f"{path}: does not load back to the profile it was written from")
     return str(path)

@@ -3,6 +3,7 @@
 Below the profiles, which take their `backend` choices from these names, and below the backends, which build
 on the profiles: the paths are strings, so nothing here imports a backend or its engine.
 """
+
 from __future__ import annotations
 
 JUDGE_BACKENDS = {

@@ -6,6 +6,7 @@ The map is one Parquet file sorted by docid, written in row groups of `ROW_GROUP
 first docid (from the Parquet statistics) and the few row groups it read last; a lookup is a bisection over those
 first docids and one row group read.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -20,8 +21,14 @@ from generation.storage import COMPRESSION, commit, tmp_path
 
 NAME = "docid_map.parquet"
 ROW_GROUP_ROWS = 16_384  # ~0.5 MB a group: one group read per lookup that misses the cache
-SCHEMA = pa.schema([pa.field("docid", pa.string(), False), pa.field("file", pa.string(), False),
-                    pa.field("row_group", pa.int32(), False), pa.field("row", pa.int32(), False)])
+SCHEMA = pa.schema(
+    [
+        pa.field("docid", pa.string(), False),
+        pa.field("file", pa.string(), False),
+        pa.field("row_group", pa.int32(), False),
+        pa.field("row", pa.int32(), False),
+    ]
+)
 
 
 def write_docid_map(corpus_files: list[Path], path: Path, memory: int | None = None) -> int:
@@ -34,9 +41,16 @@ def write_docid_map(corpus_files: list[Path], path: Path, memory: int | None = N
         for group in range(parquet.num_row_groups):
             docids = parquet.read_row_group(group, columns=["docid"])["docid"]
             n = len(docids)
-            runs.add(pa.table({"docid": docids, "file": pa.array([Path(corpus_file).name] * n, pa.string()),
-                               "row_group": pa.array(np.full(n, group, np.int32)),
-                               "row": pa.array(np.arange(n, dtype=np.int32))}))
+            runs.add(
+                pa.table(
+                    {
+                        "docid": docids,
+                        "file": pa.array([Path(corpus_file).name] * n, pa.string()),
+                        "row_group": pa.array(np.full(n, group, np.int32)),
+                        "row": pa.array(np.arange(n, dtype=np.int32)),
+                    }
+                )
+            )
     tmp, rows = tmp_path(path), 0
     with pq.ParquetWriter(tmp, SCHEMA, compression=COMPRESSION, use_dictionary=["file"]) as writer:
         pending: list[pa.Table] = []
@@ -72,8 +86,12 @@ class DocidMap:
             self._groups.move_to_end(g)
             return self._groups[g]
         table = self._file.read_row_group(g)
-        group = dict(zip(table["docid"].to_pylist(), zip(table["file"].to_pylist(), table["row_group"].to_pylist(),
-                                                         table["row"].to_pylist())))
+        group = dict(
+            zip(
+                table["docid"].to_pylist(),
+                zip(table["file"].to_pylist(), table["row_group"].to_pylist(), table["row"].to_pylist()),
+            )
+        )
         self._groups[g] = group
         if len(self._groups) > self._cached:
             self._groups.popitem(last=False)

@@ -1,6 +1,7 @@
 """Document text and url_hash by docid: from the Parquet corpus the index was built from (the index's record names
 it and its docid map, generation/docid_map.py), or, for an index built with its raw JSON stored (`-storeRaw`: this
 kit before it stopped storing texts twice, or an index built elsewhere), from the index itself."""
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,11 @@ def corpus_of(index: Path) -> Path | None:
     for folder in (Path(index) / record["corpus_folder"], Path(record["corpus_folder_absolute"])):
         if all((folder / name).is_file() for name in record["corpus"]):
             return Path(os.path.normpath(folder))
-    raise NotAnIndex(f"{index}: its texts are read from the corpus it was built from, {record['corpus_folder_absolute']}, "
-                     f"whose files ({', '.join(record['corpus'])}) are not there any more; put the corpus back or "
-                     "build the index again")
+    raise NotAnIndex(
+        f"{index}: its texts are read from the corpus it was built from, {record['corpus_folder_absolute']}, "
+        f"whose files ({', '.join(record['corpus'])}) are not there any more; put the corpus back or "
+        "build the index again"
+    )
 
 
 def cut_words(text: str, max_words: int | None) -> str:
@@ -76,8 +79,10 @@ class DocStore:
             self._files: dict[str, pq.ParquetFile] = {}
 
     def _missing(self, docid: str) -> MissingDocument:
-        return MissingDocument(f"document {docid!r} is not in the index {self.index}: the index was built from "
-                               "another corpus than the runs or candidates")
+        return MissingDocument(
+            f"document {docid!r} is not in the index {self.index}: the index was built from "
+            "another corpus than the runs or candidates"
+        )
 
     def _remember(self, docid: str, doc: dict) -> dict:
         self._cache[docid] = doc
@@ -118,8 +123,10 @@ class DocStore:
             picked = table.take([row for row, _ in rows]).to_pylist()
             for (_, docid), doc in zip(rows, picked):
                 if doc["docid"] != docid:
-                    raise NotAnIndex(f"{self._corpus / name}: row group {group} no longer holds {docid!r} where the "
-                                     f"index's docid map says; the corpus changed since `index`: build the index again")
+                    raise NotAnIndex(
+                        f"{self._corpus / name}: row group {group} no longer holds {docid!r} where the "
+                        f"index's docid map says; the corpus changed since `index`: build the index again"
+                    )
                 self._remember(docid, {"contents": doc["text"], "url_hash": doc["url_hash"]})
 
     def text(self, docid: str) -> str:

@@ -1,4 +1,5 @@
 """Bad input: one error type that names where it is, and a rejects file for runs that go on."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,8 +15,9 @@ from typing import Any
 class InputError(ValueError):
     """A record that cannot be used, with its file, line (or row) and field."""
 
-    def __init__(self, path: str | Path, line: int, message: str, field: str | None = None,
-                 record_id: str | None = None):
+    def __init__(
+        self, path: str | Path, line: int, message: str, field: str | None = None, record_id: str | None = None
+    ):
         self.path, self.line, self.message = str(path), line, message
         self.field, self.record_id = field, record_id
         super().__init__(str(self))
@@ -28,8 +30,7 @@ class InputError(ValueError):
         return f"{where}:{field} {self.message}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.path, "line": self.line, "id": self.record_id, "field": self.field,
-                "error": self.message}
+        return {"file": self.path, "line": self.line, "id": self.record_id, "field": self.field, "error": self.message}
 
 
 class ArgumentError(ValueError):
@@ -100,8 +101,9 @@ class PartlyFailed(RuntimeError):
 
     def __init__(self, answers, failures: dict[int, BaseException]):
         self.answers, self.failures = answers, failures
-        super().__init__(f"{len(failures)} of {len(answers)} items failed, the first with: "
-                         f"{next(iter(failures.values()))}")
+        super().__init__(
+            f"{len(failures)} of {len(answers)} items failed, the first with: {next(iter(failures.values()))}"
+        )
 
     def merged(self) -> list:
         return [self.failures.get(i, answer) for i, answer in enumerate(self.answers)]

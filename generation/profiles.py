@@ -8,6 +8,7 @@ Strict: no coercion (`k1: true`, `depth: "100"`), no infinities or NaN, no dupli
 This module holds `Profile`, its config hash and the loading (YAML, the bundled names, the errors); the models of
 its sections are in generation/profile_sections.py, and are imported from here as before.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,15 +44,19 @@ class Profile(Strict):
     pool: Pool = Field(description="the candidate pool")
     judge: JudgeConfig = Field(description="the judge")
     complexity: Complexity = Field(default=Complexity(), description="retrieval complexity (the card's analysis)")
-    bandit: BanditSettings = Field(default=BanditSettings(), description="budgeted judging (`judge --budget`, `simulate`)")
+    bandit: BanditSettings = Field(
+        default=BanditSettings(), description="budgeted judging (`judge --budget`, `simulate`)"
+    )
     training: Training = Field(default=Training(), description="the release's training configs and dev split")
     train: Train = Field(default=Train(), description="fine-tuning a bi-encoder on the release (`train`)")
 
     @model_validator(mode="after")
     def _negatives_below_answers(self):
         if self.training.negative_level >= self.complexity.answer_level:
-            raise ValueError(f"training.negative_level ({self.training.negative_level}) must be below "
-                             f"complexity.answer_level ({self.complexity.answer_level}): a negative is never a positive")
+            raise ValueError(
+                f"training.negative_level ({self.training.negative_level}) must be below "
+                f"complexity.answer_level ({self.complexity.answer_level}): a negative is never a positive"
+            )
         return self
 
     def config_hash(self, *sections: str) -> str:
@@ -62,8 +67,10 @@ class Profile(Strict):
         `engine_args`, for the same reason (a smaller `gpu_memory_utilization` or `max_num_seqs`)."""
         execution_only = set(TransformersSettings.model_fields)
         judge_only = {**dict.fromkeys(execution_only, True), "openai": set(OpenAIServer.NOT_HASHED)}
-        data = self.model_dump(include=set(sections) if sections else None,
-                               exclude={"judge": {**judge_only, "engine_args": True}, "rerank": execution_only})
+        data = self.model_dump(
+            include=set(sections) if sections else None,
+            exclude={"judge": {**judge_only, "engine_args": True}, "rerank": execution_only},
+        )
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -88,8 +95,10 @@ def profile_path(name_or_path: str | Path) -> Path:
         return path
     bundled = PROFILE_DIR / f"{name_or_path}.yaml"
     if not bundled.exists():
-        raise ProfileError(f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}); "
-                           "a profile file needs a .yaml suffix or a path with a folder, e.g. ./mine.yaml")
+        raise ProfileError(
+            f"no bundled profile {name_or_path!r} (bundled: {', '.join(bundled_profiles())}); "
+            "a profile file needs a .yaml suffix or a path with a folder, e.g. ./mine.yaml"
+        )
     return bundled
 
 
@@ -129,23 +138,30 @@ def load_profile(name_or_path: str | Path) -> Profile:
         for err in e.errors():
             key = ".".join(str(part) for part in err["loc"]) or "(top level)"
             message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            value = "" if err["type"] in {"missing", "extra_forbidden", "value_error"} else f" (got {err.get('input')!r})"
+            value = (
+                "" if err["type"] in {"missing", "extra_forbidden", "value_error"} else f" (got {err.get('input')!r})"
+            )
             problems.append(f"{path}: key {key}: {message}{value}")
         raise ProfileError("\n".join(problems)) from None
 
 
-def judge_overrides(profile: Profile, backend: str | None = None, endpoint: str | None = None,
-                    concurrency: int | None = None) -> Profile:
+def judge_overrides(
+    profile: Profile, backend: str | None = None, endpoint: str | None = None, concurrency: int | None = None
+) -> Profile:
     """The profile with the judge's backend, server endpoint or concurrency given on the command line. An endpoint
     for a profile without an `openai` section makes one (request shape `completions`: the kit's own token ids)."""
     judge = profile.judge.model_dump()
     if backend is not None:
         judge["backend"] = backend
-    given = [option for option, value in (("--endpoint", endpoint), ("--concurrency", concurrency)) if value is not None]
+    given = [
+        option for option, value in (("--endpoint", endpoint), ("--concurrency", concurrency)) if value is not None
+    ]
     if given and judge["backend"] != "openai":  # the server settings of any other backend would be ignored
-        raise ValueError(f"{' and '.join(given)} set the server of the `openai` judge backend, but profile "
-                         f"{profile.name!r} judges with the {judge['backend']!r} backend: add --backend openai to "
-                         "judge through a server, or leave them out")
+        raise ValueError(
+            f"{' and '.join(given)} set the server of the `openai` judge backend, but profile "
+            f"{profile.name!r} judges with the {judge['backend']!r} backend: add --backend openai to "
+            "judge through a server, or leave them out"
+        )
     if given:
         server = judge.get("openai") or {}
         if endpoint is not None:
@@ -158,4 +174,6 @@ def judge_overrides(profile: Profile, backend: str | None = None, endpoint: str 
     try:
         return profile.model_copy(update={"judge": JudgeConfig.model_validate(judge)})
     except ValidationError as e:
-        raise ValueError("; ".join(f"judge.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())) from None
+        raise ValueError(
+            "; ".join(f"judge.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        ) from None

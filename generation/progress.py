@@ -3,6 +3,7 @@
 rate and the time left, as datatrove's workers log theirs, and one line when the stage ends, so a batch job that
 stalls or runs shows it (a live bar draws nothing into a file). The two consoles every command prints on:
 `console` (stderr: progress, notices, errors) and `results` (stdout: results, tables, YAML, JSON)."""
+
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ from rich.text import Text
 class FullWidthConsole(Console):
     """A terminal's width on a terminal; unbounded when piped or logged, so no table cell is cut to fit 80 columns
     (rich's default width when it finds no terminal) and a line is one line in a log."""
+
     UNBOUNDED = 100_000
 
     @property
@@ -59,8 +61,12 @@ def log_interval() -> float:
             return seconds
     except ValueError:
         pass
-    console.print(f"notice: {INTERVAL_ENV}={value!r} is not a number of seconds > 0; progress lines every "
-                  f"{DEFAULT_INTERVAL:g} s", highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        f"notice: {INTERVAL_ENV}={value!r} is not a number of seconds > 0; progress lines every {DEFAULT_INTERVAL:g} s",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     return DEFAULT_INTERVAL
 
 
@@ -71,7 +77,7 @@ def counting(done: int, total: int | None) -> bool:
 
 
 class CountColumn(ProgressColumn):
-    """"done/total", or the count alone while the total is unknown (never "n/?")."""
+    """ "done/total", or the count alone while the total is unknown (never "n/?")."""
 
     def render(self, task) -> Text:
         if not counting(task.completed, task.total):
@@ -110,7 +116,9 @@ class LogLines:
     def line(self, final: bool = False) -> str:
         elapsed = time.monotonic() - self.started
         if not counting(self.done, self.total):
-            return f"{self.description}: " + (f"done in {clock(elapsed)}" if final else f"running, {clock(elapsed)} elapsed")
+            return f"{self.description}: " + (
+                f"done in {clock(elapsed)}" if final else f"running, {clock(elapsed)} elapsed"
+            )
         rate = self.done / elapsed if elapsed > 0 else None
         if final:
             return f"{self.description}: done, {self.done:,} {self.unit} in {clock(elapsed)} ({rate_text(rate, self.unit)})"
@@ -147,8 +155,9 @@ def to_log() -> bool:
 
 
 @contextmanager
-def counter(description: str, total: int | None = None, unit: str = "records",
-            enabled: bool = True) -> Iterator[Callable[..., None]]:
+def counter(
+    description: str, total: int | None = None, unit: str = "records", enabled: bool = True
+) -> Iterator[Callable[..., None]]:
     """Yields advance(n=1, total=None): a bar on a terminal (a running count until a total is known), plain
     lines in a log."""
     if not enabled:
@@ -158,8 +167,14 @@ def counter(description: str, total: int | None = None, unit: str = "records",
         with LogLines(description, total, unit, log_interval()) as lines:
             yield lines.advance
         return
-    columns = [SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), CountColumn(), RateColumn(unit),
-               TimeElapsedColumn()]
+    columns = [
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        CountColumn(),
+        RateColumn(unit),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(description, total=total)
 

@@ -4,6 +4,7 @@ then the question's clicked documents) read back from a row's provenance columns
 Both pool rules (`union`, `sequential`) admit the same documents in the same order, so one function serves both.
 
 `validate` re-derives every judgment's `source` with it; `synthesize` writes its sources with it."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -21,6 +22,8 @@ def admitted_by(bm25_rank, rerank_rank, clicked, pool) -> pa.Array | pa.ChunkedA
     """`bm25`, `rerank` or `clicked` per row, as `pool.select` assigns them; null where no rule admits it."""
     by_click = pc.and_(clicked.fill_null(False), pa.scalar(bool(pool.include_clicked)))
     nothing = pa.scalar(NO_RULE, pa.string())
-    return pc.if_else(within(bm25_rank, pool.bm25_top), "bm25",
-                      pc.if_else(within(rerank_rank, pool.rerank_top), "rerank",
-                                 pc.if_else(by_click, "clicked", nothing)))
+    return pc.if_else(
+        within(bm25_rank, pool.bm25_top),
+        "bm25",
+        pc.if_else(within(rerank_rank, pool.rerank_top), "rerank", pc.if_else(by_click, "clicked", nothing)),
+    )

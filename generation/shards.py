@@ -11,6 +11,7 @@ size, sha256) and that the shards were made under the config hash this profile g
 not a quietly smaller input.
 Concurrency: a worker holds `{out}/_locks/{name}-{label}.lock` (host, pid, since) while it writes a shard.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -33,6 +34,7 @@ from generation.storage import clean_stale_tmp, pid_alive, write_text_atomic
 T = TypeVar("T")
 DONE_DIR = "_done"
 LOCK_DIR = "_locks"
+
 
 class ShardError(RuntimeError):
     pass
@@ -57,8 +59,7 @@ class Shard:
 
     def take(self, items: Sequence[T]) -> list[T]:
         """Round-robin assignment of an ordered list (input files) to shards."""
-        return list(items[self.index::self.count])
-
+        return list(items[self.index :: self.count])
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,10 @@ class Completion:
                 raise ValueError("rows or sha256 of the wrong type")
             return record
         except (OSError, UnicodeDecodeError, ValueError, TypeError) as e:
-            raise ShardError(f"{path}: not a valid completion record ({str(e).splitlines()[0][:120]}); "
-                             "remove it and its shard to redo that shard") from None
+            raise ShardError(
+                f"{path}: not a valid completion record ({str(e).splitlines()[0][:120]}); "
+                "remove it and its shard to redo that shard"
+            ) from None
 
 
 class ShardLock:
@@ -114,16 +117,20 @@ class ShardLock:
                 held = self.holder()
                 if held is None:
                     continue
-                if held.get("host") == self.me["host"] and (held.get("pid") == self.me["pid"]
-                                                             or not pid_alive(int(held.get("pid", 0)))):
+                if held.get("host") == self.me["host"] and (
+                    held.get("pid") == self.me["pid"] or not pid_alive(int(held.get("pid", 0)))
+                ):
                     self.path.unlink(missing_ok=True)  # ours, or its holder died: stale
                     continue
                 if held == {}:
-                    raise ShardError(f"{self.path}: a lock that cannot be read; if no worker is writing this "
-                                     "shard, remove it") from None
-                raise ShardError(f"{self.path.stem}: held by host {held.get('host')} pid {held.get('pid')} since "
-                                 f"{held.get('since')}; another worker is writing this shard (if that worker is "
-                                 f"gone, remove {self.path})") from None
+                    raise ShardError(
+                        f"{self.path}: a lock that cannot be read; if no worker is writing this shard, remove it"
+                    ) from None
+                raise ShardError(
+                    f"{self.path.stem}: held by host {held.get('host')} pid {held.get('pid')} since "
+                    f"{held.get('since')}; another worker is writing this shard (if that worker is "
+                    f"gone, remove {self.path})"
+                ) from None
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps({**self.me, "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
             atexit.register(self.release)  # a run that fails frees its shard; only a kill leaves a (stale) lock
@@ -182,8 +189,11 @@ class StageOutput:
         if self.out.exists() and not self.out.is_dir():
             raise ShardError(f"{self.out}: is a file, not a folder; choose another --out")
         self.lock(shard).acquire()
-        clean_stale_tmp(self.out, [f"{self.name}-{shard.label}{ext}" for ext in (".parquet", ".trec")]
-                        + [f"missing_clicked-{shard.label}.tsv"])
+        clean_stale_tmp(
+            self.out,
+            [f"{self.name}-{shard.label}{ext}" for ext in (".parquet", ".trec")]
+            + [f"missing_clicked-{shard.label}.tsv"],
+        )
         clean_stale_tmp(self.out / DONE_DIR, [self.record_path(shard).name])
         clean_stale_tmp(self.path(shard).with_suffix(".chunks"))  # the judge's checkpointed chunks
 
@@ -192,12 +202,15 @@ class StageOutput:
             if record.config_hash != self.config_hash:
                 raise ShardError(
                     f"{self.out}: shard {record.shard} of stage {self.name} was made under config {record.config_hash}, "
-                    f"this run's is {self.config_hash}; use another --out or remove the old shards")
+                    f"this run's is {self.config_hash}; use another --out or remove the old shards"
+                )
             if not record.shard.endswith(f"-of-{shard.count:05d}"):
                 made = int(record.shard.split("-of-")[1])
-                raise ShardError(f"{self.out}: holds {self.name} shards of a run cut into {made} shard"
-                                 f"{'s' if made != 1 else ''}, this run asks for {shard.count}; use the same "
-                                 "--num-shards or another --out")
+                raise ShardError(
+                    f"{self.out}: holds {self.name} shards of a run cut into {made} shard"
+                    f"{'s' if made != 1 else ''}, this run asks for {shard.count}; use the same "
+                    "--num-shards or another --out"
+                )
 
     def is_done(self, shard: Shard) -> bool:
         self.check_compatible(shard)
@@ -209,8 +222,16 @@ class StageOutput:
 
     def mark_done(self, shard: Shard, **extra) -> Completion:
         path = self.path(shard)
-        record = Completion(self.name, shard.label, pq.ParquetFile(path).metadata.num_rows, sha256_file(path),
-                            self.config_hash, __version__, extra, path.stat().st_size)
+        record = Completion(
+            self.name,
+            shard.label,
+            pq.ParquetFile(path).metadata.num_rows,
+            sha256_file(path),
+            self.config_hash,
+            __version__,
+            extra,
+            path.stat().st_size,
+        )
         target = self.record_path(shard)
         target.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, json.dumps(asdict(record), indent=1))
@@ -220,9 +241,12 @@ class StageOutput:
 
 def verify(path: Path, record: Completion, record_path: Path, full: bool = True) -> None:
     """The shard file still is what its completion record says: rows and size, and (full) sha256."""
+
     def mismatch(detail: str) -> ShardError:
-        return ShardError(f"{path}: does not match its completion record {record_path}: {detail}; remove both "
-                          "and rerun that stage's shard")
+        return ShardError(
+            f"{path}: does not match its completion record {record_path}: {detail}; remove both "
+            "and rerun that stage's shard"
+        )
 
     if not path.exists():
         raise mismatch("the file is missing")
@@ -255,8 +279,9 @@ def skip_if_done(stage: StageOutput, shard: Shard, summary) -> bool:
     return False
 
 
-def stage_files(folder: str | Path, name: str, config_hash: str | None = None, full: bool = True,
-                sections: tuple[str, ...] = ()) -> list[Path]:
+def stage_files(
+    folder: str | Path, name: str, config_hash: str | None = None, full: bool = True, sections: tuple[str, ...] = ()
+) -> list[Path]:
     """The completed shard files of a stage, refusing a folder whose shards are missing, unfinished, changed
     since they were recorded done (rows, size; sha256 when `full`), or made under another `config_hash`."""
     folder = Path(folder)
@@ -270,8 +295,11 @@ def stage_files(folder: str | Path, name: str, config_hash: str | None = None, f
         raise ShardError(f"{folder}: {name} shards of different shard counts: {sorted(counts)}")
     expected = int(counts.pop())
     done = {p.stem for p in (folder / DONE_DIR).glob(f"{name}-*.json")}
-    missing = [f"{name}-{Shard(i, expected).label}" for i in range(expected)
-               if f"{name}-{Shard(i, expected).label}" not in done]
+    missing = [
+        f"{name}-{Shard(i, expected).label}"
+        for i in range(expected)
+        if f"{name}-{Shard(i, expected).label}" not in done
+    ]
     if missing:
         raise ShardError(f"{folder}: {len(missing)} of {expected} {name} shards are not complete, e.g. {missing[0]}")
     for path in files:
@@ -279,8 +307,10 @@ def stage_files(folder: str | Path, name: str, config_hash: str | None = None, f
         record = Completion.read(record_path)
         verify(path, record, record_path, full)
         if config_hash is not None and record.config_hash != config_hash:
-            raise ShardError(f"{path}: made under config {record.config_hash} of the profile sections "
-                             f"{'+'.join(sections)}, this run's profile gives {config_hash} (another "
-                             f"profile, or one of those sections changed, e.g. a depth); rerun {name} with this "
-                             "profile or use the profile it was made with")
+            raise ShardError(
+                f"{path}: made under config {record.config_hash} of the profile sections "
+                f"{'+'.join(sections)}, this run's profile gives {config_hash} (another "
+                f"profile, or one of those sections changed, e.g. a depth); rerun {name} with this "
+                "profile or use the profile it was made with"
+            )
     return files

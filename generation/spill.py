@@ -8,6 +8,7 @@ together stay within the same budget): all items up to the smallest last item of
 from every run, sorted together and handed on, so an item never spans two merged chunks. Nothing is written to disk while everything fits in the buffer. The
 temporary folder (under TMPDIR) is removed when the runs are closed or garbage-collected.
 """
+
 from __future__ import annotations
 
 import shutil

@@ -3,6 +3,7 @@
 Also the rules every writer follows: temporary files get unique names (`.NAME.tmp-<pid>-<random>`, so two
 processes never write the same one) and the kit replaces only folders it made itself (`claim_folder`).
 """
+
 from __future__ import annotations
 
 import json
@@ -69,10 +70,14 @@ def refuse_links(folder: str | Path, *names: str | Path) -> None:
         for part in Path(name).parts:
             path = path / part
             if path.is_symlink():
-                raise LinkRefused(f"{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
-                                  "through a link: remove the link, or choose another folder")
+                raise LinkRefused(
+                    f"{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
+                    "through a link: remove the link, or choose another folder"
+                )
         if not path.resolve().is_relative_to(root):
-            raise LinkRefused(f"{path}: leads out of {folder}; researchy-subq writes only inside the folder it is given")
+            raise LinkRefused(
+                f"{path}: leads out of {folder}; researchy-subq writes only inside the folder it is given"
+            )
 
 
 def replace_file(folder: str | Path, name: str | Path, write: Callable[[Path], object]) -> Path:
@@ -131,8 +136,10 @@ def claim_folder(path: str | Path, what: str, owned_by: tuple[str, ...] = (MARKE
     if path.exists() and not path.is_dir():
         raise OwnershipError(f"{path}: is a file, not a folder; choose another {what} folder")
     if path.is_dir() and any(path.iterdir()) and not any((path / name).is_file() for name in owned_by):
-        raise OwnershipError(f"{path}: exists and was not made by researchy-subq (no {' or '.join(owned_by)} in it); "
-                             f"it is left untouched: choose a new or empty {what} folder")
+        raise OwnershipError(
+            f"{path}: exists and was not made by researchy-subq (no {' or '.join(owned_by)} in it); "
+            f"it is left untouched: choose a new or empty {what} folder"
+        )
     path.mkdir(parents=True, exist_ok=True)
     marker = path / MARKER
     if not marker.exists():

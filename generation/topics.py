@@ -1,4 +1,5 @@
 """The questions folder (from `researchy-subq questions`) as topics: question text + its sub-questions."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,8 +31,11 @@ def question_files(folder: Path) -> tuple[Path, Path]:
         try:
             pq.read_metadata(path)
         except Exception as e:  # pyarrow: ArrowInvalid or OSError for a cut or foreign file
-            raise InputError(path, 0, f"not a readable Parquet file ({str(e).splitlines()[0][:100]}); "
-                                      "rerun `researchy-subq questions`") from None
+            raise InputError(
+                path,
+                0,
+                f"not a readable Parquet file ({str(e).splitlines()[0][:100]}); rerun `researchy-subq questions`",
+            ) from None
     return questions, subquestions
 
 
@@ -40,8 +44,12 @@ def read_columns(path: Path, columns: list[str]):
     present = pq.read_schema(path).names
     missing = [c for c in columns if c not in present]
     if missing:
-        raise InputError(path, 0, f"no column {', '.join(map(repr, missing))} (it has {', '.join(present)}): not a "
-                                  "table from `researchy-subq questions`; rerun it")
+        raise InputError(
+            path,
+            0,
+            f"no column {', '.join(map(repr, missing))} (it has {', '.join(present)}): not a "
+            "table from `researchy-subq questions`; rerun it",
+        )
     return pq.read_table(path, columns=columns)
 
 
@@ -57,5 +65,4 @@ def load_topics(folder: Path, shard: Shard = Shard()) -> list[Topic]:
     table = table.filter(pc.is_in(table["qid"], value_set=questions["qid"]))
     for qid, text in zip(table["qid"].to_pylist(), table["text"].to_pylist()):
         subqs[qid].append(text)
-    return [Topic(r["qid"], r["question"], tuple(subqs[r["qid"]]), tuple(r["clicked"]))
-            for r in questions.to_pylist()]
+    return [Topic(r["qid"], r["question"], tuple(subqs[r["qid"]]), tuple(r["clicked"])) for r in questions.to_pylist()]

@@ -2,6 +2,7 @@
 documents are found by their `CluewebURLHash` alone. Two documents with one URL-hash (the same URL crawled twice,
 or a copy of a record under another id) are kept in the corpus, and the map takes the first docid in id order,
 with a warning saying so and naming an example."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -27,16 +28,19 @@ def one_document_per_hash(table: pa.Table, where: Path) -> pa.Table:
     if not repeated.any():
         return table
     first = int(np.flatnonzero(repeated)[0])
-    warn(f"{where}: {int(repeated.sum()):,} documents share a URL-hash with another document (e.g. "
-         f"{hashes[first]}: {table['docid'][first - 1]} and {table['docid'][first]}); a clicked document with such a "
-         "URL-hash is taken to be the first docid in id order")
+    warn(
+        f"{where}: {int(repeated.sum()):,} documents share a URL-hash with another document (e.g. "
+        f"{hashes[first]}: {table['docid'][first - 1]} and {table['docid'][first]}); a clicked document with such a "
+        "URL-hash is taken to be the first docid in id order"
+    )
     return table.filter(pa.array(~repeated))
 
 
 def url_hashes_of(corpus_files: list[Path], docids: set[str]) -> dict[str, str]:
     """docid -> url_hash of these docids, read from the corpus's shard files."""
-    table = ds.dataset(corpus_files, format="parquet").to_table(columns=["docid", "url_hash"],
-                                                                filter=pc.field("docid").isin(sorted(docids)))
+    table = ds.dataset(corpus_files, format="parquet").to_table(
+        columns=["docid", "url_hash"], filter=pc.field("docid").isin(sorted(docids))
+    )
     return dict(zip(table["docid"].to_pylist(), table["url_hash"].to_pylist()))
 
 
@@ -93,5 +97,7 @@ def first_document_per_hash(batches, where: Path, memory: int | None = None) -> 
         previous, docid = hashes[-1].as_py(), chunk["docid"][-1].as_py()
         yield chunk.filter(pa.array(~repeated)).select(["url_hash", "docid"])
     if repeats:
-        warn(f"{where}: {repeats:,} documents share a URL-hash with another document (e.g. {example[0]}: {example[1]} "
-             f"and {example[2]}); a clicked document with such a URL-hash is taken to be the first docid in id order")
+        warn(
+            f"{where}: {repeats:,} documents share a URL-hash with another document (e.g. {example[0]}: {example[1]} "
+            f"and {example[2]}); a clicked document with such a URL-hash is taken to be the first docid in id order"
+        )

@@ -7,6 +7,7 @@ over raw batch_search's, minus 1.
 
 Usage: python scripts/bench_bm25.py [--copies 10] [--queries 3000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ def synthetic_questions(work: Path, count: int) -> Path:
     texts += pq.read_table(work / "sample-questions" / "questions.parquet")["question"].to_pylist()
     folder = work / "questions"
     with ParquetSink(folder / "questions.parquet", "questions") as sink:
-        sink.write_rows({"qid": str(i), "question": texts[i % len(texts)], "split": "train", "clicked": []}
-                        for i in range(count))
+        sink.write_rows(
+            {"qid": str(i), "question": texts[i % len(texts)], "split": "train", "clicked": []} for i in range(count)
+        )
     pq.write_table(arrow_schema("subquestions").empty_table(), folder / "subquestions.parquet")
     return folder
 
@@ -53,7 +55,9 @@ def replicated_corpus(work: Path, copies: int) -> Path:
     with open(jsonl, "w") as f:
         for c in range(copies):
             for r in rows:
-                f.write(json.dumps({"id": f"{r['docid']}-c{c}", "contents": r["text"], "url": f"{r['url']}?c={c}"}) + "\n")
+                f.write(
+                    json.dumps({"id": f"{r['docid']}-c{c}", "contents": r["text"], "url": f"{r['url']}?c={c}"}) + "\n"
+                )
     build_corpus([jsonl], work / "corpus")
     return work / "corpus"
 
@@ -73,8 +77,10 @@ def main() -> None:
         queries = pq.read_table(questions / "questions.parquet")["question"].to_pylist()
         searcher = open_searcher(work / "index", profile.bm25)
         searcher.batch_search(queries[:200], qids[:200], k=100, threads=2)  # JIT warm-up
-        table = Table(title=f"BM25 top-{profile.bm25.depth}: {len(queries):,} queries, {summary.documents:,} documents "
-                            f"(median of {args.repeats})")
+        table = Table(
+            title=f"BM25 top-{profile.bm25.depth}: {len(queries):,} queries, {summary.documents:,} documents "
+            f"(median of {args.repeats})"
+        )
         for column in ("threads", "raw batch_search q/s", "raw + read hits q/s", "our stage q/s", "overhead"):
             table.add_column(column, justify="right")
         for threads in (1, 2):
@@ -89,8 +95,13 @@ def main() -> None:
                 retrieve(profile, questions, work / "index", work / f"runs-{threads}-{repeat}", threads=threads)
                 ours.append(time.perf_counter() - start)
             r, rr, o = (statistics.median(x) for x in (raw, raw_read, ours))
-            table.add_row(str(threads), f"{len(queries) / r:,.0f}", f"{len(queries) / rr:,.0f}",
-                          f"{len(queries) / o:,.0f}", f"{o / r - 1:+.1%}")
+            table.add_row(
+                str(threads),
+                f"{len(queries) / r:,.0f}",
+                f"{len(queries) / rr:,.0f}",
+                f"{len(queries) / o:,.0f}",
+                f"{o / r - 1:+.1%}",
+            )
         Console().print(table)
 
 

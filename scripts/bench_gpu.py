@@ -20,6 +20,7 @@ length-sorted left-padded batch of the kit's own token ids; raw unpadded = one s
 dynamic float8 on every decoder linear layer (CUDA, compute capability >= 8.9 only). FLOPs per pair are counted as
 `plan` counts them (generation/model_shapes.prompt_flops: 2 x non-embedding params per token + causal attention).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,16 @@ from builder.standins.models import build_model, chat_tokenizer
 from generation.model_shapes import LLAMA_31_8B, LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, TINY, prompt_flops
 from generation.sample import CLUEWEB22
 
-SHAPES = {"llama-70b": PUBLISHED[LLAMA_33_70B], "llama-8b": PUBLISHED[LLAMA_31_8B],
-          "reranker": PUBLISHED[QWEN3_RERANKER_06B], **TINY}
-WORDS = ("honey bee colony varroa mite virus pesticide neonicotinoid forage pollen nectar queen drone worker hive "
-         "winter loss habitat climate nutrition pathogen fungicide beekeeper apiary swarm brood wax comb").split()
+SHAPES = {
+    "llama-70b": PUBLISHED[LLAMA_33_70B],
+    "llama-8b": PUBLISHED[LLAMA_31_8B],
+    "reranker": PUBLISHED[QWEN3_RERANKER_06B],
+    **TINY,
+}
+WORDS = (
+    "honey bee colony varroa mite virus pesticide neonicotinoid forage pollen nectar queen drone worker hive "
+    "winter loss habitat climate nutrition pathogen fungicide beekeeper apiary swarm brood wax comb"
+).split()
 
 
 def judge_sequences(args, pairs: int):
@@ -60,10 +67,18 @@ def judge_sequences(args, pairs: int):
     from generation.profiles import load_profile
 
     rng = random.Random(0)
-    config = load_profile("paper").judge.model_copy(update={
-        "backend": "transformers", "model": "in-memory", "max_model_len": args.prompt_tokens + 3, "mode": "distribution"})
+    config = load_profile("paper").judge.model_copy(
+        update={
+            "backend": "transformers",
+            "model": "in-memory",
+            "max_model_len": args.prompt_tokens + 3,
+            "mode": "distribution",
+        }
+    )
     words = document_words(args.corpus, pairs, config.context_words, seed=0)
-    questions = [f"Why does {rng.choice(WORDS)} affect {rng.choice(WORDS)} number {i}?" for i in range(max(pairs // 8, 1))]
+    questions = [
+        f"Why does {rng.choice(WORDS)} affect {rng.choice(WORDS)} number {i}?" for i in range(max(pairs // 8, 1))
+    ]
     return config, [Pair(questions[i % len(questions)], " ".join(rng.choices(WORDS, k=n))) for i, n in enumerate(words)]
 
 
@@ -80,8 +95,12 @@ def rerank_sequences(tokenizer, args, pairs: int):
     query = "why are honey bee populations declining"
     limit = load_profile("paper").rerank.max_doc_words or 10 * args.rerank_tokens  # no word cut: tokens cut it
     docs = [" ".join(rng.choices(WORDS, k=n)) for n in document_words(args.corpus, pairs, limit, seed=1)]
-    return [encoder.encode("Given the list of questions as query, retrieve relevant passages that answer the "
-                           "questions.", query, d) for d in docs]
+    return [
+        encoder.encode(
+            "Given the list of questions as query, retrieve relevant passages that answer the questions.", query, d
+        )
+        for d in docs
+    ]
 
 
 def bench_shape(name: str, args, precision: str) -> list[dict]:
@@ -104,26 +123,34 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
         sequences = rerank_sequences(tokenizer, args, args.pairs)
         wanted = [tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")]
         padded = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
-        packed = TransformersBackend.wrap(model, tokenizer, batch_size=args.pairs,
-                                          max_batch_tokens=args.batch_size * args.rerank_tokens, packed=True)
-        runs = {("kit", "rerank"): lambda: padded.next_token_logprobs(sequences, wanted),
-                ("kit packed", "rerank"): with_attention(model, args.packed_attention,
-                                                         lambda: packed.next_token_logprobs(sequences, wanted)),
-                ("raw padded", "rerank"): lambda: raw_padded(padded, sequences, torch.tensor(wanted)),
-                ("raw unpadded", "rerank"): lambda: raw_unpadded(padded, sequences, torch.tensor(wanted))}
+        packed = TransformersBackend.wrap(
+            model, tokenizer, batch_size=args.pairs, max_batch_tokens=args.batch_size * args.rerank_tokens, packed=True
+        )
+        runs = {
+            ("kit", "rerank"): lambda: padded.next_token_logprobs(sequences, wanted),
+            ("kit packed", "rerank"): with_attention(
+                model, args.packed_attention, lambda: packed.next_token_logprobs(sequences, wanted)
+            ),
+            ("raw padded", "rerank"): lambda: raw_padded(padded, sequences, torch.tensor(wanted)),
+            ("raw unpadded", "rerank"): lambda: raw_unpadded(padded, sequences, torch.tensor(wanted)),
+        }
         if args.compile:
             runs[("kit compiled", "rerank")] = compiled(model, lambda: padded.next_token_logprobs(sequences, wanted))
     else:
         backend = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
         config, pairs = judge_sequences(args, args.pairs)
-        judges = {mode: LLMJudge(config.model_copy(update={"mode": mode}), backend, tokenizer, shape.name)
-                  for mode in ("distribution", "generate")}
+        judges = {
+            mode: LLMJudge(config.model_copy(update={"mode": mode}), backend, tokenizer, shape.name)
+            for mode in ("distribution", "generate")
+        }
         sequences = [judges["distribution"].encode_pair(p)[0] for p in pairs]
         wanted = torch.tensor(judges["distribution"].digit_ids)
-        runs = {("kit", "distribution"): lambda: judges["distribution"].grade(pairs),
-                ("kit", "generate"): lambda: judges["generate"].grade(pairs),
-                ("raw padded", "distribution"): lambda: raw_padded(backend, sequences, wanted),
-                ("raw unpadded", "distribution"): lambda: raw_unpadded(backend, sequences, wanted)}
+        runs = {
+            ("kit", "distribution"): lambda: judges["distribution"].grade(pairs),
+            ("kit", "generate"): lambda: judges["generate"].grade(pairs),
+            ("raw padded", "distribution"): lambda: raw_padded(backend, sequences, wanted),
+            ("raw unpadded", "distribution"): lambda: raw_unpadded(backend, sequences, wanted),
+        }
         if args.compile:
             runs[("kit compiled", "distribution")] = compiled(model, lambda: judges["distribution"].grade(pairs))
     tokens = statistics.mean(len(s) for s in sequences)
@@ -137,11 +164,24 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
         rate = len(sequences) / seconds
         achieved = rate * flops
         attention = args.packed_attention if run == "kit packed" else padded_attention
-        rows.append({**common, "run": run, "mode": mode, "batch": 1 if run == "raw unpadded" else args.batch_size,
-                     "attention": attention, "prompt_tokens": round(tokens), "tokens_min": shortest,
-                     "tokens_max": longest, "pairs_per_s": rate, "tflops": achieved / 1e12,
-                     "share_of_peak": achieved / peak if peak else None, "share_of_ceiling": achieved / ceiling,
-                     "ceiling_tflops": ceiling / 1e12, "peak_memory_gib": memory})
+        rows.append(
+            {
+                **common,
+                "run": run,
+                "mode": mode,
+                "batch": 1 if run == "raw unpadded" else args.batch_size,
+                "attention": attention,
+                "prompt_tokens": round(tokens),
+                "tokens_min": shortest,
+                "tokens_max": longest,
+                "pairs_per_s": rate,
+                "tflops": achieved / 1e12,
+                "share_of_peak": achieved / peak if peak else None,
+                "share_of_ceiling": achieved / ceiling,
+                "ceiling_tflops": ceiling / 1e12,
+                "peak_memory_gib": memory,
+            }
+        )
     del model
     if args.device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -152,15 +192,19 @@ def print_table(rows: list[dict], device: str) -> None:
     import transformers
 
     print(f"\n{device_name(device)}; torch {torch.__version__}, transformers {transformers.__version__}")
-    print("| shape | run | mode | precision | attention | batch | tokens: mean (min-max) | pairs/s | TFLOP/s | "
-          "share of peak | share of ceiling (TFLOP/s) | peak memory GiB |")
+    print(
+        "| shape | run | mode | precision | attention | batch | tokens: mean (min-max) | pairs/s | TFLOP/s | "
+        "share of peak | share of ceiling (TFLOP/s) | peak memory GiB |"
+    )
     print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         peak = f"{r['share_of_peak']:.1%}" if r["share_of_peak"] is not None else "n/a"
-        print(f"| {r['shape']} | {r['run']} | {r['mode']} | {r['precision']} | {r['attention']} | {r['batch']} | "
-              f"{r['prompt_tokens']:,} ({r['tokens_min']:,}-{r['tokens_max']:,}) | "
-              f"{r['pairs_per_s']:.2f} | {r['tflops']:.3g} | {peak} | {r['share_of_ceiling']:.1%} "
-              f"({r['ceiling_tflops']:.3g}) | {r['peak_memory_gib']:.2f} |")
+        print(
+            f"| {r['shape']} | {r['run']} | {r['mode']} | {r['precision']} | {r['attention']} | {r['batch']} | "
+            f"{r['prompt_tokens']:,} ({r['tokens_min']:,}-{r['tokens_max']:,}) | "
+            f"{r['pairs_per_s']:.2f} | {r['tflops']:.3g} | {peak} | {r['share_of_ceiling']:.1%} "
+            f"({r['ceiling_tflops']:.3g}) | {r['peak_memory_gib']:.2f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,21 +215,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", nargs="+", choices=["bf16", "fp8"], default=["bf16"])
     parser.add_argument("--pairs", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=8, help="pairs per batch (the reranker: docs per batch)")
-    parser.add_argument("--prompt-tokens", type=int, default=8189,
-                        help="judge prompts are cut to this many tokens (the paper profile's max_model_len - 3)")
-    parser.add_argument("--rerank-tokens", type=int, default=8192, help="reranker inputs are cut to this many "
-                        "tokens (the profiles' rerank max_length)")
-    parser.add_argument("--corpus", type=Path, default=CLUEWEB22,
-                        help="documents whose lengths the prompts take (ClueWeb22 txt or JSONL; default: the bundled "
-                        "sample, whose documents are short: pass your ClueWeb22-B copy for the paper's lengths)")
-    parser.add_argument("--packed-attention", default=None,
-                        help="attn_implementation of the reranker shape (packed runs need flash_attention_2 or "
-                             "flex_attention on a GPU; default: sdpa on a CPU, flex_attention on a GPU)")
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=8189,
+        help="judge prompts are cut to this many tokens (the paper profile's max_model_len - 3)",
+    )
+    parser.add_argument(
+        "--rerank-tokens",
+        type=int,
+        default=8192,
+        help="reranker inputs are cut to this many tokens (the profiles' rerank max_length)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        default=CLUEWEB22,
+        help="documents whose lengths the prompts take (ClueWeb22 txt or JSONL; default: the bundled "
+        "sample, whose documents are short: pass your ClueWeb22-B copy for the paper's lengths)",
+    )
+    parser.add_argument(
+        "--packed-attention",
+        default=None,
+        help="attn_implementation of the reranker shape (packed runs need flash_attention_2 or "
+        "flex_attention on a GPU; default: sdpa on a CPU, flex_attention on a GPU)",
+    )
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--compile", action="store_true", help="also run the kit with `compile: true` "
-                        "(torch.compile, dynamic shapes; compiled during the warm-up run, which is not timed)")
-    parser.add_argument("--peak-tflops", type=float, help="the device's dense peak for this precision, where the "
-                        "built-in table (H100, H200) does not know it")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also run the kit with `compile: true` "
+        "(torch.compile, dynamic shapes; compiled during the warm-up run, which is not timed)",
+    )
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the device's dense peak for this precision, where the built-in table (H100, H200) does not know it",
+    )
     parser.add_argument("--bandwidth-tbs", type=float, help="the device's memory bandwidth in TB/s, likewise")
     parser.add_argument("--calibration", type=Path, help="write the figures here as a calibration file for `plan`")
     args = parser.parse_args(argv)

@@ -5,6 +5,7 @@ each, at growing sizes. Prints lines, judgments, wall and CPU seconds, judgments
 
 Usage: python scripts/bench_import.py [--lines 20000,80000,160000] [--out /tmp/bench-import]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,15 @@ assert summary.rows == {rows}, summary.rows
 
 
 def researchy_record(qid: int) -> dict:
-    return {"id": qid, "question": f"question {qid}", "DocStream": [],
-            "gpt4_decomposition": {"subquestions": [f"- sub-question {k} of {qid}" for k in range(SUBQUESTIONS)],
-                                   "headers": []}}
+    return {
+        "id": qid,
+        "question": f"question {qid}",
+        "DocStream": [],
+        "gpt4_decomposition": {
+            "subquestions": [f"- sub-question {k} of {qid}" for k in range(SUBQUESTIONS)],
+            "headers": [],
+        },
+    }
 
 
 def make_inputs(root: Path, lines: int) -> tuple[Path, Path, int]:
@@ -48,7 +55,9 @@ def make_inputs(root: Path, lines: int) -> tuple[Path, Path, int]:
     with open(ratings, "w") as f:
         for n in range(lines):
             rating = [rng.choice((0, 0, 1, 2, 2, 3, 4, 4, 5)) for _ in range(SUBQUESTIONS)]
-            f.write(json.dumps({"id": n // DOCUMENTS, "docid": f"{rng.getrandbits(128):032X}", "rating": rating}) + "\n")
+            f.write(
+                json.dumps({"id": n // DOCUMENTS, "docid": f"{rng.getrandbits(128):032X}", "rating": rating}) + "\n"
+            )
     return root / "questions", ratings, lines * SUBQUESTIONS
 
 
@@ -67,8 +76,9 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         questions, ratings, rows = make_inputs(root, lines)
-        wall, cpu, peak = timed(IMPORT.format(questions=str(questions), ratings=str(ratings), out=str(root / "j"),
-                                              rows=rows))
+        wall, cpu, peak = timed(
+            IMPORT.format(questions=str(questions), ratings=str(ratings), out=str(root / "j"), rows=rows)
+        )
         sizes.append(lines)
         peaks.append(peak)
         table.add_row(f"{lines:,}", f"{rows:,}", f"{wall:.1f}", f"{cpu:.1f}", f"{rows / cpu:,.0f}", f"{peak:,.0f}")
@@ -76,8 +86,9 @@ def main() -> None:
     console.print(table)
     if len(sizes) > 1:
         slope, intercept = np.polyfit(sizes, peaks, 1)
-        console.print(f"peak MB = {intercept:,.0f} + {slope * 1e6:,.0f} per million ratings lines "
-                      f"(load after {load_line()})")
+        console.print(
+            f"peak MB = {intercept:,.0f} + {slope * 1e6:,.0f} per million ratings lines (load after {load_line()})"
+        )
 
 
 if __name__ == "__main__":

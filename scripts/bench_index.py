@@ -10,6 +10,7 @@ before the clock starts), with the kit's flags (no -storeRaw, -fields url_hash, 
 Each step runs as a child process; its CPU (user + system) and peak RSS come from wait4, so they include Java and
 every other descendant (peak RSS: the largest single process). Disk is sampled every 0.2 s while a step runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,20 +66,36 @@ def measure(command: list[str], watch: list[Path]) -> dict:
     peak[0] = max(peak[0], disk_bytes(watch))
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"failed: {' '.join(command)}\n{child.err.decode()[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
-            "disk": peak[0] / 2**20}
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss": usage.ru_maxrss / 1024,
+        "disk": peak[0] / 2**20,
+    }
 
 
 def anchor_input(txt: list[Path], folder: Path) -> None:
     """The txt records as JsonCollection documents, one gzip'd file per txt file (not timed)."""
     folder.mkdir(parents=True)
     for n, path in enumerate(txt):
-        with gzip.open(path, "rt", encoding="utf-8") as f, gzip.open(folder / f"part-{n:05d}.jsonl.gz", "wt",
-                                                                     encoding="utf-8", compresslevel=1) as out:
+        with (
+            gzip.open(path, "rt", encoding="utf-8") as f,
+            gzip.open(folder / f"part-{n:05d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1) as out,
+        ):
             for line in f:
                 r = json.loads(line)
-                out.write(json.dumps({"id": r["ClueWeb22-ID"], "contents": r["Clean-Text"], "url_hash": r["URL-hash"],
-                                      "url": r["URL"].strip()}, ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps(
+                        {
+                            "id": r["ClueWeb22-ID"],
+                            "contents": r["Clean-Text"],
+                            "url_hash": r["URL-hash"],
+                            "url": r["URL"].strip(),
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
 
 
 def main() -> int:
@@ -102,22 +119,65 @@ def run(args, work: Path) -> int:
     started = time.perf_counter()
     txt = write_clueweb22_txt(work / "cw22", args.docs, args.per_file)
     anchor_input(txt, work / "anchor-json")
-    print(f"synthetic ClueWeb22 txt: {args.docs:,} documents in {len(txt)} files, {disk_bytes([work / 'cw22']) / 2**20:,.0f}"
-          f" MB ({time.perf_counter() - started:.0f} s to write)", file=sys.stderr)
+    print(
+        f"synthetic ClueWeb22 txt: {args.docs:,} documents in {len(txt)} files, {disk_bytes([work / 'cw22']) / 2**20:,.0f}"
+        f" MB ({time.perf_counter() - started:.0f} s to write)",
+        file=sys.stderr,
+    )
     corpus, index, anchor = work / "corpus", work / "index", work / "anchor-index"
     rows = {}
-    rows["kit: corpus (1 shard)"] = measure(CLI + ["corpus", "--input", str(work / "cw22" / "txt"), "--out", str(corpus)],
-                                            [corpus])
+    rows["kit: corpus (1 shard)"] = measure(
+        CLI + ["corpus", "--input", str(work / "cw22" / "txt"), "--out", str(corpus)], [corpus]
+    )
     rows[f"kit: index --threads {args.threads}"] = measure(
-        CLI + ["index", "--corpus", str(corpus), "--index", str(index), "--threads", str(args.threads),
-               "--memory-mb", str(args.memory_mb), "--profile", "paper"], [work])
+        CLI
+        + [
+            "index",
+            "--corpus",
+            str(corpus),
+            "--index",
+            str(index),
+            "--threads",
+            str(args.threads),
+            "--memory-mb",
+            str(args.memory_mb),
+            "--profile",
+            "paper",
+        ],
+        [work],
+    )
     rows[f"Anserini IndexCollection, JsonCollection, {args.threads} threads"] = measure(
-        [str(java_binary()), f"-Xmx{args.memory_mb}m", "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
-         "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator", "-input",
-         str(work / "anchor-json"), "-index", str(anchor), "-threads", str(args.threads), "-stemmer", "porter",
-         "-fields", "url_hash", "-memoryBuffer", str(min(args.memory_mb // 2, 4096))], [anchor])
-    sizes = {"txt": disk_bytes([work / "cw22"]), "corpus": disk_bytes([corpus]), "index": disk_bytes([index]),
-             "anchor": disk_bytes([anchor])}
+        [
+            str(java_binary()),
+            f"-Xmx{args.memory_mb}m",
+            "-cp",
+            str(anserini_jar()),
+            "io.anserini.index.IndexCollection",
+            "-collection",
+            "JsonCollection",
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-input",
+            str(work / "anchor-json"),
+            "-index",
+            str(anchor),
+            "-threads",
+            str(args.threads),
+            "-stemmer",
+            "porter",
+            "-fields",
+            "url_hash",
+            "-memoryBuffer",
+            str(min(args.memory_mb // 2, 4096)),
+        ],
+        [anchor],
+    )
+    sizes = {
+        "txt": disk_bytes([work / "cw22"]),
+        "corpus": disk_bytes([corpus]),
+        "index": disk_bytes([index]),
+        "anchor": disk_bytes([anchor]),
+    }
     # the index step watched the whole folder: keep the corpus, the staged parts and the index, not the inputs
     rows[f"kit: index --threads {args.threads}"]["disk"] -= (disk_bytes([work / "cw22", work / "anchor-json"])) / 2**20
     report(args, rows, sizes)
@@ -126,31 +186,42 @@ def run(args, work: Path) -> int:
 
 def report(args, rows: dict, sizes: dict) -> None:
     mb = {k: v / 2**20 for k, v in sizes.items()}
-    print(f"| step, {args.docs:,} documents | CPU s | wall s | peak MB | peak disk MB (kit: corpus and what the "
-          "index adds, beside the txt) | on disk after |")
+    print(
+        f"| step, {args.docs:,} documents | CPU s | wall s | peak MB | peak disk MB (kit: corpus and what the "
+        "index adds, beside the txt) | on disk after |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | --- |")
-    after = [f"Parquet {mb['corpus']:,.0f} MB", f"index {mb['index']:,.0f} MB (with its docid map)",
-             f"index {mb['anchor']:,.0f} MB"]
+    after = [
+        f"Parquet {mb['corpus']:,.0f} MB",
+        f"index {mb['index']:,.0f} MB (with its docid map)",
+        f"index {mb['anchor']:,.0f} MB",
+    ]
     for (name, r), left in zip(rows.items(), after):
         print(f"| {name} | {r['cpu']:.1f} | {r['wall']:.1f} | {r['rss']:,.0f} | {r['disk']:,.0f} | {left} |")
     kit = [r for name, r in rows.items() if name.startswith("kit")]
     anchor = rows[next(name for name in rows if name.startswith("Anserini"))]
     cpu, wall = sum(r["cpu"] for r in kit), sum(r["wall"] for r in kit)
     peak_kit = kit[1]["disk"]  # corpus + index while building
-    print(f"\nkit corpus + index: {cpu:.1f} CPU s ({cpu / anchor['cpu']:.2f}x Anserini), {wall:.1f} s wall "
-          f"({wall / anchor['wall']:.2f}x); the kit's peak disk (corpus + index while building; the JSON goes through "
-          f"pipes): {peak_kit:,.0f} MB, against the txt + Anserini's index: {mb['txt'] + mb['anchor']:,.0f} MB "
-          f"({peak_kit / (mb['txt'] + mb['anchor']):.2f}x); txt {mb['txt']:,.0f} MB")
+    print(
+        f"\nkit corpus + index: {cpu:.1f} CPU s ({cpu / anchor['cpu']:.2f}x Anserini), {wall:.1f} s wall "
+        f"({wall / anchor['wall']:.2f}x); the kit's peak disk (corpus + index while building; the JSON goes through "
+        f"pipes): {peak_kit:,.0f} MB, against the txt + Anserini's index: {mb['txt'] + mb['anchor']:,.0f} MB "
+        f"({peak_kit / (mb['txt'] + mb['anchor']):.2f}x); txt {mb['txt']:,.0f} MB"
+    )
     scale = ENGLISH_DOCS / args.docs
     hours = lambda cpu_s: cpu_s * scale / args.cores / 3600  # noqa: E731
-    print(f"\nextrapolated to {ENGLISH_DOCS:,} documents on {args.cores} cores: kit {hours(cpu):.1f} h, Anserini "
-          f"{hours(anchor['cpu']):.1f} h; disk beside the txt: kit {peak_kit * scale / 2**20:.2f} TB at peak, "
-          f"{(mb['corpus'] + mb['index']) * scale / 2**20:.2f} TB after (corpus + index), anchor "
-          f"{mb['anchor'] * scale / 2**20:.2f} TB; txt {mb['txt'] * scale / 2**20:.2f} TB")
-    print(f"assumptions: CPU and bytes grow linearly with documents (these synthetic texts' lengths and vocabulary); "
-          f"all {args.cores} cores busy (corpus run as >= {args.cores} shards, index with --threads {args.cores} over "
-          f">= {args.cores} input files), so hours = CPU s / cores; the same per-core speed as here (load average "
-          f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} at the end); disk as TB = 2^40 bytes")
+    print(
+        f"\nextrapolated to {ENGLISH_DOCS:,} documents on {args.cores} cores: kit {hours(cpu):.1f} h, Anserini "
+        f"{hours(anchor['cpu']):.1f} h; disk beside the txt: kit {peak_kit * scale / 2**20:.2f} TB at peak, "
+        f"{(mb['corpus'] + mb['index']) * scale / 2**20:.2f} TB after (corpus + index), anchor "
+        f"{mb['anchor'] * scale / 2**20:.2f} TB; txt {mb['txt'] * scale / 2**20:.2f} TB"
+    )
+    print(
+        f"assumptions: CPU and bytes grow linearly with documents (these synthetic texts' lengths and vocabulary); "
+        f"all {args.cores} cores busy (corpus run as >= {args.cores} shards, index with --threads {args.cores} over "
+        f">= {args.cores} input files), so hours = CPU s / cores; the same per-core speed as here (load average "
+        f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())} at the end); disk as TB = 2^40 bytes"
+    )
 
 
 if __name__ == "__main__":

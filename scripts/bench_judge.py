@@ -11,6 +11,7 @@ interleaved, the median of `--repeats` is printed, as pairs per wall second and 
 its threads; on a shared machine the CPU time is the steadier measure, so the ratios use it); vLLM's prefix cache is reset before each run, so every run pays
 for its own prefixes (the pairs of one sub-question share instruction + sub-question).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 FAMILIES = {"llama3": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
 MAX_MODEL_LEN = 2048
-WORDS = ("honey bee colony varroa mite virus pesticide neonicotinoid forage pollen nectar queen drone worker hive "
-         "winter loss habitat climate nutrition pathogen fungicide beekeeper apiary swarm brood wax comb").split()
+WORDS = (
+    "honey bee colony varroa mite virus pesticide neonicotinoid forage pollen nectar queen drone worker hive "
+    "winter loss habitat climate nutrition pathogen fungicide beekeeper apiary swarm brood wax comb"
+).split()
 
 
 def make_pairs(n_subquestions: int, n_documents: int, seed: int = 0):
@@ -44,9 +47,19 @@ def make_pairs(n_subquestions: int, n_documents: int, seed: int = 0):
 def judge_config(model: Path, backend: str, mode: str, batch_size: int):
     from generation.profiles import load_profile
 
-    return load_profile("paper").judge.model_copy(update={
-        "backend": backend, "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
-        "max_model_len": MAX_MODEL_LEN, "chat_template": True, "batch_size": batch_size, "device": "cpu"})
+    return load_profile("paper").judge.model_copy(
+        update={
+            "backend": backend,
+            "model": str(model),
+            "mode": mode,
+            "dtype": "float32",
+            "tensor_parallel_size": 1,
+            "max_model_len": MAX_MODEL_LEN,
+            "chat_template": True,
+            "batch_size": batch_size,
+            "device": "cpu",
+        }
+    )
 
 
 def raw_transformers(backend, sequences, token_ids):
@@ -84,13 +97,17 @@ def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: 
 
         backend = TransformersBackend(model, device="cpu", dtype="float32", batch_size=batch_size)
         tokenizer, raw, reset = backend.tokenizer, raw_transformers, (lambda: None)
-    judges = {mode: LLMJudge(judge_config(model, backend_name, mode, batch_size), backend, tokenizer, family)
-              for mode in ("generate", "distribution")}
+    judges = {
+        mode: LLMJudge(judge_config(model, backend_name, mode, batch_size), backend, tokenizer, family)
+        for mode in ("generate", "distribution")
+    }
     sequences = [judges["distribution"].encode_pair(p)[0] for p in pairs]
     digits = judges["distribution"].digit_ids
-    runs = {"generate": lambda: judges["generate"].grade(pairs),
-            "distribution": lambda: judges["distribution"].grade(pairs),
-            "raw one step": lambda: raw(backend, sequences, digits)}
+    runs = {
+        "generate": lambda: judges["generate"].grade(pairs),
+        "distribution": lambda: judges["distribution"].grade(pairs),
+        "raw one step": lambda: raw(backend, sequences, digits),
+    }
     for run in runs.values():  # warm-up
         reset()
         run()
@@ -104,8 +121,19 @@ def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: 
     wall = {name: len(pairs) / statistics.median(w for w, _ in s) for name, s in seconds.items()}
     cpu = {name: len(pairs) / statistics.median(c for _, c in s) for name, s in seconds.items()}
     tokens = statistics.mean(len(s) for s in sequences)
-    return [(backend_name, family, name, wall[name], cpu[name], cpu[name] / cpu["raw one step"],
-             cpu[name] / cpu["generate"], tokens) for name in runs]
+    return [
+        (
+            backend_name,
+            family,
+            name,
+            wall[name],
+            cpu[name],
+            cpu[name] / cpu["raw one step"],
+            cpu[name] / cpu["generate"],
+            tokens,
+        )
+        for name in runs
+    ]
 
 
 def main() -> None:
@@ -115,8 +143,12 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (vLLM's CPU engine serves with 1); 1 keeps a shared machine's noise down")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (vLLM's CPU engine serves with 1); 1 keeps a shared machine's noise down",
+    )
     args = parser.parse_args()
 
     import torch
@@ -129,19 +161,30 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed, (family, (config_class, model_class)) in enumerate(FAMILIES.items()):
-            model = save_tiny_causal_lm(Path(tmp) / family, config_class, model_class, seed, chat=family, head_dim=32,
-                                        max_position_embeddings=MAX_MODEL_LEN)
+            model = save_tiny_causal_lm(
+                Path(tmp) / family,
+                config_class,
+                model_class,
+                seed,
+                chat=family,
+                head_dim=32,
+                max_position_embeddings=MAX_MODEL_LEN,
+            )
             rows += bench_model(family, model, args.backend, pairs, args.batch_size, args.repeats)
     version = f"vllm {__import__('vllm').__version__}" if args.backend == "vllm" else ""
-    print(f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents), batch "
-          f"{args.batch_size}, median of {args.repeats}; torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"transformers {transformers.__version__} {version}; {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f} at the end")
+    print(
+        f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents), batch "
+        f"{args.batch_size}, median of {args.repeats}; torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"transformers {transformers.__version__} {version}; {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f} at the end"
+    )
     print("| backend | model | run | pairs/s (wall) | pairs/CPU-s | x raw one step | x kit generate | prompt tokens |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for backend, family, name, wall, cpu, vs_raw, vs_generate, tokens in rows:
-        print(f"| {backend} | {family} | {name} | {wall:.1f} | {cpu:.1f} | {vs_raw:.2f} | {vs_generate:.2f} | "
-              f"{tokens:.0f} |")
+        print(
+            f"| {backend} | {family} | {name} | {wall:.1f} | {cpu:.1f} | {vs_raw:.2f} | {vs_generate:.2f} | "
+            f"{tokens:.0f} |"
+        )
 
 
 if __name__ == "__main__":

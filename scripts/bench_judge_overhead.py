@@ -13,6 +13,7 @@ The tokenizer is MiniLM's WordPiece standing in for Llama-3's (not on disk), wit
 
 Usage: python scripts/bench_judge_overhead.py [--questions 200] [--work DIR] [--keep]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,27 +96,68 @@ def make_inputs(work: Path, questions: int, median_words: int, profile, seed: in
     with open(raw, "w") as f:
         for i in range(documents):
             words = max(20, min(20_000, int(rng.lognormvariate(math.log(median_words), 0.9))))
-            f.write(json.dumps({"id": f"doc{i:08d}", "contents": web_text(rng, vocabulary, weights, words),
-                                "url": f"https://example.org/{i}"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"doc{i:08d}",
+                        "contents": web_text(rng, vocabulary, weights, words),
+                        "url": f"https://example.org/{i}",
+                    }
+                )
+                + "\n"
+            )
     build_corpus([raw], work / "corpus")
     build_index(work / "corpus", work / "index")
     folder = work / "questions"
     folder.mkdir(parents=True, exist_ok=True)
     qids = [str(1_000_000 + q) for q in range(questions)]
-    pq.write_table(conform(pa.table({"qid": qids, "question": [f"question {q}?" for q in qids],
-                                     "split": ["train"] * questions, "clicked": [[]] * questions}), "questions"),
-                   folder / "questions.parquet")
-    pq.write_table(conform(pa.table({
-        "subq_id": [f"{q}-{k}" for q in qids for k in range(SUBQUESTIONS_PER_QUESTION)],
-        "qid": [q for q in qids for _ in range(SUBQUESTIONS_PER_QUESTION)],
-        "text": [web_text(rng, vocabulary, weights, 12) + "?" for _ in range(questions * SUBQUESTIONS_PER_QUESTION)],
-    }), "subquestions"), folder / "subquestions.parquet")
+    pq.write_table(
+        conform(
+            pa.table(
+                {
+                    "qid": qids,
+                    "question": [f"question {q}?" for q in qids],
+                    "split": ["train"] * questions,
+                    "clicked": [[]] * questions,
+                }
+            ),
+            "questions",
+        ),
+        folder / "questions.parquet",
+    )
+    pq.write_table(
+        conform(
+            pa.table(
+                {
+                    "subq_id": [f"{q}-{k}" for q in qids for k in range(SUBQUESTIONS_PER_QUESTION)],
+                    "qid": [q for q in qids for _ in range(SUBQUESTIONS_PER_QUESTION)],
+                    "text": [
+                        web_text(rng, vocabulary, weights, 12) + "?"
+                        for _ in range(questions * SUBQUESTIONS_PER_QUESTION)
+                    ],
+                }
+            ),
+            "subquestions",
+        ),
+        folder / "subquestions.parquet",
+    )
     stage = StageOutput(work / "candidates", "candidates", profile.config_hash("bm25", "rerank", "pool"))
     stage.out.mkdir(parents=True, exist_ok=True)
     with ParquetSink(stage.path(Shard()), "candidates") as sink:
-        sink.write_rows({"qid": q, "docid": f"doc{i * CANDIDATES_PER_QUESTION + r:08d}", "url_hash": None,
-                         "bm25_rank": r + 1, "rerank_rank": r + 1, "clicked": False, "click_share": None,
-                         "source": "bm25"} for i, q in enumerate(qids) for r in range(CANDIDATES_PER_QUESTION))
+        sink.write_rows(
+            {
+                "qid": q,
+                "docid": f"doc{i * CANDIDATES_PER_QUESTION + r:08d}",
+                "url_hash": None,
+                "bm25_rank": r + 1,
+                "rerank_rank": r + 1,
+                "clicked": False,
+                "click_share": None,
+                "source": "bm25",
+            }
+            for i, q in enumerate(qids)
+            for r in range(CANDIDATES_PER_QUESTION)
+        )
     stage.mark_done(Shard())
     return {"questions": folder, "candidates": work / "candidates", "index": work / "index"}
 
@@ -135,27 +177,46 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     backend = InstantBackend()
-    judge = LLMJudge(profile.judge, backend, AutoTokenizer.from_pretrained(str(resolve_model(MINILM))),
-                     "instant (benchmark fixture)")
+    judge = LLMJudge(
+        profile.judge, backend, AutoTokenizer.from_pretrained(str(resolve_model(MINILM))), "instant (benchmark fixture)"
+    )
     wall, cpu = time.perf_counter(), time.process_time()
-    summary = run_judge(profile, inputs["questions"], inputs["candidates"], inputs["index"], work / "judgments",
-                        judge=judge)
+    summary = run_judge(
+        profile, inputs["questions"], inputs["candidates"], inputs["index"], work / "judgments", judge=judge
+    )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     per_core = summary.pairs / cpu
     model = ModelSize()
-    table = Table(title=f"judge stage with an instant backend: {summary.pairs:,} pairs "
-                        f"({args.questions} questions x {SUBQUESTIONS_PER_QUESTION} x {CANDIDATES_PER_QUESTION}), "
-                        f"mean prompt {backend.tokens / max(backend.sequences, 1):,.0f} MiniLM tokens")
-    for column in ("wall s", "CPU s", "pairs/s per core", "CPU-hours for 24.3M pairs", "precision",
-                   "4-GPU H100 node pairs/s", "one core / node"):
+    table = Table(
+        title=f"judge stage with an instant backend: {summary.pairs:,} pairs "
+        f"({args.questions} questions x {SUBQUESTIONS_PER_QUESTION} x {CANDIDATES_PER_QUESTION}), "
+        f"mean prompt {backend.tokens / max(backend.sequences, 1):,.0f} MiniLM tokens"
+    )
+    for column in (
+        "wall s",
+        "CPU s",
+        "pairs/s per core",
+        "CPU-hours for 24.3M pairs",
+        "precision",
+        "4-GPU H100 node pairs/s",
+        "one core / node",
+    ):
         table.add_column(column, justify="right")
     overhead = 250  # non-context prompt tokens of the paper prompt (plan measures ~170-260 with MiniLM)
-    paper = Scenario("paper, assumed", "", PAPER_PAIRS, overhead + 2048 * LLAMA3_TOKENS_PER_WORD, 0,
-                     PAPER_PAIRS_PER_SUBQUESTION, 3)
+    paper = Scenario(
+        "paper, assumed", "", PAPER_PAIRS, overhead + 2048 * LLAMA3_TOKENS_PER_WORD, 0, PAPER_PAIRS_PER_SUBQUESTION, 3
+    )
     for precision in ("bf16", "fp8"):
         node = node_pairs_per_second(paper.flops(model), precision, args.utilisation)
-        table.add_row(f"{wall:.1f}", f"{cpu:.1f}", f"{per_core:,.0f}", f"{PAPER_PAIRS / per_core / 3600:,.1f}",
-                      precision, f"{node:.2f}", f"{per_core / node:,.0f}x")
+        table.add_row(
+            f"{wall:.1f}",
+            f"{cpu:.1f}",
+            f"{per_core:,.0f}",
+            f"{PAPER_PAIRS / per_core / 3600:,.1f}",
+            precision,
+            f"{node:.2f}",
+            f"{per_core / node:,.0f}x",
+        )
     Console(width=200).print(table)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

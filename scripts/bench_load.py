@@ -5,6 +5,7 @@ again with that cache filled (warm), plus the first row of a streaming load. Pri
 
 Usage: python scripts/bench_load.py RELEASE [--split train]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,12 +61,18 @@ def main() -> None:
         for what in ("release", "parquet"):
             results[(what, "warm")] = timed(snippet(what, args, files, rows, caches[(what, 1)]))
     results[("release", "streaming, first row")] = timed(STREAM.format(release=str(args.release), split=args.split))
-    table = Table(title=f"load_dataset of {rows:,} judgments ({len(files)} files); load average "
-                        f"{before} before, {load_line()} after")
+    table = Table(
+        title=f"load_dataset of {rows:,} judgments ({len(files)} files); load average "
+        f"{before} before, {load_line()} after"
+    )
     for column in ("load", "cache", "wall s", "peak MB", "release / parquet wall"):
         table.add_column(column, justify="right")
     for (what, state), (wall, _, peak) in results.items():
-        ratio = f"{wall / results[('parquet', state)][0]:.2f}" if what == "release" and ("parquet", state) in results else ""
+        ratio = (
+            f"{wall / results[('parquet', state)][0]:.2f}"
+            if what == "release" and ("parquet", state) in results
+            else ""
+        )
         name = 'load_dataset(RELEASE, "judgments")' if what == "release" else 'load_dataset("parquet", data_files=...)'
         table.add_row(name, state, f"{wall:.1f}", f"{peak:,.0f}", ratio)
     Console(width=160).print(table)

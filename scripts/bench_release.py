@@ -14,6 +14,7 @@ machine's load while it ran.
 
 Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--subquestions 0.25] [--work DIR] [--keep]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,10 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     from generation.storage import COMPRESSION
 
     files = sorted((release / "data" / "judgments").rglob("*.parquet"))
-    writers = {"plain zstd": lambda path, schema: pq.ParquetWriter(path, schema, compression=COMPRESSION),
-               "CDC + page index": open_parquet_writer}
+    writers = {
+        "plain zstd": lambda path, schema: pq.ParquetWriter(path, schema, compression=COMPRESSION),
+        "CDC + page index": open_parquet_writer,
+    }
     scratch.mkdir(parents=True, exist_ok=True)
     cost = {}
     for name, open_writer in writers.items():
@@ -106,33 +109,54 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
 
 
 def run_scale(work: Path, scale: float, subquestions: float | None = None) -> dict:
-    inputs = synthesize(work / "inputs", subquestions=int(PAPER_SUBQUESTIONS * (subquestions or scale)),
-                        judgments=int(PAPER_JUDGMENTS * scale), shards=8, seed=0)
+    inputs = synthesize(
+        work / "inputs",
+        subquestions=int(PAPER_SUBQUESTIONS * (subquestions or scale)),
+        judgments=int(PAPER_JUDGMENTS * scale),
+        shards=8,
+        seed=0,
+    )
     questions = [str(p) for p in inputs["questions"].values()]
     out = work / "release"
     floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
     build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
-    training = timed(TRAINING.format(judgments=str(inputs["judgments"]), questions=questions,
-                                     out=str(work / "training")))
+    training = timed(
+        TRAINING.format(judgments=str(inputs["judgments"]), questions=questions, out=str(work / "training"))
+    )
     check = timed(VALIDATE.format(out=str(out)))
     import json
 
     rows = json.loads((out / "manifest.json").read_text())["rows"]
-    return {"scale": scale, "judgments": inputs["judgments_total"], "subquestions": inputs["subquestions"],
-            "floor": floor, "build": build, "validate": check, "release": out, "training": training,
-            "training_rows": tuple(sum(rows[c].values()) for c in ("hard-negatives", "graded-lists"))}
+    return {
+        "scale": scale,
+        "judgments": inputs["judgments_total"],
+        "subquestions": inputs["subquestions"],
+        "floor": floor,
+        "build": build,
+        "validate": check,
+        "release": out,
+        "training": training,
+        "training_rows": tuple(sum(rows[c].values()) for c in ("hard-negatives", "graded-lists")),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", default="0.125,0.25,0.5,1", help="fractions of the paper's size, comma-separated")
-    parser.add_argument("--subquestions", type=float, default=None,
-                        help="hold the sub-questions at this fraction of the paper's while the judgments follow --scales "
-                             "(more candidates per question): memory against the judgments alone")
+    parser.add_argument(
+        "--subquestions",
+        type=float,
+        default=None,
+        help="hold the sub-questions at this fraction of the paper's while the judgments follow --scales "
+        "(more candidates per question): memory against the judgments alone",
+    )
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--writer-cost", action="store_true",
-                        help="also rewrite the largest scale's judgment files with plain zstd and with the release writer")
+    parser.add_argument(
+        "--writer-cost",
+        action="store_true",
+        help="also rewrite the largest scale's judgment files with plain zstd and with the release writer",
+    )
     args = parser.parse_args()
     root = args.work or Path(tempfile.mkdtemp(prefix="bench-release-"))
     load_before, started = os.getloadavg(), time.perf_counter()
@@ -145,21 +169,42 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
-    table = Table(title=f"release build and validate, {os.cpu_count()} cores; load average (1/5/15 min) "
-                        f"{'/'.join(f'{x:.1f}' for x in load_before)} before, "
-                        f"{'/'.join(f'{x:.1f}' for x in load_after)} after ({time.perf_counter() - started:.0f} s)")
-    for column in ("scale", "judgments", "sub-questions", "floor CPU s", "build CPU s", "build / floor", "validate CPU s",
-                   "validate / build", "peak MB floor / build / validate", "wall s floor / build / validate",
-                   "rows hard-negatives / graded-lists", "training alone CPU s / peak MB"):
+    table = Table(
+        title=f"release build and validate, {os.cpu_count()} cores; load average (1/5/15 min) "
+        f"{'/'.join(f'{x:.1f}' for x in load_before)} before, "
+        f"{'/'.join(f'{x:.1f}' for x in load_after)} after ({time.perf_counter() - started:.0f} s)"
+    )
+    for column in (
+        "scale",
+        "judgments",
+        "sub-questions",
+        "floor CPU s",
+        "build CPU s",
+        "build / floor",
+        "validate CPU s",
+        "validate / build",
+        "peak MB floor / build / validate",
+        "wall s floor / build / validate",
+        "rows hard-negatives / graded-lists",
+        "training alone CPU s / peak MB",
+    ):
         table.add_column(column, justify="right")
     for r in rows:
         floor, build, check = r["floor"], r["build"], r["validate"]
-        table.add_row(f"{r['scale']:g}", f"{r['judgments']:,}", f"{r['subquestions']:,}", f"{floor[1]:.1f}", f"{build[1]:.1f}",
-                      f"{build[1] / floor[1]:.2f}", f"{check[1]:.1f}", f"{check[1] / build[1]:.2f}",
-                      f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
-                      f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}",
-                      " / ".join(f"{n:,}" for n in r["training_rows"]),
-                      f"{r['training'][1]:.1f} / {r['training'][2]:,.0f}")
+        table.add_row(
+            f"{r['scale']:g}",
+            f"{r['judgments']:,}",
+            f"{r['subquestions']:,}",
+            f"{floor[1]:.1f}",
+            f"{build[1]:.1f}",
+            f"{build[1] / floor[1]:.2f}",
+            f"{check[1]:.1f}",
+            f"{check[1] / build[1]:.2f}",
+            f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
+            f"{floor[0]:.1f} / {build[0]:.1f} / {check[0]:.1f}",
+            " / ".join(f"{n:,}" for n in r["training_rows"]),
+            f"{r['training'][1]:.1f} / {r['training'][2]:,.0f}",
+        )
     Console(width=200).print(table)
     for r in rows:
         if "writer_cost" in r:

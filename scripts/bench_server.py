@@ -19,6 +19,7 @@ speed over the bare loop's in the same round, and the client's CPU time per pair
 for in-process vLLM that includes the engine) is the overhead a client adds, whatever the load. The client, the
 server and whatever else runs share this machine's CPUs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,10 +68,19 @@ def judge_config(model: Path, mode: str, endpoint: str, concurrency: int):
     from generation.profiles import JudgeConfig, load_profile
 
     data = load_profile("paper").judge.model_dump()
-    return JudgeConfig.model_validate({
-        **data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
-        "max_model_len": MAX_MODEL_LEN, "device": "cpu",
-        "openai": {"endpoint": endpoint, "request_shape": "completions", "concurrency": concurrency}})
+    return JudgeConfig.model_validate(
+        {
+            **data,
+            "backend": "openai",
+            "model": str(model),
+            "mode": mode,
+            "dtype": "float32",
+            "tensor_parallel_size": 1,
+            "max_model_len": MAX_MODEL_LEN,
+            "device": "cpu",
+            "openai": {"endpoint": endpoint, "request_shape": "completions", "concurrency": concurrency},
+        }
+    )
 
 
 def main() -> None:
@@ -96,8 +106,15 @@ def main() -> None:
     torch.set_num_threads(1)
     pairs = make_pairs(args.subquestions, args.documents)
     with tempfile.TemporaryDirectory() as tmp:
-        model = save_tiny_causal_lm(Path(tmp) / "llama3", "LlamaConfig", "LlamaForCausalLM", 0, chat="llama3",
-                                    head_dim=32, max_position_embeddings=MAX_MODEL_LEN)
+        model = save_tiny_causal_lm(
+            Path(tmp) / "llama3",
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            0,
+            chat="llama3",
+            head_dim=32,
+            max_position_embeddings=MAX_MODEL_LEN,
+        )
         server = VllmServer(model, MAX_MODEL_LEN, Path(tmp) / "server.log", env={"VLLM_SERVER_DEV_MODE": "1"})
         server.start()
         try:
@@ -111,12 +128,15 @@ def main() -> None:
                 sequences = [kit.encode_pair(p)[0] for p in pairs]
                 if mode == "generate":
                     bodies = [backend.format.generate_body(s, kit.max_new_tokens) for s in sequences]
+
                     def call(b=backend, s=sequences, n=kit.max_new_tokens):
                         return b.generate(s, n)
                 else:
                     bodies = [backend.format.distribution_body(s, kit.digit_ids) for s in sequences]
+
                     def call(b=backend, s=sequences, d=kit.digit_ids):
                         return b.next_token_logprobs(s, d)
+
                 local = LLMJudge(config, in_process, tokenizer, "in-process")
                 bare = BareLoop(backend.url, args.concurrency)
                 runs[(mode, "bare loop")] = lambda loop=bare, b=bodies: loop.run(b)
@@ -141,19 +161,25 @@ def main() -> None:
         finally:
             server.kill()
     tokens = statistics.mean(len(s) for s in sequences)
-    print(f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents, {tokens:.0f} prompt "
-          f"tokens on average), completions shape, concurrency {args.concurrency}, {args.repeats} rounds; "
-          f"vllm {vllm.__version__}, {os.cpu_count()} CPUs shared by client, server and other jobs, load average "
-          f"{os.getloadavg()[0]:.2f} at the end")
-    print("| mode | run | pairs/s (wall), median | slowest-fastest run | x bare loop (median of rounds) | "
-          "client CPU ms per pair |")
+    print(
+        f"\n{len(pairs)} pairs ({args.subquestions} sub-questions x {args.documents} documents, {tokens:.0f} prompt "
+        f"tokens on average), completions shape, concurrency {args.concurrency}, {args.repeats} rounds; "
+        f"vllm {vllm.__version__}, {os.cpu_count()} CPUs shared by client, server and other jobs, load average "
+        f"{os.getloadavg()[0]:.2f} at the end"
+    )
+    print(
+        "| mode | run | pairs/s (wall), median | slowest-fastest run | x bare loop (median of rounds) | "
+        "client CPU ms per pair |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for (mode, run), times in seconds.items():
         bare = seconds[(mode, "bare loop")]
         paired = statistics.median(b / t for b, t in zip(bare, times))  # a round's runs share the machine's load
-        print(f"| {mode} | {run} | {len(pairs) / statistics.median(times):.1f} | {len(pairs) / max(times):.1f}-"
-              f"{len(pairs) / min(times):.1f} | {paired:.2f} | "
-              f"{1000 * statistics.median(cpu[(mode, run)]) / len(pairs):.2f} |")
+        print(
+            f"| {mode} | {run} | {len(pairs) / statistics.median(times):.1f} | {len(pairs) / max(times):.1f}-"
+            f"{len(pairs) / min(times):.1f} | {paired:.2f} | "
+            f"{1000 * statistics.median(cpu[(mode, run)]) / len(pairs):.2f} |"
+        )
 
 
 if __name__ == "__main__":

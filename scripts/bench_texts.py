@@ -11,6 +11,7 @@ Usage: python scripts/bench_texts.py [--files 4] [--docs-per-file 4000] [--words
 
 The tree and the release stub are builder/standins/clueweb22_texts.py's (the tests use them too).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,20 +77,23 @@ def training_bench(work: Path, subquestions: int, words: int) -> None:
     from builder.release.package import package_release
     from builder.training.texts import judged_docids, write_texts
 
-    inputs = synthesize(work / "in", subquestions=subquestions, judgments=int(subquestions * 18.87), test_share=0.1,
-                        shards=1, seed=3)
+    inputs = synthesize(
+        work / "in", subquestions=subquestions, judgments=int(subquestions * 18.87), test_share=0.1, shards=1, seed=3
+    )
     release = work / "researchy-subq-judgments"
     package_release([inputs["judgments"]], list(inputs["questions"].values()), release, "paper")
     records: dict[str, int] = {}
     for docid in judged_docids(release)["docid"].to_pylist():
-        key, record = docid[len("clueweb22-"):].rsplit("-", 1)
+        key, record = docid[len("clueweb22-") :].rsplit("-", 1)
         records[key] = max(records.get(key, 0), int(record) + 1)
     write_tree(work / "copy", records, words)
     write_texts(release, work / "copy", work / "texts")
     wall, cpu, peak = run_step(TRAINING, release=str(release), texts=str(work / "texts"), out=str(work / "training"))
     rows = int(next(out for out in LAST_STDOUT[0].splitlines() if out.startswith("ROWS")).split()[1])
-    print(f"training-files: {subquestions:,} sub-questions, {rows:,} rows (sub-question, positive, 3 negatives; "
-          f"~{words}-word pages), all four formats: {wall:.2f} s wall, {cpu:.2f} s CPU, {rows / cpu:,.0f} rows/CPU-s, peak {peak:,.0f} MB")
+    print(
+        f"training-files: {subquestions:,} sub-questions, {rows:,} rows (sub-question, positive, 3 negatives; "
+        f"~{words}-word pages), all four formats: {wall:.2f} s wall, {cpu:.2f} s CPU, {rows / cpu:,.0f} rows/CPU-s, peak {peak:,.0f} MB"
+    )
 
 
 def main() -> None:
@@ -99,8 +103,13 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=900)
     parser.add_argument("--share", type=float, default=0.04, help="judged share of the copy's documents")
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench-texts"))
-    parser.add_argument("--training", type=int, default=0, metavar="SUBQUESTIONS",
-                        help="instead: time training-files on a synthetic release of this many sub-questions")
+    parser.add_argument(
+        "--training",
+        type=int,
+        default=0,
+        metavar="SUBQUESTIONS",
+        help="instead: time training-files on a synthetic release of this many sub-questions",
+    )
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     if args.training:
@@ -112,15 +121,20 @@ def main() -> None:
     wanted = sorted(rng.sample(everything, max(1, int(len(everything) * args.share))))
     release = write_release_stub(args.out / "release", wanted)
     size = sum(p.stat().st_size for p in (args.out / "copy").rglob("*.json.gz")) / 2**20
-    print(f"copy: {args.files} files x {args.docs_per_file:,} pages x ~{args.words} words ({size:.0f} MiB gzip, "
-          f"ASSUMED sizes); judged: {len(wanted):,} ({args.share:.0%}); load {load_line()}")
+    print(
+        f"copy: {args.files} files x {args.docs_per_file:,} pages x ~{args.words} words ({size:.0f} MiB gzip, "
+        f"ASSUMED sizes); judged: {len(wanted):,} ({args.share:.0%}); load {load_line()}"
+    )
     for offsets in (True, False):
         out = args.out / f"texts-{'offsets' if offsets else 'streaming'}"
-        wall, cpu, peak = run_step(TEXTS, release=str(release), copy=str(args.out / "copy"), out=str(out), offsets=offsets,
-                                    wanted=len(wanted))
-        print(f"{'with .offset files' if offsets else 'without (streaming)':22} {len(wanted):>7,} docs  {wall:6.2f} s "
-              f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  {len(wanted) / cpu:8,.0f} docs/CPU-s  "
-              f"peak {peak:,.0f} MB")
+        wall, cpu, peak = run_step(
+            TEXTS, release=str(release), copy=str(args.out / "copy"), out=str(out), offsets=offsets, wanted=len(wanted)
+        )
+        print(
+            f"{'with .offset files' if offsets else 'without (streaming)':22} {len(wanted):>7,} docs  {wall:6.2f} s "
+            f"wall  {cpu:6.2f} s CPU  {len(wanted) / wall:8,.0f} docs/s  {len(wanted) / cpu:8,.0f} docs/CPU-s  "
+            f"peak {peak:,.0f} MB"
+        )
 
 
 if __name__ == "__main__":

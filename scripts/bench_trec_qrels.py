@@ -6,6 +6,7 @@ file's size over the Parquet's.
 
 Usage: python scripts/bench_trec_qrels.py [--rows 24316320] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ def batches(rows: int, seed: int = 0):
         n = min(BATCH, rows - start)
         index = np.arange(start, start + n)
         question = index // 361
-        subq = pc.binary_join_element_wise(pa.array((1_000_000 + question).astype(str)),
-                                           pa.array(((index // 19) % 19).astype(str)), "-")
+        subq = pc.binary_join_element_wise(
+            pa.array((1_000_000 + question).astype(str)), pa.array(((index // 19) % 19).astype(str)), "-"
+        )
         doc = (question * 2_654_435_761 + (index % 19) * 40_503_301) % 87_000_000  # the same 19 per question
         docid = pa.array([f"clueweb22-en{d // 1_000_000:04d}-{(d // 10_000) % 100:02d}-{d % 10_000:05d}" for d in doc])
         yield pa.table({"query-id": subq, "corpus-id": docid, "score": pa.array(rng.integers(0, 6, n), pa.int32())})
@@ -76,13 +78,22 @@ def main() -> None:
         read["trec"] = (time.perf_counter() - start, rows)
         assert not failures and read["trec"][1] == read["parquet"][1] == args.rows, (failures, read)
 
-        sizes = {"parquet": sum(p.stat().st_size for p in parquet_files), "trec": (work / "test.qrels.txt").stat().st_size}
+        sizes = {
+            "parquet": sum(p.stat().st_size for p in parquet_files),
+            "trec": (work / "test.qrels.txt").stat().st_size,
+        }
         table = Table(title=f"{args.rows:,} qrels rows")
         for column in ("file", "write s", "read s", "MB", "rows/s written", "rows/s read"):
             table.add_column(column, justify="left" if column == "file" else "right")
         for name in ("parquet", "trec"):
-            table.add_row(name, f"{seconds[name]:.1f}", f"{read[name][0]:.1f}", f"{sizes[name] / 1e6:,.0f}",
-                          f"{args.rows / seconds[name]:,.0f}", f"{args.rows / read[name][0]:,.0f}")
+            table.add_row(
+                name,
+                f"{seconds[name]:.1f}",
+                f"{read[name][0]:.1f}",
+                f"{sizes[name] / 1e6:,.0f}",
+                f"{args.rows / seconds[name]:,.0f}",
+                f"{args.rows / read[name][0]:,.0f}",
+            )
         console.print(table)
         console.print(f"TREC / Parquet size: {sizes['trec'] / sizes['parquet']:.1f}x")
     finally:

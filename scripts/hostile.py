@@ -7,6 +7,7 @@ Usage: python scripts/hostile.py [--work DIR] [--kills 4] [--json FILE]
 Bad inputs run in-process through the CLI (typer's CliRunner, as a user's shell would see the output);
 kills and races run real processes (`python -m builder.cli.main`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,10 +57,14 @@ def setup(w: Path) -> dict:
     write_url_map(w / "corpus")
     build_index(w / "corpus", w / "index", threads=2)
     demo = load_profile("demo")
-    small = demo.model_copy(update={"bm25": demo.bm25.model_copy(update={"depth": 30}),
-                                    "rerank": demo.rerank.model_copy(update={"depth": 30}),
-                                    "pool": demo.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6}),
-                                    "judge": demo.judge.model_copy(update={"chunk_size": 16})})
+    small = demo.model_copy(
+        update={
+            "bm25": demo.bm25.model_copy(update={"depth": 30}),
+            "rerank": demo.rerank.model_copy(update={"depth": 30}),
+            "pool": demo.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6}),
+            "judge": demo.judge.model_copy(update={"chunk_size": 16}),
+        }
+    )
     other = small.model_copy(update={"rerank": small.rerank.model_copy(update={"depth": 20})})
     profiles = {}
     for name, profile in (("small", small), ("other-depth", other)):
@@ -69,23 +74,54 @@ def setup(w: Path) -> dict:
     rerank(small, q, w / "runs", w / "index", w / "runs")
     build_pool(small, q, w / "runs", w / "corpus", w / "candidates")
     run_judge(small, q, w / "candidates", w / "index", w / "judgments")
-    synthetic = synthesize(w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1,
-                           unparsed_share=0.004)
+    synthetic = synthesize(
+        w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1, unparsed_share=0.004
+    )
     release = w / "release"
-    package_release([synthetic["judgments"]], list(synthetic["questions"].values()), release, "paper",
-                    repo="org/researchy-subq-judgments", rows_per_file=3000)
+    package_release(
+        [synthetic["judgments"]],
+        list(synthetic["questions"].values()),
+        release,
+        "paper",
+        repo="org/researchy-subq-judgments",
+        rows_per_file=3000,
+    )
     paper = load_profile("paper")
     distribution = paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"})})
-    judged = synthesize(w / "synthetic-distribution", subquestions=400, judgments=8_000, test_share=0.25, shards=2,
-                        seed=1, unparsed_share=0.004, profile=distribution)
-    package_release([judged["judgments"]], list(judged["questions"].values()), w / "distribution-release",
-                    distribution, repo="org/researchy-subq-judgments", rows_per_file=3000)
+    judged = synthesize(
+        w / "synthetic-distribution",
+        subquestions=400,
+        judgments=8_000,
+        test_share=0.25,
+        shards=2,
+        seed=1,
+        unparsed_share=0.004,
+        profile=distribution,
+    )
+    package_release(
+        [judged["judgments"]],
+        list(judged["questions"].values()),
+        w / "distribution-release",
+        distribution,
+        repo="org/researchy-subq-judgments",
+        rows_per_file=3000,
+    )
     first = pq.read_table(sorted((release / "data" / "judgments").glob("*/train-*.parquet"))[0]).slice(0, 3)
-    return {"questions": q, "index": w / "index", "corpus": w / "corpus", "runs": w / "runs",
-            "candidates": w / "candidates", "judgments": w / "judgments", "release": release, "clueweb": CLUEWEB22,
-            "distribution_release": w / "distribution-release",
-            "small_profile": profiles["small"], "other_depth_profile": profiles["other-depth"],
-            "synthetic": synthetic, "run_pairs": list(zip(first["qid"].to_pylist(), first["docid"].to_pylist()))}
+    return {
+        "questions": q,
+        "index": w / "index",
+        "corpus": w / "corpus",
+        "runs": w / "runs",
+        "candidates": w / "candidates",
+        "judgments": w / "judgments",
+        "release": release,
+        "clueweb": CLUEWEB22,
+        "distribution_release": w / "distribution-release",
+        "small_profile": profiles["small"],
+        "other_depth_profile": profiles["other-depth"],
+        "synthetic": synthetic,
+        "run_pairs": list(zip(first["qid"].to_pylist(), first["docid"].to_pylist())),
+    }
 
 
 def classify(expected: str, code: int, output: str, exception) -> str:
@@ -147,13 +183,21 @@ def main() -> None:
     for label, verdict, line in inputs:
         table.add_row(label, verdict, line)
     out.print(table)
-    for title, rows, columns in (("SIGKILLs", killed, ("stage", "kills", "survived")),
-                                 ("races", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in raced],
-                                  ("race", "answer", "second worker said")),
-                                 ("writes through links (build-release)", linked, ("link", "answer")),
-                                 ("release corruptions (validate)", corrupted, ("corruption", "answer")),
-                                 ("served judge faults", [(n, "handled" if ok else "NOT handled", s) for n, ok, s in
-                                                          served], ("fault", "answer", "the kit said"))):
+    for title, rows, columns in (
+        ("SIGKILLs", killed, ("stage", "kills", "survived")),
+        (
+            "races",
+            [(n, "handled" if ok else "NOT handled", s) for n, ok, s in raced],
+            ("race", "answer", "second worker said"),
+        ),
+        ("writes through links (build-release)", linked, ("link", "answer")),
+        ("release corruptions (validate)", corrupted, ("corruption", "answer")),
+        (
+            "served judge faults",
+            [(n, "handled" if ok else "NOT handled", s) for n, ok, s in served],
+            ("fault", "answer", "the kit said"),
+        ),
+    ):
         table = Table(title=title)
         for column in columns:
             table.add_column(column, overflow="fold")
@@ -161,22 +205,43 @@ def main() -> None:
             table.add_row(*map(str, row))
         out.print(table)
     clear = sum(v == "clear" for _, v, _ in inputs)
-    summary = {"inputs_tried": len(inputs), "clear_errors": clear,
-               "kills": sum(k for _, k, _ in killed), "kills_survived": sum(s for _, _, s in killed),
-               "races_tried": len(raced), "races_handled": sum(ok for _, ok, _ in raced),
-               "link_writes_tried": len(linked), "link_writes_refused": sum(v == "refused, untouched" for _, v in linked),
-               "corruptions_tried": len(corrupted), "corruptions_caught": sum(v == "caught" for _, v in corrupted),
-               "server_faults_tried": len(served), "server_faults_handled": sum(ok for _, ok, _ in served)}
-    out.print(f"inputs tried {summary['inputs_tried']} / clear errors {summary['clear_errors']}; "
-              f"kills {summary['kills']} / survived {summary['kills_survived']}; races {summary['races_tried']} / "
-              f"handled {summary['races_handled']}; writes through links tried {summary['link_writes_tried']} / "
-              f"refused {summary['link_writes_refused']}; corruptions tried {summary['corruptions_tried']} / caught "
-              f"{summary['corruptions_caught']}; served judge faults {summary['server_faults_tried']} / handled "
-              f"{summary['server_faults_handled']}")
+    summary = {
+        "inputs_tried": len(inputs),
+        "clear_errors": clear,
+        "kills": sum(k for _, k, _ in killed),
+        "kills_survived": sum(s for _, _, s in killed),
+        "races_tried": len(raced),
+        "races_handled": sum(ok for _, ok, _ in raced),
+        "link_writes_tried": len(linked),
+        "link_writes_refused": sum(v == "refused, untouched" for _, v in linked),
+        "corruptions_tried": len(corrupted),
+        "corruptions_caught": sum(v == "caught" for _, v in corrupted),
+        "server_faults_tried": len(served),
+        "server_faults_handled": sum(ok for _, ok, _ in served),
+    }
+    out.print(
+        f"inputs tried {summary['inputs_tried']} / clear errors {summary['clear_errors']}; "
+        f"kills {summary['kills']} / survived {summary['kills_survived']}; races {summary['races_tried']} / "
+        f"handled {summary['races_handled']}; writes through links tried {summary['link_writes_tried']} / "
+        f"refused {summary['link_writes_refused']}; corruptions tried {summary['corruptions_tried']} / caught "
+        f"{summary['corruptions_caught']}; served judge faults {summary['server_faults_tried']} / handled "
+        f"{summary['server_faults_handled']}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "inputs": inputs, "kills": killed, "races": raced,
-                                         "link_writes": linked, "corruptions": corrupted, "served_judge": served},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "summary": summary,
+                    "inputs": inputs,
+                    "kills": killed,
+                    "races": raced,
+                    "link_writes": linked,
+                    "corruptions": corrupted,
+                    "served_judge": served,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The release faults of scripts/hostile.py: writes through links (`build-release --out` over a release whose
 files are links to a user's), and release corruptions for `validate` to catch, both those that leave the seals
 broken and builder/standins/release_faults.py's re-sealed ones."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,17 @@ def link_writes(w: Path, env: dict) -> list[tuple[str, str]]:
     from builder.cli.main import app
 
     synthetic, results = env["synthetic"], []
-    build = ["build-release", "--profile", "paper", "--repo", "org/researchy-subq-judgments", "--rows-per-file", "3000",
-             "--judgments", synthetic["judgments"]]
+    build = [
+        "build-release",
+        "--profile",
+        "paper",
+        "--repo",
+        "org/researchy-subq-judgments",
+        "--rows-per-file",
+        "3000",
+        "--judgments",
+        synthetic["judgments"],
+    ]
     for folder in synthetic["questions"].values():
         build += ["--questions", folder]
     for name in ("README.md", "level_distribution.png", "manifest.json", "data"):
@@ -38,25 +48,39 @@ def link_writes(w: Path, env: dict) -> list[tuple[str, str]]:
         users = case / f"users-{name}"
         shutil.move(release / name, users)
         (release / name).symlink_to(users)
-        before = {str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()}
+        before = {
+            str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()
+        }
         result = CliRunner().invoke(app, [str(a) for a in [*build, "--out", release]])
-        after = {str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()}
-        refused = result.exit_code == 1 and "is a symbolic link" in result.output and "internal error" not in result.output
-        verdict = "WRITTEN THROUGH" if after != before else "refused, untouched" if refused else \
-            f"exit {result.exit_code}: {' '.join(result.output.split())[:80]}"
+        after = {
+            str(p): p.read_bytes() for p in ([users] if users.is_file() else sorted(users.rglob("*"))) if p.is_file()
+        }
+        refused = (
+            result.exit_code == 1 and "is a symbolic link" in result.output and "internal error" not in result.output
+        )
+        verdict = (
+            "WRITTEN THROUGH"
+            if after != before
+            else "refused, untouched"
+            if refused
+            else f"exit {result.exit_code}: {' '.join(result.output.split())[:80]}"
+        )
         results.append((f"build-release: {name} a link to a user's {'file' if users.is_file() else 'folder'}", verdict))
     return results
 
 
 def links_out_of_the_release() -> dict:
     """Links that lead out of the release, which publish would upload as the release's own files."""
+
     def link_out(r: Path, name: str) -> None:
         outside = r.parent / f"{r.name}-outside-{name.replace('/', '_')}"
         shutil.move(r / name, outside)
         (r / name).symlink_to(outside)
 
-    return {f"{name} a link out of the release": (lambda r, name=name: link_out(r, name))
-            for name in ("README.md", "manifest.json", "data/questions")}
+    return {
+        f"{name} a link out of the release": (lambda r, name=name: link_out(r, name))
+        for name in ("README.md", "manifest.json", "data/questions")
+    }
 
 
 def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
@@ -80,39 +104,54 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
     faults = {
         "a judgment file deleted": lambda r: judgment_file(r).unlink(),
         "a judgment file truncated": lambda r: judgment_file(r).write_bytes(judgment_file(r).read_bytes()[:200]),
-        "a judgment file replaced by a symlink": lambda r: (lambda p: (p.unlink(), p.symlink_to(judgment_file(
-            r, "level_3"))))(judgment_file(r)),
+        "a judgment file replaced by a symlink": lambda r: (
+            lambda p: (p.unlink(), p.symlink_to(judgment_file(r, "level_3")))
+        )(judgment_file(r)),
         "level 7 in level_2": lambda r: rewrite(judgment_file(r), lambda t: set_first(t, "level", 7)),
-        "level column retyped to int32": lambda r: rewrite(judgment_file(r), lambda t: t.set_column(
-            t.schema.get_field_index("level"), "level", t["level"].cast(pa.int32()))),
+        "level column retyped to int32": lambda r: rewrite(
+            judgment_file(r),
+            lambda t: t.set_column(t.schema.get_field_index("level"), "level", t["level"].cast(pa.int32())),
+        ),
         "a duplicated pair": lambda r: rewrite(judgment_file(r), lambda t: pa.concat_tables([t, t.slice(0, 1)])),
-        "a sub-question id of no sub-question": lambda r: rewrite(judgment_file(r), lambda t: set_first(
-            t, "subq_id", "999999-0")),
+        "a sub-question id of no sub-question": lambda r: rewrite(
+            judgment_file(r), lambda t: set_first(t, "subq_id", "999999-0")
+        ),
         "a judgment whose sub-question is another question's": lambda r: rewrite(judgment_file(r), other_question),
-        "NaN in a float column": lambda r: rewrite(judgment_file(r), lambda t: set_first(t, "expected", float("nan"),
-                                                                                           pa.float32())),
+        "NaN in a float column": lambda r: rewrite(
+            judgment_file(r), lambda t: set_first(t, "expected", float("nan"), pa.float32())
+        ),
         "README.md deleted": lambda r: (r / "README.md").unlink(),
         "README YAML broken": lambda r: (r / "README.md").write_text(
-            (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)),
+            (r / "README.md").read_text().replace("configs:\n", "configs: [\n", 1)
+        ),
         "num_examples off by one": lambda r: (r / "README.md").write_text(
-            (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)),
-        "manifest row count off": lambda r: manifest_edit(r, lambda m: m["stats"]["train"].__setitem__(
-            "judgments", m["stats"]["train"]["judgments"] + 1)),
+            (r / "README.md").read_text().replace("num_examples: ", "num_examples: 1", 1)
+        ),
+        "manifest row count off": lambda r: manifest_edit(
+            r, lambda m: m["stats"]["train"].__setitem__("judgments", m["stats"]["train"]["judgments"] + 1)
+        ),
         "manifest model name changed": lambda r: manifest_edit(
-            r, lambda m: m["models"].__setitem__("judge", "other/model")),
+            r, lambda m: m["models"].__setitem__("judge", "other/model")
+        ),
         "a root loading script": lambda r: (r / "researchy-subq-judgments.py").write_text("import datasets\n"),
-        "a partition folder level_9": lambda r: shutil.copytree(r / "data" / "judgments" / "level_2",
-                                                                r / "data" / "judgments" / "level_9"),
+        "a partition folder level_9": lambda r: shutil.copytree(
+            r / "data" / "judgments" / "level_2", r / "data" / "judgments" / "level_9"
+        ),
         "a question in both train and test": lambda r: shutil.copy(
             sorted((r / "data" / "questions").glob("train-*.parquet"))[0],
-            r / "data" / "questions" / "test-99999-of-99999.parquet"),
+            r / "data" / "questions" / "test-99999-of-99999.parquet",
+        ),
     }
     faults.update(links_out_of_the_release())
     cases = [(name, fault, env["release"], None) for name, fault in faults.items()]
-    cases += [(f"re-sealed: {name}", fault, env["release"], required) for name, (fault, _, required) in
-              GENERATE_FAULTS.items()]
-    cases += [(f"re-sealed: {name}", fault, env["distribution_release"], required) for name, (fault, _, required) in
-              DISTRIBUTION_FAULTS.items()]
+    cases += [
+        (f"re-sealed: {name}", fault, env["release"], required)
+        for name, (fault, _, required) in GENERATE_FAULTS.items()
+    ]
+    cases += [
+        (f"re-sealed: {name}", fault, env["distribution_release"], required)
+        for name, (fault, _, required) in DISTRIBUTION_FAULTS.items()
+    ]
     results = []
     for name, fault, release, required in cases:
         copy = w / "corruptions" / "".join(c if c.isalnum() else "_" for c in name)

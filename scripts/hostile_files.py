@@ -1,5 +1,6 @@
 """The files scripts/hostile.py's bad inputs are made of: JSON lines (gzip or not), raw bytes, Researchy Questions
 records, the demo profile with one edit, files cut short, copied folders, and the files several cases share."""
+
 from __future__ import annotations
 
 import gzip
@@ -9,8 +10,12 @@ from pathlib import Path
 
 from generation.profiles import PROFILE_DIR
 
-GOOD_RECORD = {"id": 7, "question": "why do cats purr?", "DocStream": [],
-               "gpt4_decomposition": {"subquestions": ["- what is purring?", "- when do cats purr?"], "headers": []}}
+GOOD_RECORD = {
+    "id": 7,
+    "question": "why do cats purr?",
+    "DocStream": [],
+    "gpt4_decomposition": {"subquestions": ["- what is purring?", "- when do cats purr?"], "headers": []},
+}
 
 
 def jsonl(path: Path, lines: list[bytes]) -> Path:

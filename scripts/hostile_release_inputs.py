@@ -1,5 +1,6 @@
 """The bad inputs of scripts/hostile.py for the commands over judgments and releases: plan, simulate, evaluate,
 agreement, validate, publish, demo and build-release (the pipeline stages' are in hostile_inputs.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,23 @@ def release_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     qrels = w / "other.qrels"
     qrels.write_text("nobody 0 nothing 3\n")
     return [
-        ("plan: --utilisation 0", "error", ["plan", "--profile", small, "--subquestions", q, "--candidates", cands,
-                                            "--index", idx, "--utilisation", "0"]),
+        (
+            "plan: --utilisation 0",
+            "error",
+            [
+                "plan",
+                "--profile",
+                small,
+                "--subquestions",
+                q,
+                "--candidates",
+                cands,
+                "--index",
+                idx,
+                "--utilisation",
+                "0",
+            ],
+        ),
         ("simulate: --budgets abc", "error", ["simulate", release, "--budgets", "abc"]),
         ("simulate: budget 1.5", "error", ["simulate", release, "--budgets", "0.5,1.5"]),
         ("simulate: --repeats 0", "error", ["simulate", release, "--repeats", "0"]),
@@ -40,17 +56,25 @@ def release_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
         ("evaluate: a malformed run line", "error", ["evaluate", release, "--run", short_run]),
         ("agreement: --against missing", "error", ["agreement", "--judgments", release, "--against", w / "nope"]),
         ("agreement: zero shared pairs", "error", ["agreement", "--judgments", release, "--against", qrels]),
-        ("agreement: bad scale mapping", "error", ["agreement", "--judgments", release, "--against", release,
-                                                   "--map-a", "0:x"]),
+        (
+            "agreement: bad scale mapping",
+            "error",
+            ["agreement", "--judgments", release, "--against", release, "--map-a", "0:x"],
+        ),
         ("validate: release missing", "error", ["validate", w / "nope"]),
         ("validate: --expect with a misspelt key", "error", ["validate", release, "--expect", typo, "--no-load"]),
         ("validate: --expect with low > high", "error", ["validate", release, "--expect", inverted, "--no-load"]),
         ("publish: invalid repo id", "error", ["publish", release, "--repo", "not a repo"]),
         ("publish: release missing", "error", ["publish", w / "nope", "--repo", "org/name"]),
         ("demo: --out is someone else's folder", "error", ["demo", "--out", foreign]),
-        ("build-release: --out is someone else's folder", "error", ["build-release", "--judgments", env["judgments"],
-                                                                    "--questions", q, "--out", foreign, "--profile",
-                                                                    "demo"]),
-        ("build-release: --out is a file", "error", ["build-release", "--judgments", env["judgments"], "--questions", q,
-                                                     "--out", a_file, "--profile", "demo"]),
+        (
+            "build-release: --out is someone else's folder",
+            "error",
+            ["build-release", "--judgments", env["judgments"], "--questions", q, "--out", foreign, "--profile", "demo"],
+        ),
+        (
+            "build-release: --out is a file",
+            "error",
+            ["build-release", "--judgments", env["judgments"], "--questions", q, "--out", a_file, "--profile", "demo"],
+        ),
     ]

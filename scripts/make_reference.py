@@ -1,5 +1,6 @@
 """Writes the generated reference pages of docs/reference/ (profiles, stages, CLI, columns) from the code;
 `--check` writes nothing and exits 1 naming every stale page."""
+
 from __future__ import annotations
 
 import argparse

@@ -6,6 +6,7 @@ Writes, deterministically (fixed seed, gzip mtime 0):
 
 Usage: python scripts/make_sample.py [--check]   (--check: fail if the committed sample differs)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,27 @@ FILLER_PAGES = 260
 DOCS_PER_FILE = 600
 TEST_EVERY = 5  # every 5th question goes to the test split, as Researchy has train and test
 MISSING_CLICK_TOPICS = {2, 7, 11, 15, 18}  # these questions get one clicked page absent from the corpus
-LEADS = ["", "", "", "According to researchers, ", "Experts note that ", "In short, ", "Reports say that ",
-         "It is widely reported that ", "Put simply, "]
-INTRINSIC_KEYS = ["ambiguous", "incompleteness", "assumptive", "multi-faceted", "knowledge-intensive",
-                  "subjective", "reasoning-intensive", "harmful"]
+LEADS = [
+    "",
+    "",
+    "",
+    "According to researchers, ",
+    "Experts note that ",
+    "In short, ",
+    "Reports say that ",
+    "It is widely reported that ",
+    "Put simply, ",
+]
+INTRINSIC_KEYS = [
+    "ambiguous",
+    "incompleteness",
+    "assumptive",
+    "multi-faceted",
+    "knowledge-intensive",
+    "subjective",
+    "reasoning-intensive",
+    "harmful",
+]
 
 
 def url_hash(url: str) -> str:
@@ -45,23 +63,159 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
 
 
-COMMON_FIRST_WORDS = {"a", "an", "the", "when", "in", "over", "many", "some", "most", "during", "after", "at",
-                      "as", "even", "much", "more", "less", "large", "studies", "rates", "people", "adults",
-                      "teens", "workers", "heat", "warmer", "coal", "lifecycle", "spent", "emperors", "heavy",
-                      "sublethal", "beekeepers", "fewer", "shop", "retail", "delivery", "banning", "traffic",
-                      "cash", "health", "retirees", "rising", "fasting", "randomized", "common",
-                      "past", "demand", "jobs", "routine", "generative", "economists", "lenders", "banks",
-                      "foreclosures", "investment", "credit", "sleep", "short", "teenagers", "about",
-                      "manufacturing", "tailpipe", "battery", "used", "lithium", "sea", "seabirds", "abandoned", "hundreds", "microplastics", "plankton", "hybrid", "junior", "video", "remote", "working", "surveys", "doctors", "opioid",
-                      "illicitly", "synthetic", "drug", "medications", "antibiotics", "patients", "bacteria",
-                      "resistant", "mutations", "infections", "pharmaceutical", "without", "puzzle", "gaming",
-                      "pediatricians", "loot", "countries", "researchers", "caffeine", "moderate", "recent",
-                      "coffee", "pregnant", "too", "smallholder", "farmers", "shade", "breeding",
-                      "irregular", "severe", "lack", "infinite", "social", "edited", "internal", "cyberbullying",
-                      "pedestrianized", "car-free", "congestion", "single-family", "home", "lengthy",
-                      "cities", "low", "institutional", "homeowners", "lumber", "labor", "land", "state",
-                      "administrative", "climbing", "easy", "outstanding", "high", "measured", "critics", "small", "fungicides", "planting", "wild", "regional", "adjusted", "employers",
-                      "part", "our", "this", "retraining", "productivity", "subprime", "mortgage"}
+COMMON_FIRST_WORDS = {
+    "a",
+    "an",
+    "the",
+    "when",
+    "in",
+    "over",
+    "many",
+    "some",
+    "most",
+    "during",
+    "after",
+    "at",
+    "as",
+    "even",
+    "much",
+    "more",
+    "less",
+    "large",
+    "studies",
+    "rates",
+    "people",
+    "adults",
+    "teens",
+    "workers",
+    "heat",
+    "warmer",
+    "coal",
+    "lifecycle",
+    "spent",
+    "emperors",
+    "heavy",
+    "sublethal",
+    "beekeepers",
+    "fewer",
+    "shop",
+    "retail",
+    "delivery",
+    "banning",
+    "traffic",
+    "cash",
+    "health",
+    "retirees",
+    "rising",
+    "fasting",
+    "randomized",
+    "common",
+    "past",
+    "demand",
+    "jobs",
+    "routine",
+    "generative",
+    "economists",
+    "lenders",
+    "banks",
+    "foreclosures",
+    "investment",
+    "credit",
+    "sleep",
+    "short",
+    "teenagers",
+    "about",
+    "manufacturing",
+    "tailpipe",
+    "battery",
+    "used",
+    "lithium",
+    "sea",
+    "seabirds",
+    "abandoned",
+    "hundreds",
+    "microplastics",
+    "plankton",
+    "hybrid",
+    "junior",
+    "video",
+    "remote",
+    "working",
+    "surveys",
+    "doctors",
+    "opioid",
+    "illicitly",
+    "synthetic",
+    "drug",
+    "medications",
+    "antibiotics",
+    "patients",
+    "bacteria",
+    "resistant",
+    "mutations",
+    "infections",
+    "pharmaceutical",
+    "without",
+    "puzzle",
+    "gaming",
+    "pediatricians",
+    "loot",
+    "countries",
+    "researchers",
+    "caffeine",
+    "moderate",
+    "recent",
+    "coffee",
+    "pregnant",
+    "too",
+    "smallholder",
+    "farmers",
+    "shade",
+    "breeding",
+    "irregular",
+    "severe",
+    "lack",
+    "infinite",
+    "social",
+    "edited",
+    "internal",
+    "cyberbullying",
+    "pedestrianized",
+    "car-free",
+    "congestion",
+    "single-family",
+    "home",
+    "lengthy",
+    "cities",
+    "low",
+    "institutional",
+    "homeowners",
+    "lumber",
+    "labor",
+    "land",
+    "state",
+    "administrative",
+    "climbing",
+    "easy",
+    "outstanding",
+    "high",
+    "measured",
+    "critics",
+    "small",
+    "fungicides",
+    "planting",
+    "wild",
+    "regional",
+    "adjusted",
+    "employers",
+    "part",
+    "our",
+    "this",
+    "retraining",
+    "productivity",
+    "subprime",
+    "mortgage",
+}
 
 
 def sentence(rng: random.Random, text: str) -> str:
@@ -128,21 +282,39 @@ def researchy_record(rng, qid, topic, topic_pages_, missing_click):
     # distribution", the dataset card), a float; the id is an integer.
     clicks = [round(c / sum(counts), 4) for c in counts]
     stream = [
-        {"Url": p["url"], "CluewebURLHash": url_hash(p["url"]), "UrlLanguage": "en", "Title": p["title"],
-         "Snippet": p["text"].split("\n", 1)[1][:160], "Click_Cnt": c}
+        {
+            "Url": p["url"],
+            "CluewebURLHash": url_hash(p["url"]),
+            "UrlLanguage": "en",
+            "Title": p["title"],
+            "Snippet": p["text"].split("\n", 1)[1][:160],
+            "Click_Cnt": c,
+        }
         for p, c in zip(clicked_pages, clicks[:1] + clicks[2:] if missing_click else clicks)
     ]
     if missing_click:  # a clicked page outside ClueWeb22-B, as for about half the real clicks
         url = f"https://www.{topic['site'][0]}/archive/{slug(topic['question'])}"
-        stream.insert(1, {"Url": url, "CluewebURLHash": url_hash(url), "UrlLanguage": "en",
-                          "Title": topic["question"].capitalize(), "Snippet": "", "Click_Cnt": clicks[1]})
+        stream.insert(
+            1,
+            {
+                "Url": url,
+                "CluewebURLHash": url_hash(url),
+                "UrlLanguage": "en",
+                "Title": topic["question"].capitalize(),
+                "Snippet": "",
+                "Click_Cnt": clicks[1],
+            },
+        )
     return {
         "id": qid,
         "question": topic["question"],
         "intrinsic_scores": {k: rng.randint(0, 10) for k in INTRINSIC_KEYS},
         "DocStream": stream,
         "gpt4_decomposition": {
-            "llm": "gpt-4", "type": "decomposition", "headers": headers, "subquestions": flat,
+            "llm": "gpt-4",
+            "type": "decomposition",
+            "headers": headers,
+            "subquestions": flat,
             "queries": [topic["question"], *[h["q"].rstrip("?").lower() for h in topic["headers"]]],
         },
         "decompositional_score": round(rng.uniform(0.6, 1.0), 4),
@@ -152,11 +324,19 @@ def researchy_record(rng, qid, topic, topic_pages_, missing_click):
 
 def clueweb_lines(pages):
     for i, p in enumerate(pages):
-        yield i // DOCS_PER_FILE, json.dumps({
-            "URL": p["url"] + "\n", "URL-hash": url_hash(p["url"]), "Language": "en",
-            "ClueWeb22-ID": f"clueweb22-en0000-{i // DOCS_PER_FILE:02d}-{i % DOCS_PER_FILE:05d}",
-            "Clean-Text": p["text"],
-        }, ensure_ascii=False)
+        yield (
+            i // DOCS_PER_FILE,
+            json.dumps(
+                {
+                    "URL": p["url"] + "\n",
+                    "URL-hash": url_hash(p["url"]),
+                    "Language": "en",
+                    "ClueWeb22-ID": f"clueweb22-en0000-{i // DOCS_PER_FILE:02d}-{i % DOCS_PER_FILE:05d}",
+                    "Clean-Text": p["text"],
+                },
+                ensure_ascii=False,
+            ),
+        )
 
 
 def gzip_bytes(text: str) -> bytes:

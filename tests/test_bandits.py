@@ -20,10 +20,11 @@ def test_table1_rewards_by_hand():
     assert R.diversity(1, 0.5) == pytest.approx(1 - 1.5 / 2)
     assert R.diversity(1, None) == 1.0 and R.diversity(0, -0.2) == 0.0
     assert R.diversity_concave(1, -0.1, 0.9) == 1.0  # no earlier document of the arm is similar
-    assert R.diversity_concave(1, 0.3, 0.9) == pytest.approx(math.exp(-5 * 0.9 ** 15))
+    assert R.diversity_concave(1, 0.3, 0.9) == pytest.approx(math.exp(-5 * 0.9**15))
     assert R.diversity_concave(1, None, 0.9) == 1.0  # n = 1: nothing earlier on the arm
     assert R.topk_ucb_diversity([1, 1, 0], 0.2, 4, c=0.2) == pytest.approx(
-        (2 / 3) * (1 - 1.2 / 2) + 0.2 * math.sqrt(math.log2(5) / 4))
+        (2 / 3) * (1 - 1.2 / 2) + 0.2 * math.sqrt(math.log2(5) / 4)
+    )
 
 
 def test_posterior_updates_by_hand():
@@ -68,8 +69,10 @@ def test_thompson_sampling_beats_random_at_20_percent():
 
 def test_every_policy_reaches_the_same_precision_at_full_budget():
     instance = rich_arm_instance()
-    embeddings = {d: v / np.linalg.norm(v) for d, v in
-                  zip(instance.docs, np.random.default_rng(1).normal(size=(len(instance.docs), 8)))}
+    embeddings = {
+        d: v / np.linalg.norm(v)
+        for d, v in zip(instance.docs, np.random.default_rng(1).normal(size=(len(instance.docs), 8)))
+    }
     full = instance.relevant(4).mean()
     results = simulate([instance], list(POLICIES), [0.2, 1.0], runs=3, embedding=embeddings.__getitem__)
     for policy in POLICIES:

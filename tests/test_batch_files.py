@@ -1,6 +1,7 @@
 """OpenAI Batch files: export (custom_id, limits, manifest, the server backend's own request bodies) and import
 (vLLM run-batch and OpenAI output/error lines, malformed lines, repeats, conflicts, missing pairs). The real
 `vllm run-batch` round trip is tests/test_vllm_server.py."""
+
 import gzip
 import json
 
@@ -24,8 +25,11 @@ from tests.test_openai_server import DOCUMENTS, QUESTIONS, config
 
 QID = "1051893"
 SUBQUESTIONS = [*QUESTIONS, "What do varroa mites do to a hive?"]
-PLAN = [{"subq_id": f"{QID}-{k}", "qid": QID, "docid": f"clueweb22-en0000-00-0000{d}"}
-        for k in range(len(SUBQUESTIONS)) for d in range(len(DOCUMENTS))]
+PLAN = [
+    {"subq_id": f"{QID}-{k}", "qid": QID, "docid": f"clueweb22-en0000-00-0000{d}"}
+    for k in range(len(SUBQUESTIONS))
+    for d in range(len(DOCUMENTS))
+]
 PAIRS = [Pair(SUBQUESTIONS[int(row["subq_id"][-1])], DOCUMENTS[int(row["docid"][-1])]) for row in PLAN]
 
 
@@ -61,8 +65,9 @@ def test_export_writes_the_server_backends_own_requests(standin, tokenizer, tmp_
     lines = [json.loads(line) for e in manifest["files"] for line in (tmp_path / e["name"]).read_text().splitlines()]
     assert [line["custom_id"] for line in lines] == plan_ids(PLAN)
     assert {(line["method"], line["url"]) for line in lines} == {("POST", "/v1/chat/completions")}
-    assert sorted(json.dumps(line["body"], sort_keys=True) for line in lines) == \
-        sorted(json.dumps(body, sort_keys=True) for body in sent)
+    assert sorted(json.dumps(line["body"], sort_keys=True) for line in lines) == sorted(
+        json.dumps(body, sort_keys=True) for body in sent
+    )
     assert manifest["context_cut_by_tokens"] == [cid for cid, p in keyed() if p.document == DOCUMENTS[2]]
     assert (manifest["pairs"], manifest["request_shape"], manifest["mode"]) == (len(PAIRS), "chat", "generate")
     assert manifest["prompt_sha256"] == served.prompt.sha256 and load_manifest(tmp_path) == manifest
@@ -100,12 +105,23 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
     judge = export_judge(cfg, tokenizer)
     manifest = export_batch(judge, keyed(), tmp_path / "requests", "abc")
     run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "results.jsonl")
-    result = import_results([tmp_path / "results.jsonl"], plan_ids(PLAN), answer_grader(judge),
-                            manifest["context_cut_by_tokens"])
+    result = import_results(
+        [tmp_path / "results.jsonl"], plan_ids(PLAN), answer_grader(judge), manifest["context_cut_by_tokens"]
+    )
     assert [result.grades[cid] for cid in plan_ids(PLAN)] == expected
-    assert result.counts() == {"lines": len(PAIRS), "graded": len(PAIRS), "graded before": 0, "duplicates": 0,
-                               "not in shard": 0, "another export": 0, "malformed ids": 0, "conflicting": 0,
-                               "error_lines": 0, "superseded_errors": 0, "missing": 0}
+    assert result.counts() == {
+        "lines": len(PAIRS),
+        "graded": len(PAIRS),
+        "graded before": 0,
+        "duplicates": 0,
+        "not in shard": 0,
+        "another export": 0,
+        "malformed ids": 0,
+        "conflicting": 0,
+        "error_lines": 0,
+        "superseded_errors": 0,
+        "missing": 0,
+    }
     check_manifest(manifest, judge, "abc")
     with pytest.raises(ValueError, match="exported under another judge: profile_hash 'abc' .this run: 'xyz'"):
         check_manifest(manifest, judge, "xyz")
@@ -115,31 +131,68 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
 def test_import_counts_every_kind_of_problem_and_does_not_depend_on_order(tokenizer, tmp_path):
     ids = plan_ids(PLAN)
     judge = export_judge(config("http://unused:1/v1", shape="chat"), tokenizer)
-    output = [answered(ids[0], " 4"), answered(ids[0], " 4"),  # a repeat with the same answer
-              answered(ids[1], " 2"), answered(ids[1], "5"),  # two different answers: a conflict
-              answered(ids[2], "none", style="openai"),  # the authors' parser: no digit
-              # vLLM 0.32 run_batch's error line: status 400, no body, an ErrorResponse
-              json.dumps({"id": "vllm-9", "custom_id": ids[3], "response": {"status_code": 400, "request_id": "r",
-                          "body": None}, "error": {"error": {"message": "maximum context length is 384",
-                                                             "type": "BadRequestError", "code": 400}}}),
-              answered(ids[4], " 3"),
-              answered("999::clueweb22-en0000-00-00009::0", " 1"),  # a pair of no plan
-              answered("not-ours", " 1")]
+    output = [
+        answered(ids[0], " 4"),
+        answered(ids[0], " 4"),  # a repeat with the same answer
+        answered(ids[1], " 2"),
+        answered(ids[1], "5"),  # two different answers: a conflict
+        answered(ids[2], "none", style="openai"),  # the authors' parser: no digit
+        # vLLM 0.32 run_batch's error line: status 400, no body, an ErrorResponse
+        json.dumps(
+            {
+                "id": "vllm-9",
+                "custom_id": ids[3],
+                "response": {"status_code": 400, "request_id": "r", "body": None},
+                "error": {
+                    "error": {"message": "maximum context length is 384", "type": "BadRequestError", "code": 400}
+                },
+            }
+        ),
+        answered(ids[4], " 3"),
+        answered("999::clueweb22-en0000-00-00009::0", " 1"),  # a pair of no plan
+        answered("not-ours", " 1"),
+    ]
     # the OpenAI Batch API's error file: `error` {code, message} with no response (OpenAI's OpenAPI spec,
     # BatchRequestOutput.error; codes batch_expired, batch_cancelled, request_timeout)
-    errors = [json.dumps({"id": "batch_req_7", "custom_id": ids[4], "response": None,
-                          "error": {"code": "request_timeout", "message": "The model call timed out."}}),
-              json.dumps({"id": "batch_req_8", "custom_id": ids[5], "response": None,
-                          "error": {"code": "batch_expired", "message": "This request could not be executed "
-                                    "before the completion window expired."}})]
+    errors = [
+        json.dumps(
+            {
+                "id": "batch_req_7",
+                "custom_id": ids[4],
+                "response": None,
+                "error": {"code": "request_timeout", "message": "The model call timed out."},
+            }
+        ),
+        json.dumps(
+            {
+                "id": "batch_req_8",
+                "custom_id": ids[5],
+                "response": None,
+                "error": {
+                    "code": "batch_expired",
+                    "message": "This request could not be executed before the completion window expired.",
+                },
+            }
+        ),
+    ]
     (tmp_path / "output.jsonl").write_text("\n".join(output) + "\n\n")
     with gzip.open(tmp_path / "errors.jsonl.gz", "wt") as f:
         f.write("\n".join(errors) + "\n")
     files = [tmp_path / "output.jsonl", tmp_path / "errors.jsonl.gz"]
     result = import_results(files, ids, answer_grader(judge))
-    assert result.counts() == {"lines": 11, "graded": 5, "graded before": 0, "duplicates": 1, "not in shard": 1,
-                               "another export": 0, "malformed ids": 1, "conflicting": 1, "error_lines": 3,
-                               "superseded_errors": 1, "missing": 3}
+    assert result.counts() == {
+        "lines": 11,
+        "graded": 5,
+        "graded before": 0,
+        "duplicates": 1,
+        "not in shard": 1,
+        "another export": 0,
+        "malformed ids": 1,
+        "conflicting": 1,
+        "error_lines": 3,
+        "superseded_errors": 1,
+        "missing": 3,
+    }
     assert (result.grades[ids[0]].level, result.grades[ids[2]].status) == (4, "no_digit")
     assert result.grades[ids[4]].level == 3, "an answer supersedes an error line for the same pair"
     for cid, text in [(ids[3], "maximum context length is 384"), (ids[5], "batch_expired: This request")]:
@@ -157,8 +210,18 @@ def test_a_malformed_result_line_is_one_error_naming_file_and_line(tokenizer, tm
     ids = plan_ids(PLAN)
     judge = export_judge(config("http://unused:1/v1", shape="chat"), tokenizer)
     path = tmp_path / "output.jsonl"
-    path.write_text("\n".join([answered(ids[0], "1"), '{"custom_id": "x", "response": {', '["a list"]',
-                               json.dumps({"response": None}), answered(ids[1], "2", style="authors")]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                answered(ids[0], "1"),
+                '{"custom_id": "x", "response": {',
+                '["a list"]',
+                json.dumps({"response": None}),
+                answered(ids[1], "2", style="authors"),
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(InputError, match=r"output.jsonl:2: .*(Expecting|Unterminated)"):
         import_results([path], ids, answer_grader(judge))
     with Rejects(tmp_path / "rejects.jsonl", stop=False) as rejects:

@@ -20,7 +20,9 @@ def test_index_holds_the_whole_sample_with_raw_json(sample_index):
 @pytest.mark.parametrize("query", ["question", "subquestions"])
 def test_rankings_equal_pyserini_search(sample_index, sample_questions, tmp_path, query):
     profile = load_profile("demo")
-    profile = profile.model_copy(update={"bm25": profile.bm25.model_copy(update={"query": query, "k1": 1.2, "b": 0.75})})
+    profile = profile.model_copy(
+        update={"bm25": profile.bm25.model_copy(update={"query": query, "k1": 1.2, "b": 0.75})}
+    )
     out = tmp_path / "runs"
     summary = retrieve(profile, sample_questions, sample_index / "index", out, threads=2)
     ours = pq.read_table(out / "bm25-00000-of-00001.parquet").to_pylist()
@@ -29,8 +31,9 @@ def test_rankings_equal_pyserini_search(sample_index, sample_questions, tmp_path
     searcher = lucene_searcher_class()(str(sample_index / "index"))
     searcher.set_bm25(1.2, 0.75)
     for topic in load_topics(sample_questions):
-        expected = [(h.docid, pytest.approx(h.score, abs=1e-4))
-                    for h in searcher.search(bm25_query(topic, profile.bm25), k=100)]
+        expected = [
+            (h.docid, pytest.approx(h.score, abs=1e-4)) for h in searcher.search(bm25_query(topic, profile.bm25), k=100)
+        ]
         got = [(r["docid"], r["score"]) for r in ours if r["qid"] == topic.qid]
         assert [r["rank"] for r in ours if r["qid"] == topic.qid] == list(range(1, 101))
         assert got == expected, topic.qid

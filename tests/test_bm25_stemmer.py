@@ -1,5 +1,6 @@
 """bm25.stemmer is honoured at index time (Anserini IndexCollection -stemmer) and at query time (the same
 DefaultEnglishAnalyzer on the searcher), on real Lucene indexes."""
+
 import json
 
 import pytest
@@ -9,8 +10,12 @@ from generation.stages.corpus import build_corpus
 from generation.stages.index import IndexBuildError, build_index, index_stemmer
 from generation.stages.retrieve import open_searcher
 
-DOCS = {"d1": "the runner was running fast", "d2": "a quiet run in the park", "d3": "two ponies grazing",
-        "d4": "we organize a meeting"}
+DOCS = {
+    "d1": "the runner was running fast",
+    "d2": "a quiet run in the park",
+    "d3": "two ponies grazing",
+    "d4": "we organize a meeting",
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +34,14 @@ def bm25(stemmer):
 # What each analyzer makes of the words (Anserini's AnalyzerUtils.analyze): porter running -> run, ponies and
 # pony -> poni, organization and organize -> organ; krovetz running -> running, ponies -> pony, organization
 # and organize unchanged; none leaves every word as it is.
-@pytest.mark.parametrize("stemmer, hits", [
-    ("porter", {"running": {"d1", "d2"}, "pony": {"d3"}, "organization": {"d4"}}),
-    ("krovetz", {"running": {"d1"}, "pony": {"d3"}, "organization": set()}),
-    ("none", {"running": {"d1"}, "pony": set(), "organization": set()}),
-])
+@pytest.mark.parametrize(
+    "stemmer, hits",
+    [
+        ("porter", {"running": {"d1", "d2"}, "pony": {"d3"}, "organization": {"d4"}}),
+        ("krovetz", {"running": {"d1"}, "pony": {"d3"}, "organization": set()}),
+        ("none", {"running": {"d1"}, "pony": set(), "organization": set()}),
+    ],
+)
 def test_query_analysis_matches_the_index(corpus, tmp_path, stemmer, hits):
     index = tmp_path / f"index-{stemmer}"
     build_index(corpus, index, stemmer=stemmer)

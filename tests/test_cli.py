@@ -9,8 +9,7 @@ runner = CliRunner()
 
 def test_questions_command(tmp_path, write_jsonl):
     path = write_jsonl([hub_record("1"), hub_record("2")])
-    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out"),
-                                 "--split", "test"])
+    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out"), "--split", "test"])
     assert result.exit_code == 0, result.output
     assert "2 questions, 14 sub-questions" in result.output
     assert pq.read_table(tmp_path / "out" / "questions.parquet").column("split").to_pylist() == ["test", "test"]
@@ -23,8 +22,18 @@ def test_questions_command_stops_on_malformed_record(tmp_path, write_jsonl):
     result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     assert f"{path}:2 (id 2): field 'question': missing" in " ".join(result.output.split())
-    result = runner.invoke(app, ["questions", "--input", str(path), "--out", str(tmp_path / "out"),
-                                 "--rejects", str(tmp_path / "rejects.jsonl")])
+    result = runner.invoke(
+        app,
+        [
+            "questions",
+            "--input",
+            str(path),
+            "--out",
+            str(tmp_path / "out"),
+            "--rejects",
+            str(tmp_path / "rejects.jsonl"),
+        ],
+    )
     assert result.exit_code == 0 and "1 malformed records" in result.output
 
 
@@ -37,22 +46,80 @@ def test_profiles_command_reports_bad_profile(tmp_path):
 
 def test_stage_commands_on_the_sample(tmp_path, sample_index, sample_questions):
     runs = tmp_path / "runs"
-    result = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
-                                 "--index", str(sample_index / "index"), "--out", str(runs),
-                                 "--shard", "1", "--num-shards", "2"])
+    result = runner.invoke(
+        app,
+        [
+            "retrieve",
+            "--profile",
+            "demo",
+            "--questions",
+            str(sample_questions),
+            "--index",
+            str(sample_index / "index"),
+            "--out",
+            str(runs),
+            "--shard",
+            "1",
+            "--num-shards",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "bm25:" in result.output and (runs / "bm25-00001-of-00002.trec").exists()
-    again = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
-                                "--index", str(sample_index / "index"), "--out", str(runs),
-                                "--shard", "1", "--num-shards", "2"])
+    again = runner.invoke(
+        app,
+        [
+            "retrieve",
+            "--profile",
+            "demo",
+            "--questions",
+            str(sample_questions),
+            "--index",
+            str(sample_index / "index"),
+            "--out",
+            str(runs),
+            "--shard",
+            "1",
+            "--num-shards",
+            "2",
+        ],
+    )
     assert "skipped" in again.output
-    bad = runner.invoke(app, ["retrieve", "--profile", "demo", "--questions", str(sample_questions),
-                              "--index", str(sample_index / "index"), "--out", str(runs), "--shard", "2",
-                              "--num-shards", "2"])
+    bad = runner.invoke(
+        app,
+        [
+            "retrieve",
+            "--profile",
+            "demo",
+            "--questions",
+            str(sample_questions),
+            "--index",
+            str(sample_index / "index"),
+            "--out",
+            str(runs),
+            "--shard",
+            "2",
+            "--num-shards",
+            "2",
+        ],
+    )
     assert bad.exit_code == 1 and "need 0 <= shard < num-shards" in bad.output
-    missing = runner.invoke(app, ["pool", "--profile", "demo", "--questions", str(sample_questions),
-                                  "--runs", str(runs), "--corpus", str(sample_index / "corpus"),
-                                  "--out", str(tmp_path / "pool")])
+    missing = runner.invoke(
+        app,
+        [
+            "pool",
+            "--profile",
+            "demo",
+            "--questions",
+            str(sample_questions),
+            "--runs",
+            str(runs),
+            "--corpus",
+            str(sample_index / "corpus"),
+            "--out",
+            str(tmp_path / "pool"),
+        ],
+    )
     assert missing.exit_code == 1 and "1 of 2 bm25 shards are not complete" in " ".join(missing.output.split())
 
 
@@ -63,14 +130,25 @@ def test_one_entry_with_help_on_every_option_and_a_version():
     from generation import __version__
 
     top = typer.main.get_command(entry)
-    assert {"questions", "judge", "build-release", "validate", "publish", "simulate", "evaluate", "agreement",
-            "demo"} <= set(top.commands)
+    assert {
+        "questions",
+        "judge",
+        "build-release",
+        "validate",
+        "publish",
+        "simulate",
+        "evaluate",
+        "agreement",
+        "demo",
+    } <= set(top.commands)
     for name, command in top.commands.items():
         for param in command.params:
             if param.name != "help":
                 assert getattr(param, "help", None), f"{name} {param.name} has no help text"
-    release_args = {name: [p.name for p in top.commands[name].params if p.param_type_name == "argument"]
-                    for name in ("validate", "publish", "simulate", "evaluate")}
+    release_args = {
+        name: [p.name for p in top.commands[name].params if p.param_type_name == "argument"]
+        for name in ("validate", "publish", "simulate", "evaluate")
+    }
     assert release_args == {name: ["release"] for name in release_args}, "one way to name a release folder"
     runner_ = CliRunner()
     assert __version__ in runner_.invoke(entry, ["--version"]).output
@@ -85,8 +163,17 @@ def test_the_cli_sits_on_top_of_the_import_graph():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    cli_modules = {"builder.cli.stages", "builder.cli.support", "builder.cli.release", "builder.cli.analysis", "builder.cli.main",
-                   "builder.cli.import_labels", "builder.cli.judge", "builder.cli.training", "builder.cli.reference"}
+    cli_modules = {
+        "builder.cli.stages",
+        "builder.cli.support",
+        "builder.cli.release",
+        "builder.cli.analysis",
+        "builder.cli.main",
+        "builder.cli.import_labels",
+        "builder.cli.judge",
+        "builder.cli.training",
+        "builder.cli.reference",
+    }
     for path in [*root.glob("generation/**/*.py"), *root.glob("builder/**/*.py")]:
         module = ".".join(path.relative_to(root).with_suffix("").parts)
         imported = set()

@@ -1,6 +1,7 @@
 """What the commands print, and where: results, tables, YAML and JSON on stdout, progress, notices and
 errors on stderr; tables whole when not on a terminal; `--json PATH` (`-` = stdout) for plan, simulate, evaluate and
 agreement; help that reads as English; `profiles NAME` as the file itself and `profiles --reference` as docs/reference/profiles.md."""
+
 import json
 import re
 import subprocess
@@ -45,17 +46,22 @@ def run_file(release, tmp_path_factory):
     for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
         docs.setdefault(qid, set()).add(docid)
     path = tmp_path_factory.mktemp("run") / "run.trec"
-    path.write_text("".join(f"{q} Q0 {d} {r} {100 - r} test\n" for q, ds_ in docs.items()
-                            for r, d in enumerate(sorted(ds_), 1)))
+    path.write_text(
+        "".join(f"{q} Q0 {d} {r} {100 - r} test\n" for q, ds_ in docs.items() for r, d in enumerate(sorted(ds_), 1))
+    )
     return path
 
 
 def test_profile_printed_as_its_file_loads_as_a_profile(tmp_path):
     """`researchy-subq profiles paper > mine.yaml` gives the bundled file byte for byte: copying and editing it is
     how a profile is made. The line saying which file it is goes to stderr."""
-    done = subprocess.run([sys.executable, "-m", "builder.cli.main", "profiles", "paper"], capture_output=True,
-                          text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-                                                        "COLUMNS": "40"})
+    done = subprocess.run(
+        [sys.executable, "-m", "builder.cli.main", "profiles", "paper"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "40"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (PROFILE_DIR / "paper.yaml").read_text()
     assert "paper.yaml: a valid profile (config hash" in done.stderr
@@ -67,8 +73,11 @@ def test_profile_printed_as_its_file_loads_as_a_profile(tmp_path):
 
 def test_listing_and_errors_go_where_they_belong():
     listed = invoke("profiles")
-    assert listed.stderr == "" and {line.split()[0] for line in listed.stdout.splitlines()} == {"crux-code", "demo",
-                                                                                                 "paper"}
+    assert listed.stderr == "" and {line.split()[0] for line in listed.stdout.splitlines()} == {
+        "crux-code",
+        "demo",
+        "paper",
+    }
     missing = runner.invoke(app, ["profiles", "no-such-profile"])
     assert missing.exit_code == 1 and missing.stdout == "" and "no bundled profile 'no-such-profile'" in missing.stderr
 
@@ -83,13 +92,25 @@ def test_validate_table_on_stdout_whole_when_piped(release):
 
 
 def test_simulate_table_holds_every_cell_whole_and_json_holds_the_same(release, tmp_path):
-    args = ["simulate", release, "--policies", "random,bernoulli,bernoulli-ucb,bernoulli-rank-aware",
-            "--budgets", "0.3,0.6,1.0", "--repeats", "2"]
+    args = [
+        "simulate",
+        release,
+        "--policies",
+        "random,bernoulli,bernoulli-ucb,bernoulli-rank-aware",
+        "--budgets",
+        "0.3,0.6,1.0",
+        "--repeats",
+        "2",
+    ]
     table = invoke(*args)
     as_json = invoke(*args, "--json", "-")
     data = json.loads(as_json.stdout)  # stdout holds the JSON alone
-    assert data["repeats"] == 2 and set(data["policies"]) == {"random", "bernoulli", "bernoulli-ucb",
-                                                              "bernoulli-rank-aware"}
+    assert data["repeats"] == 2 and set(data["policies"]) == {
+        "random",
+        "bernoulli",
+        "bernoulli-ucb",
+        "bernoulli-rank-aware",
+    }
     lines = table.stdout.splitlines()
     for policy, by_budget in data["policies"].items():
         row = next(line for line in lines if re.match(rf"│ {re.escape(policy)} +│", line))
@@ -108,10 +129,13 @@ def test_evaluate_and_agreement_print_json_on_stdout(release, run_file, tmp_path
     data = json.loads(invoke("evaluate", release, "--run", run_file, "--json", "-").stdout)
     assert set(data["metrics"]) == {"alpha-ndcg@10", "alpha-ndcg@20", "ndcg@10"}
     for name, result in data["metrics"].items():
-        assert f"{name}: {result['mean']:.4f} over {result['queries']:,} questions ({result['in_run']:,} in the run)" \
+        assert (
+            f"{name}: {result['mean']:.4f} over {result['queries']:,} questions ({result['in_run']:,} in the run)"
             in lines
-    agreement = json.loads(invoke("agreement", "--judgments", release, "--against", release, "--resamples", "0",
-                                  "--json", "-").stdout)
+        )
+    agreement = json.loads(
+        invoke("agreement", "--judgments", release, "--against", release, "--resamples", "0", "--json", "-").stdout
+    )
     assert agreement["measures"]["kappa"] == pytest.approx(1.0)
     written = tmp_path / "agreement.json"
     shown = invoke("agreement", "--judgments", release, "--against", release, "--resamples", "0", "--json", written)
@@ -125,8 +149,10 @@ def test_help_reads_as_english():
         text = runner.invoke(app, [name, "-h"], prog_name="researchy-subq").stdout
         assert text.startswith(f"Usage: researchy-subq {name} [OPTIONS]"), text
         assert not re.search(r"\{[a-z_]+\}|<[a-z_ \[\]]+>|list\[|issue \d", text, re.IGNORECASE), f"{name}: {text}"
-    assert "Usage: researchy-subq validate [OPTIONS] RELEASE\n" in runner.invoke(app, ["validate", "-h"],
-                                                                                prog_name="researchy-subq").stdout
+    assert (
+        "Usage: researchy-subq validate [OPTIONS] RELEASE\n"
+        in runner.invoke(app, ["validate", "-h"], prog_name="researchy-subq").stdout
+    )
     assert "--json PATH" in runner.invoke(app, ["plan", "-h"]).stdout
 
 
@@ -147,8 +173,11 @@ def test_profile_reference_is_the_docs_page_and_describes_every_key():
 
 
 def test_the_docs_shell_blocks_parse_and_continue_lines_with_one_backslash(doc_pages):
-    blocks = [(page.relative_to(ROOT), block) for page in doc_pages
-              for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S)]
+    blocks = [
+        (page.relative_to(ROOT), block)
+        for page in doc_pages
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S)
+    ]
     assert len(blocks) > 10
     for page, block in blocks:
         assert not re.search(r"\\\\\n", block), f"{page}: a line ends in two backslashes (no continuation):\n{block}"

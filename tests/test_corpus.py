@@ -12,8 +12,9 @@ from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 
 
 def clueweb(docid, text, url="https://example.org/a"):
-    return json.dumps({"URL": url + "\n", "URL-hash": url_hash_of(url), "Language": "en", "ClueWeb22-ID": docid,
-                       "Clean-Text": text})
+    return json.dumps(
+        {"URL": url + "\n", "URL-hash": url_hash_of(url), "Language": "en", "ClueWeb22-ID": docid, "Clean-Text": text}
+    )
 
 
 @pytest.fixture
@@ -25,12 +26,18 @@ def tree(tmp_path):
         f.write(clueweb("clueweb22-en0000-00-00001", "   ", "https://bees.org/2") + "\n")  # empty text
         f.write('{"URL": "https://bees.org/3", "ClueWeb22-ID": \n')  # truncated line
     with gzip.open(folder / "en0000-01.json.gz", "wb") as f:
-        f.write((clueweb("clueweb22-en0000-01-00000", "Honey bees and Varroa mites.", "https://bees.org/4") + "\n").encode())
+        f.write(
+            (clueweb("clueweb22-en0000-01-00000", "Honey bees and Varroa mites.", "https://bees.org/4") + "\n").encode()
+        )
         f.write(b'{"ClueWeb22-ID": "x", "Clean-Text": "\xff\xfe"}\n')  # not UTF-8
         f.write((clueweb("clueweb22-en0000-00-00000", "a second copy", "https://bees.org/1") + "\n").encode())
     plain = tmp_path / "extra.jsonl"
-    plain.write_text(json.dumps({"id": "doc-1", "contents": "Plain JSONL document.", "url": "https://p.org/x"}) + "\n"
-                     + json.dumps({"id": "doc-2", "contents": "No url here."}) + "\n")
+    plain.write_text(
+        json.dumps({"id": "doc-1", "contents": "Plain JSONL document.", "url": "https://p.org/x"})
+        + "\n"
+        + json.dumps({"id": "doc-2", "contents": "No url here."})
+        + "\n"
+    )
     return tmp_path
 
 
@@ -41,8 +48,12 @@ def test_reads_clueweb22_and_jsonl_and_reports_every_reject(tree, tmp_path):
     assert dict(summary.rejected) == {"empty text": 1, "undecodable or malformed": 2, "duplicate id": 1}
     rows = read_stage(tmp_path / "corpus", "corpus").to_table().to_pylist()  # input files in sorted order
     assert [r["docid"] for r in rows] == ["doc-1", "doc-2", "clueweb22-en0000-00-00000", "clueweb22-en0000-01-00000"]
-    assert rows[2] == {"docid": "clueweb22-en0000-00-00000", "url_hash": url_hash_of("https://bees.org/1"),
-                       "url": "https://bees.org/1", "text": "Bees pollinate crops."}
+    assert rows[2] == {
+        "docid": "clueweb22-en0000-00-00000",
+        "url_hash": url_hash_of("https://bees.org/1"),
+        "url": "https://bees.org/1",
+        "text": "Bees pollinate crops.",
+    }
     assert rows[0]["url_hash"] == url_hash_of("https://p.org/x") and rows[1]["url_hash"] is None
     lines = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert [(line["line"], line["field"]) for line in lines] == [(2, "Clean-Text"), (3, None), (2, None), (3, "id")]
@@ -95,13 +106,19 @@ def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatc
     rng = np.random.default_rng(3)
     ids = [f"doc-{i:05d}" for i in rng.permutation(3000)]
     for part in range(3):
-        (docs / f"p{part}.jsonl").write_text("".join(
-            json.dumps({"id": d, "contents": "text", "url_hash": url_hash_of(f"https://u/{int(d[4:]) % 1700}")}) + "\n"
-            for d in ids[part::3]))
+        (docs / f"p{part}.jsonl").write_text(
+            "".join(
+                json.dumps({"id": d, "contents": "text", "url_hash": url_hash_of(f"https://u/{int(d[4:]) % 1700}")})
+                + "\n"
+                for d in ids[part::3]
+            )
+        )
     out = tmp_path / "corpus"
     for k in range(3):
         build_corpus([docs], out, Shard(k, 3))
-    whole = pa.concat_tables(pq.read_table(p, columns=["url_hash", "docid"]) for p in sorted(out.glob("corpus-*.parquet")))
+    whole = pa.concat_tables(
+        pq.read_table(p, columns=["url_hash", "docid"]) for p in sorted(out.glob("corpus-*.parquet"))
+    )
     expected = url_hashes.one_document_per_hash(whole, out)
     expected_err = capsys.readouterr().err
     path, rows = write_url_map(out, memory=97)

@@ -2,6 +2,7 @@
 printed, its `$ researchy-subq ...` step lines and its "Next" lines, pasted into bash in a fresh environment (no venv
 activated, nothing on PATH but the system's, offline), each of which must run as printed. Its results (the steps, the
 tables, the next steps) are on stdout and its progress bars on stderr."""
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,15 @@ KIT = Path(sys.executable).with_name("researchy-subq")
 def fresh_environment(home: Path) -> dict:
     """A new shell's environment: the system's PATH only, no VIRTUAL_ENV, offline. PYTHONPATH stays when set: it is
     how this test process itself finds the kit's source (a worktree beside an editable install)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "LANG": "C.UTF-8"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "HF_HOME": str(home / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "LANG": "C.UTF-8",
+    }
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
@@ -26,8 +34,14 @@ def fresh_environment(home: Path) -> dict:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     here = tmp_path_factory.mktemp("new-user")
-    done = subprocess.run([str(KIT), "demo", "--out", "demo-output"], cwd=here, env=fresh_environment(here),
-                          capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(
+        [str(KIT), "demo", "--out", "demo-output"],
+        cwd=here,
+        env=fresh_environment(here),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return here, done
 
@@ -36,7 +50,7 @@ def printed_commands(stdout: str) -> tuple[list[str], list[str]]:
     lines = stdout.splitlines()
     steps = [line[2:] for line in lines if line.startswith("$ ")]
     start = next(i for i, line in enumerate(lines) if line.startswith("Next, from this folder"))
-    following = [line.strip() for line in lines[start + 1:] if line.strip()]
+    following = [line.strip() for line in lines[start + 1 :] if line.strip()]
     return steps, following
 
 
@@ -47,8 +61,9 @@ def test_every_printed_command_runs_as_printed_in_a_fresh_shell(demo):
     assert all(line.split()[0] == str(KIT) for line in steps), "the venv's executable, not a bare researchy-subq"
     assert "--profile demo-output/profiles/demo-64-words.yaml" in next(s for s in steps if "judgments-64-words" in s)
     for line in steps + following:
-        run = subprocess.run(["bash", "-c", line], cwd=here, env=fresh_environment(here), capture_output=True,
-                             text=True, timeout=1200)
+        run = subprocess.run(
+            ["bash", "-c", line], cwd=here, env=fresh_environment(here), capture_output=True, text=True, timeout=1200
+        )
         assert run.returncode == 0, f"$ {line}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
         if " publish " in line:
             assert "dry run: nothing was sent" in run.stdout and "dry run without the Hub" in run.stderr

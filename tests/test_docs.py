@@ -1,5 +1,6 @@
 """The documentation a reader follows: the generated reference pages are what the code generates now, and every
 relative link between the README and the docs pages (file and #anchor) leads somewhere."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,13 @@ def broken_links(page: Path) -> list[str]:
 
 def test_the_reference_pages_are_what_the_code_generates():
     assert stale_reference(ROOT / "docs" / "reference") == [], "run python scripts/make_reference.py"
-    check = subprocess.run([sys.executable, "scripts/make_reference.py", "--check"], cwd=ROOT, capture_output=True,
-                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    check = subprocess.run(
+        [sys.executable, "scripts/make_reference.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -86,8 +92,10 @@ def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(tmp_path, monk
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     (tmp_path / "a.md").write_text("# A page\n\n## Same, twice\n\n## Same, twice\n\n```bash\n# not a heading\n```\n")
     page = tmp_path / "b.md"
-    page.write_text("[ok](a.md#a-page) [twice](a.md#same-twice-1) [gone](c.md) [no anchor](a.md#not-a-heading) "
-                    "[here](#b) [web](https://example.org/x#y)\n\n# B\n")
+    page.write_text(
+        "[ok](a.md#a-page) [twice](a.md#same-twice-1) [gone](c.md) [no anchor](a.md#not-a-heading) "
+        "[here](#b) [web](https://example.org/x#y)\n\n# B\n"
+    )
     assert broken_links(page) == ["b.md: c.md: no such file", "b.md: a.md#not-a-heading: no heading with that anchor"]
 
 
@@ -99,8 +107,11 @@ def test_every_docs_page_is_reachable_from_the_readme(doc_pages):
             continue
         seen.add(page)
         text = FENCE.sub("", page.read_text())
-        queue += [(page.parent / t.partition("#")[0]).resolve() for t in LINK.findall(text)
-                  if not re.match(r"^[a-z]+:", t) and t.partition("#")[0]]
+        queue += [
+            (page.parent / t.partition("#")[0]).resolve()
+            for t in LINK.findall(text)
+            if not re.match(r"^[a-z]+:", t) and t.partition("#")[0]
+        ]
     assert [p.relative_to(ROOT) for p in doc_pages if p not in seen] == []
 
 
@@ -120,8 +131,12 @@ def unfollowable_citations(paths) -> list[str]:
 
 
 def test_code_docs_and_release_text_cite_what_a_reader_can_open(doc_pages):
-    sources = [p for folder in ("generation", "builder", "scripts", "tests") for p in (ROOT / folder).rglob("*")
-               if p.suffix in {".py", ".json", ".yaml", ".md"} and p.is_file()]
+    sources = [
+        p
+        for folder in ("generation", "builder", "scripts", "tests")
+        for p in (ROOT / folder).rglob("*")
+        if p.suffix in {".py", ".json", ".yaml", ".md"} and p.is_file()
+    ]
     assert unfollowable_citations(sources + list(doc_pages)) == []
 
 

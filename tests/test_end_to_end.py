@@ -2,6 +2,7 @@
 carry the published chat templates of the models the profiles name (Llama-3.3-Instruct for the judge, Qwen3
 for the reranker): questions -> corpus -> index -> retrieve -> rerank -> pool -> judge -> build-release ->
 validate, every stage the real code path of the profile with only the model weights and sizes swapped."""
+
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -19,8 +20,10 @@ from generation.stages.retrieve import retrieve
 
 # Llama-3.3-Instruct's template with no system message (builder/standins/chat_templates/llama-3.3-instruct.jinja):
 # BOS, the default system header, the user turn trimmed, the assistant header as the generation prompt.
-LLAMA3_SYSTEM = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-                 "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>")
+LLAMA3_SYSTEM = (
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+)
 LLAMA3_USER = "<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|>"
 LLAMA3_ASSISTANT = "<|start_header_id|>assistant<|end_header_id|>\n\n"
 
@@ -29,18 +32,38 @@ def tiny_profile(name, chat_llama, chat_qwen3):
     """The named profile with the tiny models, CPU float32 and sizes a 2-core machine runs in seconds; every
     protocol knob (prompt, chat template, query builder, pool rule, context_words) stays the profile's."""
     profile = load_profile(name)
-    return profile.model_copy(update={
-        "bm25": profile.bm25.model_copy(update={"depth": 40}),
-        "rerank": profile.rerank.model_copy(update={"backend": "transformers", "model": str(chat_qwen3), "depth": 40,
-                                                    "max_length": 1024, "dtype": "float32", "batch_size": 16}),
-        "judge": profile.judge.model_copy(update={"backend": "transformers", "model": str(chat_llama),
-                                                  "device": "cpu", "dtype": "float32", "max_model_len": 300,
-                                                  "batch_size": 32, "chunk_size": 400}),
-    })
+    return profile.model_copy(
+        update={
+            "bm25": profile.bm25.model_copy(update={"depth": 40}),
+            "rerank": profile.rerank.model_copy(
+                update={
+                    "backend": "transformers",
+                    "model": str(chat_qwen3),
+                    "depth": 40,
+                    "max_length": 1024,
+                    "dtype": "float32",
+                    "batch_size": 16,
+                }
+            ),
+            "judge": profile.judge.model_copy(
+                update={
+                    "backend": "transformers",
+                    "model": str(chat_llama),
+                    "device": "cpu",
+                    "dtype": "float32",
+                    "max_model_len": 300,
+                    "batch_size": 32,
+                    "chunk_size": 400,
+                }
+            ),
+        }
+    )
 
 
 def ranked(folder, name):
-    table = pq.read_table(folder / f"{name}-00000-of-00001.parquet").sort_by([("qid", "ascending"), ("rank", "ascending")])
+    table = pq.read_table(folder / f"{name}-00000-of-00001.parquet").sort_by(
+        [("qid", "ascending"), ("rank", "ascending")]
+    )
     runs = {}
     for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
         runs.setdefault(qid, []).append(docid)
@@ -72,8 +95,9 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
     for qid in {s["qid"] for s in subqs}:
         pooled = {c["docid"] for c in candidates if c["qid"] == qid}
         clicked = {c["docid"] for c in candidates if c["qid"] == qid and c["clicked"]}
-        assert pooled == expected_pool(profile.pool.rule, bm25[qid], reranked[qid], clicked,
-                                       profile.pool.bm25_top, profile.pool.rerank_top)
+        assert pooled == expected_pool(
+            profile.pool.rule, bm25[qid], reranked[qid], clicked, profile.pool.bm25_top, profile.pool.rerank_top
+        )
 
     judgments = pq.read_table(tmp_path / "judgments" / "judgments-00000-of-00001.parquet")
     per_question = {q: sum(c["qid"] == q for c in candidates) for q in {s["qid"] for s in subqs}}
@@ -114,12 +138,16 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
     rows = judgments.to_pylist()
     bm25_top = [r["bm25_rank"] is not None and r["bm25_rank"] <= profile.pool.bm25_top for r in rows]
     rerank_top = [r["rerank_rank"] is not None and r["rerank_rank"] <= profile.pool.rerank_top for r in rows]
-    classes = {"bm25_only": sum(b and not r for b, r in zip(bm25_top, rerank_top)),
-               "rerank_only": sum(r and not b for b, r in zip(bm25_top, rerank_top)),
-               "bm25_and_rerank": sum(b and r for b, r in zip(bm25_top, rerank_top)),
-               "clicked_only": sum(row["clicked"] and not (b or r) for row, b, r in zip(rows, bm25_top, rerank_top))}
+    classes = {
+        "bm25_only": sum(b and not r for b, r in zip(bm25_top, rerank_top)),
+        "rerank_only": sum(r and not b for b, r in zip(bm25_top, rerank_top)),
+        "bm25_and_rerank": sum(b and r for b, r in zip(bm25_top, rerank_top)),
+        "clicked_only": sum(row["clicked"] and not (b or r) for row, b, r in zip(rows, bm25_top, rerank_top)),
+    }
     assert sum(classes.values()) == len(rows) and classes["rerank_only"] > 0
-    assert {k: stats["provenance_share"][k] for k in classes} == {k: round(v / len(rows), 4) for k, v in classes.items()}
+    assert {k: stats["provenance_share"][k] for k in classes} == {
+        k: round(v / len(rows), 4) for k, v in classes.items()
+    }
     assert stats["context_cut_by_tokens"] == summary.cut_by_tokens
     card = (release / "README.md").read_text()
     assert f"BM25 top-k only {classes['bm25_only'] / len(rows):.2%}" in card

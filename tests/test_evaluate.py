@@ -1,5 +1,6 @@
 """`evaluate`: means over every question of the release (trec_eval -c), clear errors and warnings, and the
 numbers of trec_eval (nDCG) and ndeval (alpha-nDCG) as ir-measures computes them."""
+
 import math
 import random
 
@@ -15,13 +16,25 @@ THRESHOLD = 4
 
 def make_release(root, rows):
     """A release folder holding `rows` (qid, subq_id, docid, level) as judgment files partitioned by level."""
-    table = pa.Table.from_pylist([{**r, "url_hash": None, "raw": "", "status": "ok" if r["level"] is not None
-                                   else "no_digit", "clicked": False} for r in rows], schema=arrow_schema("judgments"))
+    table = pa.Table.from_pylist(
+        [
+            {
+                **r,
+                "url_hash": None,
+                "raw": "",
+                "status": "ok" if r["level"] is not None else "no_digit",
+                "clicked": False,
+            }
+            for r in rows
+        ],
+        schema=arrow_schema("judgments"),
+    )
     for level in {r["level"] for r in rows}:
         folder = root / "data" / "judgments" / ("unparsed" if level is None else f"level_{level}")
         folder.mkdir(parents=True)
-        part = table.filter(pa.compute.is_null(table["level"]) if level is None
-                            else pa.compute.equal(table["level"], level))
+        part = table.filter(
+            pa.compute.is_null(table["level"]) if level is None else pa.compute.equal(table["level"], level)
+        )
         pq.write_table(part, folder / "train-00000-of-00001.parquet")
     return root
 
@@ -67,8 +80,12 @@ def test_matches_ir_measures_trec_eval_and_ndeval(tmp_path):
     rows = random_judgments()
     release = make_release(tmp_path / "release", rows)
     run = random_run(rows)
-    ours = evaluate_run(read_run(write_trec(tmp_path / "run.trec", run)).ranked, release,
-                        ["alpha-ndcg@5", "alpha-ndcg@10", "ndcg@5", "ndcg@10"], THRESHOLD)["metrics"]
+    ours = evaluate_run(
+        read_run(write_trec(tmp_path / "run.trec", run)).ranked,
+        release,
+        ["alpha-ndcg@5", "alpha-ndcg@10", "ndcg@5", "ndcg@10"],
+        THRESHOLD,
+    )["metrics"]
 
     judged = [r for r in rows if r["level"] is not None]
     # ndeval's qrels: one line per (question, aspect = sub-question, document), relevant when it answers it
@@ -79,14 +96,19 @@ def test_matches_ir_measures_trec_eval_and_ndeval(tmp_path):
     graded_qrels = [ir_measures.Qrel(q, d, level) for (q, d), level in best.items()]
     scored = [ir_measures.ScoredDoc(q, d, 100 - rank) for q, docs in run.items() for rank, d in enumerate(docs, 1)]
 
-    for name, measure, qrels in (("alpha-ndcg@5", alpha_nDCG@5, aspect_qrels), ("alpha-ndcg@10", alpha_nDCG@10, aspect_qrels),
-                                 ("ndcg@5", nDCG@5, graded_qrels), ("ndcg@10", nDCG@10, graded_qrels)):
+    for name, measure, qrels in (
+        ("alpha-ndcg@5", alpha_nDCG @ 5, aspect_qrels),
+        ("alpha-ndcg@10", alpha_nDCG @ 10, aspect_qrels),
+        ("ndcg@5", nDCG @ 5, graded_qrels),
+        ("ndcg@10", nDCG @ 10, graded_qrels),
+    ):
         theirs = {m.query_id: m.value for m in ir_measures.iter_calc([measure], qrels, scored)}
         assert set(theirs) == set(ours[name]["per_query"]), name  # every question, q3 (not in the run) included
         for qid, value in theirs.items():
             assert ours[name]["per_query"][qid] == pytest.approx(value, abs=1e-4), (name, qid)
-        assert ours[name]["mean"] == pytest.approx(ir_measures.calc_aggregate([measure], qrels, scored)[measure],
-                                                   abs=1e-4), name
+        assert ours[name]["mean"] == pytest.approx(
+            ir_measures.calc_aggregate([measure], qrels, scored)[measure], abs=1e-4
+        ), name
 
 
 def test_subquestion_ndcg_matches_ir_measures_trec_eval(tmp_path):
@@ -106,7 +128,7 @@ def test_subquestion_ndcg_matches_ir_measures_trec_eval(tmp_path):
     ours = evaluate_subquestion_run(run, release, depth=10)
     qrels = [ir_measures.Qrel(r["subq_id"], r["docid"], r["level"]) for r in rows if r["level"] is not None]
     scored = [ir_measures.ScoredDoc(q, d, 100 - rank) for q, docs in run.items() for rank, d in enumerate(docs, 1)]
-    theirs = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG@10], qrels, scored)}
+    theirs = {m.query_id: m.value for m in ir_measures.iter_calc([nDCG @ 10], qrels, scored)}
     judged = {r["subq_id"] for r in rows if r["level"] is not None}
     assert set(ours["per_query"]) == judged and ours["queries"] == len(judged)
     for subq in judged:

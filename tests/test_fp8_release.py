@@ -1,5 +1,6 @@
 """fp8 in the release: a judge run with `quantization: fp8` is named in the manifest and the
 card, with the note that bf16-vs-fp8 label agreement was not measured; validate checks the card states it."""
+
 import json
 
 import yaml

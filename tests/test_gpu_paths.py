@@ -2,6 +2,7 @@
 readings, wrappers around the real tiny model that raise torch's own out-of-memory error or the RuntimeError a
 cuBLAS allocation failure gives above a token count, placement over stated free memory, and the plan's decode batch
 against the budget the backend would choose."""
+
 import gc
 import weakref
 
@@ -28,6 +29,7 @@ CUBLAS_ALLOC_FAILED = "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cubl
 
 # --- 1. the automatic budget counts what torch's cache holds unused as free -------------------------------------
 
+
 def test_auto_budget_counts_the_allocators_unused_cache_as_free():
     """The 70B shape in fp8 on one H100 at gpu_memory_utilization 0.95: 67.7 GiB of weights allocated, 74.2 GiB
     reserved by the caching allocator after torchao quantized each weight as it loaded, 0.5 GiB of CUDA context, so
@@ -41,11 +43,14 @@ def test_auto_budget_counts_the_allocators_unused_cache_as_free():
     assert driver_only // 3140 <= 1, "the reading of old: one prompt a batch"
     assert tokens // 3140 == 4
     assert tokens == int((memory.free + reserved - allocated - 0.05 * H100) // per_token)
-    assert line.startswith(f"judge.max_batch_tokens: auto = {tokens:,} tokens a batch: 5.3 GiB free on the GPU + "
-                           "6.5 GiB cached by torch unused - 0.05 x 80.0 GiB kept back (gpu_memory_utilization: 0.95)")
+    assert line.startswith(
+        f"judge.max_batch_tokens: auto = {tokens:,} tokens a batch: 5.3 GiB free on the GPU + "
+        "6.5 GiB cached by torch unused - 0.05 x 80.0 GiB kept back (gpu_memory_utilization: 0.95)"
+    )
 
 
 # --- 2. out of memory: finished batches kept, frames dropped, cuBLAS failures are out of memory too -------------
+
 
 class CublasLimited(TokenLimited):
     """The model, raising what torch raises when cuBLAS cannot allocate its workspace above `limit` tokens."""
@@ -134,6 +139,7 @@ def test_a_stored_failure_does_not_keep_its_forwards_tensors():
 
 # --- 3. placement reads free memory; the fp8 refusal names the share that fits; the packed index's device -------
 
+
 def test_placement_on_a_shared_gpu_counts_what_is_free_not_the_total():
     """Llama-3.1-8B in bf16 (16.1 GB) on an 80 GB H100 that other processes fill to 10 GiB free: placing it by the
     total (as before) would load it and fail; by the free memory it is refused before loading, saying so."""
@@ -146,8 +152,9 @@ def test_placement_on_a_shared_gpu_counts_what_is_free_not_the_total():
     with pytest.raises(ModelTooLarge) as refused:
         plan_placement(config, torch.bfloat16, None, [H100], 0.9, reserve, LLAMA_31_8B, gpu_free=[10 * GIB])
     assert "(10.7 GB of GPU 0 free now: other processes hold the rest)" in str(refused.value)
-    two = plan_placement(config, torch.bfloat16, None, [H100, H100], 0.9, reserve, LLAMA_31_8B,
-                         gpu_free=[10 * GIB, H100])
+    two = plan_placement(
+        config, torch.bfloat16, None, [H100, H100], 0.9, reserve, LLAMA_31_8B, gpu_free=[10 * GIB, H100]
+    )
     assert set(two.device_map.values()) == {0, 1}, "spread by what each GPU has free"
 
 
@@ -186,11 +193,13 @@ def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
     from generation.backends.hf import TransformersBackend
 
     backend = TransformersBackend.wrap(model, AutoTokenizer.from_pretrained(str(tiny_qwen3)), packed=True)
-    assert (backend.input_device, backend.hidden_device) == (torch.device("cpu"), torch.device("meta")), \
+    assert (backend.input_device, backend.hidden_device) == (torch.device("cpu"), torch.device("meta")), (
         "the packed step makes its index on the hidden states' device"
+    )
 
 
 # --- 4. the plan prices the batches and GPU spans the backend would use, and nothing it would refuse ------------
+
 
 def transformers_profile(**judge):
     from generation.profiles import load_profile
@@ -222,9 +231,21 @@ def test_plan_decode_batch_is_the_budget_the_backend_would_choose():
     bf16 = costing.execution("bf16")
     assert bf16.gpus == 4 and "one working at a time" in bf16.how
 
-    plan = Plan(pairs=1000, subquestions=50, sampled=10, mean_prompt_tokens=3140, mean_overhead_tokens=200,
-                mean_shared_prefix_tokens=150, new_tokens=3, tokenizer="t", stand_in=False, context_words=2048,
-                tokens_per_word_here=1.4, long_documents=30, mean_context_tokens=2940)
+    plan = Plan(
+        pairs=1000,
+        subquestions=50,
+        sampled=10,
+        mean_prompt_tokens=3140,
+        mean_overhead_tokens=200,
+        mean_shared_prefix_tokens=150,
+        new_tokens=3,
+        tokenizer="t",
+        stand_in=False,
+        context_words=2048,
+        tokens_per_word_here=1.4,
+        long_documents=30,
+        mean_context_tokens=2940,
+    )
     rows, notes = judge_rows(plan, costing)
     row = {(r.label, r.precision): r for r in rows}
     assert row[("these pairs", "fp8")].decode_batch == 4 and row[("these pairs", "fp8")].gpus == 1
@@ -247,11 +268,17 @@ def test_plan_shows_no_figure_for_a_configuration_the_backend_refuses():
     plan = Plan(1000, 50, 10, 3140, 200, 150, 3, "t", False, 2048, 1.4, 30, 2940)
     rows, notes = judge_rows(plan, costing)
     assert {r.precision for r in rows} == {"fp8"}
-    assert any(n.startswith("Judge as the transformers backend would run it: bf16: the transformers backend refuses "
-                            "it on 4 H100 SXM") and "rows left out" in n for n in notes)
+    assert any(
+        n.startswith(
+            "Judge as the transformers backend would run it: bf16: the transformers backend refuses it on 4 H100 SXM"
+        )
+        and "rows left out" in n
+        for n in notes
+    )
 
 
 # --- 5. the GPU benchmark measures the paths as the kit runs them ------------------------------------------------
+
 
 def test_bench_documents_take_the_corpus_lengths_cut_at_the_limit():
     from builder.analysis.gpu_bench import document_words
@@ -279,14 +306,17 @@ def test_bench_calibration_keeps_each_precision_to_its_own_rows():
     from builder.analysis.gpu_bench import calibration as calibration_of
 
     row = {"shape": "Qwen3-Reranker-0.6B", "mode": "rerank", "batch": 16, "pairs_per_s": 1, "tflops": 100}
-    rows = [{**row, "run": "kit", "precision": "bf16", "share_of_peak": 0.2},
-            {**row, "run": "kit packed", "precision": "bf16", "share_of_peak": 0.3, "tflops": 150},
-            {**row, "run": "kit", "precision": "fp8", "share_of_peak": 0.05, "tflops": 50}]
+    rows = [
+        {**row, "run": "kit", "precision": "bf16", "share_of_peak": 0.2},
+        {**row, "run": "kit packed", "precision": "bf16", "share_of_peak": 0.3, "tflops": 150},
+        {**row, "run": "kit", "precision": "fp8", "share_of_peak": 0.05, "tflops": 50},
+    ]
     calibration = calibration_of(rows, "cpu", "test", None)
     assert calibration.utilisation["rerank"] == {"bf16": 0.2, "fp8": 0.05}
 
 
 # --- 6. `compile: true`: the same answers through torch.compile ---------------------------------------------------
+
 
 def test_compiled_backend_gives_the_uncompiled_log_probabilities(chat_llama):
     """`compile: true` compiles the forward in place with dynamic shapes: batches of other lengths reuse it, and the

@@ -8,6 +8,7 @@
 - A loopback server answering every request with one status checks that each Hub error becomes one line
   naming what to do, in the library and in the CLI.
 """
+
 import json
 import os
 import re
@@ -36,8 +37,12 @@ def free_port() -> int:
 
 
 def git(*args, cwd):
-    subprocess.run(["git", "-c", "user.name=test", "-c", "user.email=test@example.org", *args], cwd=cwd, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +51,9 @@ def release(tmp_path_factory):
     from builder.release.package import package_release
 
     root = tmp_path_factory.mktemp("hub")
-    inputs = synthesize(root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8,
-                        unparsed_share=0.01)
+    inputs = synthesize(
+        root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8, unparsed_share=0.01
+    )
     out = root / "researchy-subq-judgments"
     package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO)
     return out
@@ -69,19 +75,23 @@ def hub(release, tmp_path_factory):
     config.write_text(f"""[basic]
 host = "{LOOPBACK}"
 port = {port}
-repos-path = "{root / 'cache'}"
+repos-path = "{root / "cache"}"
 mirror-scheme = "http"
 mirror-netloc = "{LOOPBACK}:{port}"
 mirror-lfs-netloc = "{LOOPBACK}:{port}"
-mirrors-path = ["{root / 'mirrors'}"]
+mirrors-path = ["{root / "mirrors"}"]
 hf-netloc = "{LOOPBACK}:9"
 hf-lfs-netloc = "{LOOPBACK}:9"
 [accessibility]
 offline = true
 """)
     olah = Path(sys.executable).with_name("olah-cli")
-    server = subprocess.Popen([str(olah), "-c", str(config), "--log-path", str(root / "logs")], cwd=root,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(olah), "-c", str(config), "--log-path", str(root / "logs")],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://{LOOPBACK}:{port}"
     try:
         for _ in range(120):
@@ -116,10 +126,20 @@ def test_every_config_downloads_by_repo_name(release, hub, tmp_path):
     configs = [c["config_name"] for c in card["configs"]]
     assert "unparsed" in configs and "diversity-qrels" in configs
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=hub["endpoint"], HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_XET="1",
-               NO_PROXY=LOOPBACK, no_proxy=LOOPBACK)
-    result = subprocess.run([sys.executable, "-c", LOAD_EVERY_CONFIG, REPO, json.dumps(configs)], env=env,
-                            capture_output=True, text=True, timeout=600)
+    env.update(
+        HF_ENDPOINT=hub["endpoint"],
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_DISABLE_XET="1",
+        NO_PROXY=LOOPBACK,
+        no_proxy=LOOPBACK,
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_EVERY_CONFIG, REPO, json.dumps(configs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = json.loads(result.stdout.strip().splitlines()[-1])
     declared = {i["config_name"]: {s["name"]: s["num_examples"] for s in i["splits"]} for i in card["dataset_info"]}
@@ -129,17 +149,26 @@ def test_every_config_downloads_by_repo_name(release, hub, tmp_path):
 def test_the_cards_trec_download_fetches_the_qrels_file(release, hub, tmp_path):
     """The card's `hf download` line for the TREC qrels file, run with the `hf` CLI against the served repository."""
     body = (release / "README.md").read_text()
-    command = next(line for line in re.search(r"```bash\n(.*?)\n```", body, re.DOTALL)[1].splitlines()
-                   if line.startswith("hf download"))
+    command = next(
+        line
+        for line in re.search(r"```bash\n(.*?)\n```", body, re.DOTALL)[1].splitlines()
+        if line.startswith("hf download")
+    )
     args = command.split()
     assert args[:3] == ["hf", "download", REPO] and args[-2:] == ["--local-dir", "."]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=hub["endpoint"], HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_XET="1",
-               NO_PROXY=LOOPBACK, no_proxy=LOOPBACK)
+    env.update(
+        HF_ENDPOINT=hub["endpoint"],
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_DISABLE_XET="1",
+        NO_PROXY=LOOPBACK,
+        no_proxy=LOOPBACK,
+    )
     hf = Path(sys.executable).with_name("hf")
     # olah resolves a revision-less lookup upstream (module docstring): the revision is named
-    result = subprocess.run([str(hf), *args[1:], "--revision", "main"], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [str(hf), *args[1:], "--revision", "main"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     path = args[3]
     assert (tmp_path / path).read_bytes() == (release / path).read_bytes() != b""
@@ -202,19 +231,26 @@ class StatusServer(ThreadingHTTPServer):
         return f"http://{LOOPBACK}:{self.server_address[1]}"
 
 
-@pytest.mark.parametrize("status, hint", [(401, "set HF_TOKEN or run `hf auth login`"),
-                                          (403, "write access"),
-                                          (404, "check --repo and --revision"),
-                                          (409, "already exists"),
-                                          (412, "run publish again"),
-                                          (500, "run again once it is resolved")])
+@pytest.mark.parametrize(
+    "status, hint",
+    [
+        (401, "set HF_TOKEN or run `hf auth login`"),
+        (403, "write access"),
+        (404, "check --repo and --revision"),
+        (409, "already exists"),
+        (412, "run publish again"),
+        (500, "run again once it is resolved"),
+    ],
+)
 def test_each_hub_error_is_one_line_saying_what_to_do(release, status, hint):
     from huggingface_hub import HfApi
 
     server = StatusServer(status)
     try:
         with pytest.raises(PublishRefused) as refused:
-            publish(release, REPO, yes=True, api=HfApi(endpoint=server.endpoint, token="hf_test"), say=lambda line: None)
+            publish(
+                release, REPO, yes=True, api=HfApi(endpoint=server.endpoint, token="hf_test"), say=lambda line: None
+            )
     finally:
         server.shutdown()
     message = str(refused.value)
@@ -250,11 +286,22 @@ def test_offline_and_unreachable_hub(release, monkeypatch):
 def test_cli_prints_one_line_and_no_traceback(release, tmp_path):
     server = StatusServer(403)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=server.endpoint, HF_TOKEN="hf_ThisTokenMustNeverBePrinted01234", HF_HOME=str(tmp_path),
-               NO_PROXY=LOOPBACK, no_proxy=LOOPBACK, COLUMNS="300")
+    env.update(
+        HF_ENDPOINT=server.endpoint,
+        HF_TOKEN="hf_ThisTokenMustNeverBePrinted01234",
+        HF_HOME=str(tmp_path),
+        NO_PROXY=LOOPBACK,
+        no_proxy=LOOPBACK,
+        COLUMNS="300",
+    )
     try:
-        result = subprocess.run([Path(sys.executable).with_name("researchy-subq"), "publish", str(release), "--repo", REPO, "--yes"],
-                                env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [Path(sys.executable).with_name("researchy-subq"), "publish", str(release), "--repo", REPO, "--yes"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         server.shutdown()
     output = result.stdout + result.stderr

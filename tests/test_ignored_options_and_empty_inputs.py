@@ -1,5 +1,6 @@
 """An option that would be ignored is refused, and an input with nothing in it is an error naming
 the file, never a shard recorded done with 0 rows. Real files (empty, blank-only, an empty .gz), the real CLI."""
+
 import gzip
 import json
 
@@ -21,11 +22,28 @@ runner = CliRunner()
 def test_server_options_on_a_judge_that_is_not_openai_are_refused(tmp_path, option):
     folder = tmp_path / "in"
     folder.mkdir()
-    result = runner.invoke(app, ["judge", "--profile", "demo", "--subquestions", str(folder), "--candidates",
-                                 str(folder), "--index", str(folder), "--out", str(tmp_path / "out"), *option])
+    result = runner.invoke(
+        app,
+        [
+            "judge",
+            "--profile",
+            "demo",
+            "--subquestions",
+            str(folder),
+            "--candidates",
+            str(folder),
+            "--index",
+            str(folder),
+            "--out",
+            str(tmp_path / "out"),
+            *option,
+        ],
+    )
     assert result.exit_code == 1  # before: exit 0 with the stand-in's labels under a new config hash
-    assert f"{option[0]} set the server of the `openai` judge backend, but profile 'demo' judges with the " \
-           "'bi-encoder' backend" in " ".join(result.output.split())
+    assert (
+        f"{option[0]} set the server of the `openai` judge backend, but profile 'demo' judges with the "
+        "'bi-encoder' backend" in " ".join(result.output.split())
+    )
     assert not (tmp_path / "out").exists()
 
 

@@ -3,6 +3,7 @@ lines 82-91, at dabfb0ac48ed41dbac9a80d4cbcb75c32db44405) zips the clicked ids w
 missing documents. Their loop's own logic is run here on a question with a missing clicked document; the import
 (`--format crux-ratings --corpus`) flags the ratings it graded on another document's text, counts them in the record,
 the manifest and the card, and build-release can leave them out. Real corpus, questions, release, validate."""
+
 import json
 
 import pyarrow.parquet as pq
@@ -29,7 +30,7 @@ def their_loop(id, qrel, ratings_done, run, corpus, subquestions):
             print(f"Document {docid} not found in corpus for id {id}. Skipping.")
     for docid, doc in zip(doc_id_list, doc_text_list):
         for j, question in enumerate(subquestions):  # noqa: B007 (the authors' loop as written)
-            requests.append((f"{id}::{docid}::{j}", " ".join(doc['text'].split()[:2048])))
+            requests.append((f"{id}::{docid}::{j}", " ".join(doc["text"].split()[:2048])))
     return requests
 
 
@@ -56,22 +57,51 @@ def test_their_loop_grades_later_clicked_documents_on_the_next_ones_text(run):
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     root = tmp_path_factory.mktemp("authors-pass")
-    stream = [{"Url": f"https://{d[0].lower()}.example.org/", "CluewebURLHash": d, "UrlLanguage": "en", "Title": d[0],
-               "Snippet": "", "Click_Cnt": 0.25} for d in (A, B, C, D)]
+    stream = [
+        {
+            "Url": f"https://{d[0].lower()}.example.org/",
+            "CluewebURLHash": d,
+            "UrlLanguage": "en",
+            "Title": d[0],
+            "Snippet": "",
+            "Click_Cnt": 0.25,
+        }
+        for d in (A, B, C, D)
+    ]
     records = root / "researchy.jsonl"
     records.write_text(json.dumps(hub_record(DocStream=stream)) + "\n")
     read_researchy([records], root / "questions")
     documents = root / "documents.jsonl"
-    documents.write_text("".join(json.dumps({"id": f"clueweb22-en0000-00-0000{i}", "contents": f"text of {d[0]}",
-                                             "url_hash": d}) + "\n" for i, d in enumerate((A, C, D))))
+    documents.write_text(
+        "".join(
+            json.dumps({"id": f"clueweb22-en0000-00-0000{i}", "contents": f"text of {d[0]}", "url_hash": d}) + "\n"
+            for i, d in enumerate((A, C, D))
+        )
+    )
     build_corpus([documents], root / "corpus")
     write_url_map(root / "corpus")
     ratings = root / "ratings.jsonl"  # as their merge writes the clicked pass: A on its text, B on C's, C on D's
-    ratings.write_text("".join(json.dumps({"id": "1051893", "docid": d, "rating": [r] * 7}) + "\n"
-                               for d, r in ((A, 5), (B, 2), (C, 1))))
-    code, output = cli("import-labels", ratings, "--format", "crux-ratings", "--profile", "crux-code", "--judge",
-                       "the authors' ratings", "--subquestions", root / "questions", "--corpus", root / "corpus",
-                       "--out", root / "judgments")
+    ratings.write_text(
+        "".join(
+            json.dumps({"id": "1051893", "docid": d, "rating": [r] * 7}) + "\n" for d, r in ((A, 5), (B, 2), (C, 1))
+        )
+    )
+    code, output = cli(
+        "import-labels",
+        ratings,
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "the authors' ratings",
+        "--subquestions",
+        root / "questions",
+        "--corpus",
+        root / "corpus",
+        "--out",
+        root / "judgments",
+    )
     assert code == 0, output
     return root, " ".join(output.split())
 
@@ -83,20 +113,45 @@ def test_the_import_flags_the_ratings_graded_on_another_documents_text(imported)
     assert status == {(A, "imported"), (B, "imported_other_text"), (C, "imported_other_text")}
     assert all(r["level"] is not None for r in rows)
     record = json.loads(next((root / "judgments" / "_done").glob("*.json")).read_text())
-    assert record["extra"]["imported"]["graded_on_other_text"] == {"missing_clicked_documents": 1, "documents": 2,
-                                                                   "ratings": 14}
+    assert record["extra"]["imported"]["graded_on_other_text"] == {
+        "missing_clicked_documents": 1,
+        "documents": 2,
+        "ratings": 14,
+    }
     assert "graded 14 ratings of 2 documents on another document's text, after 1 clicked documents missing" in output
 
 
 def test_without_a_corpus_nothing_is_flagged_nor_claimed(imported, tmp_path):
     root, _ = imported
-    code, output = cli("import-labels", root / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
-                       "--judge", "the authors' ratings", "--subquestions", root / "questions", "--out", tmp_path / "j")
+    code, output = cli(
+        "import-labels",
+        root / "ratings.jsonl",
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "the authors' ratings",
+        "--subquestions",
+        root / "questions",
+        "--out",
+        tmp_path / "j",
+    )
     assert code == 0 and "another document's text" not in output
     record = json.loads(next((tmp_path / "j" / "_done").glob("*.json")).read_text())
     assert record["extra"]["imported"]["graded_on_other_text"] is None
-    code, output = cli("build-release", "--profile", "crux-code", "--judgments", tmp_path / "j", "--questions",
-                       root / "questions", "--out", tmp_path / "r", "--leave-out-other-text")
+    code, output = cli(
+        "build-release",
+        "--profile",
+        "crux-code",
+        "--judgments",
+        tmp_path / "j",
+        "--questions",
+        root / "questions",
+        "--out",
+        tmp_path / "r",
+        "--leave-out-other-text",
+    )
     assert code == 1 and "nothing to leave out" in output
 
 
@@ -104,8 +159,18 @@ def test_without_a_corpus_nothing_is_flagged_nor_claimed(imported, tmp_path):
 def test_the_release_counts_them_and_can_leave_them_out(imported, tmp_path, leave_out):
     root, _ = imported
     out = tmp_path / "release"
-    code, output = cli("build-release", "--profile", "crux-code", "--judgments", root / "judgments", "--questions",
-                       root / "questions", "--out", out, *(["--leave-out-other-text"] if leave_out else []))
+    code, output = cli(
+        "build-release",
+        "--profile",
+        "crux-code",
+        "--judgments",
+        root / "judgments",
+        "--questions",
+        root / "questions",
+        "--out",
+        out,
+        *(["--leave-out-other-text"] if leave_out else []),
+    )
     assert code == 0, output
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["imported"]["graded_on_other_text"]["ratings"] == 14

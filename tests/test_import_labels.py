@@ -2,6 +2,7 @@
 shards that build-release, validate and load_dataset take as they take the judge's; every malformed line is one error
 line naming its file and line (releases of them: tests/test_imported_releases.py). Label files:
 tests/fixtures/import_labels/ (its README cites each format's source)."""
+
 import json
 from pathlib import Path
 
@@ -19,12 +20,27 @@ LABELS = Path(__file__).parent / "fixtures" / "import_labels"
 
 
 def second_record():
-    return hub_record(1051894, question="do lions purr",
-                      DocStream=[{"Url": "https://lions.example.org/purr", "CluewebURLHash": "3A4B5C6D7E8F90A1B2C3D4E5F6071829",
-                                  "UrlLanguage": "en", "Title": "Lions", "Snippet": "", "Click_Cnt": 1.0}],
-                      gpt4_decomposition={"llm": "gpt-4", "type": "decomposition", "headers": [], "queries": [],
-                                          "subquestions": ["- Do lions purr?", "- Why can lions not purr?",
-                                                           "- Which big cats purr?"]})
+    return hub_record(
+        1051894,
+        question="do lions purr",
+        DocStream=[
+            {
+                "Url": "https://lions.example.org/purr",
+                "CluewebURLHash": "3A4B5C6D7E8F90A1B2C3D4E5F6071829",
+                "UrlLanguage": "en",
+                "Title": "Lions",
+                "Snippet": "",
+                "Click_Cnt": 1.0,
+            }
+        ],
+        gpt4_decomposition={
+            "llm": "gpt-4",
+            "type": "decomposition",
+            "headers": [],
+            "queries": [],
+            "subquestions": ["- Do lions purr?", "- Why can lions not purr?", "- Which big cats purr?"],
+        },
+    )
 
 
 def hub_questions(root: Path) -> Path:
@@ -49,8 +65,14 @@ def record(folder: Path, shard: str = "00000-of-00001") -> dict:
 
 
 def test_the_authors_ratings_become_judgments_with_their_parser_rules_statuses(questions, tmp_path):
-    summary = import_labels(load_profile("crux-code"), questions, [LABELS / "ratings.jsonl"], "crux-ratings",
-                            "Llama-3.3-70B-Instruct (the authors' ratings)", tmp_path / "j")
+    summary = import_labels(
+        load_profile("crux-code"),
+        questions,
+        [LABELS / "ratings.jsonl"],
+        "crux-ratings",
+        "Llama-3.3-70B-Instruct (the authors' ratings)",
+        tmp_path / "j",
+    )
     rows = imported(tmp_path / "j")
     lines = [json.loads(line) for line in (LABELS / "ratings.jsonl").read_text().splitlines()]
     assert len(rows) == sum(len(line["rating"]) for line in lines) == summary.rows == 27
@@ -59,7 +81,8 @@ def test_the_authors_ratings_become_judgments_with_their_parser_rules_statuses(q
         for k, rating in enumerate(line["rating"]):
             row = by_pair[(f"{line['id']}-{k}", line["docid"])]
             expected = {-1: (None, "no_digit"), -2: (None, "request_failed"), 7: (None, "out_of_scale")}.get(
-                rating, (rating, "imported"))
+                rating, (rating, "imported")
+            )
             assert (row["level"], row["status"]) == expected
             assert row["raw"] is None and row["probs"] is None and row["source"] is None
             assert row["bm25_rank"] is None and row["rerank_rank"] is None
@@ -73,16 +96,23 @@ def test_the_authors_ratings_become_judgments_with_their_parser_rules_statuses(q
     assert account["extra"]["judge"] == "Llama-3.3-70B-Instruct (the authors' ratings)"
     files = account["extra"]["imported"]["files"]
     assert [(f["name"], f["sha256"], f["lines"], f["rows"]) for f in files] == [
-        ("ratings.jsonl", sha256_file(LABELS / "ratings.jsonl"), 5, 27)]
-    assert account["extra"]["imported"]["statuses"] == {"imported": 24, "no_digit": 1, "out_of_scale": 1,
-                                                        "request_failed": 1}
+        ("ratings.jsonl", sha256_file(LABELS / "ratings.jsonl"), 5, 27)
+    ]
+    assert account["extra"]["imported"]["statuses"] == {
+        "imported": 24,
+        "no_digit": 1,
+        "out_of_scale": 1,
+        "request_failed": 1,
+    }
     assert account["extra"]["imported"]["documents"] == {"url_hash_kept_as_docid": 27}
 
 
 def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
     qrels = tmp_path / "more.qrels"
-    qrels.write_text((LABELS / "judge-b.qrels").read_text() + "1051894-1 0 clueweb22-en0000-00-00001 -1\n"
-                     "1051894-1 Q0 clueweb22-en0000-00-00002 9\n")
+    qrels.write_text(
+        (LABELS / "judge-b.qrels").read_text() + "1051894-1 0 clueweb22-en0000-00-00001 -1\n"
+        "1051894-1 Q0 clueweb22-en0000-00-00002 9\n"
+    )
     import_labels(load_profile("paper"), questions, [qrels], "qrels", "judge B", tmp_path / "j")
     rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
     for line in (LABELS / "judge-b.qrels").read_text().splitlines():
@@ -96,8 +126,14 @@ def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
 
 
 def test_openai_batch_results_are_parsed_by_the_profiles_prompt(questions, tmp_path):
-    summary = import_labels(load_profile("crux-code"), questions, [LABELS / "results.jsonl", LABELS / "errors.jsonl"],
-                            "openai-batch", "tiny Llama (vllm run-batch)", tmp_path / "j")
+    summary = import_labels(
+        load_profile("crux-code"),
+        questions,
+        [LABELS / "results.jsonl", LABELS / "errors.jsonl"],
+        "openai-batch",
+        "tiny Llama (vllm run-batch)",
+        tmp_path / "j",
+    )
     rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
     assert len(rows) == 6 == summary.rows
     first = rows[("1051893-0", "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5")]
@@ -123,43 +159,77 @@ def test_openai_batch_refuses_a_prompt_whose_parser_needs_the_document(questions
 GOOD = '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 7]}'
 MALFORMED = [
     ("crux-ratings", '{"id": 1051894, "docid": ', "not valid JSON"),
-    ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3, 4, 5, 0]}',
-     "6 ratings, but question 1051894 has 3 sub-questions"),
+    (
+        "crux-ratings",
+        '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3, 4, 5, 0]}',
+        "6 ratings, but question 1051894 has 3 sub-questions",
+    ),
     ("crux-ratings", '{"id": 999, "docid": "D1", "rating": [1]}', "question '999' is not in"),
-    ("crux-ratings", '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 6]}',
-     "labels the same pair as"),
+    (
+        "crux-ratings",
+        '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 6]}',
+        "labels the same pair as",
+    ),
     ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, "2", 3]}', "expected a list of integer ratings"),
-    ("crux-ratings", '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3], "model": "x"}',
-     "exactly the keys id, docid, rating"),
+    (
+        "crux-ratings",
+        '{"id": 1051894, "docid": "D1", "rating": [1, 2, 3], "model": "x"}',
+        "exactly the keys id, docid, rating",
+    ),
     ("qrels", "1051893-99 0 D1 3", "sub-question '1051893-99' is not in"),
     ("qrels", "1051893-1 0 D1", "this one has 3 fields"),
     ("qrels", "1051893-1 0 D1 high", "level 'high' is not an integer"),
-    ("openai-batch", '{"custom_id": "1051894::D1::3", "response": {"status_code": 200, "body": {"choices": '
-                     '[{"message": {"content": "2"}}]}}, "error": null}',
-     "sub-question position 3 is beyond question 1051894's 3 sub-questions"),
-    ("openai-batch", '{"custom_id": "request-1", "response": {"status_code": 200, "body": {"choices": '
-                     '[{"message": {"content": "2"}}]}}, "error": null}',
-     "is not the authors' qid::docid::i_subquestion"),
-    ("openai-batch", '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {}}, "error": null}',
-     "a successful response without choices[0].message.content"),
+    (
+        "openai-batch",
+        '{"custom_id": "1051894::D1::3", "response": {"status_code": 200, "body": {"choices": '
+        '[{"message": {"content": "2"}}]}}, "error": null}',
+        "sub-question position 3 is beyond question 1051894's 3 sub-questions",
+    ),
+    (
+        "openai-batch",
+        '{"custom_id": "request-1", "response": {"status_code": 200, "body": {"choices": '
+        '[{"message": {"content": "2"}}]}}, "error": null}',
+        "is not the authors' qid::docid::i_subquestion",
+    ),
+    (
+        "openai-batch",
+        '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {}}, "error": null}',
+        "a successful response without choices[0].message.content",
+    ),
 ]
-FIRST_LINE = {"crux-ratings": GOOD, "qrels": "1051893-0 0 D1 4",
-              "openai-batch": '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {"choices": '
-                              '[{"message": {"content": "3"}}]}}, "error": null}'}
+FIRST_LINE = {
+    "crux-ratings": GOOD,
+    "qrels": "1051893-0 0 D1 4",
+    "openai-batch": '{"custom_id": "1051894::D1::0", "response": {"status_code": 200, "body": {"choices": '
+    '[{"message": {"content": "3"}}]}}, "error": null}',
+}
 
 
 @pytest.mark.parametrize("kind,line,message", MALFORMED)
 def test_a_malformed_line_is_one_error_line_naming_file_and_line(questions, tmp_path, kind, line, message):
     path = tmp_path / "labels.txt"
     path.write_text(FIRST_LINE[kind] + "\n" + line + "\n")
-    code, output = cli("import-labels", path, "--format", kind, "--subquestions", questions, "--judge", "j",
-                       "--out", tmp_path / "j")
+    code, output = cli(
+        "import-labels", path, "--format", kind, "--subquestions", questions, "--judge", "j", "--out", tmp_path / "j"
+    )
     errors = [text for text in output.splitlines() if text.startswith("error:")]
     assert code == 1 and len(errors) == 1, output  # the one line; above it only the progress bar
     assert errors[0].startswith(f"error: {path}:2") and message in errors[0], errors[0]
     assert not (tmp_path / "j" / "judgments-00000-of-00001.parquet").exists()
-    code, output = cli("import-labels", path, "--format", kind, "--subquestions", questions, "--judge", "j",
-                       "--out", tmp_path / "k", "--rejects", tmp_path / "rejects.jsonl")
+    code, output = cli(
+        "import-labels",
+        path,
+        "--format",
+        kind,
+        "--subquestions",
+        questions,
+        "--judge",
+        "j",
+        "--out",
+        tmp_path / "k",
+        "--rejects",
+        tmp_path / "rejects.jsonl",
+    )
     assert code == 0, output
     rejected = [json.loads(text) for text in (tmp_path / "rejects.jsonl").read_text().splitlines()]
     assert [(r["line"], message in r["error"]) for r in rejected] == [(2, True)]
@@ -176,15 +246,36 @@ def test_a_line_repeated_exactly_is_counted_and_kept_once(questions, tmp_path):
 def test_shards_split_the_questions_and_report_a_bad_line_once(questions, tmp_path):
     path = tmp_path / "ratings.jsonl"
     path.write_text((LABELS / "ratings.jsonl").read_text() + "not json\n")
-    whole = import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "one",
-                          rejects=tmp_path / "one.rejects")
-    parts = [import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "three",
-                           Shard(i, 3), rejects=tmp_path / "three.rejects") for i in range(3)]
+    whole = import_labels(
+        load_profile("crux-code"),
+        questions,
+        [path],
+        "crux-ratings",
+        "j",
+        tmp_path / "one",
+        rejects=tmp_path / "one.rejects",
+    )
+    parts = [
+        import_labels(
+            load_profile("crux-code"),
+            questions,
+            [path],
+            "crux-ratings",
+            "j",
+            tmp_path / "three",
+            Shard(i, 3),
+            rejects=tmp_path / "three.rejects",
+        )
+        for i in range(3)
+    ]
     assert sum(p.rows for p in parts) == whole.rows == 27
     assert sum(sum(p.rejected.values()) for p in parts) == sum(whole.rejected.values()) == 1
     one = sorted((r["subq_id"], r["docid"], r["level"]) for r in imported(tmp_path / "one"))
-    three = sorted((r["subq_id"], r["docid"], r["level"]) for p in (tmp_path / "three").glob("judgments-*.parquet")
-                   for r in pq.read_table(p).to_pylist())
+    three = sorted(
+        (r["subq_id"], r["docid"], r["level"])
+        for p in (tmp_path / "three").glob("judgments-*.parquet")
+        for r in pq.read_table(p).to_pylist()
+    )
     assert one == three
 
 
@@ -194,15 +285,28 @@ def test_corpus_matches_url_hashes_and_clueweb22_ids(questions, tmp_path):
 
     build_corpus([CLUEWEB22], tmp_path / "corpus")
     write_url_map(tmp_path / "corpus")
-    docs = pq.read_table(next((tmp_path / "corpus").glob("corpus-*.parquet")), columns=["docid", "url_hash"]).slice(0, 2)
+    docs = pq.read_table(next((tmp_path / "corpus").glob("corpus-*.parquet")), columns=["docid", "url_hash"]).slice(
+        0, 2
+    )
     (docid_a, docid_b), (hash_a, hash_b) = docs["docid"].to_pylist(), docs["url_hash"].to_pylist()
     qrels = tmp_path / "labels.qrels"
-    qrels.write_text(f"1051893-0 0 {hash_a.lower()} 3\n1051893-0 0 {docid_b} 2\n1051893-0 0 ABCDEF0123456789ABCDEF0123456789 1\n"
-                     "1051893-0 0 somewhere-else 0\n")
-    summary = import_labels(load_profile("paper"), questions, [qrels], "qrels", "j", tmp_path / "j",
-                            corpus=tmp_path / "corpus")
+    qrels.write_text(
+        f"1051893-0 0 {hash_a.lower()} 3\n1051893-0 0 {docid_b} 2\n1051893-0 0 ABCDEF0123456789ABCDEF0123456789 1\n"
+        "1051893-0 0 somewhere-else 0\n"
+    )
+    summary = import_labels(
+        load_profile("paper"), questions, [qrels], "qrels", "j", tmp_path / "j", corpus=tmp_path / "corpus"
+    )
     rows = [(r["docid"], r["url_hash"]) for r in imported(tmp_path / "j")]
-    assert rows == [(docid_a, hash_a), (docid_b, hash_b), ("ABCDEF0123456789ABCDEF0123456789",) * 2,
-                    ("somewhere-else", None)]
-    assert dict(summary.documents) == {"url_hash_mapped_to_clueweb22_id": 1, "clueweb22_id_in_corpus": 1,
-                                       "url_hash_kept_as_docid": 1, "kept_as_given_without_url_hash": 1}
+    assert rows == [
+        (docid_a, hash_a),
+        (docid_b, hash_b),
+        ("ABCDEF0123456789ABCDEF0123456789",) * 2,
+        ("somewhere-else", None),
+    ]
+    assert dict(summary.documents) == {
+        "url_hash_mapped_to_clueweb22_id": 1,
+        "clueweb22_id_in_corpus": 1,
+        "url_hash_kept_as_docid": 1,
+        "kept_as_given_without_url_hash": 1,
+    }

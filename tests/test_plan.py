@@ -34,12 +34,16 @@ def test_measure_states_its_stand_in_and_projects_the_paper_row_from_the_cut(sma
     is the measured non-context tokens plus context_words x tokens per word; the shared prefix comes from two prompts
     of one sub-question with different documents (it holds the instruction and the question, not the whole prompt)."""
     profile = load_profile("paper")
-    plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30)
+    plan = measure(
+        profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30
+    )
     assert plan.stand_in and "stand-in for " + profile.judge.model in plan.tokenizer
     assert any("stood in" in line and "tokens per word" in line for line in plan.notes())
     these, measured, assumed = plan.scenarios()
     assert assumed.prompt_tokens == pytest.approx(plan.mean_overhead_tokens + 2048 * LLAMA3_TOKENS_PER_WORD)
-    assert measured.pairs == assumed.pairs == PAPER_PAIRS and assumed.pairs_per_subquestion == PAPER_PAIRS_PER_SUBQUESTION
+    assert (
+        measured.pairs == assumed.pairs == PAPER_PAIRS and assumed.pairs_per_subquestion == PAPER_PAIRS_PER_SUBQUESTION
+    )
     assert these.pairs_per_subquestion == plan.pairs / plan.subquestions
     question_tokens = 5  # every sub-question has more; the instruction alone is over a hundred MiniLM tokens
     assert question_tokens < plan.mean_shared_prefix_tokens < plan.mean_prompt_tokens
@@ -69,7 +73,9 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     from generation.planning.costing import costing_for, decode_seconds, plan_table
 
     profile = load_profile("paper")
-    plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30)
+    plan = measure(
+        profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=30
+    )
     costing, stand_ins = costing_for(profile)
     assert stand_ins == [], "both models are published shapes"
     assert (costing.judge.name, costing.reranker.name) == ("Llama-3.3-70B", "Qwen3-Reranker-0.6B")
@@ -77,8 +83,10 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     assert (costing.backend, costing.mode, costing.decode_batch) == ("vllm", "generate", 256)
     table, notes = plan_table(plan, costing, profile.rerank.depth)
     assert "vLLM not measured: the transformers bf16 figure" in notes[0]
-    cells = {(table.columns[0]._cells[i], table.columns[3]._cells[i]): [c._cells[i] for c in table.columns]
-             for i in range(table.row_count)}
+    cells = {
+        (table.columns[0]._cells[i], table.columns[3]._cells[i]): [c._cells[i] for c in table.columns]
+        for i in range(table.row_count)
+    }
     assumed = plan.scenarios()[2]
     for precision, share, peak in (("bf16", 0.511, 989e12), ("fp8", 0.334, 1979e12)):
         row = cells[("paper, assumed", precision)]
@@ -89,7 +97,9 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     rerank = cells[("rerank, paper (ASSUMED 90,000 questions)", "bf16")]
     hours = 90_000 * 100 * prompt_flops(costing.reranker, 2800) / (989e12 * 0.137) / 3600
     assert rerank[1] == "9,000,000" and rerank[8] == f"{hours:,.1f}"
-    distribution, _ = costing_for(profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})}))
+    distribution, _ = costing_for(
+        profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})})
+    )
     table, _ = plan_table(plan, distribution, profile.rerank.depth)
     assert set(table.columns[7]._cells) == {"0.0"}, "distribution mode has no decode step"
 
@@ -105,14 +115,46 @@ def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline
     from generation.planning.costing import costing_for, plan_table
 
     out = tmp_path / "calibration.json"
-    done = subprocess.run([sys.executable, "scripts/bench_gpu.py", "--device", "cpu", "--shape", "tiny-llama",
-                           "tiny-qwen3", "--prompt-tokens", "250", "--rerank-tokens", "150", "--pairs", "4",
-                           "--batch-size", "2", "--repeats", "1", "--peak-tflops", "0.5", "--bandwidth-tbs", "0.02",
-                           "--calibration", str(out)], cwd=Path(__file__).parents[1], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/bench_gpu.py",
+            "--device",
+            "cpu",
+            "--shape",
+            "tiny-llama",
+            "tiny-qwen3",
+            "--prompt-tokens",
+            "250",
+            "--rerank-tokens",
+            "150",
+            "--pairs",
+            "4",
+            "--batch-size",
+            "2",
+            "--repeats",
+            "1",
+            "--peak-tflops",
+            "0.5",
+            "--bandwidth-tbs",
+            "0.02",
+            "--calibration",
+            str(out),
+        ],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     printed = done.stdout
-    for run in ("| tiny-llama | kit | distribution |", "| tiny-llama | kit | generate |", "| tiny-llama | raw padded |",
-                "| tiny-llama | raw unpadded |", "| tiny-qwen3 | kit | rerank |", "| tiny-qwen3 | kit packed | rerank |"):
+    for run in (
+        "| tiny-llama | kit | distribution |",
+        "| tiny-llama | kit | generate |",
+        "| tiny-llama | raw padded |",
+        "| tiny-llama | raw unpadded |",
+        "| tiny-qwen3 | kit | rerank |",
+        "| tiny-qwen3 | kit packed | rerank |",
+    ):
         assert run in printed
     calibration = Calibration.load(out)
     assert calibration.peak_flops == {"float32": pytest.approx(0.5e12)} and calibration.bandwidth == 0.02e12
@@ -122,11 +164,14 @@ def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline
     assert "rerank" in calibration.utilisation
     profile = load_profile("paper")
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"backend": "transformers"})})
-    plan = measure(profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=10)
+    plan = measure(
+        profile, small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], sample=10
+    )
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"model": "someone/unknown-judge"})})
     costing, stand_ins = costing_for(profile, out)
-    assert stand_ins == ["someone/unknown-judge: no config on disk and no published shape here; Llama-3.3-70B's "
-                         "shape stood in."]
+    assert stand_ins == [
+        "someone/unknown-judge: no config on disk and no published shape here; Llama-3.3-70B's shape stood in."
+    ]
     table, notes = plan_table(plan, costing, profile.rerank.depth)
     assert table.columns[3]._cells == ["float32"] * table.row_count
     assert "float32: transformers float32, calibrated" in notes[0]

@@ -15,8 +15,14 @@ CLICKED = ["d9", "d12"]  # d9 also reranked; d12 only clicked
 
 def test_union_rule():
     chosen = select(Pool(rule="union", bm25_top=3, rerank_top=3), BM25, RERANK, CLICKED)
-    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "bm25"), ("d8", "rerank"), ("d9", "clicked"),
-                      ("d12", "clicked")]
+    assert chosen == [
+        ("d1", "bm25"),
+        ("d2", "bm25"),
+        ("d3", "bm25"),
+        ("d8", "rerank"),
+        ("d9", "clicked"),
+        ("d12", "clicked"),
+    ]
 
 
 def test_sequential_rule_takes_the_rerank_top_k_by_rank_minus_those_in():
@@ -24,8 +30,14 @@ def test_sequential_rule_takes_the_rerank_top_k_by_rank_minus_those_in():
     # the authors load the reranked run's ranks <= k (crux/tools/generic/ir_utils.py lines 17-18) and drop what
     # the BM25 pass judged (crux/augmentation/gen_ratings_offload.py line 80).
     chosen = select(Pool(rule="sequential", bm25_top=2, rerank_top=3), BM25, RERANK, CLICKED)
-    assert chosen == [("d1", "bm25"), ("d2", "bm25"), ("d3", "rerank"), ("d8", "rerank"), ("d9", "clicked"),
-                      ("d12", "clicked")]
+    assert chosen == [
+        ("d1", "bm25"),
+        ("d2", "bm25"),
+        ("d3", "rerank"),
+        ("d8", "rerank"),
+        ("d9", "clicked"),
+        ("d12", "clicked"),
+    ]
 
 
 def test_sequential_rule_never_goes_below_rerank_rank_k():
@@ -38,7 +50,9 @@ def test_sequential_rule_never_goes_below_rerank_rank_k():
 
 def test_clicked_can_be_left_out():
     assert select(Pool(rule="union", bm25_top=1, rerank_top=1, include_clicked=False), BM25, RERANK, CLICKED) == [
-        ("d1", "bm25"), ("d3", "rerank")]
+        ("d1", "bm25"),
+        ("d3", "rerank"),
+    ]
 
 
 def write_stage(folder, name, table_name, rows):
@@ -46,6 +60,7 @@ def write_stage(folder, name, table_name, rows):
     shard = Shard()
     folder.mkdir(parents=True, exist_ok=True)
     from generation.schema import arrow_schema
+
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(table_name)), stage.path(shard))
     stage.mark_done(shard)
 
@@ -60,33 +75,65 @@ def made_under(runs, profile):
 def handmade(tmp_path):
     questions = tmp_path / "questions"
     questions.mkdir()
-    clicked = [{"url_hash": f"H{d.upper():>31}".replace(" ", "0"), "url": f"https://x/{d}", "click_share": c}
-               for d, c in (("d9", 0.5), ("gone", 0.375), ("d12", 0.125))]
-    pq.write_table(pa.Table.from_pylist([{"qid": "q1", "question": "q?", "split": "train", "clicked": clicked}],
-                                        schema=__import__("generation.schema").schema.arrow_schema("questions")),
-                   questions / "questions.parquet")
-    pq.write_table(pa.Table.from_pylist([{"subq_id": "q1-0", "qid": "q1", "text": "s?", "header": None, "depth": None}],
-                                        schema=__import__("generation.schema").schema.arrow_schema("subquestions")),
-                   questions / "subquestions.parquet")
+    clicked = [
+        {"url_hash": f"H{d.upper():>31}".replace(" ", "0"), "url": f"https://x/{d}", "click_share": c}
+        for d, c in (("d9", 0.5), ("gone", 0.375), ("d12", 0.125))
+    ]
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"qid": "q1", "question": "q?", "split": "train", "clicked": clicked}],
+            schema=__import__("generation.schema").schema.arrow_schema("questions"),
+        ),
+        questions / "questions.parquet",
+    )
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"subq_id": "q1-0", "qid": "q1", "text": "s?", "header": None, "depth": None}],
+            schema=__import__("generation.schema").schema.arrow_schema("subquestions"),
+        ),
+        questions / "subquestions.parquet",
+    )
     runs = tmp_path / "runs"
-    write_stage(runs, "bm25", "runs", [{"qid": "q1", "docid": d, "rank": r, "score": 10.0 - r, "stage": "bm25"}
-                                       for r, d in enumerate(BM25, 1)])
-    write_stage(runs, "rerank", "runs", [{"qid": "q1", "docid": d, "rank": r, "score": 1.0 - r / 10, "stage": "rerank"}
-                                         for r, d in enumerate(RERANK, 1)])
+    write_stage(
+        runs,
+        "bm25",
+        "runs",
+        [{"qid": "q1", "docid": d, "rank": r, "score": 10.0 - r, "stage": "bm25"} for r, d in enumerate(BM25, 1)],
+    )
+    write_stage(
+        runs,
+        "rerank",
+        "runs",
+        [
+            {"qid": "q1", "docid": d, "rank": r, "score": 1.0 - r / 10, "stage": "rerank"}
+            for r, d in enumerate(RERANK, 1)
+        ],
+    )
     corpus = tmp_path / "corpus"
     docs = [*BM25, *RERANK[1:], "d12"]
-    write_stage(corpus, "corpus", "corpus", [{"docid": d, "url_hash": f"H{d.upper():>31}".replace(" ", "0"),
-                                              "url": f"https://x/{d}", "text": d} for d in dict.fromkeys(docs)])
+    write_stage(
+        corpus,
+        "corpus",
+        "corpus",
+        [
+            {"docid": d, "url_hash": f"H{d.upper():>31}".replace(" ", "0"), "url": f"https://x/{d}", "text": d}
+            for d in dict.fromkeys(docs)
+        ],
+    )
     from generation.stages.corpus import write_url_map
+
     write_url_map(corpus)
     assert (corpus / URL_MAP).exists()
     return questions, runs, corpus
 
 
-@pytest.mark.parametrize("profile, expected", [
-    ("paper", ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12"]),
-    ("crux-code", ["d1", "d2", "d3", "d4", "d5", "d8", "d9", "d10", "d11", "d12"]),  # the run has only 4 new
-])
+@pytest.mark.parametrize(
+    "profile, expected",
+    [
+        ("paper", ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10", "d11", "d12"]),
+        ("crux-code", ["d1", "d2", "d3", "d4", "d5", "d8", "d9", "d10", "d11", "d12"]),  # the run has only 4 new
+    ],
+)
 def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expected):
     questions, runs, corpus = handmade
     made_under(runs, load_profile(profile))
@@ -95,9 +142,17 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
     rows = pq.read_table(out / "candidates-00000-of-00001.parquet").to_pylist()
     assert [r["docid"] for r in rows] == expected
     by_doc = {r["docid"]: r for r in rows}
-    assert (by_doc["d9"]["bm25_rank"], by_doc["d9"]["rerank_rank"], by_doc["d9"]["clicked"],
-            by_doc["d9"]["click_share"]) == (None, 4, True, 0.5)
-    assert (by_doc["d12"]["source"], by_doc["d12"]["rerank_rank"], by_doc["d12"]["click_share"]) == ("clicked", None, 0.125)
+    assert (
+        by_doc["d9"]["bm25_rank"],
+        by_doc["d9"]["rerank_rank"],
+        by_doc["d9"]["clicked"],
+        by_doc["d9"]["click_share"],
+    ) == (None, 4, True, 0.5)
+    assert (by_doc["d12"]["source"], by_doc["d12"]["rerank_rank"], by_doc["d12"]["click_share"]) == (
+        "clicked",
+        None,
+        0.125,
+    )
     assert by_doc["d1"]["url_hash"] == "H" + "D1".rjust(31, "0")
     assert not by_doc["d1"]["clicked"] and by_doc["d1"]["click_share"] is None
     assert (summary.clicked_total, summary.clicked_missing) == (3, 1)

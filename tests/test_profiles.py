@@ -11,10 +11,17 @@ def test_bundled_profiles_load():
 
 def test_paper_and_code_differ_where_design_table_says():
     paper, code = load_profile("paper"), load_profile("crux-code")
-    assert (paper.bm25.k1, paper.bm25.b, paper.bm25.depth) == (0.9, 0.4, 100) == (code.bm25.k1, code.bm25.b, code.bm25.depth)
+    assert (
+        (paper.bm25.k1, paper.bm25.b, paper.bm25.depth)
+        == (0.9, 0.4, 100)
+        == (code.bm25.k1, code.bm25.b, code.bm25.depth)
+    )
     assert paper.rerank.model == code.rerank.model == "Qwen/Qwen3-Reranker-0.6B"
-    assert paper.rerank.instruction == code.rerank.instruction == (
-        "Given the list of questions as query, retrieve relevant passages that answer the questions.")
+    assert (
+        paper.rerank.instruction
+        == code.rerank.instruction
+        == ("Given the list of questions as query, retrieve relevant passages that answer the questions.")
+    )
     assert (paper.rerank.query_builder, code.rerank.query_builder) == ("join-subquestions", "crux-code-list")
     assert (code.rerank.max_doc_words, code.rerank.max_length, code.rerank.max_subquestions) == (5000, 8192, 10)
     assert (paper.pool.rule, paper.pool.bm25_top, paper.pool.rerank_top) == ("union", 20, 20)
@@ -71,8 +78,11 @@ SERVER = """  backend: openai
 
 
 def openai_profile(tmp_path, server=SERVER):
-    text = profile_path("paper").read_text().replace("  backend: vllm\n  model: meta-llama",
-                                                     server + "  model: meta-llama")
+    text = (
+        profile_path("paper")
+        .read_text()
+        .replace("  backend: vllm\n  model: meta-llama", server + "  model: meta-llama")
+    )
     return write(tmp_path, text)
 
 
@@ -88,11 +98,14 @@ def test_openai_backend_section_is_validated_strictly(tmp_path):
     assert chat.config_hash() != served.config_hash()
     with pytest.raises(ProfileError, match="key judge: .*backend openai needs the openai section"):
         load_profile(openai_profile(tmp_path, "  backend: openai\n"))
-    for bad, key in [("request_shape: chat", "request_shape: responses"), ("concurrency: 32", "concurrency: 0"),
-                     ("concurrency: 32", "concurrency: 32\n    retries: 3"),
-                     ("endpoint: http://gpu-node:8000/v1", "endpoint: gpu-node:8000"),
-                     ("endpoint: http://gpu-node:8000/v1", "endpoint: http://user:sk-123@gpu-node:8000/v1"),
-                     ("api_key_env: JUDGE_KEY", "api_key_env: sk-live-key")]:
+    for bad, key in [
+        ("request_shape: chat", "request_shape: responses"),
+        ("concurrency: 32", "concurrency: 0"),
+        ("concurrency: 32", "concurrency: 32\n    retries: 3"),
+        ("endpoint: http://gpu-node:8000/v1", "endpoint: gpu-node:8000"),
+        ("endpoint: http://gpu-node:8000/v1", "endpoint: http://user:sk-123@gpu-node:8000/v1"),
+        ("api_key_env: JUDGE_KEY", "api_key_env: sk-live-key"),
+    ]:
         with pytest.raises(ProfileError, match="key judge.openai."):
             load_profile(openai_profile(tmp_path, SERVER.replace(bad, key)))
 

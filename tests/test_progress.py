@@ -1,6 +1,7 @@
 """Progress as a batch job's log shows it (stderr to a file: plain lines at a fixed interval, a stall included) and
 as a terminal shows it (a bar whose count and rate say what is true), each in a process of its own with stderr
 where it would be."""
+
 import os
 import pty
 import re
@@ -12,8 +13,10 @@ from generation.progress import INTERVAL_ENV, rate_text
 from generation.sample import RESEARCHY
 
 ROOT = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"^judge \(train\): (\d+)/6 pairs \((\d+)%\), (- |[0-9.,]+ )pairs/s, (?:ETA \d:\d\d:\d\d, )?"
-                  r"\d:\d\d:\d\d elapsed$")
+LINE = re.compile(
+    r"^judge \(train\): (\d+)/6 pairs \((\d+)%\), (- |[0-9.,]+ )pairs/s, (?:ETA \d:\d\d:\d\d, )?"
+    r"\d:\d\d:\d\d elapsed$"
+)
 
 STAGES = """
 import time
@@ -56,26 +59,48 @@ def test_a_log_gets_a_plain_line_every_interval_and_one_at_the_end(tmp_path):
     assert done == sorted(done) and done[-1] > done[0], "the count moves from line to line"
     assert all(int(m[2]) == round(100 * int(m[1]) / 6) for m in matches)
     assert any("ETA 0:00:0" in line for line in judge)
-    assert re.fullmatch(r"judge \(train\): done, 6 pairs in 0:00:0\d \([0-9.]+ pairs/s\)",
-                        next(line for line in lines if line.startswith("judge (train): done")))
+    assert re.fullmatch(
+        r"judge \(train\): done, 6 pairs in 0:00:0\d \([0-9.]+ pairs/s\)",
+        next(line for line in lines if line.startswith("judge (train): done")),
+    )
 
-    assert re.fullmatch(r"bm25: done, 17 queries in 0:00:00 \([0-9,.]+ queries/s\)",
-                        next(line for line in lines if line.startswith("bm25: ")))
+    assert re.fullmatch(
+        r"bm25: done, 17 queries in 0:00:00 \([0-9,.]+ queries/s\)",
+        next(line for line in lines if line.startswith("bm25: ")),
+    )
     validate = [line for line in lines if line.startswith("validate: ")]
-    assert validate[0] == "validate: running, 0:00:00 elapsed" and re.fullmatch(r"validate: done in 0:00:0\d", validate[-1])
+    assert validate[0] == "validate: running, 0:00:00 elapsed" and re.fullmatch(
+        r"validate: done in 0:00:0\d", validate[-1]
+    )
     assert not any("checks/s" in line or "/?" in line for line in lines)
 
 
 def test_a_cli_stage_logs_its_progress_and_a_bad_interval_is_named(tmp_path):
     log = tmp_path / "stderr.log"
     with open(log, "w") as stderr:
-        subprocess.run([sys.executable, "-m", "builder.cli.main", "questions", "--input", str(RESEARCHY["train"]),
-                        "--out", str(tmp_path / "questions")], stderr=stderr, stdout=subprocess.DEVNULL,
-                       env=env(**{INTERVAL_ENV: "soon"}), check=True, timeout=300)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "builder.cli.main",
+                "questions",
+                "--input",
+                str(RESEARCHY["train"]),
+                "--out",
+                str(tmp_path / "questions"),
+            ],
+            stderr=stderr,
+            stdout=subprocess.DEVNULL,
+            env=env(**{INTERVAL_ENV: "soon"}),
+            check=True,
+            timeout=300,
+        )
     lines = log.read_text().splitlines()
     assert lines[0] == f"notice: {INTERVAL_ENV}='soon' is not a number of seconds > 0; progress lines every 30 s"
-    assert any(re.fullmatch(r"reading train questions: done, 17 records in 0:00:0\d \([0-9.,]+ records/s\)", line)
-               for line in lines), lines
+    assert any(
+        re.fullmatch(r"reading train questions: done, 17 records in 0:00:0\d \([0-9.,]+ records/s\)", line)
+        for line in lines
+    ), lines
 
 
 def test_a_terminal_gets_a_bar_without_unknown_totals_or_rounded_rates():

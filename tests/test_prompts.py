@@ -47,7 +47,8 @@ CRUX_CODE = (
     "- 0: The context is not relevant or complete at all.\n\n"
     "Question: How do neonicotinoids affect honey bees?\n"
     "Context: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar. \n\n"
-    "Rating: ")
+    "Rating: "
+)
 
 # R3A (Yuan et al., arXiv:2508.02506), Appendix D.
 UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
@@ -107,15 +108,19 @@ Input
 [document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
 
 
-@pytest.mark.parametrize("prompt_id, expected", [("crux-paper", CRUX_PAPER), ("crux-code", CRUX_CODE),
-                                                 ("umbrela", UMBRELA_USER), ("r3a", R3A_ROUND2)])
+@pytest.mark.parametrize(
+    "prompt_id, expected",
+    [("crux-paper", CRUX_PAPER), ("crux-code", CRUX_CODE), ("umbrela", UMBRELA_USER), ("r3a", R3A_ROUND2)],
+)
 def test_golden_renders(prompt_id, expected):
     assert get_prompt(prompt_id).render(QUESTION, CONTEXT) == expected
 
 
 def test_system_turns_and_r3a_round_one():
     assert get_prompt("umbrela").messages(QUESTION, CONTEXT) == [
-        {"role": "system", "content": UMBRELA_SYSTEM}, {"role": "user", "content": UMBRELA_USER}]
+        {"role": "system", "content": UMBRELA_SYSTEM},
+        {"role": "user", "content": UMBRELA_USER},
+    ]
     assert get_prompt("r3a").system == R3A_SYSTEM
     assert r3a_intent_turn(QUESTION, ["first page", "second page"]) == R3A_ROUND1
     assert get_prompt("crux-paper").messages(QUESTION, CONTEXT) == [{"role": "user", "content": CRUX_PAPER}]
@@ -123,7 +128,11 @@ def test_system_turns_and_r3a_round_one():
 
 def test_scales_budgets_and_stable_distinct_hashes():
     assert [(p.id, p.max_level, p.max_new_tokens) for p in REGISTRY.values()] == [
-        ("crux-paper", 5, 3), ("crux-code", 5, 3), ("umbrela", 2, 1024), ("r3a", 2, 1024)]
+        ("crux-paper", 5, 3),
+        ("crux-code", 5, 3),
+        ("umbrela", 2, 1024),
+        ("r3a", 2, 1024),
+    ]
     hashes = {p.sha256 for p in REGISTRY.values()}
     assert len(hashes) == 4 and all(len(h) == 64 for h in hashes)
     assert get_prompt("crux-paper").sha256 == get_prompt("crux-paper").sha256
@@ -134,15 +143,31 @@ def authors_value(output: str) -> int:
     return int(re.findall(r"\d|-\d", output + "-1")[0])
 
 
-@pytest.mark.parametrize("text, level, status", [
-    ("5", 5, "ok"), (" 4", 4, "ok"), ("Rating: 3", 3, "ok"), ("10", 1, "ok"), ("0", 0, "ok"),
-    ("", None, "no_digit"), ("N/A", None, "no_digit"), ("abc-", None, "no_digit"),
-    ("The context discusses the topic at length without any numeric judgement whatsoever.", None, "no_digit"),
-    ("-3", None, "negative"), ("-1", None, "negative"), ("Rating: -4", None, "negative"),
-    ("7", None, "out_of_scale"), ("9/10", None, "out_of_scale"),
-    ("-2", None, "request_failed"),
-    ("Well, considering the context carefully, it mentions pollen but I would say it deserves a 2 overall.", 2, "ok"),
-])
+@pytest.mark.parametrize(
+    "text, level, status",
+    [
+        ("5", 5, "ok"),
+        (" 4", 4, "ok"),
+        ("Rating: 3", 3, "ok"),
+        ("10", 1, "ok"),
+        ("0", 0, "ok"),
+        ("", None, "no_digit"),
+        ("N/A", None, "no_digit"),
+        ("abc-", None, "no_digit"),
+        ("The context discusses the topic at length without any numeric judgement whatsoever.", None, "no_digit"),
+        ("-3", None, "negative"),
+        ("-1", None, "negative"),
+        ("Rating: -4", None, "negative"),
+        ("7", None, "out_of_scale"),
+        ("9/10", None, "out_of_scale"),
+        ("-2", None, "request_failed"),
+        (
+            "Well, considering the context carefully, it mentions pollen but I would say it deserves a 2 overall.",
+            2,
+            "ok",
+        ),
+    ],
+)
 def test_authors_rule_classified(text, level, status):
     parsed = parse_first_digit(text)
     assert (parsed.level, parsed.status) == (level, status)
@@ -171,20 +196,33 @@ def test_umbrela_and_r3a_parsers():
     assert parse_r3a("<extract> x </extract> <score> 1 </score>").level is None, "format needs <think>"
 
 
-@pytest.mark.parametrize("extract, level, status", [
-    ("appear in pollen", 1, "ok"), ("None", 1, "ok"),
-    ("appears in honey", None, "not_verbatim"),  # R3A section 2.2: I_format = 0, whatever the score
-])
+@pytest.mark.parametrize(
+    "extract, level, status",
+    [
+        ("appear in pollen", 1, "ok"),
+        ("None", 1, "ok"),
+        ("appears in honey", None, "not_verbatim"),  # R3A section 2.2: I_format = 0, whatever the score
+    ],
+)
 def test_r3a_non_verbatim_extract_is_a_format_failure(extract, level, status):
-    parsed = check_r3a_extract(parse_r3a(f"<think> r </think> <extract> {extract} </extract> <score> 1 </score>"),
-                               CONTEXT)
+    parsed = check_r3a_extract(
+        parse_r3a(f"<think> r </think> <extract> {extract} </extract> <score> 1 </score>"), CONTEXT
+    )
     assert (parsed.level, parsed.status) == (level, status)
 
 
-@pytest.mark.parametrize("extract, verbatim", [
-    ("appear in pollen and nectar", True), ("appear   in\npollen", True), ("None", True), ("[none]", True),
-    ("appears in pollen", False), ("", False), (None, False),
-])
+@pytest.mark.parametrize(
+    "extract, verbatim",
+    [
+        ("appear in pollen and nectar", True),
+        ("appear   in\npollen", True),
+        ("None", True),
+        ("[none]", True),
+        ("appears in pollen", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_r3a_extract_check(extract, verbatim):
     assert extract_is_verbatim(extract, CONTEXT) is verbatim
 
@@ -201,19 +239,25 @@ def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_p
     assert config.chat_template is True
     encoder = PromptEncoder(tiny_tokenizer("llama3"), config.chat_template)
     rendered = encoder.render(get_prompt(config.prompt).messages(QUESTION, CONTEXT))
-    assert rendered == ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-                        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
-                        "<|start_header_id|>user<|end_header_id|>\n\n" + CRUX_CODE.rstrip(" ") +
-                        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert rendered == (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n"
+        + CRUX_CODE.rstrip(" ")
+        + "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
     ids = encoder.encode(get_prompt(config.prompt).messages(QUESTION, CONTEXT))
     assert ids.count(encoder.tokenizer.bos_token_id) == 1, "the template's BOS only"
 
 
-@pytest.mark.parametrize("raw, theirs", [
-    ("What are the pros - and cons of nuclear power?", "What are the prosand cons of nuclear power?"),
-    ("Is self-driving safe?", "Is self-driving safe?"),
-    ("Costs -  benefits -\tand risks?", "Costs benefitsand risks?"),  # one white space after the dash goes
-])
+@pytest.mark.parametrize(
+    "raw, theirs",
+    [
+        ("What are the pros - and cons of nuclear power?", "What are the prosand cons of nuclear power?"),
+        ("Is self-driving safe?", "Is self-driving safe?"),
+        ("Costs -  benefits -\tand risks?", "Costs benefitsand risks?"),  # one white space after the dash goes
+    ],
+)
 def test_crux_code_sees_the_subquestion_as_the_authors_loader_gave_it(raw, theirs):
     """crux/tools/researchy/text_utils.py lines 8-10 (remove_header) deletes every dash followed by white space."""
     assert get_prompt("crux-code").render(raw, CONTEXT).split("\n")[-4] == f"Question: {theirs}"

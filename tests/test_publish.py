@@ -1,5 +1,6 @@
 """publish, tested up to the network boundary: a recording stand-in for HfApi answers as the Hub would.
 The Hub itself is never contacted in these tests."""
+
 import shutil
 import types
 
@@ -55,8 +56,11 @@ def remote_copy_of(release):
     files = []
     for name in release_files(release):
         path = release / name
-        lfs = {"size": path.stat().st_size, "oid": sha256_file(path), "pointerSize": 130} if name.endswith(
-            (".parquet", ".png")) else None
+        lfs = (
+            {"size": path.stat().st_size, "oid": sha256_file(path), "pointerSize": 130}
+            if name.endswith((".parquet", ".png"))
+            else None
+        )
         files.append(RepoFile(path=name, size=path.stat().st_size, oid=git_blob_sha1(path), lfs=lfs))
     return files
 
@@ -91,8 +95,12 @@ def test_new_repository(release, monkeypatch, capsys):
 
 def test_unchanged_release_uploads_nothing_and_stale_shards_are_deleted(release, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    stale = RepoFile(path="data/judgments/level_5/train-00000-of-00009.parquet", size=1, oid="c" * 40,
-                     lfs={"size": 1, "oid": "d" * 64, "pointerSize": 130})
+    stale = RepoFile(
+        path="data/judgments/level_5/train-00000-of-00009.parquet",
+        size=1,
+        oid="c" * 40,
+        lfs={"size": 1, "oid": "d" * 64, "pointerSize": 130},
+    )
     hub = RecordingHub(remote_files=remote_copy_of(release) + [stale])
     plan = publish(release, "org/rsj", tag="v1.0.1", yes=True, api=hub, say=lambda line: None)
     assert plan.uploads == [] and len(plan.unchanged) == len(release_files(release))
@@ -161,9 +169,14 @@ def test_private_new_repository(release):
     assert "new private repository" in said[0]
 
 
-@pytest.mark.parametrize("repo, message", [("org/other", "was built for 'org/rsj'"),
-                                           ("rsj", "give the namespace too"),
-                                           ("org/bad name", "is not a Hub repo id")])
+@pytest.mark.parametrize(
+    "repo, message",
+    [
+        ("org/other", "was built for 'org/rsj'"),
+        ("rsj", "give the namespace too"),
+        ("org/bad name", "is not a Hub repo id"),
+    ],
+)
 def test_repo_id_is_checked_before_validating(release, monkeypatch, repo, message):
     def must_not_run(*args, **kwargs):
         raise AssertionError("validate ran before the repo id was checked")

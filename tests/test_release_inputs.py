@@ -1,4 +1,5 @@
 """build-release refuses inputs that would make a wrong release (lineage and overlapping inputs)."""
+
 import shutil
 
 import pyarrow.parquet as pq
@@ -17,8 +18,13 @@ def inputs(tmp_path_factory):
 
 
 def build(inputs, out, questions=None, judgments=None, profile="paper"):
-    return package_release(judgments or [inputs["judgments"]], questions or list(inputs["questions"].values()), out,
-                           profile, repo="org/rsj")
+    return package_release(
+        judgments or [inputs["judgments"]],
+        questions or list(inputs["questions"].values()),
+        out,
+        profile,
+        repo="org/rsj",
+    )
 
 
 def test_the_same_questions_folder_twice(inputs, tmp_path):

@@ -1,6 +1,7 @@
 """No release writer writes through a symbolic link or outside the release folder, `validate`
 refuses links out of the release, and a release missing a data file or holding a manifest that is not JSON is one
 line, never an internal error. Real symlinks, real releases, the real CLI."""
+
 import shutil
 
 import pytest
@@ -21,14 +22,24 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("links")
     inputs = synthesize(tmp / "in", subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
     release = tmp / "release"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/rsj",
-                    rows_per_file=400)
+    package_release(
+        [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/rsj", rows_per_file=400
+    )
     return inputs, release
 
 
 def build_args(inputs, out):
-    args = ["build-release", "--profile", "paper", "--repo", "org/rsj", "--out", str(out),
-            "--judgments", str(inputs["judgments"])]
+    args = [
+        "build-release",
+        "--profile",
+        "paper",
+        "--repo",
+        "org/rsj",
+        "--out",
+        str(out),
+        "--judgments",
+        str(inputs["judgments"]),
+    ]
     for folder in inputs["questions"].values():
         args += ["--questions", str(folder)]
     return args
@@ -136,7 +147,8 @@ def test_simulate_out_refuses_a_result_file_that_is_a_link(built, tmp_path):
     users_file = tmp_path / "users.json"
     users_file.write_text("{}")
     (out / "simulation.json").symlink_to(users_file)
-    result = runner.invoke(app, ["simulate", str(release), "--out", str(out), "--policies", "random", "--budgets",
-                                 "0.5", "--repeats", "1"])
+    result = runner.invoke(
+        app, ["simulate", str(release), "--out", str(out), "--policies", "random", "--budgets", "0.5", "--repeats", "1"]
+    )
     assert result.exit_code == 1 and "simulation.json: is a symbolic link" in result.output, result.output
     assert users_file.read_text() == "{}"

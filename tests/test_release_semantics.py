@@ -2,6 +2,7 @@
 that is RE-SEALED (checksums, sizes, row counts, statistics, card counts and plot made consistent again, as a
 careless merge script would) is still caught, and by the semantic check alone. The corruptions are those of
 scripts/hostile.py (builder/standins/release_faults.py)."""
+
 import shutil
 from pathlib import Path
 
@@ -26,11 +27,25 @@ def distribution_profile():
 
 def make_release(root: Path, profile) -> Path:
     # 22 candidates per question: some are admitted by the reranker alone
-    inputs = synthesize(root / "in", subquestions=400, judgments=8_400, test_share=0.25, shards=2, seed=11,
-                        unparsed_share=0.004, profile=profile)
+    inputs = synthesize(
+        root / "in",
+        subquestions=400,
+        judgments=8_400,
+        test_share=0.25,
+        shards=2,
+        seed=11,
+        unparsed_share=0.004,
+        profile=profile,
+    )
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, profile,
-                    repo="org/researchy-subq-judgments", rows_per_file=3000)
+    package_release(
+        [inputs["judgments"]],
+        list(inputs["questions"].values()),
+        out,
+        profile,
+        repo="org/researchy-subq-judgments",
+        rows_per_file=3000,
+    )
     return out
 
 
@@ -61,8 +76,9 @@ def caught_by_the_semantic_check_alone(release, tmp_path, fault):
     assert required in failed and failed <= allowed, details
     for check in report.checks:
         for line in check.examples:  # one line each, naming a file (or the card/manifest) and a count or row
-            assert "\n" not in line and ("data/" in line or "README.md" in line or "manifest.json" in line
-                                         or "/" in line or ".png" in line), line
+            assert "\n" not in line and (
+                "data/" in line or "README.md" in line or "manifest.json" in line or "/" in line or ".png" in line
+            ), line
 
 
 @pytest.mark.parametrize("name", sorted(GENERATE_FAULTS))
@@ -77,18 +93,36 @@ def test_validate_catches_each_resealed_distribution_corruption(distribution_rel
 
 # --- the rules no synthetic release exercises: the stand-in, r3a, a 0-2 scale, engine errors, an unknown hash ---
 
+
 def judgments(rows):
-    base = {"subq_id": "q-0", "qid": "q", "docid": "d", "url_hash": None, "level": None, "raw": "", "status": "ok",
-            "probs": None, "expected": None, "bm25_rank": 1, "rerank_rank": None, "clicked": False, "source": "bm25",
-            "context_cut_by_tokens": False, "extract_verbatim": None}
+    base = {
+        "subq_id": "q-0",
+        "qid": "q",
+        "docid": "d",
+        "url_hash": None,
+        "level": None,
+        "raw": "",
+        "status": "ok",
+        "probs": None,
+        "expected": None,
+        "bm25_rank": 1,
+        "rerank_rank": None,
+        "clicked": False,
+        "source": "bm25",
+        "context_cut_by_tokens": False,
+        "extract_verbatim": None,
+    }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=arrow_schema("judgments"))
 
 
 def rederive(profile, rows, prompt_id=None, sha=None, imported=False):
     prompt = get_prompt(prompt_id or profile.judge.prompt)
     report = Report(Path("release"))
-    manifest = {"prompt": None, "imported": {"files": []}} if imported else \
-        {"prompt": {"id": prompt.id, "sha256": sha or prompt.sha256}}
+    manifest = (
+        {"prompt": None, "imported": {"files": []}}
+        if imported
+        else {"prompt": {"id": prompt.id, "sha256": sha or prompt.sha256}}
+    )
     rule = Rederivation(manifest, profile, report)
     rule.add(judgments(rows), 0)
     rule.end_file("data/judgments/level_0/train-00000-of-00001.parquet")
@@ -97,8 +131,10 @@ def rederive(profile, rows, prompt_id=None, sha=None, imported=False):
 
 def test_the_stand_in_level_is_the_cut_points_its_cosine_reaches():
     demo = load_profile("demo")  # cut points 0.37, 0.46, 0.585, 0.63, 0.72
-    good = [{"raw": STAND_IN_RAW.format(c), "level": level} for c, level in
-            ((0.1, 0), (0.5, 2), (0.75, 5), (0.58496, 2), (0.58500, 3))]
+    good = [
+        {"raw": STAND_IN_RAW.format(c), "level": level}
+        for c, level in ((0.1, 0), (0.5, 2), (0.75, 5), (0.58496, 2), (0.58500, 3))
+    ]
     assert rederive(demo, good) == {}
     # 0.58496 prints as 0.5850: at the cut point either side is accepted, elsewhere one level only
     assert rederive(demo, [{"raw": STAND_IN_RAW.format(0.58496), "level": 3}]) == {}
@@ -111,23 +147,34 @@ def test_r3a_may_turn_an_ok_grade_into_not_verbatim_and_nothing_else():
     paper = load_profile("paper")
     r3a = paper.model_copy(update={"judge": paper.judge.model_copy(update={"prompt": "r3a"})})
     answer = "<think> x </think> <extract> a fragment </extract> <score> 2 </score>"
-    rows = [{"raw": r3a_raw("find facts", answer), "level": 2, "extract_verbatim": True},
-            {"raw": r3a_raw("find facts", answer), "level": None, "status": "not_verbatim", "extract_verbatim": False},
-            {"raw": r3a_raw("the intent <score> 0 </score>", answer), "level": 2, "extract_verbatim": True},
-            {"raw": r3a_raw("x", "<score> 2 </score>"), "level": None, "status": "no_digit"}]
+    rows = [
+        {"raw": r3a_raw("find facts", answer), "level": 2, "extract_verbatim": True},
+        {"raw": r3a_raw("find facts", answer), "level": None, "status": "not_verbatim", "extract_verbatim": False},
+        {"raw": r3a_raw("the intent <score> 0 </score>", answer), "level": 2, "extract_verbatim": True},
+        {"raw": r3a_raw("x", "<score> 2 </score>"), "level": None, "status": "no_digit"},
+    ]
     assert rederive(r3a, rows) == {}
-    found = rederive(r3a, [{"raw": r3a_raw("x", answer), "level": 1, "extract_verbatim": True},
-                           {"raw": r3a_raw("x", answer), "level": None, "status": "not_verbatim",
-                            "extract_verbatim": True}])
+    found = rederive(
+        r3a,
+        [
+            {"raw": r3a_raw("x", answer), "level": 1, "extract_verbatim": True},
+            {"raw": r3a_raw("x", answer), "level": None, "status": "not_verbatim", "extract_verbatim": True},
+        ],
+    )
     assert any("stored 1" in e for e in found["level"]) and any("extract_verbatim" in e for e in found["level"])
 
 
 def test_an_ok_level_off_the_prompt_scale_and_engine_errors_with_probabilities_are_refused():
     paper = load_profile("paper")
     umbrela = paper.model_copy(update={"judge": paper.judge.model_copy(update={"prompt": "umbrela"})})
-    found = rederive(umbrela, [{"raw": "<score> 4 </score>", "level": 4},
-                               {"raw": "Timeout", "level": None, "status": "engine_error", "probs": [0.5, 0.5, 0.0]},
-                               {"raw": "Timeout", "level": None, "status": "engine_error"}])
+    found = rederive(
+        umbrela,
+        [
+            {"raw": "<score> 4 </score>", "level": 4},
+            {"raw": "Timeout", "level": None, "status": "engine_error", "probs": [0.5, 0.5, 0.0]},
+            {"raw": "Timeout", "level": None, "status": "engine_error"},
+        ],
+    )
     assert any("off the prompt's scale 0-2" in e for e in found["level"])
     assert any("probabilities with a level not from a distribution" in e for e in found["level"])
 
@@ -151,17 +198,26 @@ def test_imported_labels_keep_no_text_no_pool_and_their_batch_answers_parse():
     Batch answers with raw parsed by the profile prompt's parser, error lines `request_failed` with the error."""
     crux = load_profile("crux-code")
     none = {"bm25_rank": None, "source": None}
-    rows = [{"raw": None, "level": 3, "status": "imported", **none},
-            {"raw": None, "level": None, "status": "negative", **none},
-            {"raw": "4", "level": 4, "status": "ok", **none},
-            {"raw": "rate limited", "level": None, "status": "request_failed", **none}]
+    rows = [
+        {"raw": None, "level": 3, "status": "imported", **none},
+        {"raw": None, "level": None, "status": "negative", **none},
+        {"raw": "4", "level": 4, "status": "ok", **none},
+        {"raw": "rate limited", "level": None, "status": "request_failed", **none},
+    ]
     assert rederive(crux, rows, imported=True) == {}
-    found = rederive(crux, [{"raw": "2", "level": 4, "status": "ok", **none},
-                            {"raw": None, "level": 9, "status": "imported", **none},
-                            {"raw": None, "level": 3, "status": "imported", "bm25_rank": 1, "source": "bm25"}],
-                     imported=True)
+    found = rederive(
+        crux,
+        [
+            {"raw": "2", "level": 4, "status": "ok", **none},
+            {"raw": None, "level": 9, "status": "imported", **none},
+            {"raw": None, "level": 3, "status": "imported", "bm25_rank": 1, "source": "bm25"},
+        ],
+        imported=True,
+    )
     assert any("gives level 2 (ok), stored 4" in e for e in found["level"])
     assert any("off the prompt's scale 0-5" in e for e in found["level"])
     assert "pool provenance on an imported label" in found["source"][0]
-    assert "with the judge's text" in rederive(crux, [{"raw": "3", "level": 3, "status": "imported", **none}],
-                                                imported=True)["level"][0]
+    assert (
+        "with the judge's text"
+        in rederive(crux, [{"raw": "3", "level": 3, "status": "imported", **none}], imported=True)["level"][0]
+    )

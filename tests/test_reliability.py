@@ -1,6 +1,7 @@
 """The kit as a hostile user meets it: bad input ends in one error line, a kill leaves nothing behind, two
 workers never write one shard, the kit never replaces a folder it did not make, stages refuse inputs that
 changed since they were recorded done. scripts/hostile.py runs the wider sweep and prints the figures."""
+
 import gzip
 import json
 import os
@@ -25,11 +26,13 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 # --- bad input: one line naming the file, never a traceback, never a bare "Aborted!" ---
 
+
 def test_truncated_and_foreign_gzip_and_bad_utf8(tmp_path, write_jsonl):
     docs = tmp_path / "docs"
     docs.mkdir()
-    whole = gzip.compress(b"".join(json.dumps({"id": f"d{i}", "contents": "word " * 50}).encode() + b"\n"
-                                   for i in range(200)))
+    whole = gzip.compress(
+        b"".join(json.dumps({"id": f"d{i}", "contents": "word " * 50}).encode() + b"\n" for i in range(200))
+    )
     (docs / "cut.jsonl.gz").write_bytes(whole[: len(whole) // 2])
     code, output = cli_one_line("corpus", "--input", docs, "--out", tmp_path / "corpus")
     assert_one_line_error(code, output, "cut.jsonl.gz", "truncated gzip")
@@ -39,7 +42,9 @@ def test_truncated_and_foreign_gzip_and_bad_utf8(tmp_path, write_jsonl):
 
     records = write_jsonl([hub_record("1")], raw_lines=[b"\xff\xfe not utf-8 \n".decode("latin-1")])
     records.write_bytes(records.read_bytes().replace("ÿþ".encode(), b"\xff\xfe"))
-    code, output = cli_one_line("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path / "rej.jsonl")
+    code, output = cli_one_line(
+        "questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path / "rej.jsonl"
+    )
     assert code == 0, output
     assert "1 malformed records" in output and "not UTF-8" in (tmp_path / "rej.jsonl").read_text()
 
@@ -49,18 +54,48 @@ def test_paths_of_the_wrong_kind(tmp_path, write_jsonl, sample_questions):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
     assert_one_line_error(*cli_one_line("questions", "--input", records, "--out", a_file), "is a file")
-    assert_one_line_error(*cli_one_line("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path),
-                          "is a folder")
-    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
-                               tmp_path / "nowhere", "--out", tmp_path / "runs"), "no such index folder")
-    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", sample_questions, "--index",
-                               tmp_path, "--out", tmp_path / "runs"), "not a Lucene index")
+    assert_one_line_error(
+        *cli_one_line("questions", "--input", records, "--out", tmp_path / "q", "--rejects", tmp_path), "is a folder"
+    )
+    assert_one_line_error(
+        *cli_one_line(
+            "retrieve",
+            "--profile",
+            "demo",
+            "--questions",
+            sample_questions,
+            "--index",
+            tmp_path / "nowhere",
+            "--out",
+            tmp_path / "runs",
+        ),
+        "no such index folder",
+    )
+    assert_one_line_error(
+        *cli_one_line(
+            "retrieve",
+            "--profile",
+            "demo",
+            "--questions",
+            sample_questions,
+            "--index",
+            tmp_path,
+            "--out",
+            tmp_path / "runs",
+        ),
+        "not a Lucene index",
+    )
     broken = tmp_path / "broken-questions"
     broken.mkdir()
     (broken / "questions.parquet").write_bytes(b"PAR1 then garbage")
     (broken / "subquestions.parquet").write_bytes(b"PAR1 then garbage")
-    assert_one_line_error(*cli_one_line("retrieve", "--profile", "demo", "--questions", broken, "--index", tmp_path,
-                               "--out", tmp_path / "runs"), "questions.parquet", "not a readable Parquet file")
+    assert_one_line_error(
+        *cli_one_line(
+            "retrieve", "--profile", "demo", "--questions", broken, "--index", tmp_path, "--out", tmp_path / "runs"
+        ),
+        "questions.parquet",
+        "not a readable Parquet file",
+    )
 
 
 def test_argument_validation_of_the_analysis_commands(tmp_path):
@@ -79,8 +114,19 @@ def test_argument_validation_of_the_analysis_commands(tmp_path):
     assert code == 2 and "must be > 0" in output
     code, output = cli_one_line("simulate", release, "--repeats", "0")
     assert code == 2
-    code, output = cli_one_line("plan", "--profile", "demo", "--subquestions", tmp_path, "--candidates", tmp_path,
-                       "--index", tmp_path, "--utilisation", "0")
+    code, output = cli_one_line(
+        "plan",
+        "--profile",
+        "demo",
+        "--subquestions",
+        tmp_path,
+        "--candidates",
+        tmp_path,
+        "--index",
+        tmp_path,
+        "--utilisation",
+        "0",
+    )
     assert code == 2 and "--utilisation" in output
     assert_one_line_error(*cli_one_line("validate", tmp_path / "missing"), "no such folder")
     typo = tmp_path / "expect.yaml"
@@ -97,8 +143,9 @@ def test_decomposition_both_cannot_give_two_subquestions_one_id(tmp_path, write_
     path = write_jsonl([z, hub_record("Z-h0")])
     with pytest.raises(Exception, match="sub-question id 'Z-h0-1' is also the id of a sub-question of question 'Z'"):
         read_researchy([path], tmp_path / "out", decomposition=Decomposition.both)
-    summary = read_researchy([path], tmp_path / "out2", decomposition=Decomposition.both,
-                             rejects_path=tmp_path / "rejects.jsonl")
+    summary = read_researchy(
+        [path], tmp_path / "out2", decomposition=Decomposition.both, rejects_path=tmp_path / "rejects.jsonl"
+    )
     ids = pq.read_table(tmp_path / "out2" / "subquestions.parquet")["subq_id"].to_pylist()
     assert summary.rejected == 1 and len(ids) == len(set(ids))
 
@@ -108,13 +155,16 @@ def test_ids_with_whitespace_are_refused_at_the_door(tmp_path, write_jsonl):
     assert_one_line_error(code, output, "field 'id': contains whitespace")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (("k1: 0.9", "k1: true"), "key bm25.k1: Input should be a valid number"),
-    (("depth: 100\n  query", 'depth: "100"\n  query'), "key bm25.depth: Input should be a valid integer"),
-    (("k1: 0.9", "k1: .inf"), "finite number"),
-    (("k1: 0.9", "k1: 0.9\n  k1: 1.2"), "duplicate key 'k1'"),
-    (("[0.37, 0.46, 0.585, 0.63, 0.72]", "[0.37, 0.46, 0.585]"), "so 5 values, got 3"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (("k1: 0.9", "k1: true"), "key bm25.k1: Input should be a valid number"),
+        (("depth: 100\n  query", 'depth: "100"\n  query'), "key bm25.depth: Input should be a valid integer"),
+        (("k1: 0.9", "k1: .inf"), "finite number"),
+        (("k1: 0.9", "k1: 0.9\n  k1: 1.2"), "duplicate key 'k1'"),
+        (("[0.37, 0.46, 0.585, 0.63, 0.72]", "[0.37, 0.46, 0.585]"), "so 5 values, got 3"),
+    ],
+)
 def test_profiles_do_not_coerce(tmp_path, edit, message):
     from generation.profiles import PROFILE_DIR, ProfileError
 
@@ -132,6 +182,7 @@ def test_a_folder_named_like_a_profile_does_not_shadow_it(tmp_path, monkeypatch)
 
 # --- data loss: only folders the kit made are replaced ---
 
+
 def test_demo_and_build_release_leave_foreign_folders_alone(tmp_path):
     from builder.cli.demo import run_demo
 
@@ -140,16 +191,20 @@ def test_demo_and_build_release_leave_foreign_folders_alone(tmp_path):
     (mine / "thesis.tex").write_text("years of work")
     with pytest.raises(OwnershipError, match="was not made by researchy-subq"):
         run_demo(mine)
-    code, output = cli_one_line("build-release", "--judgments", tmp_path, "--questions", tmp_path, "--out", mine,
-                       "--profile", "demo")
+    code, output = cli_one_line(
+        "build-release", "--judgments", tmp_path, "--questions", tmp_path, "--out", mine, "--profile", "demo"
+    )
     assert_one_line_error(code, output, "was not made by researchy-subq")
-    assert (mine / "thesis.tex").read_text() == "years of work" and sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    assert (mine / "thesis.tex").read_text() == "years of work" and sorted(p.name for p in mine.iterdir()) == [
+        "thesis.tex"
+    ]
     claimed = claim_folder(tmp_path / "fresh", "demo")
     (claimed / "stage-output").write_text("made by the kit")
     assert claim_folder(claimed, "demo") == claimed and (claimed / MARKER).exists()
 
 
 # --- lineage: inputs are what their completion records say, made under the same profile sections ---
+
 
 def test_stages_refuse_inputs_changed_or_made_under_other_sections(tmp_path):
     profile = load_profile("paper")
@@ -175,6 +230,7 @@ def test_stages_refuse_inputs_changed_or_made_under_other_sections(tmp_path):
 
 
 # --- kill and race: real processes ---
+
 
 def corpus_input(folder, documents):
     folder.mkdir()
@@ -219,8 +275,9 @@ def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
 
 def test_a_second_worker_on_a_shard_is_told_who_holds_it(tmp_path):
     source, out = corpus_input(tmp_path / "in", 120_000), tmp_path / "corpus"
-    first = subprocess.Popen(corpus_command(source, out), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+    first = subprocess.Popen(
+        corpus_command(source, out), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     assert wait_for(lambda: any(".tmp" in p.name for p in out.glob(".*")))
     second = subprocess.run(corpus_command(source, out), env=ENV, capture_output=True, text=True)
     output = " ".join((second.stdout + second.stderr).split())

@@ -26,18 +26,26 @@ def tokenizer():
 
 
 def test_official_format_strings():
-    assert PREFIX == ('<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and '
-                      'the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
-                      '<|im_start|>user\n')
+    assert PREFIX == (
+        "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and "
+        'the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+        "<|im_start|>user\n"
+    )
     assert SUFFIX == "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
     assert format_middle("I", "Q", "D") == "<Instruct>: I\n<Query>: Q\n<Document>: D"
-    assert VLLM_HF_OVERRIDES == {"architectures": ["Qwen3ForSequenceClassification"],
-                                 "classifier_from_token": ["no", "yes"], "is_original_qwen3_reranker": True}
+    assert VLLM_HF_OVERRIDES == {
+        "architectures": ["Qwen3ForSequenceClassification"],
+        "classifier_from_token": ["no", "yes"],
+        "is_original_qwen3_reranker": True,
+    }
 
 
 def test_query_builders_follow_paper_and_code():
     paper, code = load_profile("paper").rerank, load_profile("crux-code").rerank
-    assert rerank_query(paper, QUESTION, SUBQUESTIONS[:3]) == "sub-question number 0? sub-question number 1? sub-question number 2?"
+    assert (
+        rerank_query(paper, QUESTION, SUBQUESTIONS[:3])
+        == "sub-question number 0? sub-question number 1? sub-question number 2?"
+    )
     expected = "[" + ", ".join([QUESTION] + SUBQUESTIONS[:10]) + "]"
     assert rerank_query(code, QUESTION, SUBQUESTIONS) == expected
 
@@ -56,8 +64,8 @@ def test_truncation_keeps_prefix_and_suffix_whole(tokenizer):
     ids = encoder.encode(INSTRUCTION, "why are bees declining", long_document)
     assert len(ids) == 200
     assert ids[: len(encoder.prefix_ids)] == encoder.prefix_ids
-    assert ids[-len(encoder.suffix_ids):] == encoder.suffix_ids
-    middle = tokenizer.decode(ids[len(encoder.prefix_ids): -len(encoder.suffix_ids)])
+    assert ids[-len(encoder.suffix_ids) :] == encoder.suffix_ids
+    middle = tokenizer.decode(ids[len(encoder.prefix_ids) : -len(encoder.suffix_ids)])
     assert middle.startswith("< instruct > :") and "pollinator" in middle
 
 
@@ -73,8 +81,15 @@ def test_tiny_qwen3_scores_are_probabilities_deterministic_and_batch_invariant(t
     documents = [" ".join(["bees"] * n) + " varroa mites pesticides" for n in (1, 5, 17, 40, 3, 90, 8, 2, 60)]
 
     def scorer(batch_size):
-        config = base.model_copy(update={"backend": "transformers", "model": str(tiny_qwen3), "batch_size": batch_size,
-                                         "max_length": 512, "dtype": "float32"})
+        config = base.model_copy(
+            update={
+                "backend": "transformers",
+                "model": str(tiny_qwen3),
+                "batch_size": batch_size,
+                "max_length": 512,
+                "dtype": "float32",
+            }
+        )
         return QwenRerankerScorer(config, device="cpu")
 
     one, eight = scorer(1), scorer(8)

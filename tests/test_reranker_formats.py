@@ -4,6 +4,7 @@ paper: the Qwen3-Reranker model card's format. crux-code: DylanJoo/crux crux-res
 (lines 20-34: "\\n\\n" separators, the chat template with add_generation_prompt=False then the suffix,
 `ele[:max_length]` before the suffix; line 114: " ".join(document.split()[:5000]); lines 65 and 115: 8192 in all).
 """
+
 import pytest
 
 from builder.standins.models import tiny_tokenizer
@@ -28,19 +29,21 @@ DOCUMENT = "  Neonicotinoid\n\npesticides  are\tabsorbed by plants. "
 # closed by the template's "<|im_end|>\n", then the suffix with its own "<|im_end|>\n".
 CRUX_CODE_TEXT = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
-    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    'provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
     "<|im_start|>user\n<Instruct>: Given the list of questions as query, retrieve relevant passages that answer the "
     "questions.\n\n<Query>: [why are bees declining, What harms bees?]\n\n"
     "<Document>: Neonicotinoid pesticides are absorbed by plants.<|im_end|>\n"
-    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
 # The model card's input: "\n" separators, the document as it is, the turn closed by the suffix alone.
 PAPER_TEXT = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
-    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    'provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
     "<|im_start|>user\n<Instruct>: Given the list of questions as query, retrieve relevant passages that answer the "
     "questions.\n<Query>: [why are bees declining, What harms bees?]\n"
     "<Document>:   Neonicotinoid\n\npesticides  are\tabsorbed by plants. "
-    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,10 @@ def test_model_card_prefix_and_suffix_are_what_the_chat_template_renders(qwen3_t
     middle = format_middle(INSTRUCTION, QUERY, DOCUMENT)
     rendered = qwen3_tokenizer.apply_chat_template(
         [{"role": "system", "content": SYSTEM}, {"role": "user", "content": middle}],
-        tokenize=False, add_generation_prompt=True, enable_thinking=False)
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=False,
+    )
     assert rendered == PREFIX + middle + SUFFIX
 
 
@@ -91,8 +97,15 @@ def test_crux_code_needs_a_chat_template():
 
 
 def test_crux_code_scores_on_a_tiny_qwen3_with_the_published_template(chat_qwen3):
-    config = load_profile("crux-code").rerank.model_copy(update={
-        "backend": "transformers", "model": str(chat_qwen3), "dtype": "float32", "max_length": 512, "batch_size": 4})
+    config = load_profile("crux-code").rerank.model_copy(
+        update={
+            "backend": "transformers",
+            "model": str(chat_qwen3),
+            "dtype": "float32",
+            "max_length": 512,
+            "batch_size": 4,
+        }
+    )
     scorer = QwenRerankerScorer(config, device="cpu")
     assert isinstance(scorer.encoder, AuthorsRerankEncoder)
     scores = scorer.score(INSTRUCTION, QUERY, [DOCUMENT, "bees " * 300, "varroa mites"])
@@ -102,5 +115,8 @@ def test_crux_code_scores_on_a_tiny_qwen3_with_the_published_template(chat_qwen3
 def test_crux_code_query_holds_the_subquestions_as_the_authors_loader_gave_them():
     subquestions = ["What are the pros - and cons?", "Is self-driving safe?"]
     code, paper = load_profile("crux-code").rerank, load_profile("paper").rerank
-    assert rerank_query(code, "why nuclear", subquestions) == "[why nuclear, What are the prosand cons?, Is self-driving safe?]"
+    assert (
+        rerank_query(code, "why nuclear", subquestions)
+        == "[why nuclear, What are the prosand cons?, Is self-driving safe?]"
+    )
     assert rerank_query(paper, "why nuclear", subquestions) == "What are the pros - and cons? Is self-driving safe?"

@@ -30,15 +30,29 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
     path = write_jsonl([hub_record()], name)
     summary = read_researchy([path], tmp_path / "out", split="train")
     assert (summary.questions, summary.subquestions, summary.clicked, summary.rejected) == (1, 7, 2, 0)
-    assert read(tmp_path / "out" / "questions.parquet") == [{
-        "qid": "1051893", "question": "why do cats purr", "split": "train",
-        "clicked": [
-            {"url_hash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5", "url": "https://www.catscience.org/why-cats-purr",
-             "click_share": 0.75},
-            {"url_hash": "00FF00FF00FF00FF00FF00FF00FF00FF", "url": "https://pets.example.com/purring", "click_share": 0.25},
-        ],
-        "answerable": None, "answerable_share": None, "completeness": None, "retrieval_complex": None,
-    }]
+    assert read(tmp_path / "out" / "questions.parquet") == [
+        {
+            "qid": "1051893",
+            "question": "why do cats purr",
+            "split": "train",
+            "clicked": [
+                {
+                    "url_hash": "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5",
+                    "url": "https://www.catscience.org/why-cats-purr",
+                    "click_share": 0.75,
+                },
+                {
+                    "url_hash": "00FF00FF00FF00FF00FF00FF00FF00FF",
+                    "url": "https://pets.example.com/purring",
+                    "click_share": 0.25,
+                },
+            ],
+            "answerable": None,
+            "answerable_share": None,
+            "completeness": None,
+            "retrieval_complex": None,
+        }
+    ]
     rows = read(tmp_path / "out" / "subquestions.parquet")
     assert [(r["subq_id"], r["text"], r["header"], r["depth"]) for r in rows] == GOLDEN_SUBQUESTIONS
     assert {r["qid"] for r in rows} == {"1051893"}
@@ -67,22 +81,36 @@ def test_decomposition_modes_keep_ids_stable(tmp_path, write_jsonl):
     both = by_mode[Decomposition.both]
     assert both[:7] == by_mode[Decomposition.subquestions]
     assert [(r["subq_id"], r["text"], r["depth"]) for r in both[7:]] == [
-        ("1051893-h2", "Is purring contagious?", 1), ("1051893-h2-1", "Do kittens learn to purr?", 2)]
+        ("1051893-h2", "Is purring contagious?", 1),
+        ("1051893-h2-1", "Do kittens learn to purr?", 2),
+    ]
 
 
-@pytest.mark.parametrize("mutate, field, message", [
-    (lambda r: r.pop("question"), "question", "missing"),
-    (lambda r: r["gpt4_decomposition"].pop("subquestions"), "gpt4_decomposition.subquestions", "missing"),
-    (lambda r: r.update(id=[1]), "id", "expected str or int, got list"),
-    (lambda r: r["gpt4_decomposition"]["subquestions"].__setitem__(3, 17),
-     "gpt4_decomposition.subquestions[3]", "expected str, got int"),
-    (lambda r: r["gpt4_decomposition"].update(headers="What is purring?"),
-     "gpt4_decomposition.headers", "expected list, got str"),
-    (lambda r: r["DocStream"][1].update(Click_Cnt="3"), "DocStream[1].Click_Cnt", "expected float or int, got str"),
-    (lambda r: r["DocStream"][0].update(CluewebURLHash="abc"), "DocStream[0].CluewebURLHash", "32 hex"),
-    (lambda r: r["gpt4_decomposition"]["subquestions"].__setitem__(0, " - "), "gpt4_decomposition.subquestions[0]",
-     "empty sub-question"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, message",
+    [
+        (lambda r: r.pop("question"), "question", "missing"),
+        (lambda r: r["gpt4_decomposition"].pop("subquestions"), "gpt4_decomposition.subquestions", "missing"),
+        (lambda r: r.update(id=[1]), "id", "expected str or int, got list"),
+        (
+            lambda r: r["gpt4_decomposition"]["subquestions"].__setitem__(3, 17),
+            "gpt4_decomposition.subquestions[3]",
+            "expected str, got int",
+        ),
+        (
+            lambda r: r["gpt4_decomposition"].update(headers="What is purring?"),
+            "gpt4_decomposition.headers",
+            "expected list, got str",
+        ),
+        (lambda r: r["DocStream"][1].update(Click_Cnt="3"), "DocStream[1].Click_Cnt", "expected float or int, got str"),
+        (lambda r: r["DocStream"][0].update(CluewebURLHash="abc"), "DocStream[0].CluewebURLHash", "32 hex"),
+        (
+            lambda r: r["gpt4_decomposition"]["subquestions"].__setitem__(0, " - "),
+            "gpt4_decomposition.subquestions[0]",
+            "empty sub-question",
+        ),
+    ],
+)
 def test_malformed_record_names_file_line_and_field(tmp_path, write_jsonl, mutate, field, message):
     bad = hub_record("2")
     mutate(bad)
@@ -112,7 +140,9 @@ def test_bad_json_line_and_rejects_file(tmp_path, write_jsonl):
     assert [r["qid"] for r in read(tmp_path / "out" / "questions.parquet")] == ["1", "5"]
     set_aside = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert [(r["line"], r["id"], r["field"]) for r in set_aside] == [
-        (2, "3", "DocStream[0].CluewebURLHash"), (3, None, None)]
+        (2, "3", "DocStream[0].CluewebURLHash"),
+        (3, None, None),
+    ]
     assert set_aside[0]["record"]["id"] == "3", "the rejected record is kept whole"
 
 

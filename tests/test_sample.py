@@ -31,12 +31,15 @@ def test_questions_are_researchy_records_with_mostly_present_clicks():
     missing = [h for h in clicked if h not in hashes]
     assert 0 < len(missing) < len(clicked) / 5, "most clicked documents are in the corpus, a few are not"
     for r in records:
-        assert all(isinstance(block, list) and block[1].startswith(" - ") for block in r["gpt4_decomposition"]["headers"])
+        assert all(
+            isinstance(block, list) and block[1].startswith(" - ") for block in r["gpt4_decomposition"]["headers"]
+        )
         assert all(s.startswith("- ") for s in r["gpt4_decomposition"]["subquestions"])
         assert len(r["intrinsic_scores"]) == 8
 
 
 def test_sample_is_regenerated_byte_for_byte():
-    result = subprocess.run([sys.executable, "scripts/make_sample.py", "--check"], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, "scripts/make_sample.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr

@@ -1,6 +1,7 @@
 """The judge stage through a served model and through OpenAI Batch files, end to end on the sample's pairs, against
 the loopback stand-in server (builder/standins/openai_server.py; the real `vllm serve` / `vllm run-batch` run in
 tests/test_vllm_server.py under `make test-vllm`)."""
+
 import json
 
 import pyarrow.parquet as pq
@@ -19,18 +20,32 @@ from tests.helpers import cli, folders, judge_args, rows
 def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pipeline, server_profile, standin):
     requests = iter(range(10**6))  # the first request is the start-up probe; the next one fails for good
     standin.fail(lambda body: next(requests) == 1, Fault(400, body='{"error": {"message": "prompt too long"}}'))
-    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint,
-                                   "--concurrency", 8))
+    code, output = cli(
+        *judge_args(
+            server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint, "--concurrency", 8
+        )
+    )
     assert code == 0, output
     judged = rows(tmp_path / "served")
     failed = [r for r in judged if r["status"] == "request_failed"]
     assert len(failed) == 1 and failed[0]["level"] is None and "prompt too long" in failed[0]["raw"]
     assert len(judged) > 1 and all(r["status"] == "ok" and r["level"] is not None for r in judged if r not in failed)
     record = json.loads(next((tmp_path / "served" / "_done").glob("judgments-*.json")).read_text())
-    assert record["extra"]["judge"] == ("standin-judge (openai server, request shape chat, prompt crux-paper, "
-                                        "mode generate)")  # the endpoint is not in it
-    code, output = cli("build-release", "--profile", server_profile, "--judgments", tmp_path / "served", "--questions",
-                       small_pipeline["questions"], "--out", tmp_path / "release", "--allow-failed-pairs")
+    assert record["extra"]["judge"] == (
+        "standin-judge (openai server, request shape chat, prompt crux-paper, mode generate)"
+    )  # the endpoint is not in it
+    code, output = cli(
+        "build-release",
+        "--profile",
+        server_profile,
+        "--judgments",
+        tmp_path / "served",
+        "--questions",
+        small_pipeline["questions"],
+        "--out",
+        tmp_path / "release",
+        "--allow-failed-pairs",
+    )
     assert code == 0, output
     manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
     assert manifest["failed_pairs"] == 1, "published only when asked, and counted"
@@ -45,8 +60,13 @@ def test_judge_through_a_server_then_a_release_that_validates(tmp_path, small_pi
 def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, small_pipeline, server_profile, standin):
     profile = load_profile(server_profile)
     q, c, i = folders(small_pipeline)
-    served = profile.model_copy(update={"judge": profile.judge.model_copy(update={
-        "openai": profile.judge.openai.model_copy(update={"endpoint": standin.endpoint})})})
+    served = profile.model_copy(
+        update={
+            "judge": profile.judge.model_copy(
+                update={"openai": profile.judge.openai.model_copy(update={"endpoint": standin.endpoint})}
+            )
+        }
+    )
     run_judge(served, q, c, i, tmp_path / "served")
 
     out, first = tmp_path / "batched", tmp_path / "round1"
@@ -72,8 +92,19 @@ def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, s
     again = [json.loads(line)["custom_id"] for line in (second / "requests-00000.jsonl").read_text().splitlines()]
     assert again == [json.loads(line)["custom_id"] for line in lines[-5:]], "only the missing pairs are exported"
     run_batch_on(standin, second / "requests-00000.jsonl", second / "results.jsonl")
-    code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl",
-                                   "--import-batch", second / "results.jsonl", "--batch-manifest", first / "manifest.json"))
+    code, output = cli(
+        *judge_args(
+            server_profile,
+            small_pipeline,
+            out,
+            "--import-batch",
+            first / "results.jsonl",
+            "--import-batch",
+            second / "results.jsonl",
+            "--batch-manifest",
+            first / "manifest.json",
+        )
+    )
     assert code == 0, output
     assert rows(out) == rows(tmp_path / "served")
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--import-batch", first / "results.jsonl"))
@@ -86,12 +117,12 @@ def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, s
 def test_results_of_another_profile_are_refused(tmp_path, small_pipeline, server_profile, standin):
     q, c, i = folders(small_pipeline)
     profile = load_profile(server_profile)
-    manifest = export_shard(REGISTRY["judge"](profile, tmp_path / "a", q, c, i), Shard(),
-                            tmp_path / "requests")
+    manifest = export_shard(REGISTRY["judge"](profile, tmp_path / "a", q, c, i), Shard(), tmp_path / "requests")
     run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "results.jsonl")
     other = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": 60})})
-    stage = BatchImportJudgeStage(other, tmp_path / "b", q, c, i, [tmp_path / "results.jsonl"],
-                                  tmp_path / "requests" / "manifest.json")
+    stage = BatchImportJudgeStage(
+        other, tmp_path / "b", q, c, i, [tmp_path / "results.jsonl"], tmp_path / "requests" / "manifest.json"
+    )
     with pytest.raises(ValueError, match="exported under another judge: profile_hash"):
         stage.run()
     assert manifest["pairs"] > 0
@@ -100,13 +131,13 @@ def test_results_of_another_profile_are_refused(tmp_path, small_pipeline, server
 def test_an_incomplete_import_keeps_what_it_graded(tmp_path, small_pipeline, server_profile, standin):
     q, c, i = folders(small_pipeline)
     profile = load_profile(server_profile)
-    export_shard(REGISTRY["judge"](profile, tmp_path / "out", q, c, i), Shard(),
-                 tmp_path / "requests")
+    export_shard(REGISTRY["judge"](profile, tmp_path / "out", q, c, i), Shard(), tmp_path / "requests")
     run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "all.jsonl")
     lines = (tmp_path / "all.jsonl").read_text().splitlines()
     (tmp_path / "part.jsonl").write_text("\n".join(lines[:20]) + "\n")
-    stage = BatchImportJudgeStage(profile, tmp_path / "out", q, c, i, [tmp_path / "part.jsonl"],
-                                  tmp_path / "requests" / "manifest.json")
+    stage = BatchImportJudgeStage(
+        profile, tmp_path / "out", q, c, i, [tmp_path / "part.jsonl"], tmp_path / "requests" / "manifest.json"
+    )
     with pytest.raises(IncompleteShard, match="still lack a grade"):
         stage.run()
     chunks = next((tmp_path / "out").glob("judgments-*.chunks"))
@@ -123,16 +154,27 @@ def test_a_server_that_refuses_the_probe_is_one_line_before_any_pair(tmp_path, s
     assert "invalid key" in output and not list((tmp_path / "served").glob("judgments-*"))
 
 
-def test_grades_waiting_for_their_chunk_outlive_a_served_run_that_fails(tmp_path, small_pipeline, server_profile,
-                                                                       standin):
+def test_grades_waiting_for_their_chunk_outlive_a_served_run_that_fails(
+    tmp_path, small_pipeline, server_profile, standin
+):
     q, c, i = folders(small_pipeline)
-    export_shard(REGISTRY["judge"](load_profile(server_profile), tmp_path / "out", q, c, i), Shard(),
-                 tmp_path / "requests")
+    export_shard(
+        REGISTRY["judge"](load_profile(server_profile), tmp_path / "out", q, c, i), Shard(), tmp_path / "requests"
+    )
     run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "all.jsonl")
     lines = (tmp_path / "all.jsonl").read_text().splitlines()
     (tmp_path / "part.jsonl").write_text("\n".join(lines[16:20]) + "\n")  # four pairs of chunk 1, no whole chunk
-    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "out", "--import-batch",
-                                   tmp_path / "part.jsonl", "--batch-manifest", tmp_path / "requests" / "manifest.json"))
+    code, output = cli(
+        *judge_args(
+            server_profile,
+            small_pipeline,
+            tmp_path / "out",
+            "--import-batch",
+            tmp_path / "part.jsonl",
+            "--batch-manifest",
+            tmp_path / "requests" / "manifest.json",
+        )
+    )
     assert code == 1 and "still lack a grade" in output
     chunks = next((tmp_path / "out").glob("judgments-*.chunks"))
     assert not list(chunks.glob("chunk-*")) and pq.read_metadata(chunks / "batch-imported.parquet").num_rows == 4
@@ -145,15 +187,18 @@ def test_grades_waiting_for_their_chunk_outlive_a_served_run_that_fails(tmp_path
     assert pq.read_metadata(chunks / "batch-imported.parquet").num_rows == 4, "the imported grades are kept"
 
 
-def test_a_backend_given_on_the_command_line_writes_the_profile_a_release_needs(tmp_path, small_pipeline,
-                                                                                server_profile, standin):
+def test_a_backend_given_on_the_command_line_writes_the_profile_a_release_needs(
+    tmp_path, small_pipeline, server_profile, standin
+):
     data = yaml.safe_load(server_profile.read_text())
     in_process = tmp_path / "in-process.yaml"
-    in_process.write_text(yaml.safe_dump({**data, "name": "in-process", "judge": {**data["judge"],
-                                                                                  "backend": "transformers"}}))
+    in_process.write_text(
+        yaml.safe_dump({**data, "name": "in-process", "judge": {**data["judge"], "backend": "transformers"}})
+    )
     out = tmp_path / "served"
-    code, output = cli(*judge_args(in_process, small_pipeline, out, "--backend", "openai", "--endpoint",
-                                   standin.endpoint))
+    code, output = cli(
+        *judge_args(in_process, small_pipeline, out, "--backend", "openai", "--endpoint", standin.endpoint)
+    )
     assert code == 0, output
     written = out / "in-process-openai.yaml"
     assert f"it is written to {written}; pass that file as --profile to build-release" in " ".join(output.split())

@@ -1,5 +1,6 @@
 """Sorted runs on disk (generation/spill.py): what the merge gives back equals an in-memory sort, whether
 nothing, some or everything spilled, and the runs' folder is gone afterwards."""
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -56,7 +57,9 @@ def test_table_runs_keep_the_first_row_of_each_key_in_key_order(memory, monkeypa
 
 def test_corpus_ids_spilled_equal_corpus_ids_in_memory():
     questions = pa.table({"clicked": [[{"url_hash": "H3", "url": "https://three", "click_share": 1.0}]]})
-    rows = pa.table({"docid": [f"d{i % 97:03d}" for i in range(3_000)], "url_hash": [f"H{i % 97}" for i in range(3_000)]})
+    rows = pa.table(
+        {"docid": [f"d{i % 97:03d}" for i in range(3_000)], "url_hash": [f"H{i % 97}" for i in range(3_000)]}
+    )
     results = []
     for memory in (None, 50):
         docs = CorpusIds(questions, memory)
@@ -76,8 +79,8 @@ def test_records_sorted_by_their_key_field_keep_equal_keys_in_the_order_added(mo
     keys = rng.integers(0, 30, size=200).astype(np.uint64)
     runs = KeyRuns(memory=17, dtype=dtype, key="key")
     for start in range(0, 200, 9):
-        part = np.empty(len(keys[start:start + 9]), dtype)
-        part["key"], part["added"] = keys[start:start + 9], np.arange(start, start + len(part))
+        part = np.empty(len(keys[start : start + 9]), dtype)
+        part["key"], part["added"] = keys[start : start + 9], np.arange(start, start + len(part))
         runs.add(part)
     merged = np.concatenate(list(runs.chunks()))
     order = np.argsort(keys, kind="stable")
@@ -94,8 +97,14 @@ def test_complexity_is_the_same_whether_its_pairs_spilled_or_not(monkeypatch):
     batches = []
     for _ in range(12):
         subquestion = rng.integers(0, len(subq_question), 4_000)
-        batches.append((subq_question[subquestion], subquestion, rng.integers(0, 50, 4_000).astype(np.uint64),
-                        pa.array(rng.integers(0, 6, 4_000), pa.int8())))
+        batches.append(
+            (
+                subq_question[subquestion],
+                subquestion,
+                rng.integers(0, 50, 4_000).astype(np.uint64),
+                pa.array(rng.integers(0, 6, 4_000), pa.int8()),
+            )
+        )
     results = []
     for memory in (10**9, 700):
         accumulator = ComplexityAccumulator(subquestions_of, subq_question, 4, 0.5)

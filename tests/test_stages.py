@@ -1,4 +1,5 @@
 """The stage registry, the `Stage` template, the executors' Slurm file, and the import structure."""
+
 import ast
 import os
 import subprocess
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class CountSubquestions(Stage):
     """A stage written as a new stage is: one class, its declaration and its own work (here, one row per question)."""
+
     name = "count-subquestions"
     writes = "subq_counts"
     reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
@@ -36,8 +38,9 @@ class CountSubquestions(Stage):
         type(self).runs += 1
         with ParquetSink(output.path(shard), "runs") as sink:
             for topic in load_topics(self.inputs["questions"], shard):
-                sink.write_rows([{"qid": topic.qid, "docid": "-", "rank": len(topic.subquestions), "score": 0.0,
-                                  "stage": "count"}])
+                sink.write_rows(
+                    [{"qid": topic.qid, "docid": "-", "rank": len(topic.subquestions), "score": 0.0, "stage": "count"}]
+                )
                 summary.questions += 1
         return {"questions": summary.questions}
 
@@ -131,7 +134,7 @@ def test_no_import_loop_lazy_imports_included():
         stack.append(module)
         for target in sorted(graph[module]):
             if state.get(target) == "open":
-                loop = stack[stack.index(target):] + [target]
+                loop = stack[stack.index(target) :] + [target]
                 pytest.fail("import loop: " + " -> ".join(loop))
             if target not in state:
                 visit(target)
@@ -160,8 +163,11 @@ def test_packages_import_each_other_one_way():
     """A loop between packages is invisible between files: judging/batch_files.py -> backends/openai_server.py and
     backends/hf.py -> judging/judges.py make no file loop, yet neither package can be read without the other."""
     arrows = package_imports()
-    both_ways = [f"{a} <-> {b}: {', '.join(arrows[a, b])} / {', '.join(arrows[b, a])}"
-                 for a, b in sorted(arrows) if a < b and (b, a) in arrows]
+    both_ways = [
+        f"{a} <-> {b}: {', '.join(arrows[a, b])} / {', '.join(arrows[b, a])}"
+        for a, b in sorted(arrows)
+        if a < b and (b, a) in arrows
+    ]
     assert not both_ways, "packages importing each other:\n" + "\n".join(both_ways)
 
 
@@ -175,8 +181,9 @@ def test_a_package_s_own_modules_import_none_of_its_subpackages():
 
 def test_generation_never_imports_builder_and_command_modules_import_no_other_command_module():
     graph = module_imports()
-    assert not [m for m, edges in graph.items() if m.startswith("generation") and any(e.startswith("builder")
-                                                                                    for e in edges)]
+    assert not [
+        m for m, edges in graph.items() if m.startswith("generation") and any(e.startswith("builder") for e in edges)
+    ]
     commands = {"builder.cli.stages", "builder.cli.release", "builder.cli.analysis"}
     assert all(not (graph[m] & commands) for m in commands)
 
@@ -186,7 +193,7 @@ def test_slurm_file_names_the_shard_count_and_a_time_from_the_plan(tmp_path):
 
     args = ["--profile", "paper", "--subquestions", "w/q", "--candidates", "w/c", "--index", "w/i", "--out", "w/j"]
     script = sbatch_script("judge", 64, args, gpu_hours=7616, gpus_per_task=4)
-    assert "#SBATCH --array=0-63" in script and '--num-shards 64' in script
+    assert "#SBATCH --array=0-63" in script and "--num-shards 64" in script
     assert "SLURM_ARRAY_TASK_COUNT" not in script  # `sbatch --array=5,17` runs shards 5 and 17 of 64
     assert "#SBATCH --time=1-13:12:00" in script  # 7616 / 64 / 4 = 29.75 h, x 1.25 = 37.19 h, up to the minute
     with pytest.raises(SlurmError, match="--candidates"):
@@ -203,9 +210,25 @@ def test_generated_slurm_task_runs_its_shard(tmp_path, sample_index, sample_ques
 
     out = tmp_path / "runs"
     script = tmp_path / "retrieve.sbatch"
-    script.write_text(sbatch_script("retrieve", 3, ["--profile", "demo", "--questions", str(sample_questions),
-                                                    "--index", str(sample_index / "index"), "--out", str(out)],
-                                    time="0:10:00", gpus_per_task=0, venv=Path(sys.prefix)))
+    script.write_text(
+        sbatch_script(
+            "retrieve",
+            3,
+            [
+                "--profile",
+                "demo",
+                "--questions",
+                str(sample_questions),
+                "--index",
+                str(sample_index / "index"),
+                "--out",
+                str(out),
+            ],
+            time="0:10:00",
+            gpus_per_task=0,
+            venv=Path(sys.prefix),
+        )
+    )
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "1"}
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -214,8 +237,16 @@ def test_generated_slurm_task_runs_its_shard(tmp_path, sample_index, sample_ques
 
 def test_bundled_slurm_example_is_what_the_cli_generates():
     example = (ROOT / "scripts" / "slurm_judge_array.sh").read_text()
-    command = next(line for line in example.splitlines() if line.startswith("# Generated by: "))[len("# Generated by: "):]
-    done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    command = next(line for line in example.splitlines() if line.startswith("# Generated by: "))[
+        len("# Generated by: ") :
+    ]
+    done = subprocess.run(
+        command,
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     assert done.returncode == 0, done.stderr
     assert example == done.stdout

@@ -3,6 +3,7 @@
 The copy is a ClueWeb22 txt tree of the published shape (lemurproject/ClueWeb22 ClueWeb22Api.py: one gzip member a
 record, `.offset` files of '{:010d}\\n' entries), written by builder/standins/clueweb22_texts.py's `write_tree`; the release is a
 real one (`synthesize` + `package_release`)."""
+
 import gzip
 import json
 import shutil
@@ -31,11 +32,20 @@ def release(tmp_path_factory):
     root = tmp_path_factory.mktemp("texts-release")
     profile = load_profile("paper")
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": CONTEXT_WORDS})})
-    inputs = synthesize(root / "in", subquestions=60, judgments=1200, test_share=0.25, shards=1, seed=11,
-                        unparsed_share=0.0, profile=profile)
+    inputs = synthesize(
+        root / "in",
+        subquestions=60,
+        judgments=1200,
+        test_share=0.25,
+        shards=1,
+        seed=11,
+        unparsed_share=0.0,
+        profile=profile,
+    )
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, profile,
-                    repo="org/researchy-subq-judgments")
+    package_release(
+        [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
+    )
     return out
 
 
@@ -95,7 +105,7 @@ def test_with_offsets_only_the_judged_records_are_read(copy, tmp_path):
     offsets = [int(x) for x in (path.with_name("en0000-00.offset")).read_text().split()]
     unjudged = int(copy["docids"][3].rsplit("-", 1)[1])
     data = bytearray(path.read_bytes())
-    data[offsets[unjudged]:offsets[unjudged + 1]] = b"\xff" * (offsets[unjudged + 1] - offsets[unjudged])
+    data[offsets[unjudged] : offsets[unjudged + 1]] = b"\xff" * (offsets[unjudged + 1] - offsets[unjudged])
     path.write_bytes(bytes(data))
     assert write_texts(release, root, tmp_path / "with", use_offsets=True).written == len(judged)
     with pytest.raises(InputError, match="en0000-00.json.gz"):
@@ -107,9 +117,13 @@ def texts_table_rows(copy) -> int:
 
 
 def test_shards_split_the_files_and_a_rerun_skips_done_shards(copy, tmp_path):
-    stub = write_release_stub(tmp_path / "stub-release", copy["docids"][:30] + [f"clueweb22-en0000-07-{i:05d}" for i
-                                                                                   in range(0, 60, 7)]
-                              + ["clueweb22-en0003-01-00001", "doc-42"], context_words=CONTEXT_WORDS)
+    stub = write_release_stub(
+        tmp_path / "stub-release",
+        copy["docids"][:30]
+        + [f"clueweb22-en0000-07-{i:05d}" for i in range(0, 60, 7)]
+        + ["clueweb22-en0003-01-00001", "doc-42"],
+        context_words=CONTEXT_WORDS,
+    )
     sharded = tmp_path / "three"
     summaries = [write_texts(stub, copy["root"], sharded, Shard(i, 3)) for i in range(3)]
     assert sum(s.documents for s in summaries) == 30 + 9 + 2
@@ -127,8 +141,11 @@ def test_shards_split_the_files_and_a_rerun_skips_done_shards(copy, tmp_path):
 def test_the_kits_corpus_parquet_as_the_copy_gives_the_same_texts(release, copy, tmp_path):
     from generation.stages.corpus import build_corpus
 
-    build_corpus([copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"], tmp_path / "corpus",
-                 rejects_path=tmp_path / "rejects.jsonl")
+    build_corpus(
+        [copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"],
+        tmp_path / "corpus",
+        rejects_path=tmp_path / "rejects.jsonl",
+    )
     write_texts(release, tmp_path / "corpus", tmp_path / "from-parquet")
     write_texts(release, copy["root"], tmp_path / "from-tree")
     assert texts_table(tmp_path / "from-parquet").equals(texts_table(tmp_path / "from-tree"))
@@ -161,7 +178,9 @@ def test_cli_texts(release, copy, tmp_path):
     assert f"{texts_table_rows(copy):,} of {len(copy['docids']):,} judged documents written" in result.stdout
     refused = CliRunner().invoke(app, ["texts", str(release), "--from", str(copy["root"]), "--out", str(release)])
     assert refused.exit_code == 1 and "inside the release folder" in refused.output
-    bad = CliRunner().invoke(app, ["texts", str(release), "--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "u")])
+    bad = CliRunner().invoke(
+        app, ["texts", str(release), "--from", str(tmp_path / "nothing"), "--out", str(tmp_path / "u")]
+    )
     assert bad.exit_code == 1 and "no such file or folder" in bad.output
 
 

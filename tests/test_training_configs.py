@@ -2,6 +2,7 @@
 loads by name with `load_dataset`, holds exactly what the judgments give (recomputed here in plain
 Python from the release's own judgment files), the card's snippets run against it, and `validate` catches a dev
 split that does not follow its rule."""
+
 import json
 import re
 import shutil
@@ -28,18 +29,31 @@ def profile() -> Profile:
     """The paper's profile in distribution mode (so `expected` and `probs` are filled) with a dev share large
     enough for a dev split of a few questions."""
     paper = load_profile("paper")
-    return paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"}),
-                                    "training": paper.training.model_copy(update={"dev_share": 0.25})})
+    return paper.model_copy(
+        update={
+            "judge": paper.judge.model_copy(update={"mode": "distribution"}),
+            "training": paper.training.model_copy(update={"dev_share": 0.25}),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     root = tmp_path_factory.mktemp("training")
-    inputs = synthesize(root / "in", subquestions=600, judgments=12_000, test_share=0.25, shards=2, seed=5,
-                        unparsed_share=0.004, profile=profile())
+    inputs = synthesize(
+        root / "in",
+        subquestions=600,
+        judgments=12_000,
+        test_share=0.25,
+        shards=2,
+        seed=5,
+        unparsed_share=0.004,
+        profile=profile(),
+    )
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, profile(), repo=REPO,
-                    rows_per_file=2000)
+    package_release(
+        [inputs["judgments"]], list(inputs["questions"].values()), out, profile(), repo=REPO, rows_per_file=2000
+    )
     return out
 
 
@@ -60,9 +74,14 @@ def expected_rows(release, split):
     last = float("inf")
     hard, lists, short, positives = {}, {}, 0, 0
     for subq, rows in by_subq.items():
-        negatives = sorted((r for r in rows if r["level"] <= 1), key=lambda r: (
-            r["rerank_rank"] if r["rerank_rank"] is not None else last,
-            r["bm25_rank"] if r["bm25_rank"] is not None else last, r["docid"]))
+        negatives = sorted(
+            (r for r in rows if r["level"] <= 1),
+            key=lambda r: (
+                r["rerank_rank"] if r["rerank_rank"] is not None else last,
+                r["bm25_rank"] if r["bm25_rank"] is not None else last,
+                r["docid"],
+            ),
+        )
         for p in (r for r in rows if r["level"] >= 4):
             positives += 1
             if len(negatives) < K:
@@ -70,9 +89,13 @@ def expected_rows(release, split):
                 continue
             hard[(subq, p["docid"])] = [n["docid"] for n in negatives[:K]]
         graded = sorted(rows, key=lambda r: (-r["level"], r["docid"]))
-        lists[subq] = {"docids": [r["docid"] for r in graded], "labels": [r["level"] for r in graded],
-                       "expected": [r["expected"] for r in graded], "probs": [r["probs"] for r in graded],
-                       "qid": graded[0]["qid"]}
+        lists[subq] = {
+            "docids": [r["docid"] for r in graded],
+            "labels": [r["level"] for r in graded],
+            "expected": [r["expected"] for r in graded],
+            "probs": [r["probs"] for r in graded],
+            "qid": graded[0]["qid"],
+        }
     return hard, lists, short, positives
 
 
@@ -112,8 +135,13 @@ def test_short_positives_are_counted_in_the_manifest_and_card(release):
         _, _, s, p = expected_rows(release, split)
         short, positives = short + s, positives + p
     assert (stated["short_positives"], stated["positives"]) == (short, positives) and short > 0
-    assert {k: stated[k] for k in ("negative_level", "negatives", "seed", "dev_share", "answer_level")} == \
-        {"negative_level": 1, "negatives": K, "seed": 0, "dev_share": 0.25, "answer_level": 4}
+    assert {k: stated[k] for k in ("negative_level", "negatives", "seed", "dev_share", "answer_level")} == {
+        "negative_level": 1,
+        "negatives": K,
+        "seed": 0,
+        "dev_share": 0.25,
+        "answer_level": 4,
+    }
     body = (release / "README.md").read_text()
     assert re.search(rf"{short:,} of\s+{positives:,} positives are left out", body)
 
@@ -141,7 +169,7 @@ def test_spilled_runs_give_the_rows_held_in_memory(release):
     for memory in (10_000_000, 700):
         rows = TrainingRows(subquestions, split, 4, profile().training, memory)
         for start in range(0, table.num_rows, 1000):
-            rows.add(table.slice(start, 1000), position[start:start + 1000])
+            rows.add(table.slice(start, 1000), position[start : start + 1000])
         assert (rows.runs.spilled > 1) == (memory == 700)
         outputs.append([(name, t.to_pylist()) for _, name, t in rows.tables()])
     merge = lambda out, n: [r for name, rs in out if name == n for r in rs]  # noqa: E731
@@ -155,16 +183,22 @@ def test_the_card_snippets_of_the_training_configs_run(release):
 
     body = (release / "README.md").read_text()
     blocks = dict(re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n)*\n```python\n(.*?)\n```", body, re.M | re.S))
-    for title, columns in (("Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples",
-                            "['anchor', 'positive', 'negative_1', 'negative_2', 'negative_3']"),
-                           ("Graded lists: listwise and distillation losses", "['query', 'docs', 'labels']")):
+    for title, columns in (
+        (
+            "Hard negatives: Tevatron v2 rows, sentence-transformers n-tuples",
+            "['anchor', 'positive', 'negative_1', 'negative_2', 'negative_3']",
+        ),
+        ("Graded lists: listwise and distillation losses", "['query', 'docs', 'labels']"),
+    ):
         code = blocks[title]
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(code.replace(f'"{REPO}"', repr(str(release))), title, "exec"), {})
         printed_columns, rows = out.getvalue().strip().rsplit(" ", 1)
-        assert printed_columns == columns and int(rows) == manifest(release)["rows"][
-            "hard-negatives" if "Hard" in title else "graded-lists"]["train"]
+        assert (
+            printed_columns == columns
+            and int(rows) == manifest(release)["rows"]["hard-negatives" if "Hard" in title else "graded-lists"]["train"]
+        )
 
 
 def move_question(release, source, target):

@@ -2,6 +2,7 @@
 (`datasets`, sentence-transformers' trainer with the MiniLM the kit ships), else checked against its reader's source
 (BEIR's GenericDataLoader: beir/datasets/data_loader.py; Tevatron: src/tevatron/retriever/dataset.py;
 FlagEmbedding: examples/finetune/embedder/README.md "Data format")."""
+
 import csv
 import json
 import shutil
@@ -41,10 +42,13 @@ def hard_negative_rows(release, split):  # noqa: F811
 
 def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):  # noqa: F811
     out, k = files["out"], PAPER.training.negatives
-    texts = {r["docid"]: r["text"] for p in files["texts"].glob("texts-*.parquet") for r in pq.read_table(p).to_pylist()}
+    texts = {
+        r["docid"]: r["text"] for p in files["texts"].glob("texts-*.parquet") for r in pq.read_table(p).to_pylist()
+    }
     for split in ("train", "test"):
-        loaded = datasets.load_dataset("parquet", data_files=str(out / "sentence-transformers" / f"{split}.parquet"),
-                                       split="train")
+        loaded = datasets.load_dataset(
+            "parquet", data_files=str(out / "sentence-transformers" / f"{split}.parquet"), split="train"
+        )
         assert loaded.column_names == ["anchor", "positive", *(f"negative_{i}" for i in range(1, k + 1))]
         ids = pq.read_table(out / "sentence-transformers-ids" / f"{split}.parquet").to_pylist()
         assert len(ids) == len(loaded) == files["summary"].rows[split] > 0
@@ -52,10 +56,14 @@ def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):
             assert row["positive"] == texts[id_row["positive_id"]]
             assert [row[f"negative_{i}"] for i in range(1, k + 1)] == [texts[d] for d in id_row["negative_ids"]]
         missing = copy["short"] | copy["empty"]
-        expected = [r for r in hard_negative_rows(release, split)
-                    if not missing & {*r["positive_document_ids"], *r["negative_document_ids"]}]
-        assert [(r["query_id"], r["qid"], r["positive_document_ids"][0], r["negative_document_ids"]) for r in expected] \
-            == [(r["query_id"], r["qid"], r["positive_id"], r["negative_ids"]) for r in ids]
+        expected = [
+            r
+            for r in hard_negative_rows(release, split)
+            if not missing & {*r["positive_document_ids"], *r["negative_document_ids"]}
+        ]
+        assert [
+            (r["query_id"], r["qid"], r["positive_document_ids"][0], r["negative_document_ids"]) for r in expected
+        ] == [(r["query_id"], r["qid"], r["positive_id"], r["negative_ids"]) for r in ids]
         assert files["summary"].left_out[split] == len(hard_negative_rows(release, split)) - len(expected)
 
 
@@ -67,13 +75,22 @@ def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    train = datasets.Dataset.from_parquet(str(files["out"] / "sentence-transformers" / "train.parquet")).select(range(8))
+    train = datasets.Dataset.from_parquet(str(files["out"] / "sentence-transformers" / "train.parquet")).select(
+        range(8)
+    )
     model = SentenceTransformer(str(resolve_model(MINILM)), device="cpu")
     model.max_seq_length = 32
-    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "model"), max_steps=1, per_device_train_batch_size=4,
-                                                report_to=[], save_strategy="no", use_cpu=True)
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train,
-                                         loss=MultipleNegativesRankingLoss(model))
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(tmp_path / "model"),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model)
+    )
     assert trainer.train().global_step == 1
 
 
@@ -97,7 +114,9 @@ def test_beir_folder_as_generic_data_loader_reads_it(release, copy, files):  # n
             reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL)
             assert next(reader) == ["query-id", "corpus-id", "score"]
             qrels = [(q, d, int(s)) for q, d, s in reader]
-        release_qrels = [tuple(r.values()) for p in config("qrels").files(release, split) for r in pq.read_table(p).to_pylist()]
+        release_qrels = [
+            tuple(r.values()) for p in config("qrels").files(release, split) for r in pq.read_table(p).to_pylist()
+        ]
         assert qrels == release_qrels and {q for q, _, _ in qrels} <= set(queries)
 
 
@@ -117,22 +136,56 @@ def test_refused_inside_a_release_and_validate_fails_a_release_holding_them(rele
     shutil.copytree(files["out"] / "sentence-transformers", broken / "st")
     failed = {c.name: c.examples for c in validate(broken, load=False).checks if not c.ok}
     assert len(failed) == 1 and sorted(line.split(":")[0] for line in next(iter(failed.values()))) == [
-        "flagembedding/test.jsonl", "flagembedding/train.jsonl", "st/test.parquet", "st/train.parquet"]
+        "flagembedding/test.jsonl",
+        "flagembedding/train.jsonl",
+        "st/test.parquet",
+        "st/train.parquet",
+    ]
 
 
 def test_cli_training_files(release, files, tmp_path):  # noqa: F811
     from builder.cli.main import app
 
-    result = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]),
-                                      "--out", str(tmp_path / "t"), "--negatives", "2", "--format", "sentence-transformers",
-                                      "--format", "beir"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "training-files",
+            str(release),
+            "--texts",
+            str(files["texts"]),
+            "--out",
+            str(tmp_path / "t"),
+            "--negatives",
+            "2",
+            "--format",
+            "sentence-transformers",
+            "--format",
+            "beir",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "2 negatives a row" in result.stdout
     assert sorted(p.name for p in (tmp_path / "t").iterdir() if not p.name.startswith(("_", "."))) == [
-        "beir", "sentence-transformers", "sentence-transformers-ids"]
+        "beir",
+        "sentence-transformers",
+        "sentence-transformers-ids",
+    ]
     assert pq.read_schema(tmp_path / "t" / "sentence-transformers" / "train.parquet").names[-1] == "negative_2"
-    wrong = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(tmp_path), "--out", str(tmp_path / "u")])
+    wrong = CliRunner().invoke(
+        app, ["training-files", str(release), "--texts", str(tmp_path), "--out", str(tmp_path / "u")]
+    )
     assert wrong.exit_code == 1 and "not a folder `researchy-subq texts` wrote" in wrong.output
-    unknown = CliRunner().invoke(app, ["training-files", str(release), "--texts", str(files["texts"]), "--out",
-                                       str(tmp_path / "v"), "--format", "colbert"])
+    unknown = CliRunner().invoke(
+        app,
+        [
+            "training-files",
+            str(release),
+            "--texts",
+            str(files["texts"]),
+            "--out",
+            str(tmp_path / "v"),
+            "--format",
+            "colbert",
+        ],
+    )
     assert unknown.exit_code == 1 and "--format colbert: choose from" in unknown.output

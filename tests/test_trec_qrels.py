@@ -1,5 +1,6 @@
 """The kit's one TREC qrels reader (generation/labels/trec_qrels.py), through both of its users: `agreement`'s labels
 (builder/analysis/labels.py) and `validate`'s check of a release's file (builder/release/trec.py)."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,15 +15,23 @@ from generation.labels import trec_qrels
 # Lines of the published shape: TREC's own qrels (space-separated, iteration 0), a tab-separated file, columns
 # aligned with runs of spaces, CRLF line ends, an iteration other than 0 (trec_eval ignores the column), a
 # negative grade, and a comment line (trec_eval skips a line that starts with #).
-PUBLISHED = (b"301 0 FBIS3-10082 1\n"
-             b"301\t0\tFBIS3-10169\t0\n"
-             b"  302   0   FBIS3-10243    2  \n"
-             b"302 0 FBIS3-10319 1\r\n"
-             b"# judged again\n"
-             b"303 Q0 clueweb22-en0000-00-00001 -2\n"
-             b"303 0 clueweb22-en0000-00-00002 3")  # no newline at the end
-ROWS = [("301", "FBIS3-10082", 1), ("301", "FBIS3-10169", 0), ("302", "FBIS3-10243", 2), ("302", "FBIS3-10319", 1),
-        ("303", "clueweb22-en0000-00-00001", -2), ("303", "clueweb22-en0000-00-00002", 3)]
+PUBLISHED = (
+    b"301 0 FBIS3-10082 1\n"
+    b"301\t0\tFBIS3-10169\t0\n"
+    b"  302   0   FBIS3-10243    2  \n"
+    b"302 0 FBIS3-10319 1\r\n"
+    b"# judged again\n"
+    b"303 Q0 clueweb22-en0000-00-00001 -2\n"
+    b"303 0 clueweb22-en0000-00-00002 3"
+)  # no newline at the end
+ROWS = [
+    ("301", "FBIS3-10082", 1),
+    ("301", "FBIS3-10169", 0),
+    ("302", "FBIS3-10243", 2),
+    ("302", "FBIS3-10319", 1),
+    ("303", "clueweb22-en0000-00-00001", -2),
+    ("303", "clueweb22-en0000-00-00002", 3),
+]
 
 
 def test_qrels_of_the_published_shapes_read_as_trec_eval_reads_them(tmp_path):
@@ -47,14 +56,17 @@ def test_lines_across_blocks_keep_their_numbers(tmp_path, monkeypatch, block):
     assert [(b.line, b.problem) for b in bad] == [(8, "5 fields, not 4 ('304 0 d 1 x')")]
 
 
-@pytest.mark.parametrize("line, problem", [
-    (b"301 0 FBIS3-10082", "3 fields, not 4"),
-    (b"301 0 FBIS3-10082 1 extra", "5 fields, not 4"),
-    (b"   ", "0 fields, not 4"),  # a blank line: trec_eval's "Malformed line" too
-    (b"301 0 FBIS3-10082 high", "relevance 'high' is not an integer"),
-    (b"301 0 FBIS3-10082 1.5", "relevance '1.5' is not an integer"),  # trec_eval's atol would read 1
-    (b"301 0 FBIS3-\xff 1", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (b"301 0 FBIS3-10082", "3 fields, not 4"),
+        (b"301 0 FBIS3-10082 1 extra", "5 fields, not 4"),
+        (b"   ", "0 fields, not 4"),  # a blank line: trec_eval's "Malformed line" too
+        (b"301 0 FBIS3-10082 high", "relevance 'high' is not an integer"),
+        (b"301 0 FBIS3-10082 1.5", "relevance '1.5' is not an integer"),  # trec_eval's atol would read 1
+        (b"301 0 FBIS3-\xff 1", "not UTF-8"),
+    ],
+)
 def test_a_bad_line_is_named_by_file_and_line(tmp_path, line, problem):
     path = tmp_path / "bad.qrels"
     path.write_bytes(b"301 0 FBIS3-10169 0\n302\t0\tFBIS3-10243\t2\n" + line + b"\n303 0 FBIS3-10319 1\n")

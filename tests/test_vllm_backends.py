@@ -5,6 +5,7 @@ into .venv-vllm and runs this file. Where vllm is not installed (the main `make 
 The tiny models carry the published Qwen3 / Llama-3.3 chat templates (conftest.CHAT_FORMATS) and a head size of 32,
 the smallest vLLM's CPU attention accepts (CPUAttentionBackend.get_supported_head_sizes).
 """
+
 import os
 
 import pytest
@@ -28,20 +29,32 @@ from generation.profiles import load_profile  # noqa: E402
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512
 FAMILIES = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "llama3": ("LlamaConfig", "LlamaForCausalLM")}
-QUESTIONS = ["Why are honey bee populations declining?", "What do varroa mites do to a hive?",
-             "Do neonicotinoid pesticides harm bees?"]
-DOCUMENTS = ["Varroa mites spread deformed wing virus among honey bees.",
-             "Neonicotinoid pesticides impair bee navigation " * 9,
-             "A recipe for lemon cake with honey glaze and almonds.",
-             "Colony collapse disorder " + "was reported in many states and countries " * 60]  # cut by tokens
+QUESTIONS = [
+    "Why are honey bee populations declining?",
+    "What do varroa mites do to a hive?",
+    "Do neonicotinoid pesticides harm bees?",
+]
+DOCUMENTS = [
+    "Varroa mites spread deformed wing virus among honey bees.",
+    "Neonicotinoid pesticides impair bee navigation " * 9,
+    "A recipe for lemon cake with honey glaze and almonds.",
+    "Colony collapse disorder " + "was reported in many states and countries " * 60,
+]  # cut by tokens
 PAIRS = [Pair(q, d) for q in QUESTIONS for d in DOCUMENTS]  # one sub-question's pairs together, as the judge lays out
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def chat_model(request, tmp_path_factory):
     config_class, model_class = FAMILIES[request.param]
-    return save_tiny_causal_lm(tmp_path_factory.mktemp(f"vllm-{request.param}"), config_class, model_class, seed=5,
-                               chat=request.param, head_dim=32, max_position_embeddings=MAX_MODEL_LEN)
+    return save_tiny_causal_lm(
+        tmp_path_factory.mktemp(f"vllm-{request.param}"),
+        config_class,
+        model_class,
+        seed=5,
+        chat=request.param,
+        head_dim=32,
+        max_position_embeddings=MAX_MODEL_LEN,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,16 +70,28 @@ ENGINE_ARGS = {"enforce_eager": True, "max_num_seqs": 8}  # a profile's judge.en
 
 
 def judge_config(model, mode):
-    return load_profile("paper").judge.model_copy(update={
-        "backend": "vllm", "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
-        "max_model_len": MAX_MODEL_LEN, "context_words": 400, "chat_template": True, "batch_size": 4})
+    return load_profile("paper").judge.model_copy(
+        update={
+            "backend": "vllm",
+            "model": str(model),
+            "mode": mode,
+            "dtype": "float32",
+            "tensor_parallel_size": 1,
+            "max_model_len": MAX_MODEL_LEN,
+            "context_words": 400,
+            "chat_template": True,
+            "batch_size": 4,
+        }
+    )
 
 
 def grades(engines, mode):
     model, hf, vllm_backend = engines
     config = judge_config(model, mode)
-    return (LLMJudge(config, hf, hf.tokenizer, "transformers").grade(PAIRS),
-            LLMJudge(config, vllm_backend, hf.tokenizer, "vllm").grade(PAIRS))
+    return (
+        LLMJudge(config, hf, hf.tokenizer, "transformers").grade(PAIRS),
+        LLMJudge(config, vllm_backend, hf.tokenizer, "vllm").grade(PAIRS),
+    )
 
 
 def test_generate_mode_gives_the_same_greedy_outputs(engines):
@@ -105,17 +130,26 @@ def test_distribution_is_one_decode_step_over_the_digits_with_prefix_caching(eng
 
 @pytest.fixture(scope="module")
 def reranker_model(tmp_path_factory):
-    return save_tiny_causal_lm(tmp_path_factory.mktemp("vllm-reranker"), "Qwen3Config", "Qwen3ForCausalLM", seed=6,
-                               chat="qwen3", head_dim=32, max_position_embeddings=MAX_MODEL_LEN,
-                               tie_word_embeddings=True)  # as Qwen3-Reranker-0.6B
+    return save_tiny_causal_lm(
+        tmp_path_factory.mktemp("vllm-reranker"),
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        seed=6,
+        chat="qwen3",
+        head_dim=32,
+        max_position_embeddings=MAX_MODEL_LEN,
+        tie_word_embeddings=True,
+    )  # as Qwen3-Reranker-0.6B
 
 
 def test_reranker_p_yes_matches_transformers(reranker_model):
-    config = load_profile("paper").rerank.model_copy(update={
-        "model": str(reranker_model), "max_length": MAX_MODEL_LEN, "dtype": "float32", "batch_size": 4})
+    config = load_profile("paper").rerank.model_copy(
+        update={"model": str(reranker_model), "max_length": MAX_MODEL_LEN, "dtype": "float32", "batch_size": 4}
+    )
     instruction, query = config.instruction, " ".join(QUESTIONS)
     by_hf = QwenRerankerScorer(config.model_copy(update={"backend": "transformers"}), device="cpu").score(
-        instruction, query, DOCUMENTS)
+        instruction, query, DOCUMENTS
+    )
     by_vllm = VllmScorer(config.model_copy(update={"backend": "vllm"})).score(instruction, query, DOCUMENTS)
     assert by_vllm == pytest.approx(by_hf, abs=1e-3)
     assert len({round(s, 6) for s in by_hf}) == len(DOCUMENTS), "different documents get different scores"

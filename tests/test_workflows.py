@@ -1,5 +1,6 @@
 """The release and CI workflows keep the properties the release process relies on (their syntax and security
 are checked by zizmor and check-jsonschema in `make check-workflows`)."""
+
 import re
 import tomllib
 from pathlib import Path
@@ -33,8 +34,11 @@ def test_release_is_serialised_installs_once_and_records_the_shards_revision():
         required = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in tomllib.load(f)["project"]["dependencies"]}
     assert named and {n.lower() for n in named} <= required, set(named) - required
     assert '--revision "$sha"' in steps(build) and '--shards-revision "$SHARDS_REVISION"' in steps(build)
-    assert not any("cache" in str(s.get("uses", "")) or "cache" in s.get("with", {}) for job in release["jobs"].values()
-                   for s in job["steps"]), "no caches in a release workflow (cache poisoning)"
+    assert not any(
+        "cache" in str(s.get("uses", "")) or "cache" in s.get("with", {})
+        for job in release["jobs"].values()
+        for s in job["steps"]
+    ), "no caches in a release workflow (cache poisoning)"
 
 
 def test_ci_caches_only_what_pip_writes_and_dependabot_watches_the_actions():

@@ -2,6 +2,7 @@
 alpha (ordinal), Spearman and Kendall, the confusion matrix, per-level precision and recall, binary
 agreement at each threshold, bootstrap confidence intervals, coverage, and the agreement of system
 rankings (Kendall tau between run orderings scored with each label set)."""
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,17 @@ class Joined:
 def join(a: pa.Table, b: pa.Table) -> Joined:
     # pyarrow's hash join returns rows in a thread-dependent order; sorted, the seeded bootstrap is reproducible
     merged = a.join(b, keys=["query", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b").sort_by(
-        [("query", "ascending"), ("docid", "ascending")])
+        [("query", "ascending"), ("docid", "ascending")]
+    )
     both = merged.num_rows
-    return Joined(np.asarray(merged["grade_a"].to_numpy(), dtype=np.int64),
-                  np.asarray(merged["grade_b"].to_numpy(), dtype=np.int64),
-                  a.num_rows - both, b.num_rows - both,
-                  np.asarray(merged["query"].to_pylist(), dtype=object), np.asarray(merged["docid"].to_pylist(), dtype=object))
+    return Joined(
+        np.asarray(merged["grade_a"].to_numpy(), dtype=np.int64),
+        np.asarray(merged["grade_b"].to_numpy(), dtype=np.int64),
+        a.num_rows - both,
+        b.num_rows - both,
+        np.asarray(merged["query"].to_pylist(), dtype=object),
+        np.asarray(merged["docid"].to_pylist(), dtype=object),
+    )
 
 
 def confusion(a: np.ndarray, b: np.ndarray, levels: list[int]) -> np.ndarray:
@@ -78,7 +84,7 @@ def krippendorff_alpha_ordinal(a: np.ndarray, b: np.ndarray, levels: list[int]) 
     for g in range(k):
         for h in range(k):
             lo, hi = min(g, h), max(g, h)
-            delta[g, h] = (n_c[lo:hi + 1].sum() - (n_c[g] + n_c[h]) / 2) ** 2
+            delta[g, h] = (n_c[lo : hi + 1].sum() - (n_c[g] + n_c[h]) / 2) ** 2
     observed = (coincidence * delta).sum() / n
     expected = (np.outer(n_c, n_c) * delta).sum() / (n * (n - 1))
     return float(1 - observed / expected) if expected else 1.0
@@ -90,8 +96,11 @@ def per_level(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
     for lv in levels:
         predicted, actual = a == lv, b == lv
         hits = int((predicted & actual).sum())
-        out[str(lv)] = {"precision": hits / predicted.sum() if predicted.sum() else None,
-                        "recall": hits / actual.sum() if actual.sum() else None, "support": int(actual.sum())}
+        out[str(lv)] = {
+            "precision": hits / predicted.sum() if predicted.sum() else None,
+            "recall": hits / actual.sum() if actual.sum() else None,
+            "support": int(actual.sum()),
+        }
     return out
 
 
@@ -101,11 +110,15 @@ def point_measures(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
             return float("nan")
         return float(fn(a, b)[0])
 
-    return {"kappa": cohen_kappa(a, b, levels), "kappa_linear": cohen_kappa(a, b, levels, "linear"),
-            "kappa_quadratic": cohen_kappa(a, b, levels, "quadratic"),
-            "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(a, b, levels),
-            "spearman": correlation(sps.spearmanr), "kendall_tau_b": correlation(sps.kendalltau),
-            "exact_agreement": float((a == b).mean()) if len(a) else float("nan")}
+    return {
+        "kappa": cohen_kappa(a, b, levels),
+        "kappa_linear": cohen_kappa(a, b, levels, "linear"),
+        "kappa_quadratic": cohen_kappa(a, b, levels, "quadratic"),
+        "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(a, b, levels),
+        "spearman": correlation(sps.spearmanr),
+        "kendall_tau_b": correlation(sps.kendalltau),
+        "exact_agreement": float((a == b).mean()) if len(a) else float("nan"),
+    }
 
 
 def bootstrap(a: np.ndarray, b: np.ndarray, levels: list[int], resamples: int, seed: int) -> dict:
@@ -124,7 +137,7 @@ def ndcg_at(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], k: int 
         ranked = run.get(query, [])[:k]
         dcg = sum((2 ** gains.get(d, 0) - 1) / np.log2(i + 2) for i, d in enumerate(ranked))
         ideal = sorted(gains.values(), reverse=True)[:k]
-        idcg = sum((2 ** g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
+        idcg = sum((2**g - 1) / np.log2(i + 2) for i, g in enumerate(ideal))
         scores.append(dcg / idcg if idcg else 0.0)
     return float(np.mean(scores)) if scores else 0.0
 
@@ -137,9 +150,13 @@ def system_ranking(runs: list[Path], joined: Joined) -> dict:
         qrels_a.setdefault(q, {})[d] = int(x)
         qrels_b.setdefault(q, {})[d] = int(y)
     scores = {p.name: (ndcg_at(read_trec_run(p), qrels_a), ndcg_at(read_trec_run(p), qrels_b)) for p in runs}
-    tau = sps.kendalltau([s[0] for s in scores.values()], [s[1] for s in scores.values()])[0] if len(scores) > 1 else None
-    return {"runs": {k: {"ndcg@10_a": v[0], "ndcg@10_b": v[1]} for k, v in scores.items()},
-            "kendall_tau": None if tau is None or np.isnan(tau) else float(tau)}
+    tau = (
+        sps.kendalltau([s[0] for s in scores.values()], [s[1] for s in scores.values()])[0] if len(scores) > 1 else None
+    )
+    return {
+        "runs": {k: {"ndcg@10_a": v[0], "ndcg@10_b": v[1]} for k, v in scores.items()},
+        "kendall_tau": None if tau is None or np.isnan(tau) else float(tau),
+    }
 
 
 def mapped(grades: pa.ChunkedArray, mapping, binary_at: int | None, path: Path, option: str) -> pa.Array:
@@ -151,8 +168,12 @@ def mapped(grades: pa.ChunkedArray, mapping, binary_at: int | None, path: Path, 
         raise InputError(path, 0, f"{option}: {e}") from None
     top = pc.max(values).as_py() if len(values) else None
     if binary_at is not None and top is not None and top < binary_at:
-        raise InputError(path, 0, f"--binary-at {binary_at}: no label here reaches it (grades after mapping: "
-                         f"{pc.unique(values).sort().to_pylist()}); every pair would count as not relevant")
+        raise InputError(
+            path,
+            0,
+            f"--binary-at {binary_at}: no label here reaches it (grades after mapping: "
+            f"{pc.unique(values).sort().to_pylist()}); every pair would count as not relevant",
+        )
     return apply_mapping(values, None, binary_at)
 
 
@@ -166,8 +187,9 @@ def read_agreement(path: Path) -> dict:
     except UnicodeDecodeError as e:
         raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise InputError(path, e.lineno, f"not JSON ({e.msg}); pass the file `researchy-subq agreement --json` "
-                         "wrote") from None
+        raise InputError(
+            path, e.lineno, f"not JSON ({e.msg}); pass the file `researchy-subq agreement --json` wrote"
+        ) from None
     needed = ("a", "b", "coverage", "measures")
     missing = [k for k in needed if k not in data] if isinstance(data, dict) else list(needed)
     if missing:
@@ -179,22 +201,36 @@ def read_agreement(path: Path) -> dict:
     return data
 
 
-def agreement(path_a: Path, path_b: Path, map_a=None, map_b=None, binary_at: int | None = None,
-              runs: list[Path] | None = None, resamples: int = 1000, seed: int = 0) -> dict:
+def agreement(
+    path_a: Path,
+    path_b: Path,
+    map_a=None,
+    map_b=None,
+    binary_at: int | None = None,
+    runs: list[Path] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> dict:
     a, b = read_labels(path_a), read_labels(path_b)
     a = a.set_column(2, "grade", mapped(a["grade"], map_a, binary_at, path_a, "--map-a"))
     b = b.set_column(2, "grade", mapped(b["grade"], map_b, binary_at, path_b, "--map-b"))
     joined = join(a, b)
     levels = sorted(set(joined.a.tolist()) | set(joined.b.tolist())) or [0]
     result = {
-        "a": str(path_a), "b": str(path_b), "levels": levels,
+        "a": str(path_a),
+        "b": str(path_b),
+        "levels": levels,
         "coverage": {"both": len(joined.a), "only_a": joined.only_a, "only_b": joined.only_b},
         "measures": point_measures(joined.a, joined.b, levels),
         "confusion": {"levels": levels, "rows_a_columns_b": confusion(joined.a, joined.b, levels).tolist()},
         "per_level": per_level(joined.a, joined.b, levels),
-        "binary": {str(t): {"agreement": float(((joined.a >= t) == (joined.b >= t)).mean()) if len(joined.a) else None,
-                            "kappa": cohen_kappa((joined.a >= t).astype(int), (joined.b >= t).astype(int), [0, 1])}
-                   for t in levels[1:]},
+        "binary": {
+            str(t): {
+                "agreement": float(((joined.a >= t) == (joined.b >= t)).mean()) if len(joined.a) else None,
+                "kappa": cohen_kappa((joined.a >= t).astype(int), (joined.b >= t).astype(int), [0, 1]),
+            }
+            for t in levels[1:]
+        },
     }
     if len(joined.a) and resamples:
         result["confidence_95"] = bootstrap(joined.a, joined.b, levels, resamples, seed)
@@ -213,12 +249,19 @@ def agreement_markdown(result: dict) -> str:
     def short(path: str) -> str:
         return "/".join(Path(path).parts[-2:])
 
-    lines = [f"Labels `{short(result['a'])}` against `{short(result['b'])}` on {result['coverage']['both']:,} "
-             f"shared pairs ({result['coverage']['only_a']:,} only in the first, {result['coverage']['only_b']:,} "
-             "only in the second); 95% bootstrap intervals in brackets.", "",
-             "| measure | value |", "| --- | --- |"]
+    lines = [
+        f"Labels `{short(result['a'])}` against `{short(result['b'])}` on {result['coverage']['both']:,} "
+        f"shared pairs ({result['coverage']['only_a']:,} only in the first, {result['coverage']['only_b']:,} "
+        "only in the second); 95% bootstrap intervals in brackets.",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+    ]
     lines += [f"| {name.replace('_', ' ')} | {cell(name)} |" for name in m]
     if "system_ranking" in result and result["system_ranking"]["kendall_tau"] is not None:
-        lines += ["", f"System ranking agreement (Kendall tau over nDCG@10 of {len(result['system_ranking']['runs'])} "
-                      f"runs): {result['system_ranking']['kendall_tau']:.3f}."]
+        lines += [
+            "",
+            f"System ranking agreement (Kendall tau over nDCG@10 of {len(result['system_ranking']['runs'])} "
+            f"runs): {result['system_ranking']['kendall_tau']:.3f}.",
+        ]
     return "\n".join(lines)

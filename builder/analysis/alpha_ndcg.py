@@ -3,6 +3,7 @@
 gain of the document at rank r = sum over aspects it covers of (1 - alpha)^(times the aspect was covered
 above r); discounted by log2(r + 1). The ideal ranking is built greedily, as is standard (exact ideal
 ordering is NP-hard). Scoring a run against a release: builder/analysis/evaluate.py."""
+
 from __future__ import annotations
 
 import math

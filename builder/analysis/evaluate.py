@@ -10,6 +10,7 @@ numbers against it):
 - nDCG@K: a document's gain for a question is its HIGHEST level over the question's sub-questions (0-5, used
   linearly as trec_eval's ndcg_cut does); unjudged documents and unparsed judgments gain 0.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,12 +69,15 @@ def read_run(path: Path) -> Run:
     for qid, docs in scored.items():
         by_docid = sorted(docs, reverse=True)  # stable sort below keeps reverse docid order among equal scores
         run.ranked[qid] = sorted(by_docid, key=lambda d: -docs[d])
-    for kind, numbers in (("malformed (not `qid Q0 docid rank score tag` with a score that is a number)", run.malformed),
-                          ("repeating a (query, document) pair already seen", run.duplicates)):
+    for kind, numbers in (
+        ("malformed (not `qid Q0 docid rank score tag` with a score that is a number)", run.malformed),
+        ("repeating a (query, document) pair already seen", run.duplicates),
+    ):
         if numbers:
             listed = ", ".join(map(str, numbers[:MAX_LISTED])) + (", ..." if len(numbers) > MAX_LISTED else "")
-            warnings.warn(f"{path}: {len(numbers):,} lines {kind} were left out: line {listed}", RunWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"{path}: {len(numbers):,} lines {kind} were left out: line {listed}", RunWarning, stacklevel=2
+            )
     return run
 
 
@@ -95,7 +99,8 @@ def release_labels(files: list[Path], qids: Sequence[str]) -> pa.Table:
     """(qid, subq_id, docid, level) of the given questions' judgments that have a level."""
     return ds.dataset(files, format="parquet").to_table(
         columns=["qid", "subq_id", "docid", "level"],
-        filter=pc.field("qid").isin(list(qids)) & pc.field("level").is_valid())
+        filter=pc.field("qid").isin(list(qids)) & pc.field("level").is_valid(),
+    )
 
 
 def aspects_of(labels, threshold: int) -> dict[str, dict[str, set]]:
@@ -118,6 +123,7 @@ def gains_of(labels) -> dict[str, dict[str, int]]:
 
 def ndcg(ranking: Sequence[str], gains: dict[str, int], k: int | None = 10) -> float:
     """trec_eval's nDCG (ndcg_cut): gain = the label itself, discount log2(rank + 1)."""
+
     def dcg(values):
         return sum(g / math.log2(rank + 1) for rank, g in enumerate(values, 1) if g > 0)
 
@@ -134,8 +140,9 @@ def parse_metric(name: str) -> tuple[str, int | None, float]:
     return metric, int(depth), float(alpha) if alpha else 0.5
 
 
-def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str], threshold: int = 4,
-                 split: str | None = None) -> dict:
+def evaluate_run(
+    run: dict[str, list[str]], release: Path, metrics: Sequence[str], threshold: int = 4, split: str | None = None
+) -> dict:
     """Each metric's mean over every question of the release (of `split` when given), with per-question
     values, and how many run query ids are no such question."""
     parsed = {name: parse_metric(name) for name in metrics}
@@ -143,8 +150,10 @@ def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str
     questions = release_questions(files)
     answered = sorted(set(run) & set(questions))
     if not answered:
-        raise ValueError(f"no query id of the run is a question of {release} (run ids like "
-                         f"{sorted(run)[:3]}, release question ids like {questions[:3]})")
+        raise ValueError(
+            f"no query id of the run is a question of {release} (run ids like "
+            f"{sorted(run)[:3]}, release question ids like {questions[:3]})"
+        )
     labels = release_labels(files, answered)
     aspects = aspects_of(labels, threshold) if any(m == "alpha-ndcg" for m, _, _ in parsed.values()) else {}
     gains = gains_of(labels) if any(m == "ndcg" for m, _, _ in parsed.values()) else {}
@@ -152,23 +161,36 @@ def evaluate_run(run: dict[str, list[str]], release: Path, metrics: Sequence[str
     for name, (metric, depth, alpha) in parsed.items():
         per_query = dict.fromkeys(questions, 0.0)
         for q in answered:
-            per_query[q] = (alpha_ndcg(run[q], aspects.get(q, {}), alpha, depth) if metric == "alpha-ndcg"
-                            else ndcg(run[q], gains.get(q, {}), depth))
-        results[name] = {"mean": sum(per_query.values()) / len(per_query), "queries": len(per_query),
-                         "in_run": len(answered), "per_query": per_query}
+            per_query[q] = (
+                alpha_ndcg(run[q], aspects.get(q, {}), alpha, depth)
+                if metric == "alpha-ndcg"
+                else ndcg(run[q], gains.get(q, {}), depth)
+            )
+        results[name] = {
+            "mean": sum(per_query.values()) / len(per_query),
+            "queries": len(per_query),
+            "in_run": len(answered),
+            "per_query": per_query,
+        }
     return {"metrics": results, "ignored_run_queries": len(set(run) - set(questions))}
 
 
-def evaluate_subquestion_run(run: dict[str, list[str]], release: Path, depth: int = 10,
-                             split: str | None = None) -> dict:
+def evaluate_subquestion_run(
+    run: dict[str, list[str]], release: Path, depth: int = 10, split: str | None = None
+) -> dict:
     """nDCG@depth over sub-questions (trec_eval's ndcg_cut, gain = the level): the run's query ids are subq_ids,
     the mean is over every sub-question with a graded judgment in the release (of `split` when given), a
     sub-question missing from the run scoring 0, as `evaluate_run` does for questions."""
     labels = ds.dataset(judgment_files(release, split), format="parquet").to_table(
-        columns=["subq_id", "docid", "level"], filter=pc.field("level").is_valid())
+        columns=["subq_id", "docid", "level"], filter=pc.field("level").is_valid()
+    )
     gains: dict[str, dict[str, int]] = {}
     for subq, doc, level in zip(*(labels[c].to_pylist() for c in ("subq_id", "docid", "level"))):
         gains.setdefault(subq, {})[doc] = level
     per_query = {subq: ndcg(run.get(subq, []), judged, depth) for subq, judged in gains.items()}
-    return {"mean": sum(per_query.values()) / len(per_query) if per_query else 0.0, "queries": len(per_query),
-            "in_run": len(set(run) & set(per_query)), "per_query": per_query}
+    return {
+        "mean": sum(per_query.values()) / len(per_query) if per_query else 0.0,
+        "queries": len(per_query),
+        "in_run": len(set(run) & set(per_query)),
+        "per_query": per_query,
+    }

@@ -1,6 +1,7 @@
 """The measurements of scripts/bench_gpu.py, and the calibration file `plan` reads made from them: documents of a
 corpus's lengths, the raw padded and unpadded forwards the kit is compared with, timing with peak memory, a
 matrix-product ceiling, and the per-precision shares of peak (generation/judging/calibration.py)."""
+
 from __future__ import annotations
 
 import statistics
@@ -31,15 +32,18 @@ def document_words(corpus: Path, count: int, limit: int, seed: int, read_at_most
 def compiled(model, run):
     """`run` after `model.compile(dynamic=True)` (the backend's `compile: true`), compiled on the first call (the
     benchmark's warm-up); the last rows of a shape, since compiling changes the model in place."""
+
     def call():
         if getattr(model, "_compiled_call_impl", None) is None:
             model.compile(dynamic=True)
         return run()
+
     return call
 
 
 def with_attention(model, attention: str, run):
     """`run` with the model's attention switched to `attention` (the packed path's), then back (the padded path's)."""
+
     def call():
         before = model.config._attn_implementation
         model.set_attn_implementation(attention)
@@ -47,6 +51,7 @@ def with_attention(model, attention: str, run):
             return run()
         finally:
             model.set_attn_implementation(before)
+
     return call
 
 
@@ -140,6 +145,12 @@ def calibration(rows: list[dict], device: str, command: str, bandwidth: float | 
         if row["mode"] == "rerank" and row["run"] == "kit" and row["share_of_peak"]:
             shares.setdefault("rerank", {})[row["precision"]] = round(row["share_of_peak"], 4)
     peaks = {r["precision"]: r["tflops"] * 1e12 / r["share_of_peak"] for r in rows if r["share_of_peak"]}
-    return Calibration(device_name(device), command, {"torch": torch.__version__, "transformers": transformers.__version__,
-                                                       "measured": time.strftime("%Y-%m-%d")}, shares, peaks,
-                       bandwidth, rows)
+    return Calibration(
+        device_name(device),
+        command,
+        {"torch": torch.__version__, "transformers": transformers.__version__, "measured": time.strftime("%Y-%m-%d")},
+        shares,
+        peaks,
+        bandwidth,
+        rows,
+    )

@@ -1,5 +1,6 @@
 """Graded labels from anywhere the kit meets them, as one (query, docid, grade) table: judgment shards,
 a release folder, or TREC qrels files (`qid iteration docid grade`, read by generation/labels/trec_qrels.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +18,17 @@ LABEL_SCHEMA = pa.schema([("query", pa.string()), ("docid", pa.string()), ("grad
 
 def read_trec_qrels(path: Path) -> pa.Table:
     """A TREC qrels file's labels (generation/labels/trec_qrels.py's rules); the first bad line raises, naming it."""
+
     def bad(line: trec_qrels.BadLine) -> None:
         raise InputError(path, line.line, line.problem, field="grade" if line.field == "rel" else None)
 
-    tables = [pa.table({"query": t["query-id"], "docid": t["corpus-id"], "grade": pc.cast(t["score"], pa.int32())},
-                       schema=LABEL_SCHEMA) for t in trec_qrels.read_trec_qrels(Path(path), bad)]
+    tables = [
+        pa.table(
+            {"query": t["query-id"], "docid": t["corpus-id"], "grade": pc.cast(t["score"], pa.int32())},
+            schema=LABEL_SCHEMA,
+        )
+        for t in trec_qrels.read_trec_qrels(Path(path), bad)
+    ]
     return pa.concat_tables(tables) if tables else LABEL_SCHEMA.empty_table()
 
 
@@ -43,11 +50,18 @@ def read_trec_run(path: Path) -> dict[str, list[str]]:
     except UnicodeDecodeError as e:
         raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     if run.malformed:
-        raise InputError(path, run.malformed[0], f"expected 'qid Q0 docid rank score tag', the score a number "
-                                                 f"({len(run.malformed):,} such lines)")
+        raise InputError(
+            path,
+            run.malformed[0],
+            f"expected 'qid Q0 docid rank score tag', the score a number ({len(run.malformed):,} such lines)",
+        )
     if run.duplicates:
-        raise InputError(path, run.duplicates[0], f"a document listed twice for one query ({len(run.duplicates):,} "
-                                                  "such lines)", field="docid")
+        raise InputError(
+            path,
+            run.duplicates[0],
+            f"a document listed twice for one query ({len(run.duplicates):,} such lines)",
+            field="docid",
+        )
     return run.ranked
 
 
@@ -66,12 +80,14 @@ def read_labels(path: str | Path) -> pa.Table:
         return pa.concat_tables([read_trec_qrels(p) for p in sorted(path.glob("*.qrels"))])
     table = ds.dataset(judgment_paths(path), format="parquet").to_table(columns=["subq_id", "docid", "level"])
     table = table.filter(pc.is_valid(table["level"]))
-    return pa.table({"query": table["subq_id"], "docid": table["docid"],
-                     "grade": pc.cast(table["level"], pa.int32())}, schema=LABEL_SCHEMA)
+    return pa.table(
+        {"query": table["subq_id"], "docid": table["docid"], "grade": pc.cast(table["level"], pa.int32())},
+        schema=LABEL_SCHEMA,
+    )
 
 
 def parse_mapping(text: str | None) -> dict[int, int] | None:
-    """"0:0,1:0,2:1,3:2,4:3,5:3" -> {0: 0, 1: 0, ...}; None keeps grades as they are."""
+    """ "0:0,1:0,2:1,3:2,4:3,5:3" -> {0: 0, 1: 0, ...}; None keeps grades as they are."""
     if not text:
         return None
     mapping = {}

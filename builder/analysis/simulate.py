@@ -2,6 +2,7 @@
 arms = its sub-questions, each arm's documents = the question's candidates in rerank order; a policy
 observes pairs one at a time up to a budget (a share of N x K). Precision, recall and alpha-nDCG@10 at
 each budget, macro-averaged over questions, mean and 95% interval over seeded runs."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -37,7 +38,8 @@ def load_instances(release: Path, split: str = "train", limit: int | None = None
     if not files:
         raise FileNotFoundError(f"{release}: no {split} judgments under data/judgments/")
     table = ds.dataset(files, format="parquet").to_table(
-        columns=["qid", "subq_id", "docid", "level", "rerank_rank", "bm25_rank"])
+        columns=["qid", "subq_id", "docid", "level", "rerank_rank", "bm25_rank"]
+    )
     subqs = pq.read_table(sorted((release / "data" / "subquestions").glob(f"{split}-*.parquet")))
     header_of = dict(zip(subqs["subq_id"].to_pylist(), subqs["header"].to_pylist()))
     depth_of = dict(zip(subqs["subq_id"].to_pylist(), subqs["depth"].to_pylist()))
@@ -50,7 +52,10 @@ def load_instances(release: Path, split: str = "train", limit: int | None = None
             key = (r["rerank_rank"] or 10**9, r["bm25_rank"] or 10**9, r["docid"])
             order[r["docid"]] = min(order.get(r["docid"], key), key)
         docs = sorted(order, key=order.get)
-        arms = sorted({r["subq_id"] for r in rows}, key=lambda s: (s.rsplit("-", 1)[0], int(s.rsplit("-", 1)[1]) if s.rsplit("-", 1)[1].isdigit() else 0))
+        arms = sorted(
+            {r["subq_id"] for r in rows},
+            key=lambda s: (s.rsplit("-", 1)[0], int(s.rsplit("-", 1)[1]) if s.rsplit("-", 1)[1].isdigit() else 0),
+        )
         levels = np.full((len(arms), len(docs)), -1, dtype=np.int16)
         arm_index, doc_index = {a: i for i, a in enumerate(arms)}, {d: j for j, d in enumerate(docs)}
         for r in rows:
@@ -64,16 +69,25 @@ def load_instances(release: Path, split: str = "train", limit: int | None = None
     return instances
 
 
-def trajectory(instance: Instance, policy: str, seed: int, threshold: int, steps: int, hierarchical: bool = False,
-               embedding: Callable[[str], np.ndarray] | None = None, k: int = 3) -> list[tuple[int, int]]:
+def trajectory(
+    instance: Instance,
+    policy: str,
+    seed: int,
+    threshold: int,
+    steps: int,
+    hierarchical: bool = False,
+    embedding: Callable[[str], np.ndarray] | None = None,
+    k: int = 3,
+) -> list[tuple[int, int]]:
     """The (arm index, doc index) pairs a policy observes, in order, for at most `steps` steps."""
     rel = instance.relevant(threshold)
     graded = np.clip(instance.levels, 0, None) / MAX_LEVEL
     arm_index = {a: i for i, a in enumerate(instance.arms)}
     hierarchy = Hierarchy(instance.children) if hierarchical and instance.children else None
     embed = (lambda arm, rank: embedding(instance.docs[rank - 1])) if embedding else None
-    bandit = Bandit(policy, {a: len(instance.docs) for a in instance.arms}, seed, k=k, hierarchy=hierarchy,
-                    embedding=embed)
+    bandit = Bandit(
+        policy, {a: len(instance.docs) for a in instance.arms}, seed, k=k, hierarchy=hierarchy, embedding=embed
+    )
     path = []
     for _ in range(steps):
         choice = bandit.choose()
@@ -82,7 +96,7 @@ def trajectory(instance: Instance, policy: str, seed: int, threshold: int, steps
         arm, rank = choice
         i, j = arm_index[arm], rank - 1
         signal = graded[i, j] if policy == "gaussian" else rel[i, j]
-        bandit.observe(arm, rank, float(signal), window=list(rel[i, j:j + k]))
+        bandit.observe(arm, rank, float(signal), window=list(rel[i, j : j + k]))
         path.append((i, j))
     return path
 
@@ -92,14 +106,28 @@ def metrics_at(instance: Instance, path: Sequence[tuple[int, int]], threshold: i
     hits = sum(rel[i, j] for i, j in path)
     total = rel.sum()
     ranking = list(dict.fromkeys(instance.docs[j] for _, j in path))
-    aspects = {instance.docs[j]: {instance.arms[i] for i in np.flatnonzero(rel[:, j])} for j in range(len(instance.docs))}
+    aspects = {
+        instance.docs[j]: {instance.arms[i] for i in np.flatnonzero(rel[:, j])} for j in range(len(instance.docs))
+    }
     aspects = {d: a for d, a in aspects.items() if a}
-    return {"precision": hits / len(path) if path else 0.0, "recall": hits / total if total else None,
-            "alpha_ndcg@10": alpha_ndcg(ranking, aspects, 0.5, 10)}
+    return {
+        "precision": hits / len(path) if path else 0.0,
+        "recall": hits / total if total else None,
+        "alpha_ndcg@10": alpha_ndcg(ranking, aspects, 0.5, 10),
+    }
 
 
-def simulate(instances: Sequence[Instance], policies: Sequence[str], budgets: Sequence[float], runs: int,
-             threshold: int = 4, hierarchical: bool = False, embedding=None, seed: int = 0, progress=None) -> dict:
+def simulate(
+    instances: Sequence[Instance],
+    policies: Sequence[str],
+    budgets: Sequence[float],
+    runs: int,
+    threshold: int = 4,
+    hierarchical: bool = False,
+    embedding=None,
+    seed: int = 0,
+    progress=None,
+) -> dict:
     """policy -> budget -> metric -> {"mean", "low", "high"} over runs (each run macro-averages questions)."""
     results: dict = {}
     for policy in policies:
@@ -111,8 +139,15 @@ def simulate(instances: Sequence[Instance], policies: Sequence[str], budgets: Se
                 if size == 0:
                     continue
                 steps = {b: max(1, int(round(b * size))) for b in budgets}
-                path = trajectory(instance, policy, seed + 1_000_003 * run + q, threshold, max(steps.values()),
-                                  hierarchical, embedding if policy in NEEDS_EMBEDDINGS else None)
+                path = trajectory(
+                    instance,
+                    policy,
+                    seed + 1_000_003 * run + q,
+                    threshold,
+                    max(steps.values()),
+                    hierarchical,
+                    embedding if policy in NEEDS_EMBEDDINGS else None,
+                )
                 for b in budgets:
                     for metric, value in metrics_at(instance, path[: steps[b]], threshold).items():
                         if value is not None:
@@ -142,10 +177,15 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
     for n, (policy, by_budget) in enumerate(results.items()):
         budgets = sorted(by_budget)
         means = [by_budget[b][metric]["mean"] for b in budgets]
-        ax.plot([b * 100 for b in budgets], means, marker="o", markersize=3, label=policy,
-                linestyle="-" if n < 10 else "--")  # the colour cycle has 10 colours
-        ax.fill_between([b * 100 for b in budgets], [by_budget[b][metric]["low"] for b in budgets],
-                        [by_budget[b][metric]["high"] for b in budgets], alpha=0.15)
+        ax.plot(
+            [b * 100 for b in budgets], means, marker="o", markersize=3, label=policy, linestyle="-" if n < 10 else "--"
+        )  # the colour cycle has 10 colours
+        ax.fill_between(
+            [b * 100 for b in budgets],
+            [by_budget[b][metric]["low"] for b in budgets],
+            [by_budget[b][metric]["high"] for b in budgets],
+            alpha=0.15,
+        )
     ax.set_xlabel("budget (% of sub-question x document pairs judged)")
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} over budget (cf. Petcu et al., arXiv:2510.18633, Figure 4)")

@@ -3,6 +3,7 @@
 Written exactly as the stages write them (question folders and judgment shards with completion
 records), vectorised so that 24.3M rows take seconds of Python, not minutes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,13 @@ def judge_columns(level_code: np.ndarray, mode: str, rng: np.random.Generator) -
     n, none = len(level_code), level_code == 6
     levels = pa.array(np.where(none, 0, level_code).astype(np.int8), mask=none)
     raw = pa.array(["0", "1", "2", "3", "4", "5", "I cannot rate this."]).take(pa.array(level_code))
-    columns = {"level": levels, "raw": raw, "status": pa.array(np.where(none, "no_digit", "ok")),
-               "probs": pa.nulls(n, pa.list_(pa.float32())), "expected": pa.nulls(n, pa.float32())}
+    columns = {
+        "level": levels,
+        "raw": raw,
+        "status": pa.array(np.where(none, "no_digit", "ok")),
+        "probs": pa.nulls(n, pa.list_(pa.float32())),
+        "expected": pa.nulls(n, pa.float32()),
+    }
     if mode != "distribution":
         return columns
     probs = rng.random((n, 6)).astype(np.float32)
@@ -58,16 +64,26 @@ def judge_columns(level_code: np.ndarray, mode: str, rng: np.random.Generator) -
     expected = (probs.astype(np.float64) * np.arange(6)).sum(axis=1).astype(np.float32)
     offsets = pa.array(np.arange(0, 6 * n + 1, 6, dtype=np.int32))
     columns.update(
-        raw=pa.array(np.where(none, "RuntimeError: synthetic engine failure", np.char.mod("%d", level_code).astype(object))),
+        raw=pa.array(
+            np.where(none, "RuntimeError: synthetic engine failure", np.char.mod("%d", level_code).astype(object))
+        ),
         status=pa.array(np.where(none, "engine_error", "ok")),
         probs=pa.ListArray.from_arrays(offsets, pa.array(probs.ravel()), mask=pa.array(none)),
-        expected=pa.array(expected, mask=none))
+        expected=pa.array(expected, mask=none),
+    )
     return columns
 
 
-def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int = PAPER_JUDGMENTS,
-               test_share: float = 0.0, shards: int = 4, seed: int = 0, unparsed_share: float | None = None,
-               profile: str | Profile = "paper") -> dict:
+def synthesize(
+    out: Path,
+    subquestions: int = PAPER_SUBQUESTIONS,
+    judgments: int = PAPER_JUDGMENTS,
+    test_share: float = 0.0,
+    shards: int = 4,
+    seed: int = 0,
+    unparsed_share: float | None = None,
+    profile: str | Profile = "paper",
+) -> dict:
     """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts.
     The judgment shards' completion records carry `profile`'s config hash, as if judged under it; levels, raw
     and probabilities are written as its judge mode writes them, sources by its pool rule."""
@@ -82,7 +98,9 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
     subq_ids = pa.array([f"{qids[q]}-{k}" for q, k in zip(q_of_subq, k_of_subq)])
     doc_offsets = np.cumsum(cand_per_q) - cand_per_q
     n_docs = int(cand_per_q.sum())
-    docids = pa.array([f"clueweb22-en{i // 1_000_000:04d}-{(i // 10_000) % 100:02d}-{i % 10_000:05d}" for i in range(n_docs)])
+    docids = pa.array(
+        [f"clueweb22-en{i // 1_000_000:04d}-{(i // 10_000) % 100:02d}-{i % 10_000:05d}" for i in range(n_docs)]
+    )
     url_hashes = pa.array([hashlib.md5(str(i).encode()).hexdigest().upper() for i in range(n_docs)])
 
     folders = {"questions": {}, "judgments": out / "judgments"}
@@ -90,24 +108,41 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
         mask = splits == split
         folder = out / "questions" / split
         folder.mkdir(parents=True, exist_ok=True)
-        clicked = [[{"url_hash": url_hashes[int(doc_offsets[q])].as_py(), "url": None, "click_share": 1.0}]
-                   for q in np.flatnonzero(mask)]
-        questions = pa.table({"qid": qids[mask].tolist(), "question": [f"question {q}" for q in qids[mask]],
-                              "split": [split] * int(mask.sum()), "clicked": clicked})
+        clicked = [
+            [{"url_hash": url_hashes[int(doc_offsets[q])].as_py(), "url": None, "click_share": 1.0}]
+            for q in np.flatnonzero(mask)
+        ]
+        questions = pa.table(
+            {
+                "qid": qids[mask].tolist(),
+                "question": [f"question {q}" for q in qids[mask]],
+                "split": [split] * int(mask.sum()),
+                "clicked": clicked,
+            }
+        )
         pq.write_table(conform(questions, "questions"), folder / "questions.parquet")
         subq_mask = mask[q_of_subq]
-        pq.write_table(pa.table({"subq_id": subq_ids.filter(pa.array(subq_mask)),
-                                 "qid": pa.array(qids[q_of_subq[subq_mask]].tolist()),
-                                 "text": pa.array(["sub-question?"] * int(subq_mask.sum())),
-                                 "header": pa.nulls(int(subq_mask.sum()), pa.string()),
-                                 "depth": pa.array(np.full(int(subq_mask.sum()), 2, np.int8))},
-                                schema=arrow_schema("subquestions")), folder / "subquestions.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "subq_id": subq_ids.filter(pa.array(subq_mask)),
+                    "qid": pa.array(qids[q_of_subq[subq_mask]].tolist()),
+                    "text": pa.array(["sub-question?"] * int(subq_mask.sum())),
+                    "header": pa.nulls(int(subq_mask.sum()), pa.string()),
+                    "depth": pa.array(np.full(int(subq_mask.sum()), 2, np.int8)),
+                },
+                schema=arrow_schema("subquestions"),
+            ),
+            folder / "subquestions.parquet",
+        )
         folders["questions"][split] = folder
 
     # Every (sub-question, candidate of its question) pair, trimmed to the exact total.
     subq_of_pair = np.repeat(np.arange(len(q_of_subq)), cand_per_q[q_of_subq])[:judgments]
-    rank_in_q = (np.arange(len(subq_of_pair)) - np.repeat(np.cumsum(cand_per_q[q_of_subq]) - cand_per_q[q_of_subq],
-                                                          cand_per_q[q_of_subq])[:judgments])
+    rank_in_q = (
+        np.arange(len(subq_of_pair))
+        - np.repeat(np.cumsum(cand_per_q[q_of_subq]) - cand_per_q[q_of_subq], cand_per_q[q_of_subq])[:judgments]
+    )
     question_of_pair = q_of_subq[subq_of_pair]
     doc_of_pair = doc_offsets[question_of_pair] + rank_in_q
     weights = np.array([TABLE1[k] for k in (0, 1, 2, 3, 4, 5, None)], dtype=float)
@@ -131,20 +166,34 @@ def synthesize(out: Path, subquestions: int = PAPER_SUBQUESTIONS, judgments: int
                 # a candidate past BM25's top 20 was admitted by the reranker's top 20
                 rerank_rank = pa.array(np.where((rank > 20) & (rerank > 20), rerank - 20, rerank).astype(np.int32))
                 clicked = pa.array(rank == 1)
-                writer.write_table(pa.table({
-                    "subq_id": subq_ids.take(pa.array(subq_of_pair[start:stop])),
-                    "qid": pa.array(qids, type=pa.string()).take(pa.array(question_of_pair[start:stop])),
-                    "docid": docids.take(idx), "url_hash": url_hashes.take(idx),
-                    **{name: column[start:stop] for name, column in judged.items()},
-                    "bm25_rank": bm25_rank, "rerank_rank": rerank_rank, "clicked": clicked,
-                    "source": admitted_by(bm25_rank, rerank_rank, clicked, profile.pool),
-                    "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
-                    "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
-                }, schema=arrow_schema("judgments")), row_group_size=ROW_GROUP_ROWS)
+                writer.write_table(
+                    pa.table(
+                        {
+                            "subq_id": subq_ids.take(pa.array(subq_of_pair[start:stop])),
+                            "qid": pa.array(qids, type=pa.string()).take(pa.array(question_of_pair[start:stop])),
+                            "docid": docids.take(idx),
+                            "url_hash": url_hashes.take(idx),
+                            **{name: column[start:stop] for name, column in judged.items()},
+                            "bm25_rank": bm25_rank,
+                            "rerank_rank": rerank_rank,
+                            "clicked": clicked,
+                            "source": admitted_by(bm25_rank, rerank_rank, clicked, profile.pool),
+                            "context_cut_by_tokens": pa.array(np.zeros(stop - start, dtype=bool)),
+                            "extract_verbatim": pa.nulls(stop - start, pa.bool_()),
+                        },
+                        schema=arrow_schema("judgments"),
+                    ),
+                    row_group_size=ROW_GROUP_ROWS,
+                )
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
-    return {"questions": folders["questions"], "judgments": folders["judgments"], "levels": counts,
-            "judgments_total": len(subq_of_pair), "subquestions": len(q_of_subq)}
+    return {
+        "questions": folders["questions"],
+        "judgments": folders["judgments"],
+        "levels": counts,
+        "judgments_total": len(subq_of_pair),
+        "subquestions": len(q_of_subq),
+    }
 
 
 def zipf_vocabulary(size: int, rng: np.random.Generator) -> np.ndarray:
@@ -155,13 +204,16 @@ def zipf_vocabulary(size: int, rng: np.random.Generator) -> np.ndarray:
     codes = rng.integers(0, len(letters), lengths.sum())
     flat = letters[codes].tobytes().decode()
     ends = np.cumsum(lengths)
-    words = np.array([f"{flat[e - n:e]}{i:x}" if i >= 2000 else flat[e - n:e] for i, (e, n) in
-                      enumerate(zip(ends, lengths))], dtype=object)  # a hex tail keeps rare words distinct
+    words = np.array(
+        [f"{flat[e - n : e]}{i:x}" if i >= 2000 else flat[e - n : e] for i, (e, n) in enumerate(zip(ends, lengths))],
+        dtype=object,
+    )  # a hex tail keeps rare words distinct
     return words[np.argsort(lengths, kind="stable")]
 
 
-def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median_words: int = 600, seed: int = 0,
-                        vocabulary: int = 200_000) -> list[Path]:
+def write_clueweb22_txt(
+    root: Path, documents: int, per_file: int = 4000, median_words: int = 600, seed: int = 0, vocabulary: int = 200_000
+) -> list[Path]:
     """A ClueWeb22 txt tree as the corpus is published, e.g. txt/en/en00/en0000/en0000-00.json.gz, written under
     `root`: one JSON record per document ({"URL" (ending in a newline), "URL-hash" (its MD5, upper-case hex),
     "Language", "ClueWeb22-ID", "Clean-Text"}), each record its own gzip member, and beside each file an .offset file
@@ -180,11 +232,15 @@ def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median
         folder = Path(root) / "txt" / "en" / stream[:4] / stream
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{stream}-{sub:02d}.json.gz"
-        records = (clueweb22_record(f"https://site{i % 9973}.example.org/page/{i}",
-                                    f"clueweb22-{stream}-{sub:02d}-{i - start:05d}",
-                                    "\n".join(" ".join(tokens[k:k + 12]) for k in range(0, len(tokens), 12)))
-                   for i in range(start, min(start + per_file, documents))
-                   for tokens in (vocab[np.searchsorted(cdf, rng.random(words[i]))],))
+        records = (
+            clueweb22_record(
+                f"https://site{i % 9973}.example.org/page/{i}",
+                f"clueweb22-{stream}-{sub:02d}-{i - start:05d}",
+                "\n".join(" ".join(tokens[k : k + 12]) for k in range(0, len(tokens), 12)),
+            )
+            for i in range(start, min(start + per_file, documents))
+            for tokens in (vocab[np.searchsorted(cdf, rng.random(words[i]))],)
+        )
         write_clueweb22_file(path, records)
         files.append(path)
     return files
@@ -192,8 +248,13 @@ def write_clueweb22_txt(root: Path, documents: int, per_file: int = 4000, median
 
 def clueweb22_record(url: str, docid: str, text: str, url_hash: str | None = None) -> dict:
     """A ClueWeb22 txt record: "URL" ends in a newline, "URL-hash" is the URL's MD5 in upper-case hex unless given."""
-    return {"URL": url + "\n", "URL-hash": url_hash or hashlib.md5(url.encode()).hexdigest().upper(), "Language": "en",
-            "ClueWeb22-ID": docid, "Clean-Text": text}
+    return {
+        "URL": url + "\n",
+        "URL-hash": url_hash or hashlib.md5(url.encode()).hexdigest().upper(),
+        "Language": "en",
+        "ClueWeb22-ID": docid,
+        "Clean-Text": text,
+    }
 
 
 def write_clueweb22_file(path: Path, records, offsets: bool = True) -> None:

@@ -1,5 +1,6 @@
 """Analysis commands of `researchy-subq`: agreement, simulate, evaluate. Arguments are checked before any
 work: an empty selection, a budget or alpha outside (0, 1], a cut-off of 0 are usage errors, not numbers."""
+
 from __future__ import annotations
 
 import json
@@ -28,15 +29,18 @@ app = new_app("Analysis commands: agreement, simulate, evaluate.")
 
 @app.command()
 def agreement(
-    judgments: Path = typer.Option(..., "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file"),
+    judgments: Path = typer.Option(
+        ..., "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file"
+    ),
     against: Path = typer.Option(..., "--against", help="labels B: the same kinds"),
     map_a: str | None = typer.Option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3"),
     map_b: str | None = typer.Option(None, help="scale mapping for B"),
     binary_at: int | None = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
     runs: Path | None = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
     resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)"),
-    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`build-release --agreement` reads "
-                                            "the file)"),
+    json_out: Path | None = typer.Option(
+        None, "--json", help=JSON_HELP + " (`build-release --agreement` reads the file)"
+    ),
 ) -> None:
     """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
     from builder.analysis.agreement import agreement as measure
@@ -70,8 +74,9 @@ def parse_list(text: str, option: str, kind=str) -> list:
     try:
         values = [kind(x) for x in items]
     except ValueError:
-        raise typer.BadParameter(f"expected comma-separated {kind.__name__} values, got {text!r}",
-                                 param_hint=option) from None
+        raise typer.BadParameter(
+            f"expected comma-separated {kind.__name__} values, got {text!r}", param_hint=option
+        ) from None
     if len(set(values)) != len(values):
         raise typer.BadParameter(f"a value is listed twice in {text!r}", param_hint=option)
     return values
@@ -88,18 +93,22 @@ def parse_policies(text: str) -> list[str]:
     chosen, known = parse_list(text, "--policies"), policy_names()
     unknown = [p for p in chosen if p not in known]
     if unknown:
-        raise typer.BadParameter(f"unknown policies {', '.join(unknown)}; known: {', '.join(known)}",
-                                 param_hint="--policies")
+        raise typer.BadParameter(
+            f"unknown policies {', '.join(unknown)}; known: {', '.join(known)}", param_hint="--policies"
+        )
     return chosen
 
 
 @app.command()
 def simulate(
     release: Path = RELEASE,
-    policies: str = typer.Option(",".join(p for p in policy_names() if p not in NEEDS_EMBEDDINGS),
-                                 help=f"comma-separated, of: {', '.join(policy_names())} (the last three need --index)"),
-    budgets: str = typer.Option("0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0",
-                                help="comma-separated shares of the pairs, each in (0, 1]"),
+    policies: str = typer.Option(
+        ",".join(p for p in policy_names() if p not in NEEDS_EMBEDDINGS),
+        help=f"comma-separated, of: {', '.join(policy_names())} (the last three need --index)",
+    ),
+    budgets: str = typer.Option(
+        "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0", help="comma-separated shares of the pairs, each in (0, 1]"
+    ),
     repeats: int = typer.Option(20, min=1, help="seeded repeats per policy and budget"),
     threshold: int = typer.Option(4, min=0, max=5, help="relevant = level >= threshold"),
     split: str = typer.Option("train", help="the release split to simulate on"),
@@ -127,20 +136,35 @@ def simulate(
     embedding = None
     if any(p in NEEDS_EMBEDDINGS for p in chosen):
         if index is None:
-            fail(f"policies {', '.join(sorted(set(chosen) & NEEDS_EMBEDDINGS))} need --index (document texts for "
-                 "embeddings)")
+            fail(
+                f"policies {', '.join(sorted(set(chosen) & NEEDS_EMBEDDINGS))} need --index (document texts for "
+                "embeddings)"
+            )
         embedding = document_embeddings(index, {d for i in instances for d in i.docs})
     with counter("simulating", total=len(chosen) * repeats, unit="runs") as advance:
-        results = run_simulation(instances, chosen, shares, repeats, threshold, hierarchical, embedding, progress=advance)
+        results = run_simulation(
+            instances, chosen, shares, repeats, threshold, hierarchical, embedding, progress=advance
+        )
     by_policy = {p: {str(b): v for b, v in r.items()} for p, r in results.items()}
-    if not emit_json({"release": str(release), "split": split, "questions": len(instances), "repeats": repeats,
-                      "threshold": threshold, "hierarchical": hierarchical, "policies": by_policy}, json_out):
+    if not emit_json(
+        {
+            "release": str(release),
+            "split": split,
+            "questions": len(instances),
+            "repeats": repeats,
+            "threshold": threshold,
+            "hierarchical": hierarchical,
+            "policies": by_policy,
+        },
+        json_out,
+    ):
         print_simulation(results, len(instances), repeats, threshold)
     if out:
         out.mkdir(parents=True, exist_ok=True)
         (out / "simulation.json").write_text(json.dumps(by_policy, indent=1))
-        console.print(f"-> {out / 'simulation.json'}, {plot(results, out / 'simulation.png')}", highlight=False,
-                      markup=False)
+        console.print(
+            f"-> {out / 'simulation.json'}, {plot(results, out / 'simulation.png')}", highlight=False, markup=False
+        )
 
 
 def parse_metrics(text: str) -> list[str]:
@@ -149,10 +173,15 @@ def parse_metrics(text: str) -> list[str]:
     for name in metrics:
         metric, _, rest = name.partition("@")
         depth, _, alpha = rest.partition(":")
-        if metric not in {"alpha-ndcg", "ndcg"} or (metric == "ndcg" and alpha) or not depth.isdigit() \
-                or int(depth) < 1:
-            raise typer.BadParameter(f"{name!r}: expected alpha-ndcg@K, alpha-ndcg@K:ALPHA or ndcg@K with K >= 1",
-                                     param_hint="--metrics")
+        if (
+            metric not in {"alpha-ndcg", "ndcg"}
+            or (metric == "ndcg" and alpha)
+            or not depth.isdigit()
+            or int(depth) < 1
+        ):
+            raise typer.BadParameter(
+                f"{name!r}: expected alpha-ndcg@K, alpha-ndcg@K:ALPHA or ndcg@K with K >= 1", param_hint="--metrics"
+            )
         if alpha:
             try:
                 value = float(alpha)
@@ -166,9 +195,10 @@ def parse_metrics(text: str) -> list[str]:
 def evaluate(
     release: Path = RELEASE,
     run: Path = typer.Option(..., "--run", help="TREC run file whose query ids are question ids"),
-    metrics: str = typer.Option("alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
-                                help="comma-separated alpha-ndcg@K, alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], "
-                                     "default 0.5) or ndcg@K"),
+    metrics: str = typer.Option(
+        "alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
+        help="comma-separated alpha-ndcg@K, alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], default 0.5) or ndcg@K",
+    ),
     threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
     split: str | None = typer.Option(None, help="average over this split's questions only (default: all)"),
     json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
@@ -188,15 +218,22 @@ def evaluate(
         results = evaluate_run(ranking, release, names, threshold, split)
     except (ValueError, OSError) as e:
         fail(str(e))
-    if emit_json({"release": str(release), "run": str(run), "threshold": threshold, "split": split, **results},
-                 json_out):
+    if emit_json(
+        {"release": str(release), "run": str(run), "threshold": threshold, "split": split, **results}, json_out
+    ):
         return
     for name, result in results["metrics"].items():
-        results_console.print(f"{name}: {result['mean']:.4f} over {result['queries']:,} questions "
-                              f"({result['in_run']:,} in the run)", highlight=False, markup=False)
+        results_console.print(
+            f"{name}: {result['mean']:.4f} over {result['queries']:,} questions ({result['in_run']:,} in the run)",
+            highlight=False,
+            markup=False,
+        )
     if results["ignored_run_queries"]:
-        console.print(f"{results['ignored_run_queries']:,} run query ids are no question of the release: ignored",
-                      highlight=False, markup=False)
+        console.print(
+            f"{results['ignored_run_queries']:,} run query ids are no question of the release: ignored",
+            highlight=False,
+            markup=False,
+        )
 
 
 guard_commands(app)

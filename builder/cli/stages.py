@@ -3,6 +3,7 @@
 stage's declaration, once; `questions`, `corpus` and `index` keep their own shapes (raw inputs, no profile or no
 shards); the judge's own options are builder/cli/judge.py's. `stages` prints the pipeline's table and `slurm` writes
 the sbatch array of any sharded stage."""
+
 from __future__ import annotations
 
 import inspect
@@ -40,8 +41,10 @@ from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
 
-app = new_app("Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "
-              "stages, slurm.")
+app = new_app(
+    "Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "
+    "stages, slurm."
+)
 
 
 def report_skipped(summary: StageSummary) -> None:
@@ -51,15 +54,18 @@ def report_skipped(summary: StageSummary) -> None:
 
 def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
     """A stage's run on one shard with a progress bar, and the skipped-shard notice."""
-    summary = run_stage(label or f"{stage.name} shard {shard.label}", stage.unit,
-                        lambda advance: stage.run(shard, progress=advance))
+    summary = run_stage(
+        label or f"{stage.name} shard {shard.label}", stage.unit, lambda advance: stage.run(shard, progress=advance)
+    )
     report_skipped(summary)
     return summary
 
 
 @app.command()
 def questions(
-    input: list[Path] = typer.Option(..., "--input", help="Researchy records: .jsonl, .jsonl.gz or .parquet (repeatable)"),
+    input: list[Path] = typer.Option(
+        ..., "--input", help="Researchy records: .jsonl, .jsonl.gz or .parquet (repeatable)"
+    ),
     out: Path = typer.Option(..., "--out", help="folder for questions.parquet and subquestions.parquet"),
     split: str = typer.Option("train", help="split name stored with each question"),
     decomposition: Decomposition = typer.Option(Decomposition.subquestions, help="which sub-questions to keep"),
@@ -83,9 +89,12 @@ def questions(
 
 @app.command()
 def corpus(
-    input: list[Path] = typer.Option(..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"),
+    input: list[Path] = typer.Option(
+        ..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"
+    ),
     out: Path = typer.Option(..., "--out", help="folder for the corpus shards and the url-hash map"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+    shard: int = SHARD,
+    num_shards: int = NUM_SHARDS,
     rejects: Path | None = typer.Option(None, help="write each rejected line here, with its reason"),
 ) -> None:
     """Read ClueWeb22 txt records or JSONL into corpus shards and a URL-hash -> docid map."""
@@ -121,21 +130,36 @@ def input_option(stage_class: type[Stage], name: str):
     return typer.Option(..., f"--{name}", help=given.help)
 
 
-def stage_command(stage_class: type[Stage], options: dict[str, tuple[type, object]],
-                  make: Callable[..., Stage] | None = None, before: Callable[[object], None] | None = None) -> None:
+def stage_command(
+    stage_class: type[Stage],
+    options: dict[str, tuple[type, object]],
+    make: Callable[..., Stage] | None = None,
+    before: Callable[[object], None] | None = None,
+) -> None:
     """Registers the command `stage_class.name`: --profile, a --FOLDER option per input the stage reads (its help
     from the declaration), --out, the stage's own `options`, --shard and --num-shards. `make` builds the stage from
     the parsed values when the constructor alone does not; `before` warns or checks before the run."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("profile", keyword, default=PROFILE, annotation=str)]
-    params += [inspect.Parameter(given.option, keyword, annotation=Path, default=input_option(stage_class, given.option))
-               for given in stage_class.reads]
-    params.append(inspect.Parameter("out", keyword, annotation=Path, default=typer.Option(
-        ..., "--out", help=f"folder for the {stage_class.writes} shards")))
-    params += [inspect.Parameter(name, keyword, annotation=kind, default=default)
-               for name, (kind, default) in options.items()]
-    params += [inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
-               inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS)]
+    params += [
+        inspect.Parameter(given.option, keyword, annotation=Path, default=input_option(stage_class, given.option))
+        for given in stage_class.reads
+    ]
+    params.append(
+        inspect.Parameter(
+            "out",
+            keyword,
+            annotation=Path,
+            default=typer.Option(..., "--out", help=f"folder for the {stage_class.writes} shards"),
+        )
+    )
+    params += [
+        inspect.Parameter(name, keyword, annotation=kind, default=default) for name, (kind, default) in options.items()
+    ]
+    params += [
+        inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
+        inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
+    ]
 
     def command(**values) -> None:
         profile = profile_of(values.pop("profile"))
@@ -158,8 +182,10 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-stage_command(REGISTRY["retrieve"], {"threads": (int | None, typer.Option(
-    None, min=1, help="search threads (default: the profile's)"))})
+stage_command(
+    REGISTRY["retrieve"],
+    {"threads": (int | None, typer.Option(None, min=1, help="search threads (default: the profile's)"))},
+)
 stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
 stage_command(REGISTRY["pool"], {})
 stage_command(REGISTRY["judge"], JUDGE_OPTIONS, make=make_judge_stage)
@@ -174,14 +200,19 @@ def plan(
     index: Path = input_option(REGISTRY["judge"], "index"),
     sample: int = typer.Option(200, min=1, help="pairs whose prompts are tokenized"),
     tokenizer: str | None = typer.Option(None, help="tokenizer to measure with (default: the judge model's)"),
-    utilisation: float | None = typer.Option(None, help="share of peak, in (0, 1], for every row instead of the "
-                                                "calibration's measured figures"),
-    calibration: Path | None = typer.Option(None, help="scripts/bench_gpu.py's calibration file (default: the "
-                                               "bundled reference, measured on an H100)"),
+    utilisation: float | None = typer.Option(
+        None, help="share of peak, in (0, 1], for every row instead of the calibration's measured figures"
+    ),
+    calibration: Path | None = typer.Option(
+        None, help="scripts/bench_gpu.py's calibration file (default: the bundled reference, measured on an H100)"
+    ),
     rerank_tokens: float = typer.Option(2800, min=1, help="reranker tokens per document assumed for the rerank rows"),
-    tokens_per_word: float | None = typer.Option(None, help="judge tokens per word of web text assumed for the "
-                                                    "paper-scale row (default: 2900/2048, about 2,900 Llama-3 tokens "
-                                                    "for 2,048 words of ClueWeb22 text)"),
+    tokens_per_word: float | None = typer.Option(
+        None,
+        help="judge tokens per word of web text assumed for the "
+        "paper-scale row (default: 2900/2048, about 2,900 Llama-3 tokens "
+        "for 2,048 words of ClueWeb22 text)",
+    ),
     json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
@@ -196,11 +227,24 @@ def plan(
         costing, stand_ins = costing_for(config, calibration, utilisation)
     except CalibrationError as e:
         fail(str(e))
-    result = run_stage("measuring prompts", "pairs", lambda advance: measure(
-        config, subquestions, candidates, index, sample, tokenizer, tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD))
+    result = run_stage(
+        "measuring prompts",
+        "pairs",
+        lambda advance: measure(
+            config,
+            subquestions,
+            candidates,
+            index,
+            sample,
+            tokenizer,
+            tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD,
+        ),
+    )
     table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
-    planned = {**plan_json(result, costing, config, config.rerank.depth, rerank_tokens),
-               "inputs": {"subquestions": str(subquestions), "candidates": str(candidates), "index": str(index)}}
+    planned = {
+        **plan_json(result, costing, config, config.rerank.depth, rerank_tokens),
+        "inputs": {"subquestions": str(subquestions), "candidates": str(candidates), "index": str(index)},
+    }
     planned["notes"] = stand_ins + planned["notes"]
     if emit_json(planned, json_out):
         return
@@ -210,9 +254,12 @@ def plan(
 
 
 @app.command()
-def profiles(name: str | None = typer.Argument(None, help="a bundled profile name or a YAML path"),
-             reference: bool = typer.Option(False, "--reference", help="print every key a profile may hold, with "
-                                            "its type, default and meaning (Markdown)")) -> None:
+def profiles(
+    name: str | None = typer.Argument(None, help="a bundled profile name or a YAML path"),
+    reference: bool = typer.Option(
+        False, "--reference", help="print every key a profile may hold, with its type, default and meaning (Markdown)"
+    ),
+) -> None:
     """List the bundled profiles, or validate one and print its file as it is (`profiles paper > mine.yaml`, edit,
     then `--profile mine.yaml`)."""
     from builder.cli.reports import print_profile, print_reference
@@ -237,15 +284,20 @@ def slurm(
     stage: str = typer.Argument(..., help=f"a sharded stage: {', '.join(s.name for s in PIPELINE if s.sharded)}"),
     num_shards: int = typer.Option(..., "--num-shards", min=1, help="how many shards, so how many array tasks"),
     time: str | None = typer.Option(None, help="wall time per task, HH:MM:SS (or give --gpu-hours)"),
-    gpu_hours: float | None = typer.Option(None, help="the stage's total GPU-hours (`plan` prints them): each "
-                                                         "task gets its share, plus a margin"),
-    from_plan: Path | None = typer.Option(None, help="judge: the GPU-hours from `plan --json FILE` for the same "
-                                                        "profile and folders, at the profile's precision"),
+    gpu_hours: float | None = typer.Option(
+        None, help="the stage's total GPU-hours (`plan` prints them): each task gets its share, plus a margin"
+    ),
+    from_plan: Path | None = typer.Option(
+        None,
+        help="judge: the GPU-hours from `plan --json FILE` for the same "
+        "profile and folders, at the profile's precision",
+    ),
     gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
     venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
     write: Path | None = typer.Option(None, help="write the sbatch file here instead of printing it"),
-    arguments: list[str] = typer.Argument(None, help="the stage's own options after `--`, e.g. -- --profile paper "
-                                                     "--subquestions ... --out ..."),
+    arguments: list[str] = typer.Argument(
+        None, help="the stage's own options after `--`, e.g. -- --profile paper --subquestions ... --out ..."
+    ),
 ) -> None:
     """An sbatch array file for STAGE, one task per shard, from the same registry as the commands."""
     from generation.planning.slurm import SlurmError, sbatch_script
@@ -253,8 +305,16 @@ def slurm(
     try:
         if sum(x is not None for x in (time, gpu_hours, from_plan)) > 1:
             fail("give one of --time, --gpu-hours and --from-plan")
-        script = sbatch_script(stage, num_shards, list(arguments or []), time=time, gpu_hours=gpu_hours,
-                               gpus_per_task=gpus_per_task, venv=venv, from_plan=from_plan)
+        script = sbatch_script(
+            stage,
+            num_shards,
+            list(arguments or []),
+            time=time,
+            gpu_hours=gpu_hours,
+            gpus_per_task=gpus_per_task,
+            venv=venv,
+            from_plan=from_plan,
+        )
     except SlurmError as e:
         fail(str(e))
     if write is None:

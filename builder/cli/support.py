@@ -1,6 +1,7 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
 `say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
 never a traceback; help reads as English), argument checks, and `new_app`."""
+
 from __future__ import annotations
 
 import functools
@@ -34,8 +35,14 @@ DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an er
 
 def new_app(help: str) -> typer.Typer:
     """A Typer app as every command module makes it: -h, no rich markup (it eats `[low, high]`)."""
-    return typer.Typer(help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                       rich_markup_mode=None, context_settings=HELP)
+    return typer.Typer(
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings=HELP,
+    )
 
 
 def notice(message: str) -> None:
@@ -59,8 +66,20 @@ def warn_stand_in(role: str, model: str, what: str, real: str) -> None:
 
 # Errors that bad input, a bad folder or a missing model raise on purpose, each with a message naming the
 # file (and line): the guard prints the message alone.
-KNOWN_ERRORS = (InputError, ArgumentError, ShardError, ProfileError, JavaError, IndexBuildError, ModelNotAvailable,
-                OwnershipError, MissingDocument, NotAnIndex, ClusterError, BackendError)
+KNOWN_ERRORS = (
+    InputError,
+    ArgumentError,
+    ShardError,
+    ProfileError,
+    JavaError,
+    IndexBuildError,
+    ModelNotAvailable,
+    OwnershipError,
+    MissingDocument,
+    NotAnIndex,
+    ClusterError,
+    BackendError,
+)
 
 
 def error_line(error: BaseException) -> str:
@@ -83,12 +102,15 @@ def error_line(error: BaseException) -> str:
         return f"Hugging Face Hub: {str(error).splitlines()[0]}"
     if type(error).__name__ == "JavaException":  # pyjnius
         return f"Java: {str(error).splitlines()[0]}"
-    return f"internal error {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} " \
-           f"(please report it; {DEBUG_ENV}=1 shows the traceback)"
+    return (
+        f"internal error {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''} "
+        f"(please report it; {DEBUG_ENV}=1 shows the traceback)"
+    )
 
 
 def guarded(callback):
     """A command callback whose exceptions end in one error line (unless RESEARCHY_SUBQ_DEBUG=1)."""
+
     @functools.wraps(callback)
     def run(*args, **kwargs):
         try:
@@ -99,6 +121,7 @@ def guarded(callback):
             if os.environ.get(DEBUG_ENV) == "1":
                 raise
             fail(error_line(e))  # EOFError too: click would print only "Aborted!"
+
     return run
 
 
@@ -156,8 +179,11 @@ class PlainCommand(TyperCommand):
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
-        arguments = [(p.metavar or p.name.upper(), getattr(p, "help", None) or "") for p in params
-                     if p.param_type_name == "argument"]
+        arguments = [
+            (p.metavar or p.name.upper(), getattr(p, "help", None) or "")
+            for p in params
+            if p.param_type_name == "argument"
+        ]
         options = [record for p in params if p.param_type_name != "argument" and (record := p.get_help_record(ctx))]
         for title, rows in (("Arguments", arguments), ("Options", options)):
             if rows:
@@ -194,10 +220,16 @@ def check_writable_file(path: Path | None, option: str) -> None:
 
 # -- what more than one command module needs: the release argument, profiles, shards, a stage run with progress ----
 RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
-SHARD = typer.Option(0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank")
+SHARD = typer.Option(
+    0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank"
+)
 NUM_SHARDS = typer.Option(1, "--num-shards", min=1, help="how many shards the stage is cut into")
-PROFILE = typer.Option(..., "--profile", help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
-                                              "file (a .yaml path, or any path with a folder in it)")
+PROFILE = typer.Option(
+    ...,
+    "--profile",
+    help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
+    "file (a .yaml path, or any path with a folder in it)",
+)
 
 
 def existing_release(release: Path) -> Path:

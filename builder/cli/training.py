@@ -1,6 +1,7 @@
 """Training commands of `researchy-subq`: texts (the judged documents' texts from the user's own licensed copy) and
 training-files (what sentence-transformers, FlagEmbedding, BEIR and Tevatron read), both written locally, never into
 a release folder; train (the fine-tuning recipe over them, builder/training/recipe.py)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,29 +31,44 @@ app = new_app("Training commands: texts, training-files, train.")
 @app.command()
 def texts(
     release: Path = RELEASE,
-    copy: Path = typer.Option(..., "--from", help="your licensed copy: a ClueWeb22 folder (holding txt/, or txt/ "
-                              "itself; the tree ir_datasets' clueweb22 reads), or the kit's corpus Parquet "
-                              "(`researchy-subq corpus` output)"),
+    copy: Path = typer.Option(
+        ...,
+        "--from",
+        help="your licensed copy: a ClueWeb22 folder (holding txt/, or txt/ "
+        "itself; the tree ir_datasets' clueweb22 reads), or the kit's corpus Parquet "
+        "(`researchy-subq corpus` output)",
+    ),
     out: Path = typer.Option(..., "--out", help="where the texts go: a local folder outside any release"),
-    offsets: bool = typer.Option(True, help="read ClueWeb22 records through their .offset files when present "
-                                            "(--no-offsets: stream each file to its last judged record)"),
-    shard: int = SHARD, num_shards: int = NUM_SHARDS,
+    offsets: bool = typer.Option(
+        True,
+        help="read ClueWeb22 records through their .offset files when present "
+        "(--no-offsets: stream each file to its last judged record)",
+    ),
+    shard: int = SHARD,
+    num_shards: int = NUM_SHARDS,
 ) -> None:
     """Texts of the release's judged documents (corpus-ids) from your copy: as the judge saw them and whole; lists
     the documents the copy lacks. Sharded and resumable; refuses to write into a release folder."""
     from builder.training.texts import write_texts
 
     existing_release(release)
-    summary = run_stage("texts", "docs", lambda advance: write_texts(release, copy, out, shard_of(shard, num_shards),
-                                                                     offsets, progress=advance))
+    summary = run_stage(
+        "texts",
+        "docs",
+        lambda advance: write_texts(release, copy, out, shard_of(shard, num_shards), offsets, progress=advance),
+    )
     if summary.skipped:
         notice("shard already complete under this release and copy: skipped (delete its _done record to redo it)")
         return
     missing = sum(summary.missing.values())
     reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(summary.missing.items())) or "none"
-    results.print(f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} judged documents written, "
-                  f"{missing:,} missing ({reasons}) from {summary.files_opened:,} ClueWeb22 files -> "
-                  f"{summary.outputs[0]}; missing list {summary.outputs[1]}", highlight=False, markup=False)
+    results.print(
+        f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} judged documents written, "
+        f"{missing:,} missing ({reasons}) from {summary.files_opened:,} ClueWeb22 files -> "
+        f"{summary.outputs[0]}; missing list {summary.outputs[1]}",
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command(name="training-files")
@@ -62,17 +78,30 @@ def training_files(
     out: Path = typer.Option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
     whole: bool = typer.Option(False, "--whole", help="use whole documents (default: as the judge saw them)"),
     negatives: int | None = typer.Option(None, min=1, help="negatives per row (default: all the release's k)"),
-    formats: list[str] | None = typer.Option(None, "--format", help="write only these (repeatable): "
-                                                "sentence-transformers, flagembedding, beir, tevatron (default: all)"),
+    formats: list[str] | None = typer.Option(
+        None,
+        "--format",
+        help="write only these (repeatable): sentence-transformers, flagembedding, beir, tevatron (default: all)",
+    ),
 ) -> None:
     """sentence-transformers dataset (+ id sidecar), FlagEmbedding JSONL, BEIR folder and Tevatron corpus from
     the release's hard-negatives config and your texts."""
     from builder.training.files import write_training_files
 
     existing_release(release)
-    summary = run_stage("training files", "rows", lambda advance: write_training_files(
-        release, texts_folder, out, whole=whole, negatives=negatives, progress=advance,
-        **({"formats": tuple(formats)} if formats else {})))
+    summary = run_stage(
+        "training files",
+        "rows",
+        lambda advance: write_training_files(
+            release,
+            texts_folder,
+            out,
+            whole=whole,
+            negatives=negatives,
+            progress=advance,
+            **({"formats": tuple(formats)} if formats else {}),
+        ),
+    )
     for line in summary.lines():
         results.print(line, highlight=False, markup=False, soft_wrap=True)
 
@@ -81,8 +110,11 @@ def training_files(
 def train(
     release: Path = RELEASE,
     texts: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote from your copy"),
-    out: Path = typer.Option(..., "--out", help="where the fine-tuned model goes (its checkpoints under "
-                                                "OUT/checkpoints; a re-run resumes from the last)"),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="where the fine-tuned model goes (its checkpoints under OUT/checkpoints; a re-run resumes from the last)",
+    ),
     profile: str = PROFILE,
 ) -> None:
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,

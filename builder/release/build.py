@@ -5,6 +5,7 @@ integer position (`topic_index`) and its rows of each (split, level partition) a
 per partition and split; statistics and retrieval complexity are accumulated from the same
 batch, so nothing re-reads the release. Memory follows the number of questions and sub-questions.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,18 +67,29 @@ def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
         counts = pc.value_counts(table[key])
         repeated = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
         if len(repeated):
-            raise InputError(", ".join(str(f) for f in folders), 0, f"{len(repeated)} {key}s appear more than once "
-                             f"in the {name} tables (overlapping folders, or a question in two splits), "
-                             f"e.g. {repeated[:3].to_pylist()}", field=key)
+            raise InputError(
+                ", ".join(str(f) for f in folders),
+                0,
+                f"{len(repeated)} {key}s appear more than once "
+                f"in the {name} tables (overlapping folders, or a question in two splits), "
+                f"e.g. {repeated[:3].to_pylist()}",
+                field=key,
+            )
     return question_table, subquestion_table
 
 
-def topic_index(questions: pa.Table, subquestions: pa.Table, splits: list[str], where: str = "subquestions") -> TopicIndex:
+def topic_index(
+    questions: pa.Table, subquestions: pa.Table, splits: list[str], where: str = "subquestions"
+) -> TopicIndex:
     index = TopicIndex(questions["qid"], splits, questions["split"], subquestions["subq_id"], subquestions["qid"])
     orphans = np.flatnonzero(index.subq_question == MISSING)
     if len(orphans):
-        raise InputError(where, 0, f"{len(orphans)} sub-questions of no known question, e.g. "
-                         f"{subquestions['subq_id'][int(orphans[0])]}", field="qid")
+        raise InputError(
+            where,
+            0,
+            f"{len(orphans)} sub-questions of no known question, e.g. {subquestions['subq_id'][int(orphans[0])]}",
+            field="qid",
+        )
     return index
 
 
@@ -104,6 +116,7 @@ def judgment_inputs(folders: list[Path]) -> list[Path]:
 @dataclass
 class Routed:
     """One input batch, in input order, with each row's positions, split and level partition."""
+
     batch: Batch
     split: np.ndarray  # split code per row
     partition: np.ndarray  # level partition code per row (UNPARSED for a null level)
@@ -112,8 +125,9 @@ class Routed:
         if keep.all():
             return self.batch
         b, mask = self.batch, pa.array(keep)
-        return Batch(b.table.filter(mask), b.question[keep], b.subquestion[keep], b.document[keep],
-                     b.bm25_top, b.rerank_top)
+        return Batch(
+            b.table.filter(mask), b.question[keep], b.subquestion[keep], b.document[keep], b.bm25_top, b.rerank_top
+        )
 
     def rows(self, split: int, partition: int | None = None) -> Batch:
         keep = self.split == split
@@ -133,8 +147,9 @@ class Routed:
         return columns if keep.all() else columns.filter(pa.array(keep))
 
 
-def route(files: list[Path], index: TopicIndex, pool=None, leave_out: tuple[str, ...] = (),
-          left_out: Counter | None = None):
+def route(
+    files: list[Path], index: TopicIndex, pool=None, leave_out: tuple[str, ...] = (), left_out: Counter | None = None
+):
     """Yields a `Routed` batch per 262k input rows, in input order; a row whose question or sub-question
     is unknown, or whose sub-question belongs to another question, stops the build naming its file. Rows whose
     status is one of `leave_out` are left out, counted by status in `left_out`."""
@@ -152,18 +167,35 @@ def route(files: list[Path], index: TopicIndex, pool=None, leave_out: tuple[str,
         same = pc.equal(table["qid"], index.questions.ids.take(pa.array(question))).to_numpy(zero_copy_only=False)
         if not same.all():
             row = int(np.flatnonzero(~same)[0])
-            raise InputError(path, row, f"subq_id {table['subq_id'][row]} belongs to another question than "
-                             f"qid {table['qid'][row]}", field="qid")
+            raise InputError(
+                path,
+                row,
+                f"subq_id {table['subq_id'][row]} belongs to another question than qid {table['qid'][row]}",
+                field="qid",
+            )
         partition = table["level"].fill_null(UNPARSED).to_numpy(zero_copy_only=False).astype(np.int64)
-        yield path, Routed(Batch(table, question, subquestion, string_hashes(table["docid"]),
-                                 pool.bm25_top if pool else None, pool.rerank_top if pool else None),
-                           index.question_split[question], partition)
+        yield (
+            path,
+            Routed(
+                Batch(
+                    table,
+                    question,
+                    subquestion,
+                    string_hashes(table["docid"]),
+                    pool.bm25_top if pool else None,
+                    pool.rerank_top if pool else None,
+                ),
+                index.question_split[question],
+                partition,
+            ),
+        )
 
 
 def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Path], settings: Complexity) -> pa.Table:
     """The questions table with its complexity columns, from one pass over the judgment shards."""
-    complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
-                                       settings.completeness_threshold)
+    complexity = ComplexityAccumulator(
+        index.subquestions_of, index.subq_question, settings.answer_level, settings.completeness_threshold
+    )
     for _, routed in route(files, index):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
@@ -172,8 +204,9 @@ def with_complexity(question_table: pa.Table, index: TopicIndex, files: list[Pat
 
 def qrels_of(graded: pa.Table) -> pa.Table:
     """BEIR/MTEB qrels of judgments that all have a level."""
-    return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"],
-                     "score": pc.cast(graded["level"], pa.int32())})
+    return pa.table(
+        {"query-id": graded["subq_id"], "corpus-id": graded["docid"], "score": pc.cast(graded["level"], pa.int32())}
+    )
 
 
 class DerivedConfigs:
@@ -182,8 +215,15 @@ class DerivedConfigs:
 
     NAMES = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
 
-    def __init__(self, out: Path, questions: pa.Table, subquestions: pa.Table, splits: list[str], rows_per_file: int,
-                 threshold: int):
+    def __init__(
+        self,
+        out: Path,
+        questions: pa.Table,
+        subquestions: pa.Table,
+        splits: list[str],
+        rows_per_file: int,
+        threshold: int,
+    ):
         from builder.release.layout import config
 
         self.threshold, self.splits = threshold, splits
@@ -191,8 +231,12 @@ class DerivedConfigs:
         for split in splits:
             in_split = questions.filter(pc.equal(questions["split"], split))
             split_subqs = subquestions.filter(pc.is_in(subquestions["qid"], value_set=in_split["qid"]))
-            writers = {name: RollingWriter(Path(out) / "data" / config(name).folders[0], split, config(name).table,
-                                           rows_per_file) for name in self.NAMES}
+            writers = {
+                name: RollingWriter(
+                    Path(out) / "data" / config(name).folders[0], split, config(name).table, rows_per_file
+                )
+                for name in self.NAMES
+            }
             writers["queries"].write(queries(split_subqs))
             self.writers.append(writers)
             self.numbers.append(Subtopics(split_subqs))
@@ -212,15 +256,24 @@ class DerivedConfigs:
                 summary.rows.setdefault(name, {})[split] = writer.rows
 
 
-def write_table(table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary) -> None:
+def write_table(
+    table: pa.Table, folder: Path, split: str, name: str, rows_per_file: int, summary: ReleaseSummary
+) -> None:
     writer = RollingWriter(folder, split, name, rows_per_file)
     writer.write(table)
     summary.files += writer.close()
     summary.rows.setdefault(name, {})[split] = table.num_rows
 
 
-def build_release_data(judgments: list[Path], questions: list[Path], out: Path, profile=None,
-                  rows_per_file: int = ROWS_PER_FILE, progress=None, leave_out: tuple[str, ...] = ()) -> ReleaseSummary:
+def build_release_data(
+    judgments: list[Path],
+    questions: list[Path],
+    out: Path,
+    profile=None,
+    rows_per_file: int = ROWS_PER_FILE,
+    progress=None,
+    leave_out: tuple[str, ...] = (),
+) -> ReleaseSummary:
     """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py). Judgments
     whose status is in `leave_out` are not written (counted in the summary's `left_out`)."""
     out = Path(out)
@@ -237,16 +290,33 @@ def build_release_data(judgments: list[Path], questions: list[Path], out: Path, 
     subq_split = index.split_of_subquestions()
     stats = {}
     for code, split in enumerate(splits):
-        write_table(subquestion_table.filter(pa.array(subq_split == code)), out / "data" / "subquestions", split,
-                    "subquestions", rows_per_file, summary)
-        stats[split] = SplitStats(len(subq_split), subquestions=int((subq_split == code).sum()),
-                                  clicked_total=int(pc.sum(pc.list_value_length(question_table.filter(
-                                      pc.equal(question_table["split"], split))["clicked"])).as_py() or 0))
+        write_table(
+            subquestion_table.filter(pa.array(subq_split == code)),
+            out / "data" / "subquestions",
+            split,
+            "subquestions",
+            rows_per_file,
+            summary,
+        )
+        stats[split] = SplitStats(
+            len(subq_split),
+            subquestions=int((subq_split == code).sum()),
+            clicked_total=int(
+                pc.sum(
+                    pc.list_value_length(question_table.filter(pc.equal(question_table["split"], split))["clicked"])
+                ).as_py()
+                or 0
+            ),
+        )
     settings = profile.complexity if profile is not None else Complexity()
-    complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
-                                       settings.completeness_threshold)
-    writers = {(p, s): RollingWriter(out / "data" / "judgments" / PARTITIONS[p], split, "judgments", rows_per_file)
-               for p in range(len(PARTITIONS)) for s, split in enumerate(splits)}
+    complexity = ComplexityAccumulator(
+        index.subquestions_of, index.subq_question, settings.answer_level, settings.completeness_threshold
+    )
+    writers = {
+        (p, s): RollingWriter(out / "data" / "judgments" / PARTITIONS[p], split, "judgments", rows_per_file)
+        for p in range(len(PARTITIONS))
+        for s, split in enumerate(splits)
+    }
     qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
     training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file)
@@ -275,8 +345,9 @@ def build_release_data(judgments: list[Path], questions: list[Path], out: Path, 
         summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
     derived.close(summary)
     summary.training = training.close(summary)
-    question_table = add_columns(question_table, np.arange(question_table.num_rows), complexity.result(),
-                                 complexity.judged)
+    question_table = add_columns(
+        question_table, np.arange(question_table.num_rows), complexity.result(), complexity.judged
+    )
     summary.stats = {s: stats[s].summary() for s in splits}
     summary.left_out = {status: left_out.get(status, 0) for status in leave_out}
     for split in splits:
@@ -290,8 +361,11 @@ def file_manifest(release: Path) -> dict:
     """Every data file (Parquet and TREC qrels) with its size, row count and sha256."""
     entries = {}
     for path in data_files(release):
-        entries[str(path.relative_to(release))] = {"bytes": path.stat().st_size, "sha256": sha256_file(path),
-                                                   "rows": file_rows(path)}
+        entries[str(path.relative_to(release))] = {
+            "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+            "rows": file_rows(path),
+        }
     return entries
 
 

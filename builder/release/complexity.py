@@ -16,6 +16,7 @@ Accumulated while the judgments stream by (`add` per record batch, on integer po
 `topic_index`), so no pass re-reads the release; the (question, document) pairs with an answer go to sorted
 runs on disk past a fixed memory.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -74,22 +75,27 @@ class ComplexityAccumulator:
             np.maximum.at(max_m, q, m)
         completeness = np.where(documents > 0, spread_sum / np.maximum(documents, 1), 0.0)
         answerable = (k > 0) & (max_m >= k)
-        return {"answerable": answerable,
-                "answerable_share": np.where(k > 0, answered / np.maximum(k, 1), 0.0),
-                "completeness": completeness,
-                "retrieval_complex": ~answerable & (completeness < self.threshold)}
+        return {
+            "answerable": answerable,
+            "answerable_share": np.where(k > 0, answered / np.maximum(k, 1), 0.0),
+            "completeness": completeness,
+            "retrieval_complex": ~answerable & (completeness < self.threshold),
+        }
 
 
-def add_columns(questions: pa.Table, question_positions: np.ndarray, values: dict[str, np.ndarray],
-                judged: np.ndarray) -> pa.Table:
+def add_columns(
+    questions: pa.Table, question_positions: np.ndarray, values: dict[str, np.ndarray], judged: np.ndarray
+) -> pa.Table:
     """The questions table with the complexity columns filled (null for questions without judgments)."""
     for name in COLUMNS:
         kind = pa.bool_() if name in ("answerable", "retrieval_complex") else pa.float32()
         column = values[name][question_positions]
         mask = ~judged[question_positions]
-        questions = questions.set_column(questions.schema.get_field_index(name), name,
-                                         pa.array(column.astype(np.float32) if kind == pa.float32() else column,
-                                                  kind, mask=mask))
+        questions = questions.set_column(
+            questions.schema.get_field_index(name),
+            name,
+            pa.array(column.astype(np.float32) if kind == pa.float32() else column, kind, mask=mask),
+        )
     return questions
 
 
@@ -100,8 +106,10 @@ def summary(questions: pa.Table) -> dict:
         return {"questions": 0}
     completeness = sorted(judged["completeness"].to_pylist())
     quantile = lambda p: round(completeness[min(int(p * (n - 1) + 0.5), n - 1)], 4)  # noqa: E731
-    return {"questions": n,
-            "answerable_share": round(pc.sum(judged["answerable"]).as_py() / n, 4),
-            "mean_subquestions_answerable": round(float(pc.mean(judged["answerable_share"]).as_py()), 4),
-            "completeness_quartiles": [quantile(0.25), quantile(0.5), quantile(0.75)],
-            "retrieval_complex_share": round(pc.sum(judged["retrieval_complex"]).as_py() / n, 4)}
+    return {
+        "questions": n,
+        "answerable_share": round(pc.sum(judged["answerable"]).as_py() / n, 4),
+        "mean_subquestions_answerable": round(float(pc.mean(judged["answerable_share"]).as_py()), 4),
+        "completeness_quartiles": [quantile(0.25), quantile(0.5), quantile(0.75)],
+        "retrieval_complex_share": round(pc.sum(judged["retrieval_complex"]).as_py() / n, 4),
+    }

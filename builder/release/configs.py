@@ -10,6 +10,7 @@
 Each function takes Arrow tables, so `build-release` (from the batches it routes) and the `datasets`
 builder class (from the judgment shards) produce the same rows.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -41,8 +42,9 @@ def subtopic_numbers(codes: np.ndarray) -> np.ndarray:
     order = np.argsort(codes, kind="stable")
     ordered = codes[order]
     index = np.arange(len(codes))
-    starts = np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], index, 0)) if len(codes) \
-        else index
+    starts = (
+        np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], index, 0)) if len(codes) else index
+    )
     number = np.empty(len(codes), np.int32)
     number[order] = index - starts + 1
     return number
@@ -51,8 +53,9 @@ def subtopic_numbers(codes: np.ndarray) -> np.ndarray:
 def binary_qrels(rows: pa.Table, threshold: int) -> pa.Table:
     graded = rows.filter(pc.is_valid(rows["level"]))
     relevant = pc.cast(pc.greater_equal(graded["level"], threshold), pa.int32())
-    return pa.table({"query-id": graded["subq_id"], "corpus-id": graded["docid"], "score": relevant},
-                    schema=arrow_schema("qrels"))
+    return pa.table(
+        {"query-id": graded["subq_id"], "corpus-id": graded["docid"], "score": relevant}, schema=arrow_schema("qrels")
+    )
 
 
 class Subtopics:
@@ -68,7 +71,9 @@ class Subtopics:
         changes = pc.not_equal(qids[1:], qids[:-1]).to_numpy(zero_copy_only=False) if len(qids) > 1 else np.array([])
         starts = np.concatenate([[0], np.flatnonzero(changes) + 1]) if len(qids) else np.array([], np.int64)
         ends = np.append(starts[1:], len(qids))
-        self.ranges = dict(zip(qids.take(pa.array(starts, pa.int64())).to_pylist(), zip(starts.tolist(), ends.tolist())))
+        self.ranges = dict(
+            zip(qids.take(pa.array(starts, pa.int64())).to_pylist(), zip(starts.tolist(), ends.tolist()))
+        )
 
     def of(self, qids, subq_ids) -> pa.Array:
         spans = [self.ranges.get(q, (0, 0)) for q in pc.unique(qids).to_pylist()]
@@ -77,16 +82,27 @@ class Subtopics:
         index = pc.index_in(subq_ids, value_set=candidates["subq_id"])
         if index.null_count:
             missing = pc.filter(subq_ids, pc.is_null(index))
-            raise InputError("judgments", 0, f"{len(missing)} judgments of sub-questions not in the subquestions "
-                             f"tables, e.g. {missing[0]}", field="subq_id")
+            raise InputError(
+                "judgments",
+                0,
+                f"{len(missing)} judgments of sub-questions not in the subquestions tables, e.g. {missing[0]}",
+                field="subq_id",
+            )
         return pc.take(candidates["subtopic"], index)
 
 
 def diversity_qrels(rows: pa.Table, numbers: Subtopics) -> pa.Table:
     graded = rows.filter(pc.is_valid(rows["level"]))
-    return pa.table({"query-id": graded["qid"], "subtopic": numbers.of(graded["qid"], graded["subq_id"]),
-                     "corpus-id": graded["docid"], "score": pc.cast(graded["level"], pa.int32()),
-                     "subq_id": graded["subq_id"]}, schema=arrow_schema("diversity_qrels"))
+    return pa.table(
+        {
+            "query-id": graded["qid"],
+            "subtopic": numbers.of(graded["qid"], graded["subq_id"]),
+            "corpus-id": graded["docid"],
+            "score": pc.cast(graded["level"], pa.int32()),
+            "subq_id": graded["subq_id"],
+        },
+        schema=arrow_schema("diversity_qrels"),
+    )
 
 
 def clicked_urls(questions: pa.Table) -> pa.Table:

@@ -9,6 +9,7 @@ A share measured on n judgments has a standard error near sqrt(p(1-p)/n) and jud
 are correlated, so a 4-question test split says nothing about the level mix: `min_judgments` states which
 splits are large enough, and the report says which were left out.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,12 @@ class ExpectationError(ValueError):
 
 
 def _share(path: Path, key: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 <= value <= 1
+    ):
         raise ExpectationError(f"{path}: {key}: expected a share in [0, 1], got {value!r}")
     return float(value)
 

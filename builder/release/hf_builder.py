@@ -6,6 +6,7 @@ the same inputs as `build-release`: judgment shard folders and question folders.
     builder.download_and_prepare()
     dataset = builder.as_dataset()
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,8 +45,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
     DEFAULT_CONFIG_NAME = DEFAULT_CONFIG
 
     def _info(self) -> datasets.DatasetInfo:
-        return datasets.DatasetInfo(description=config(self.config.name).description,
-                                    features=features(config(self.config.name).table))
+        return datasets.DatasetInfo(
+            description=config(self.config.name).description, features=features(config(self.config.name).table)
+        )
 
     def _split_generators(self, dl_manager):
         if not self.config.questions:
@@ -95,8 +97,9 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
     def _training_tables(self, spec, code: int, subquestions, index, files):
         """As `build-release` writes them (`training.TrainingWriters`)."""
         profile = load_profile(self.config.profile)
-        rows = training.TrainingRows(subquestions, index.split_of_subquestions(), profile.complexity.answer_level,
-                                     profile.training)
+        rows = training.TrainingRows(
+            subquestions, index.split_of_subquestions(), profile.complexity.answer_level, profile.training
+        )
         for _, routed in route(files, index):
             rows.add(routed.batch.table, routed.batch.subquestion)
         for key, (split_code, name, table) in enumerate(rows.tables()):
@@ -120,8 +123,11 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             if spec.name == "corpus-ids":
                 docs.add(part)
                 continue
-            table = configs.binary_qrels(part, threshold) if spec.name == "qrels-binary" \
+            table = (
+                configs.binary_qrels(part, threshold)
+                if spec.name == "qrels-binary"
                 else configs.diversity_qrels(part, numbers)
+            )
             if table.num_rows:
                 yield key, table
                 key += 1

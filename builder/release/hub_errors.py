@@ -3,6 +3,7 @@ never a traceback. Statuses as huggingface_hub raises them (huggingface_hub/util
 `hf_raise_for_status`): 401 bad or missing token (or a repository the token cannot see), 403 no write
 access, 404 no such repository or revision, 409 a conflict (a tag or branch that exists), 412 the branch
 moved since `parent_commit` was read."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -45,5 +46,6 @@ def hub_errors(repo: str, step: str):
         server = one_line(getattr(e, "server_message", "") or str(e).splitlines()[0])
         raise PublishRefused(f"{step}: HTTP {status} from the Hub ({server}): {hint}") from None
     except (httpx2.TransportError, ConnectionError) as e:
-        raise HubUnreachable(f"{step}: cannot reach the Hub ({type(e).__name__}: {one_line(e)}): check the network "
-                             "and HF_ENDPOINT") from None
+        raise HubUnreachable(
+            f"{step}: cannot reach the Hub ({type(e).__name__}: {one_line(e)}): check the network and HF_ENDPOINT"
+        ) from None

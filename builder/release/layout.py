@@ -1,6 +1,7 @@
 """The release folder = the Hub repository: its configs, where each config's Parquet files live (and each
 split's TREC qrels file beside the `qrels` Parquet), and which schema-module table each holds. Judgments are stored once, partitioned by level; `level-N`
 and `unparsed` are globs over one partition, `judgments` over all of them."""
+
 from __future__ import annotations
 
 import re
@@ -67,8 +68,9 @@ def open_parquet_writer(path: Path, schema):
                 self.add_key_value_metadata({ARROW_NBYTES: str(self.arrow_nbytes)})
             super().close()
 
-    writer = CountingWriter(path, schema, compression=COMPRESSION, use_content_defined_chunking=DEFAULT_CDC_OPTIONS,
-                            write_page_index=True)
+    writer = CountingWriter(
+        path, schema, compression=COMPRESSION, use_content_defined_chunking=DEFAULT_CDC_OPTIONS, write_page_index=True
+    )
     writer.add_key_value_metadata({"content_defined_chunking": json.dumps(DEFAULT_CDC_OPTIONS)})
     return writer
 
@@ -78,26 +80,49 @@ def config_of_partition(partition: str) -> str:
 
 
 CONFIGS: tuple[Config, ...] = (
-    Config("judgments", "judgments", tuple(f"judgments/{p}" for p in PARTITIONS),
-           "every judgment: (sub-question, document, level) with the judge's output and provenance"),
+    Config(
+        "judgments",
+        "judgments",
+        tuple(f"judgments/{p}" for p in PARTITIONS),
+        "every judgment: (sub-question, document, level) with the judge's output and provenance",
+    ),
     *(Config(f"level-{n}", "judgments", (f"judgments/level_{n}",), f"the judgments of level {n}") for n in LEVELS),
     Config("unparsed", "judgments", ("judgments/unparsed",), "judgments whose output had no usable digit ('Other')"),
     Config("subquestions", "subquestions", ("subquestions",), "the GPT-4 sub-questions of each question"),
     Config("questions", "questions", ("questions",), "the Researchy Questions questions and their clicked documents"),
     Config("qrels", "qrels", ("qrels",), "BEIR/MTEB-style qrels: query-id = subq_id, corpus-id = docid, score = level"),
-    Config("qrels-binary", "qrels", ("qrels_binary",),
-           "qrels with score 1 where level >= the binary threshold, else 0 (for tools that count score >= 1 as relevant)"),
+    Config(
+        "qrels-binary",
+        "qrels",
+        ("qrels_binary",),
+        "qrels with score 1 where level >= the binary threshold, else 0 (for tools that count score >= 1 as relevant)",
+    ),
     Config("queries", "queries", ("queries",), "BEIR/MTEB-style queries: _id = subq_id, text = the sub-question"),
-    Config("corpus-ids", "corpus_ids", ("corpus_ids",),
-           "every judged document: _id = docid, url_hash, url (no text: ClueWeb22's licence)"),
-    Config("diversity-qrels", "diversity_qrels", ("diversity_qrels",),
-           "question-level diversity qrels for alpha-nDCG: query-id = qid, subtopic = sub-question, corpus-id, score"),
-    Config("hard-negatives", "hard_negatives", ("hard_negatives",),
-           "Tevatron v2 training rows, ids only: a sub-question, one positive (level >= answer_level) and its k "
-           "hardest judged negatives (level <= negative_level), with qid to keep siblings apart"),
-    Config("graded-lists", "graded_lists", ("graded_lists",),
-           "per sub-question every graded judgment (docids, labels, expected, probs) for listwise and "
-           "distillation losses"),
+    Config(
+        "corpus-ids",
+        "corpus_ids",
+        ("corpus_ids",),
+        "every judged document: _id = docid, url_hash, url (no text: ClueWeb22's licence)",
+    ),
+    Config(
+        "diversity-qrels",
+        "diversity_qrels",
+        ("diversity_qrels",),
+        "question-level diversity qrels for alpha-nDCG: query-id = qid, subtopic = sub-question, corpus-id, score",
+    ),
+    Config(
+        "hard-negatives",
+        "hard_negatives",
+        ("hard_negatives",),
+        "Tevatron v2 training rows, ids only: a sub-question, one positive (level >= answer_level) and its k "
+        "hardest judged negatives (level <= negative_level), with qid to keep siblings apart",
+    ),
+    Config(
+        "graded-lists",
+        "graded_lists",
+        ("graded_lists",),
+        "per sub-question every graded judgment (docids, labels, expected, probs) for listwise and distillation losses",
+    ),
 )
 DEFAULT_CONFIG = "judgments"
 

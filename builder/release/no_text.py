@@ -5,6 +5,7 @@ inside a release; `validate` (and so `publish`, which validates first) fails a r
 they write, or any other file that carries document text: a corpus or texts Parquet, a BEIR/Tevatron corpus.jsonl,
 FlagEmbedding lines, a sentence-transformers (anchor, positive, ...) table.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ def _parquet_has_text(path: Path) -> bool:
     except Exception:  # noqa: BLE001 - an unreadable file is the readable-files check's to report
         return False
     names = set(schema.names)
-    return ((schema.metadata or {}).get(b"table") in TEXT_TABLES or {"docid", "text"} <= names
-            or "full_text" in names or {"anchor", "positive"} <= names)
+    return (
+        (schema.metadata or {}).get(b"table") in TEXT_TABLES
+        or {"docid", "text"} <= names
+        or "full_text" in names
+        or {"anchor", "positive"} <= names
+    )
 
 
 def _jsonl_has_text(path: Path) -> bool:
@@ -54,8 +59,11 @@ def text_files(folder: Path) -> list[str]:
             path = Path(top) / name
             if path.is_symlink():
                 continue
-            if name == TEXTS_MARKER or (name.endswith(".parquet") and _parquet_has_text(path)) or (
-                    name.endswith((".jsonl", ".jsonl.gz")) and _jsonl_has_text(path)):
+            if (
+                name == TEXTS_MARKER
+                or (name.endswith(".parquet") and _parquet_has_text(path))
+                or (name.endswith((".jsonl", ".jsonl.gz")) and _jsonl_has_text(path))
+            ):
                 found.append(str(path.relative_to(folder)))
     return found
 
@@ -74,5 +82,7 @@ def refuse_release_target(out: Path, release: Path, option: str = "--out") -> No
     out, release = Path(out).resolve(), Path(release).resolve()
     inside = release if out == release or release in out.parents else enclosing_release(out)
     if inside is not None:
-        raise ArgumentError(f"{option} {out} is inside the release folder {inside}: document texts never go into a "
-                            "release (ClueWeb22's licence forbids redistributing them); choose a folder outside it")
+        raise ArgumentError(
+            f"{option} {out} is inside the release folder {inside}: document texts never go into a "
+            "release (ClueWeb22's licence forbids redistributing them); choose a folder outside it"
+        )

@@ -1,4 +1,5 @@
 """`build-release`: data files, then the card, plot and manifest that describe them."""
+
 from __future__ import annotations
 
 import re
@@ -32,20 +33,28 @@ def differences(profile: Profile, imported: dict | None = None) -> str:
     """Every knob where this release's profile differs from the paper's, then what always differs."""
     paper = load_profile("paper").model_dump()
     ours = profile.model_dump()
-    lines = ["- The labels were imported, not judged by this kit: the profile's BM25, reranker, pool and judge settings "
-             "below describe the profile the import named, not how these labels were made."] if imported else []
+    lines = (
+        [
+            "- The labels were imported, not judged by this kit: the profile's BM25, reranker, pool and judge settings "
+            "below describe the profile the import named, not how these labels were made."
+        ]
+        if imported
+        else []
+    )
     for section in ("bm25", "rerank", "pool", "judge"):
         for key, value in ours[section].items():
             if paper[section].get(key) != value:
-                lines.append(f"- `{section}.{key}`: {value!r} here, {paper[section].get(key)!r} in the `paper` profile.")
+                lines.append(
+                    f"- `{section}.{key}`: {value!r} here, {paper[section].get(key)!r} in the `paper` profile."
+                )
     lines += [
         "- The paper reports 24,316,320 judgments over 1,288,976 sub-questions: 18.86 per sub-question (it prints "
         "18.87). Its stated "
         "pool (top 20 BM25 + top 20 reranked + clicked documents, each judged for every sub-question of its question) "
         "gives every sub-question at least 20 judgments (the 20 BM25 documents alone), so the average cannot be below "
         "20: the paper's data did not follow its stated rule exactly.",
-        "- Parsing follows the authors' rule (`re.findall(r\"\\d|-\\d\", output + \"-1\")[0]`), which gives every output "
-        "an integer; the paper's 13 \"Other\" outputs are those off the 0-5 scale. Here such a judgment keeps a null "
+        '- Parsing follows the authors\' rule (`re.findall(r"\\d|-\\d", output + "-1")[0]`), which gives every output '
+        'an integer; the paper\'s 13 "Other" outputs are those off the 0-5 scale. Here such a judgment keeps a null '
         "level and its `status` says why (no_digit, negative, out_of_scale, request_failed).",
         "- Documents are identified by ClueWeb22-ID and URL-hash; the paper does not say which key it used.",
     ]
@@ -72,19 +81,31 @@ def withhold_endpoint(profile: Profile) -> Profile:
     return profile.model_copy(update={"judge": judge})
 
 
-def package_release(judgments: list[Path], questions: list[Path], out: Path, profile_name: str | Path | Profile | None,
-                    repo: str = "ORG/researchy-subq-judgments", rows_per_file: int | None = None,
-                    progress=None, agreement: Path | None = None,
-                    shards_revision: str | None = None, leave_out_other_text: bool = False,
-                    allow_failed_pairs: bool = False) -> tuple[ReleaseSummary, Path]:
+def package_release(
+    judgments: list[Path],
+    questions: list[Path],
+    out: Path,
+    profile_name: str | Path | Profile | None,
+    repo: str = "ORG/researchy-subq-judgments",
+    rows_per_file: int | None = None,
+    progress=None,
+    agreement: Path | None = None,
+    shards_revision: str | None = None,
+    leave_out_other_text: bool = False,
+    allow_failed_pairs: bool = False,
+) -> tuple[ReleaseSummary, Path]:
     refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
     failed = failed_pairs(judgments, allow_failed_pairs)
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
     if leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
-        raise InputError("--leave-out-other-text", 0, "no import of these judgments checked the authors' clicked pass "
-                         "(import-labels --format crux-ratings --corpus): there is nothing to leave out")
+        raise InputError(
+            "--leave-out-other-text",
+            0,
+            "no import of these judgments checked the authors' clicked pass "
+            "(import-labels --format crux-ratings --corpus): there is nothing to leave out",
+        )
     leave_out = (OTHER_TEXT_STATUS,) if leave_out_other_text else ()
     agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
@@ -96,14 +117,35 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
         imported["left_out"] = summary.left_out
     judge = "; ".join(judges) or profile.judge.model
     splits = list(summary.stats)
-    reranker = None if imported else profile.rerank.model + (
-        " (stand-in: MiniLM bi-encoder cosine)" if profile.rerank.backend == "bi-encoder" else f" ({profile.rerank.backend})")
+    reranker = (
+        None
+        if imported
+        else profile.rerank.model
+        + (
+            " (stand-in: MiniLM bi-encoder cosine)"
+            if profile.rerank.backend == "bi-encoder"
+            else f" ({profile.rerank.backend})"
+        )
+    )
     context = {
-        "repo": repo, "profile": profile, "profile_hash": profile.config_hash(), "code_version": __version__,
-        "judge": judge, "server_template": any("request shape chat" in j for j in judges), "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
-        "reranker": reranker, "judge_precision": judge_precision(profile), "prompt": {"id": prompt.id, "source": prompt.source, "sha256": prompt.sha256, "max_level": prompt.max_level,
-                                         "text": prompt.render("{question}", "{context}")},
-        "differences": differences(profile, imported), "binary_threshold": binary_threshold(profile),
+        "repo": repo,
+        "profile": profile,
+        "profile_hash": profile.config_hash(),
+        "code_version": __version__,
+        "judge": judge,
+        "server_template": any("request shape chat" in j for j in judges),
+        "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
+        "reranker": reranker,
+        "judge_precision": judge_precision(profile),
+        "prompt": {
+            "id": prompt.id,
+            "source": prompt.source,
+            "sha256": prompt.sha256,
+            "max_level": prompt.max_level,
+            "text": prompt.render("{question}", "{context}"),
+        },
+        "differences": differences(profile, imported),
+        "binary_threshold": binary_threshold(profile),
         "imported": imported,
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
@@ -114,15 +156,26 @@ def package_release(judgments: list[Path], questions: list[Path], out: Path, pro
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context)
     manifest = {
-        "repo": repo, "code_version": __version__, "profile": profile.model_dump(), "profile_hash": profile.config_hash(),
-        "models": {"reranker": reranker, "judge": judge,
-                   **({} if imported else {"judge_precision": judge_precision(profile)})},
+        "repo": repo,
+        "code_version": __version__,
+        "profile": profile.model_dump(),
+        "profile_hash": profile.config_hash(),
+        "models": {
+            "reranker": reranker,
+            "judge": judge,
+            **({} if imported else {"judge_precision": judge_precision(profile)}),
+        },
         "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
-        "rows": summary.rows, "stats": summary.stats, "splits": splits, "files": file_manifest(out),
+        "rows": summary.rows,
+        "stats": summary.stats,
+        "splits": splits,
+        "files": file_manifest(out),
         "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
-        **({"failed_pairs": failed} if failed else {}),  # published with --allow-failed-pairs: no level, status request_failed
+        **(
+            {"failed_pairs": failed} if failed else {}
+        ),  # published with --allow-failed-pairs: no level, status request_failed
     }
     write_json(Path(out) / MANIFEST, manifest)
     return summary, card

@@ -4,6 +4,7 @@ file, saying that it could not compare them with the Hub. Files already on the H
 uploaded again;
 an existing tag is refused before anything is written; a missing branch is created from main. The token
 comes from HF_TOKEN or the stored login, through huggingface_hub, and is never printed."""
+
 from __future__ import annotations
 
 import hashlib
@@ -51,8 +52,10 @@ class PublishPlan:
         lines += [f"  upload  {p}" for p in self.uploads]
         lines += [f"  delete  {p}" for p in self.deletions]
         lines.append(f"  {len(self.unchanged)} files already on the Hub with the same content: not uploaded")
-        lines.append(f"  one commit{' as a pull request' if self.create_pr else ''}"
-                     + (f", then tag {self.tag}" if self.tag and not self.create_pr else ""))
+        lines.append(
+            f"  one commit{' as a pull request' if self.create_pr else ''}"
+            + (f", then tag {self.tag}" if self.tag and not self.create_pr else "")
+        )
         return lines
 
 
@@ -91,13 +94,17 @@ def check_repo_id(release: Path, repo: str) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PublishRefused(f"{path}: not readable JSON ({e}); rebuild it with `researchy-subq build-release`") from None
+        raise PublishRefused(
+            f"{path}: not readable JSON ({e}); rebuild it with `researchy-subq build-release`"
+        ) from None
     if not isinstance(manifest, dict):
         raise PublishRefused(f"{path}: not a JSON object; rebuild it with `researchy-subq build-release`")
     if manifest.get("repo") != repo:
-        raise PublishRefused(f"{release} was built for {manifest.get('repo')!r} (its card's loading snippets name it), "
-                             f"not {repo!r}: rebuild with `build-release --repo {repo}` or pass --repo "
-                             f"{manifest.get('repo')}")
+        raise PublishRefused(
+            f"{release} was built for {manifest.get('repo')!r} (its card's loading snippets name it), "
+            f"not {repo!r}: rebuild with `build-release --repo {repo}` or pass --repo "
+            f"{manifest.get('repo')}"
+        )
     return manifest
 
 
@@ -111,11 +118,21 @@ def check_ref_name(name: str, option: str) -> None:
     """A tag or branch name git (and so the Hub) accepts, or PublishRefused saying why, before the Hub is asked."""
     parts = name.split("/")
     bad = REF_FORBIDDEN.search(name)
-    why = (f"contains {bad.group()!r}" if bad else "is empty" if not name else "is '@'" if name == "@"
-           else "starts or ends with '/'" if name.startswith("/") or name.endswith("/")
-           else "ends with '.'" if name.endswith(".")
-           else "has a part starting with '.' or ending with '.lock'" if any(
-               p.startswith(".") or p.endswith(".lock") for p in parts) else None)
+    why = (
+        f"contains {bad.group()!r}"
+        if bad
+        else "is empty"
+        if not name
+        else "is '@'"
+        if name == "@"
+        else "starts or ends with '/'"
+        if name.startswith("/") or name.endswith("/")
+        else "ends with '.'"
+        if name.endswith(".")
+        else "has a part starting with '.' or ending with '.lock'"
+        if any(p.startswith(".") or p.endswith(".lock") for p in parts)
+        else None
+    )
     if why:
         raise PublishRefused(f"{option} {name!r} is not a valid git ref name: it {why} (`git help check-ref-format`)")
 
@@ -123,19 +140,29 @@ def check_ref_name(name: str, option: str) -> None:
 def commit_description(manifest: dict) -> str:
     rows = manifest.get("rows", {})
     judgments = rows.get("judgments", {})
-    lines = [f"Built by researchy-subq-judgments {manifest.get('code_version')} with profile "
-             f"`{manifest.get('profile', {}).get('name')}` (config hash {manifest.get('profile_hash')}).",
-             f"Judge: {manifest.get('models', {}).get('judge')}; reranker: {manifest.get('models', {}).get('reranker')}.",
-             imported_line(manifest["imported"]) if manifest.get("imported") else
-             f"Prompt: {(manifest.get('prompt') or {}).get('id')} (sha256 {(manifest.get('prompt') or {}).get('sha256')}).",
-             "Judgments: " + ", ".join(f"{s} {n:,}" for s, n in judgments.items()) + "."]
+    lines = [
+        f"Built by researchy-subq-judgments {manifest.get('code_version')} with profile "
+        f"`{manifest.get('profile', {}).get('name')}` (config hash {manifest.get('profile_hash')}).",
+        f"Judge: {manifest.get('models', {}).get('judge')}; reranker: {manifest.get('models', {}).get('reranker')}.",
+        imported_line(manifest["imported"])
+        if manifest.get("imported")
+        else f"Prompt: {(manifest.get('prompt') or {}).get('id')} (sha256 {(manifest.get('prompt') or {}).get('sha256')}).",
+        "Judgments: " + ", ".join(f"{s} {n:,}" for s, n in judgments.items()) + ".",
+    ]
     if manifest.get("shards_revision"):
         lines.append(f"Judgment shards: revision {manifest['shards_revision']}.")
     return "\n".join(lines)
 
 
-def plan_publish(release: Path, api, repo: str, revision: str = "main", tag: str | None = None,
-                 create_pr: bool = False, private: bool = False) -> PublishPlan:
+def plan_publish(
+    release: Path,
+    api,
+    repo: str,
+    revision: str = "main",
+    tag: str | None = None,
+    create_pr: bool = False,
+    private: bool = False,
+) -> PublishPlan:
     from huggingface_hub.errors import RepositoryNotFoundError
     from huggingface_hub.hf_api import RepoFile
 
@@ -147,15 +174,30 @@ def plan_publish(release: Path, api, repo: str, revision: str = "main", tag: str
         branches = {b.name: b.target_commit for b in refs.branches} if refs else {}
         tags = {t.name: t.target_commit for t in refs.tags} if refs else {}
         if tag and tag in tags:
-            raise PublishRefused(f"tag {tag} already exists on {repo} (commit {tags[tag]}): choose a new --tag, "
-                                 f"or delete it first with `hf repo tag delete {repo} {tag} --repo-type dataset`")
+            raise PublishRefused(
+                f"tag {tag} already exists on {repo} (commit {tags[tag]}): choose a new --tag, "
+                f"or delete it first with `hf repo tag delete {repo} {tag} --repo-type dataset`"
+            )
         base = revision if revision in branches else "main"
         parent = branches.get(base)
-        remote = {} if parent is None else {
-            f.path: f for f in api.list_repo_tree(repo, repo_type="dataset", revision=parent, recursive=True)
-            if isinstance(f, RepoFile)}
-    plan = PublishPlan(repo, revision, parent, tag=tag, create_pr=create_pr, private=private,
-                       create_branch=revision != "main" and revision not in branches)
+        remote = (
+            {}
+            if parent is None
+            else {
+                f.path: f
+                for f in api.list_repo_tree(repo, repo_type="dataset", revision=parent, recursive=True)
+                if isinstance(f, RepoFile)
+            }
+        )
+    plan = PublishPlan(
+        repo,
+        revision,
+        parent,
+        tag=tag,
+        create_pr=create_pr,
+        private=private,
+        create_branch=revision != "main" and revision not in branches,
+    )
     local = release_files(release)
     for name in local:
         (plan.unchanged if name in remote and same_content(release / name, remote[name]) else plan.uploads).append(name)
@@ -164,16 +206,34 @@ def plan_publish(release: Path, api, repo: str, revision: str = "main", tag: str
     return plan
 
 
-def offline_plan(release: Path, repo: str, revision: str, tag: str | None, create_pr: bool, private: bool,
-                 reason: str) -> PublishPlan:
+def offline_plan(
+    release: Path, repo: str, revision: str, tag: str | None, create_pr: bool, private: bool, reason: str
+) -> PublishPlan:
     """What a dry run can say without the Hub: every file of the release, as for a new repository."""
-    return PublishPlan(repo, revision, None, uploads=release_files(release), tag=tag, create_pr=create_pr,
-                       private=private, offline=reason)
+    return PublishPlan(
+        repo,
+        revision,
+        None,
+        uploads=release_files(release),
+        tag=tag,
+        create_pr=create_pr,
+        private=private,
+        offline=reason,
+    )
 
 
-def publish(release: Path, repo: str, tag: str | None = None, revision: str = "main", create_pr: bool = False,
-            yes: bool = False, api=None, say: Callable[[str], None] = print, private: bool = False,
-            notice: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> PublishPlan:
+def publish(
+    release: Path,
+    repo: str,
+    tag: str | None = None,
+    revision: str = "main",
+    create_pr: bool = False,
+    yes: bool = False,
+    api=None,
+    say: Callable[[str], None] = print,
+    private: bool = False,
+    notice: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> PublishPlan:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     from builder.release.validate import validate
@@ -186,7 +246,9 @@ def publish(release: Path, repo: str, tag: str | None = None, revision: str = "m
     report = validate(release)
     if not report.ok:
         failed = [f"{c.name} ({c.failures})" for c in report.checks if not c.ok]
-        raise PublishRefused(f"{release} does not validate: {'; '.join(failed)}; run `researchy-subq validate` for details")
+        raise PublishRefused(
+            f"{release} does not validate: {'; '.join(failed)}; run `researchy-subq validate` for details"
+        )
     api = api or HfApi()
     if yes:
         with hub_errors(repo, "checking the token"):
@@ -213,9 +275,16 @@ def publish(release: Path, repo: str, tag: str | None = None, revision: str = "m
             say(f"created branch {revision}")
         revision_to_tag = plan.parent_commit
         if operations:
-            commit = api.create_commit(repo, operations, commit_message=f"Release {tag or 'update'}",
-                                       commit_description=commit_description(manifest), repo_type="dataset",
-                                       revision=revision, create_pr=create_pr, parent_commit=plan.parent_commit)
+            commit = api.create_commit(
+                repo,
+                operations,
+                commit_message=f"Release {tag or 'update'}",
+                commit_description=commit_description(manifest),
+                repo_type="dataset",
+                revision=revision,
+                create_pr=create_pr,
+                parent_commit=plan.parent_commit,
+            )
             revision_to_tag = commit.oid
             say(f"committed {commit.oid}" + (f" as {commit.pr_url}" if create_pr and commit.pr_url else ""))
         else:

@@ -24,6 +24,7 @@ carries no pool provenance (ranks and source null).
 Each failure is one report line per file and kind (rederive_findings.py): the first offending row (its position
 in the file, subq_id and docid) and how many rows of the file share it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,14 +39,28 @@ from generation.judging.prompts import Prompt, get_prompt
 from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, OTHER_TEXT_STATUS
 
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
-UNDERIVABLE = {"engine_error": "the engine failed: no level and no probabilities",
-               # a served request that failed (generation/judging/judges.py) or a batch error line keeps the
-               # error in raw, which no parser reads; the authors' "-2" is one too
-               "request_failed": "the request failed: no level, raw holds the error",
-               IMPORTED_STATUS: "a level imported without the judge's text: raw null",
-               OTHER_TEXT_STATUS: "an imported level graded on another document's text: raw null"}
-COLUMNS = ["subq_id", "docid", "level", "raw", "status", "probs", "expected", "bm25_rank", "rerank_rank", "clicked",
-           "source", "extract_verbatim"]
+UNDERIVABLE = {
+    "engine_error": "the engine failed: no level and no probabilities",
+    # a served request that failed (generation/judging/judges.py) or a batch error line keeps the
+    # error in raw, which no parser reads; the authors' "-2" is one too
+    "request_failed": "the request failed: no level, raw holds the error",
+    IMPORTED_STATUS: "a level imported without the judge's text: raw null",
+    OTHER_TEXT_STATUS: "an imported level graded on another document's text: raw null",
+}
+COLUMNS = [
+    "subq_id",
+    "docid",
+    "level",
+    "raw",
+    "status",
+    "probs",
+    "expected",
+    "bm25_rank",
+    "rerank_rank",
+    "clicked",
+    "source",
+    "extract_verbatim",
+]
 CHECKS = {
     "level": "level and status are what the judge's rule gives for raw (the manifest's prompt), never ok off the scale",
     "distribution": "distribution mode: probs sum to 1, level is their argmax, expected is sum p x level",
@@ -70,12 +85,20 @@ class Rederivation:
         self.findings = FileFindings(self.checks)
         self.imported = bool(manifest.get("imported"))
         self.profile, self.cache = profile, {}
-        self.prompt = get_prompt(profile.judge.prompt) if self.imported and profile is not None \
+        self.prompt = (
+            get_prompt(profile.judge.prompt)
+            if self.imported and profile is not None
             else self._prompt(manifest, profile)
+        )
         judge = profile.judge if profile is not None else None
         # imported batch answers were parsed as the judge's text answers are, whatever the profile's mode
-        self.rule = None if judge is None or self.prompt is None else "generate" if self.imported else (
-            "stand-in" if judge.backend == "bi-encoder" else judge.mode)
+        self.rule = (
+            None
+            if judge is None or self.prompt is None
+            else "generate"
+            if self.imported
+            else ("stand-in" if judge.backend == "bi-encoder" else judge.mode)
+        )
         if profile is None:
             for check in self.checks.values():
                 check.note = "no valid profile in the manifest: not checked"
@@ -91,8 +114,10 @@ class Rederivation:
             check.fail(f"manifest.json: prompt {stated.get('id')!r} is none of the kit's: its parser is unknown")
             return None
         if prompt.sha256 != stated.get("sha256"):
-            check.fail(f"manifest.json: prompt {prompt.id} has sha256 {stated.get('sha256')}, the kit's {prompt.id} has "
-                       f"{prompt.sha256}: the judgments' parser is not this kit's")
+            check.fail(
+                f"manifest.json: prompt {prompt.id} has sha256 {stated.get('sha256')}, the kit's {prompt.id} has "
+                f"{prompt.sha256}: the judgments' parser is not this kit's"
+            )
             return None
         if profile is not None and profile.judge.prompt != prompt.id:
             check.fail(f"manifest.json: prompt {prompt.id}, but its profile's judge uses {profile.judge.prompt}")
@@ -110,14 +135,24 @@ class Rederivation:
         ok = np.isin(status, [STATUS[s] for s in GRADED_STATUSES])
         underivable = np.isin(status, [STATUS[s] for s in UNDERIVABLE])
         no_text = as_numpy(pc.is_null(table["raw"]), True)
-        self.findings.add("level", f"status {IMPORTED_STATUS} with the judge's text (an imported level has none)",
-                          np.isin(status, [STATUS[IMPORTED_STATUS], STATUS[OTHER_TEXT_STATUS]]) & ~no_text, table,
-                          offset)
+        self.findings.add(
+            "level",
+            f"status {IMPORTED_STATUS} with the judge's text (an imported level has none)",
+            np.isin(status, [STATUS[IMPORTED_STATUS], STATUS[OTHER_TEXT_STATUS]]) & ~no_text,
+            table,
+            offset,
+        )
         if self.imported:  # a labels file without text: nothing to re-derive (the import's account of them is
             # checked by builder/release/imported.py)
             underivable = underivable | no_text
-        self.findings.add("level", f"a status that is none of {', '.join(JUDGMENT_STATUSES)}", status < 0, table,
-                          offset, lambda r: f"status {table['status'][r]}")
+        self.findings.add(
+            "level",
+            f"a status that is none of {', '.join(JUDGMENT_STATUSES)}",
+            status < 0,
+            table,
+            offset,
+            lambda r: f"status {table['status'][r]}",
+        )
         self._scale(table, offset, level, ok, underivable)
         if self.rule == "distribution":
             check_distribution(self.findings, self.prompt.max_level, table, offset, level, ok, underivable)
@@ -131,13 +166,30 @@ class Rederivation:
         add = self.findings.add
         graded = "/".join(GRADED_STATUSES)
         add("level", f"status {graded} without a level", ok & (level < 0), table, offset)
-        add("level", f"a level with a status other than {graded}", ~ok & (level >= 0), table, offset,
-            lambda r: f"level {level[r]}, status {table['status'][r]}")
-        add("level", f"a level off the prompt's scale 0-{self.prompt.max_level}",
-            ok & (level > self.prompt.max_level), table, offset, lambda r: f"level {level[r]}")
+        add(
+            "level",
+            f"a level with a status other than {graded}",
+            ~ok & (level >= 0),
+            table,
+            offset,
+            lambda r: f"level {level[r]}, status {table['status'][r]}",
+        )
+        add(
+            "level",
+            f"a level off the prompt's scale 0-{self.prompt.max_level}",
+            ok & (level > self.prompt.max_level),
+            table,
+            offset,
+            lambda r: f"level {level[r]}",
+        )
         has_probs = as_numpy(pc.is_valid(table["probs"]), False) | as_numpy(pc.is_valid(table["expected"]), False)
-        add("level", "probabilities with a level not from a distribution (an engine error, an imported level)",
-            underivable & has_probs, table, offset)
+        add(
+            "level",
+            "probabilities with a level not from a distribution (an engine error, an imported level)",
+            underivable & has_probs,
+            table,
+            offset,
+        )
 
     def _parsed(self, raw: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the level (-1: none), status code and second acceptable level (-1: none) its raw gives,
@@ -167,23 +219,44 @@ class Rederivation:
         add = self.findings.add
         expected, status, other = self._parsed(table["raw"])
         if self.rule == "stand-in":
-            add("level", "raw is not a stand-in judgment (stand-in bi-encoder cosine=...)", expected == NOT_STAND_IN,
-                table, offset)
+            add(
+                "level",
+                "raw is not a stand-in judgment (stand-in bi-encoder cosine=...)",
+                expected == NOT_STAND_IN,
+                table,
+                offset,
+            )
         r3a_cut = (other == -1) & (level == -1) & (stored == STATUS["not_verbatim"]) & (status == STATUS["ok"])
         in_range = (level >= np.minimum(expected, other)) & (level <= np.maximum(expected, other))
         same = ((level == expected) | (in_range & (self.rule == "stand-in"))) & (stored == status)
         bad = ~underivable & (expected != NOT_STAND_IN) & ~(same | r3a_cut)
-        add("level", "level/status not what raw parses to", bad, table, offset, lambda r: (
-            f"raw {table['raw'][r].as_py()!r:.60} gives level {_level(expected[r])} ({JUDGMENT_STATUSES[status[r]]}), "
-            f"stored {_level(level[r])} ({table['status'][r]})"))
+        add(
+            "level",
+            "level/status not what raw parses to",
+            bad,
+            table,
+            offset,
+            lambda r: (
+                f"raw {table['raw'][r].as_py()!r:.60} gives level {_level(expected[r])} ({JUDGMENT_STATUSES[status[r]]}), "
+                f"stored {_level(level[r])} ({table['status'][r]})"
+            ),
+        )
         if self.prompt.id == "r3a":
             verbatim = as_numpy(table["extract_verbatim"].cast(pa.int8()), -1)
-            add("level", "extract_verbatim disagrees with the status (ok: true, not_verbatim: false)",
+            add(
+                "level",
+                "extract_verbatim disagrees with the status (ok: true, not_verbatim: false)",
                 ((stored == STATUS["ok"]) & (verbatim != 1)) | ((stored == STATUS["not_verbatim"]) & (verbatim != 0)),
-                table, offset)
-        add("level", "generate mode with probabilities", as_numpy(pc.is_valid(table["probs"]), False)
-            | as_numpy(pc.is_valid(table["expected"]), False), table, offset)
-
+                table,
+                offset,
+            )
+        add(
+            "level",
+            "generate mode with probabilities",
+            as_numpy(pc.is_valid(table["probs"]), False) | as_numpy(pc.is_valid(table["expected"]), False),
+            table,
+            offset,
+        )
 
 
 def _level(value: int) -> str:

@@ -1,5 +1,6 @@
 """What the re-derivation (rederive.py) finds, per file: the first offending row of each kind of failure (its
 position in the file, subq_id and docid) and how many rows share it, reported as one line each when the file ends; and `as_numpy`, a column as numpy with its nulls filled."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,10 @@ class FileFindings:
         if (check, kind) not in self.found:
             row = int(np.flatnonzero(bad)[0])
             detail = f": {describe(row)}" if describe else ""
-            self.found[(check, kind)] = [f"row {offset + row} (subq_id {table['subq_id'][row]}, docid "
-                                         f"{table['docid'][row]}){detail}", 0]
+            self.found[(check, kind)] = [
+                f"row {offset + row} (subq_id {table['subq_id'][row]}, docid {table['docid'][row]}){detail}",
+                0,
+            ]
         self.found[(check, kind)][1] += count
 
     def flush(self, name: str) -> None:

@@ -5,6 +5,7 @@ judgments per sub-question, statuses, provenance shares and clicked coverage.
 To count something new, add an entry to `ROW_CLASSES` (a name and a mask over a batch) or a column to
 `VALUE_COUNTS`; `summary()` reports every entry, and `validate` recomputes them with the same code.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -23,6 +24,7 @@ from builder.release.topic_index import mix
 @dataclass(frozen=True)
 class Batch:
     """One record batch of judgments with its rows' positions (see `topic_index`)."""
+
     table: pa.Table
     question: np.ndarray  # question position per row
     subquestion: np.ndarray  # sub-question position per row
@@ -51,15 +53,20 @@ class Batch:
 
 ROW_CLASSES: dict[str, Callable[[Batch], np.ndarray]] = {
     # a document can have several sources: these three overlap
-    "bm25": lambda b: b.bm25, "rerank": lambda b: b.rerank, "clicked": lambda b: b.clicked,
+    "bm25": lambda b: b.bm25,
+    "rerank": lambda b: b.rerank,
+    "clicked": lambda b: b.clicked,
     # and these four partition the rows (BM25-top-k only, reranker-top-k only, both, clicked only)
     "bm25_only": lambda b: b.bm25 & ~b.rerank,
     "rerank_only": lambda b: b.rerank & ~b.bm25,
     "bm25_and_rerank": lambda b: b.bm25 & b.rerank,
     "clicked_only": lambda b: b.clicked & ~(b.bm25 | b.rerank),
     # not provenance: contexts the judge cut further, by tokens, to fit max_model_len
-    "context_cut_by_tokens": lambda b: b.table["context_cut_by_tokens"].fill_null(False).to_numpy(zero_copy_only=False)
-    if "context_cut_by_tokens" in b.table.column_names else np.zeros(b.table.num_rows, bool),
+    "context_cut_by_tokens": lambda b: (
+        b.table["context_cut_by_tokens"].fill_null(False).to_numpy(zero_copy_only=False)
+        if "context_cut_by_tokens" in b.table.column_names
+        else np.zeros(b.table.num_rows, bool)
+    ),
 }
 PROVENANCE = ("bm25", "rerank", "clicked", "bm25_only", "rerank_only", "bm25_and_rerank", "clicked_only")
 VALUE_COUNTS = ("status", "source")  # string columns counted by value ("null" for a missing value)
@@ -104,10 +111,17 @@ class SplitStats:
         per = self.per_subquestion if self.per_subquestion is not None else np.zeros(0, np.int64)
         judged = per[per > 0]
         denominator = self.subquestions or len(judged) or 1
-        table1 = [{"level": str(n), "count": self.levels[n], "per_subquestion": round(self.levels[n] / denominator, 2)}
-                  for n in sorted(LEVELS, reverse=True)]
-        table1.append({"level": "Other", "count": self.levels["unparsed"],
-                       "per_subquestion": round(self.levels["unparsed"] / denominator, 4)})
+        table1 = [
+            {"level": str(n), "count": self.levels[n], "per_subquestion": round(self.levels[n] / denominator, 2)}
+            for n in sorted(LEVELS, reverse=True)
+        ]
+        table1.append(
+            {
+                "level": "Other",
+                "count": self.levels["unparsed"],
+                "per_subquestion": round(self.levels["unparsed"] / denominator, 4),
+            }
+        )
         total = self.judgments or 1
         clicked_judged = len(np.unique(np.concatenate(self._clicked_keys))) if self._clicked_keys else 0
         return {
@@ -117,12 +131,17 @@ class SplitStats:
             "table1": table1,
             "judgments_per_subquestion": {
                 "mean": round(self.judgments / denominator, 2),
-                "min": int(judged.min()) if len(judged) else 0, "max": int(judged.max()) if len(judged) else 0},
+                "min": int(judged.min()) if len(judged) else 0,
+                "max": int(judged.max()) if len(judged) else 0,
+            },
             "provenance_share": {k: round(self.rows[k] / total, 4) for k in PROVENANCE},
             "context_cut_by_tokens": self.rows["context_cut_by_tokens"],
             "counts": {column: dict(sorted(self.values.get(column, {}).items())) for column in VALUE_COUNTS},
-            "clicked": {"in_questions": self.clicked_total, "judged": clicked_judged,
-                        "coverage": round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0},
+            "clicked": {
+                "in_questions": self.clicked_total,
+                "judged": clicked_judged,
+                "coverage": round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0,
+            },
             "level_share": {str(k): round(self.levels[k] / total, 6) for k in [*LEVELS, "unparsed"]},
         }
 

@@ -6,6 +6,7 @@ sub-questions. The ids are indexed once as sorted 64-bit hashes (8 bytes an id, 
 a hash-table slot), never once per batch as `pc.is_in(value_set=...)` does; a probe's hit is confirmed
 by comparing the strings, so a hash collision can never map a value to another id.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,13 @@ class IdIndex:
 
     def __init__(self, ids: pa.Array | pa.ChunkedArray):
         self.ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-        hashes = np.concatenate([pd.util.hash_array(self.ids.slice(i, self.BLOCK).to_numpy(zero_copy_only=False), categorize=False)
-                                 for i in range(0, len(self.ids), self.BLOCK)] or [np.zeros(0, np.uint64)])
+        hashes = np.concatenate(
+            [
+                pd.util.hash_array(self.ids.slice(i, self.BLOCK).to_numpy(zero_copy_only=False), categorize=False)
+                for i in range(0, len(self.ids), self.BLOCK)
+            ]
+            or [np.zeros(0, np.uint64)]
+        )
         self.order = np.argsort(hashes, kind="stable")
         self.sorted = hashes[self.order]
         self.unique = len(self.sorted) < 2 or bool((self.sorted[1:] != self.sorted[:-1]).all())
@@ -56,7 +62,9 @@ class IdIndex:
         found = np.where(self.sorted[slot] == hashes, self.order[slot], MISSING).astype(np.int64)
         hit = found != MISSING
         if hit.any():
-            same = pc.equal(array.filter(pa.array(hit)), self.ids.take(pa.array(found[hit]))).to_numpy(zero_copy_only=False)
+            same = pc.equal(array.filter(pa.array(hit)), self.ids.take(pa.array(found[hit]))).to_numpy(
+                zero_copy_only=False
+            )
             found[np.flatnonzero(hit)[~same]] = MISSING
         return found
 
@@ -112,8 +120,14 @@ def mix(*parts: np.ndarray) -> np.ndarray:
 class TopicIndex:
     """Questions and sub-questions of a release (or of a build's inputs) by position."""
 
-    def __init__(self, qids: pa.Array | pa.ChunkedArray, splits: list[str], question_splits: pa.Array | pa.ChunkedArray,
-                 subq_ids: pa.Array | pa.ChunkedArray, subq_qids: pa.Array | pa.ChunkedArray):
+    def __init__(
+        self,
+        qids: pa.Array | pa.ChunkedArray,
+        splits: list[str],
+        question_splits: pa.Array | pa.ChunkedArray,
+        subq_ids: pa.Array | pa.ChunkedArray,
+        subq_qids: pa.Array | pa.ChunkedArray,
+    ):
         self.splits = list(splits)
         self.questions = _index(qids)
         self.subquestions = _index(subq_ids)

@@ -16,6 +16,7 @@ Rows are grouped by sub-question with the release's sorted runs (generation/spil
 (sub-question position, arrival), so memory stays bounded however many judgments there are. Output rows follow
 the sub-questions' order in the `subquestions` tables, so `validate` re-derives the same rows in the same order.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,10 @@ DEV = "dev"
 
 def dev_share_of(qids: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
     """Per question, sha256(f"{seed}:{qid}")'s first 8 bytes as a number in [0, 1)."""
-    return np.array([int.from_bytes(hashlib.sha256(f"{seed}:{q}".encode()).digest()[:8], "big") / 2**64
-                     for q in qids.to_pylist()], np.float64)
+    return np.array(
+        [int.from_bytes(hashlib.sha256(f"{seed}:{q}".encode()).digest()[:8], "big") / 2**64 for q in qids.to_pylist()],
+        np.float64,
+    )
 
 
 def dev_questions(qids: pa.Array | pa.ChunkedArray, seed: int, share: float) -> np.ndarray:
@@ -52,8 +55,9 @@ def dev_questions(qids: pa.Array | pa.ChunkedArray, seed: int, share: float) -> 
 def with_dev_split(questions: pa.Table, training) -> pa.Table:
     """The questions table with the train questions `dev_questions` picks moved to the `dev` split."""
     split = questions["split"]
-    moved = dev_questions(questions["qid"], training.seed, training.dev_share) & \
-        pc.equal(split, TRAIN).to_numpy(zero_copy_only=False)
+    moved = dev_questions(questions["qid"], training.seed, training.dev_share) & pc.equal(split, TRAIN).to_numpy(
+        zero_copy_only=False
+    )
     if not moved.any():
         return questions
     new = pc.if_else(pa.array(moved), DEV, split)
@@ -67,8 +71,11 @@ class JudgmentRuns(TableRuns):
 
     def _sorted_buffer(self) -> pa.Table | None:
         table = super()._sorted_buffer()
-        return None if table is None else pa.Table.from_batches(table.to_batches(max_chunksize=MERGE_BLOCK_ROWS),
-                                                                table.schema)
+        return (
+            None
+            if table is None
+            else pa.Table.from_batches(table.to_batches(max_chunksize=MERGE_BLOCK_ROWS), table.schema)
+        )
 
 
 @dataclass
@@ -82,8 +89,9 @@ class TrainingRows:
     """Graded judgments added in any order (positions into `subquestions`); `tables()` gives back, per chunk of
     whole sub-questions in position order, (split code, config, rows)."""
 
-    def __init__(self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training,
-                 memory: int | None = None):
+    def __init__(
+        self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training, memory: int | None = None
+    ):
         self.ids, self.qids, self.texts = subquestions["subq_id"], subquestions["qid"], subquestions["text"]
         self.subq_split, self.answer_level, self.training = subq_split, answer_level, training
         self.runs = JudgmentRuns("key", memory or RUN_ROWS)
@@ -95,8 +103,9 @@ class TrainingRows:
         if not graded.any():
             return
         n = int(graded.sum())
-        key = (subquestion[graded].astype(np.uint64) << np.uint64(SERIAL_BITS)) + \
-            np.arange(self.serial, self.serial + n, dtype=np.uint64)
+        key = (subquestion[graded].astype(np.uint64) << np.uint64(SERIAL_BITS)) + np.arange(
+            self.serial, self.serial + n, dtype=np.uint64
+        )
         self.serial += n
         table = rows.select(COLUMNS) if graded.all() else rows.select(COLUMNS).filter(pa.array(graded))
         self.runs.add(table.append_column("key", pa.array(key, pa.uint64())))
@@ -119,9 +128,15 @@ class TrainingRows:
 
     def tables(self) -> Iterator[tuple[int, str, pa.Table]]:
         for chunk in self.groups():
-            for name, table in (("graded-lists", self.graded_lists(chunk)), ("hard-negatives", self.hard_negatives(chunk))):
-                split = self.subq_split[table["position"].to_numpy(zero_copy_only=False)] if table.num_rows else \
-                    np.zeros(0, np.int64)
+            for name, table in (
+                ("graded-lists", self.graded_lists(chunk)),
+                ("hard-negatives", self.hard_negatives(chunk)),
+            ):
+                split = (
+                    self.subq_split[table["position"].to_numpy(zero_copy_only=False)]
+                    if table.num_rows
+                    else np.zeros(0, np.int64)
+                )
                 for code in np.unique(split):
                     part = table.filter(pa.array(split == code)).drop_columns(["position"])
                     self.counts.rows.setdefault(name, {}).setdefault(int(code), 0)
@@ -132,8 +147,9 @@ class TrainingRows:
         return column.take(position.cast(pa.int64()))
 
     def graded_lists(self, chunk: pa.Table) -> pa.Table:
-        chunk = chunk.take(pc.sort_indices(chunk, [("position", "ascending"), ("level", "descending"),
-                                                   ("docid", "ascending")]))
+        chunk = chunk.take(
+            pc.sort_indices(chunk, [("position", "ascending"), ("level", "descending"), ("docid", "ascending")])
+        )
         position = chunk["position"].combine_chunks()
         starts = group_starts(position)
         offsets = pa.array(np.append(starts, len(position)).astype(np.int32))
@@ -144,25 +160,44 @@ class TrainingRows:
             if not nullable:
                 return pa.ListArray.from_arrays(offsets, values)
             # a sub-question's list is null where the judge gave none for any of its documents (generate mode)
-            given = np.add.reduceat(pc.is_valid(values).to_numpy(zero_copy_only=False).astype(np.int64), starts) \
-                if len(starts) else np.zeros(0, np.int64)
+            given = (
+                np.add.reduceat(pc.is_valid(values).to_numpy(zero_copy_only=False).astype(np.int64), starts)
+                if len(starts)
+                else np.zeros(0, np.int64)
+            )
             return pa.ListArray.from_arrays(offsets, values, mask=pa.array(given == 0))
 
-        return pa.table({
-            "query_id": self._subquestion(first, self.ids), "qid": self._subquestion(first, self.qids),
-            "docids": lists("docid"), "labels": lists("level"), "expected": lists("expected", True),
-            "probs": lists("probs", True), "position": first})
+        return pa.table(
+            {
+                "query_id": self._subquestion(first, self.ids),
+                "qid": self._subquestion(first, self.qids),
+                "docids": lists("docid"),
+                "labels": lists("level"),
+                "expected": lists("expected", True),
+                "probs": lists("probs", True),
+                "position": first,
+            }
+        )
 
     def hard_negatives(self, chunk: pa.Table) -> pa.Table:
         k = self.training.negatives
         level = chunk["level"]
         positives = chunk.filter(pc.greater_equal(level, self.answer_level))
-        positives = positives.take(pc.sort_indices(positives, [("position", "ascending"), ("level", "descending"),
-                                                               ("docid", "ascending")]))
+        positives = positives.take(
+            pc.sort_indices(positives, [("position", "ascending"), ("level", "descending"), ("docid", "ascending")])
+        )
         negatives = chunk.filter(pc.less_equal(level, self.training.negative_level))
-        negatives = negatives.take(pc.sort_indices(
-            negatives, [("position", "ascending"), ("rerank_rank", "ascending", "at_end"),
-                        ("bm25_rank", "ascending", "at_end"), ("docid", "ascending")]))
+        negatives = negatives.take(
+            pc.sort_indices(
+                negatives,
+                [
+                    ("position", "ascending"),
+                    ("rerank_rank", "ascending", "at_end"),
+                    ("bm25_rank", "ascending", "at_end"),
+                    ("docid", "ascending"),
+                ],
+            )
+        )
         neg_position = negatives["position"].to_numpy(zero_copy_only=False)
         pos_position = positives["position"].to_numpy(zero_copy_only=False)
         # each positive's sub-question: where its negatives start in `negatives`, and how many it has
@@ -174,15 +209,23 @@ class TrainingRows:
         positives, start = positives.filter(pa.array(enough)), start[enough]
         n = positives.num_rows
         taken = (start[:, None] + np.arange(k)).ravel()
-        negative_ids = pa.ListArray.from_arrays(pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
-                                                negatives["docid"].take(pa.array(taken, pa.int64())).combine_chunks())
+        negative_ids = pa.ListArray.from_arrays(
+            pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
+            negatives["docid"].take(pa.array(taken, pa.int64())).combine_chunks(),
+        )
         position = positives["position"].combine_chunks()
-        return pa.table({
-            "query_id": self._subquestion(position, self.ids), "query_text": self._subquestion(position, self.texts),
-            "positive_document_ids": pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)),
-                                                              positives["docid"].combine_chunks()),
-            "negative_document_ids": negative_ids, "qid": self._subquestion(position, self.qids),
-            "position": position})
+        return pa.table(
+            {
+                "query_id": self._subquestion(position, self.ids),
+                "query_text": self._subquestion(position, self.texts),
+                "positive_document_ids": pa.ListArray.from_arrays(
+                    pa.array(np.arange(n + 1, dtype=np.int32)), positives["docid"].combine_chunks()
+                ),
+                "negative_document_ids": negative_ids,
+                "qid": self._subquestion(position, self.qids),
+                "position": position,
+            }
+        )
 
 
 def group_starts(sorted_keys: pa.Array) -> np.ndarray:
@@ -203,16 +246,28 @@ def settings_record(profile, counts: TrainingCounts) -> dict:
 
     training = profile.training if profile is not None else Training()
     answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
-    return {**training.model_dump(), "answer_level": answer_level, "positives": counts.positives,
-            "short_positives": counts.short_positives,
-            "dev_rule": "sha256(f'{seed}:{qid}')[:8] as a big-endian integer / 2**64 < dev_share, train questions only"}
+    return {
+        **training.model_dump(),
+        "answer_level": answer_level,
+        "positives": counts.positives,
+        "short_positives": counts.short_positives,
+        "dev_rule": "sha256(f'{seed}:{qid}')[:8] as a big-endian integer / 2**64 < dev_share, train questions only",
+    }
 
 
 class TrainingWriters:
     """`build-release`'s side: rows added per routed batch, the two configs written per split at the end."""
 
-    def __init__(self, out: Path, subquestions: pa.Table, subq_split: np.ndarray, splits: list[str], profile,
-                 rows_per_file: int, memory: int | None = None):
+    def __init__(
+        self,
+        out: Path,
+        subquestions: pa.Table,
+        subq_split: np.ndarray,
+        splits: list[str],
+        profile,
+        rows_per_file: int,
+        memory: int | None = None,
+    ):
         from builder.release.layout import config
         from builder.release.writer import RollingWriter
         from generation.profiles import Complexity, Training
@@ -221,9 +276,11 @@ class TrainingWriters:
         answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
         self.rows = TrainingRows(subquestions, subq_split, answer_level, training, memory)
         self.splits = splits
-        self.writers = {(name, s): RollingWriter(Path(out) / "data" / config(name).folders[0], split, CONFIGS[name],
-                                                 rows_per_file)
-                        for name in CONFIGS for s, split in enumerate(splits)}
+        self.writers = {
+            (name, s): RollingWriter(Path(out) / "data" / config(name).folders[0], split, CONFIGS[name], rows_per_file)
+            for name in CONFIGS
+            for s, split in enumerate(splits)
+        }
 
     def add(self, rows: pa.Table, subquestion: np.ndarray) -> None:
         self.rows.add(rows, subquestion)

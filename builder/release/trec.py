@@ -7,6 +7,7 @@ The format, as trec_eval reads it (usnistgov/trec_eval, get_qrels.c): one judgme
 the order of the Parquet rows. `validate` reads a file back with the kit's one TREC qrels reader
 (generation/labels/trec_qrels.py) and holds it to iteration 0, the kit's.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,13 @@ def trec_lines(qrels: pa.Table) -> pa.Table:
         spaced = pc.match_substring_regex(qrels[column], r"\s")
         if pc.any(spaced).as_py():
             value = pc.filter(qrels[column], spaced)[0].as_py()
-            raise InputError("judgments", 0, f"{column} {value!r} holds white space, which a TREC qrels line "
-                             "cannot carry (trec_eval splits fields on it)", field=column)
+            raise InputError(
+                "judgments",
+                0,
+                f"{column} {value!r} holds white space, which a TREC qrels line "
+                "cannot carry (trec_eval splits fields on it)",
+                field=column,
+            )
     iteration = pa.array(["0"] * qrels.num_rows, pa.string())
     return pa.table([qrels["query-id"], iteration, qrels["corpus-id"], qrels["score"]], names=list(COLUMNS))
 
@@ -101,9 +107,11 @@ def kit_iteration(table: pa.Table, name: str, check) -> pa.Table:
         return table
     wrong = pc.filter(table, pc.invert(good))
     row = wrong.slice(0, 1).to_pylist()[0]
-    check.fail(f"{name} line {row['line']}: the line of query-id {row['query-id']} corpus-id {row['corpus-id']} has "
-               f"iteration {row['iteration']!r} and relevance {str(row['score'])!r} (want 0 and an integer)",
-               wrong.num_rows)
+    check.fail(
+        f"{name} line {row['line']}: the line of query-id {row['query-id']} corpus-id {row['corpus-id']} has "
+        f"iteration {row['iteration']!r} and relevance {str(row['score'])!r} (want 0 and an integer)",
+        wrong.num_rows,
+    )
     return table.filter(good)
 
 
@@ -114,8 +122,10 @@ def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int
     name = path.relative_to(release)
     if path.is_symlink() or not path.is_file():
         if parquet[0] or path.exists() or path.is_symlink():
-            check.fail(f"{name}: {'not a regular file' if path.exists() or path.is_symlink() else 'missing'} "
-                       f"(the qrels config has {parquet[0]:,} {split} rows)")
+            check.fail(
+                f"{name}: {'not a regular file' if path.exists() or path.is_symlink() else 'missing'} "
+                f"(the qrels config has {parquet[0]:,} {split} rows)"
+            )
         return
     rows, printed = 0, 0
 
@@ -128,14 +138,22 @@ def compare_trec_qrels(release: Path, split: str, index, parquet: tuple[int, int
             subquestion = index.subquestion_positions(table["query-id"])
             unknown = subquestion == MISSING
             if unknown.any():
-                check.fail(f"{name}: query-id {table['query-id'][int(unknown.argmax())]} is no sub-question",
-                           int(unknown.sum()))
+                check.fail(
+                    f"{name}: query-id {table['query-id'][int(unknown.argmax())]} is no sub-question",
+                    int(unknown.sum()),
+                )
             rows += table.num_rows
-            printed = (printed + fingerprint(subquestion, string_hashes(table["corpus-id"]),
-                                             table["score"].to_numpy(zero_copy_only=False))) % 2**64
+            printed = (
+                printed
+                + fingerprint(
+                    subquestion, string_hashes(table["corpus-id"]), table["score"].to_numpy(zero_copy_only=False)
+                )
+            ) % 2**64
     except (OSError, pa.ArrowException) as e:
         check.fail(f"{name}: not readable as a TREC qrels file ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
         return
     if (rows, printed) != parquet:
-        check.fail(f"{name}: {rows:,} lines that are not the {parquet[0]:,} rows of the qrels config's {split} split"
-                   + (" (same count, other rows)" if rows == parquet[0] else ""))
+        check.fail(
+            f"{name}: {rows:,} lines that are not the {parquet[0]:,} rows of the qrels config's {split} split"
+            + (" (same count, other rows)" if rows == parquet[0] else "")
+        )

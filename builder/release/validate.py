@@ -7,6 +7,7 @@ validate_rows.py (the pass over their rows), trec.py (the TREC qrels files), val
 validate_training.py (the derived configs), validate_card.py (the card), validate_load.py (load_dataset),
 imported.py (imported labels) and validate_shares.py (the level shares).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -92,14 +93,17 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     files = open_files(release, splits, checks["readable"], checks["schema"])
     questions, index = scan_topics(release, splits, files, checks)
     prints = DerivedPrints(splits, index, binary_threshold(profile))
-    scans, complexity = scan_judgments(release, splits, files, index, profile, checks,
-                                       Rederivation(manifest, profile, report), prints)
+    scans, complexity = scan_judgments(
+        release, splits, files, index, profile, checks, Rederivation(manifest, profile, report), prints
+    )
     for code, split in enumerate(splits):
         find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
         rows, printed = scan_qrels(release, split, files, index, code, checks)
         if (rows, printed) != (scans[split].graded, scans[split].graded_print):
-            checks["qrels"].fail(f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
-                                 "judgments (subq_id, docid, level) of the split")
+            checks["qrels"].fail(
+                f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
+                "judgments (subq_id, docid, level) of the split"
+            )
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
     check_training(release, manifest, profile, splits, files, report)
@@ -110,17 +114,31 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     report.stats, report.rows = stats, rows
     check_manifest_numbers(release, manifest, profile, rows, stats, report)
     card = check_card(release, manifest, rows, stats, splits, report)
-    check_loads(release, rows, splits, card, load,
-                report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features"))
-    check_import(release, manifest, stats, [p for s in splits for p in files.of("judgments", s)],
-                 read_card(release)[1], report.check(IMPORT_CHECK))
+    check_loads(
+        release,
+        rows,
+        splits,
+        card,
+        load,
+        report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features"),
+    )
+    check_import(
+        release,
+        manifest,
+        stats,
+        [p for s in splits for p in files.of("judgments", s)],
+        read_card(release)[1],
+        report.check(IMPORT_CHECK),
+    )
     check_shares(stats, expect, against, report)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
     texts = report.check("no document text in the release folder (ClueWeb22's licence forbids redistributing it)")
     for name in text_files(release):
-        texts.fail(f"{name}: document text (from `researchy-subq texts` or `training-files`?); move it out of the release")
+        texts.fail(
+            f"{name}: document text (from `researchy-subq texts` or `training-files`?); move it out of the release"
+        )
     return report
 
 

@@ -10,6 +10,7 @@
   are the data's; its pixels are the plot of the data's statistics, rendered again (when this matplotlib is the
   one that drew it: another version may draw other pixels, then only the counts are compared).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ from builder.release.card import (
 from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
-PROMPT_BLOCK = re.compile(r"The judge prompt \(`(?P<id>[^`]*)`, (?P<source>.*?), sha256 `(?P<sha>[^`]*)`\), "
-                          r"verbatim:\n\n```text\n(?P<text>.*?)\n```", re.S)
+PROMPT_BLOCK = re.compile(
+    r"The judge prompt \(`(?P<id>[^`]*)`, (?P<source>.*?), sha256 `(?P<sha>[^`]*)`\), "
+    r"verbatim:\n\n```text\n(?P<text>.*?)\n```",
+    re.S,
+)
 
 
 def read_card(release: Path) -> tuple[dict | None, str, str | None]:
@@ -55,18 +59,25 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
 
 def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
     """The card's checks, in the report's order; the card's YAML (None when it has none), for the load check."""
-    yaml_check = report.check("README.md YAML parses and declares every config with exact num_examples and its own files")
+    yaml_check = report.check(
+        "README.md YAML parses and declares every config with exact num_examples and its own files"
+    )
     data, body, problem = read_card(release)
     if problem:
         yaml_check.fail(problem)
     if data is not None:
-        declared = {i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
-                    for i in data.get("dataset_info", []) or [] if isinstance(i, dict)}
+        declared = {
+            i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
+            for i in data.get("dataset_info", []) or []
+            if isinstance(i, dict)
+        }
         for c in published_configs(rows, splits):
             for split, n in rows[c.name].items():
                 if n and declared.get(c.name, {}).get(split) != n:
-                    yaml_check.fail(f"{c.name}/{split}: num_examples {declared.get(c.name, {}).get(split)} in the card, "
-                                    f"{n} in the data")
+                    yaml_check.fail(
+                        f"{c.name}/{split}: num_examples {declared.get(c.name, {}).get(split)} in the card, "
+                        f"{n} in the data"
+                    )
         known = {c.name: c for c in CONFIGS}
         for entry in data.get("configs", []) or []:
             name = entry.get("config_name") if isinstance(entry, dict) else None
@@ -76,28 +87,44 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
             for files in entry.get("data_files", []) or []:
                 wanted = known[name].pattern(files.get("split", "")) if isinstance(files, dict) else None
                 if not isinstance(files, dict) or files.get("path") != wanted:
-                    yaml_check.fail(f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
-                                    f"its files are {wanted!r}")
+                    yaml_check.fail(
+                        f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
+                        f"its files are {wanted!r}"
+                    )
     numbers = report.check("every number in the card's statistics equals the data")
-    section = body[body.find(STATS_BEGIN): body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
+    section = body[body.find(STATS_BEGIN) : body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
     expected = stats_markdown(stats)
     if section != expected:
         for line_card, line_data in zip(section.splitlines() or [""], expected.splitlines()):
             if line_card != line_data:
                 numbers.fail(f"card says {line_card!r}, data gives {line_data!r}")
         if len(section.splitlines()) != len(expected.splitlines()):
-            numbers.fail(f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}")
+            numbers.fail(
+                f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}"
+            )
     names = report.check("the card names the manifest's models, profile and profile hash")
     models = manifest.get("models") or {}
     profile = manifest.get("profile") or {}
-    for what, value in (("judge", models.get("judge")), ("reranker", models.get("reranker")),
-                        ("profile", f"Profile `{profile.get('name')}`"), ("profile hash", manifest.get("profile_hash")),
-                        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ())):
+    for what, value in (
+        ("judge", models.get("judge")),
+        ("reranker", models.get("reranker")),
+        ("profile", f"Profile `{profile.get('name')}`"),
+        ("profile hash", manifest.get("profile_hash")),
+        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ()),
+    ):
         if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
-    check_prompt(body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256"))
-    check_figures(release, rows, splits, body, data, report.check(
-        "the card's configs table, download sizes and byte counts equal the data"))
+    check_prompt(
+        body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256")
+    )
+    check_figures(
+        release,
+        rows,
+        splits,
+        body,
+        data,
+        report.check("the card's configs table, download sizes and byte counts equal the data"),
+    )
     check_plot(release, stats, report.check(f"{PLOT} draws the data's level counts"))
     return data
 
@@ -111,25 +138,34 @@ def check_prompt(body: str, manifest: dict, check) -> None:
         check.note = "imported labels: no judge prompt"
         return
     if block is None:
-        check.fail("README.md: no verbatim judge prompt block (\"The judge prompt (`ID`, SOURCE, sha256 `HASH`), "
-                   "verbatim:\")")
+        check.fail(
+            'README.md: no verbatim judge prompt block ("The judge prompt (`ID`, SOURCE, sha256 `HASH`), verbatim:")'
+        )
         return
     if (block["id"], block["sha"]) != (stated.get("id"), stated.get("sha256")):
-        check.fail(f"README.md prints prompt {block['id']} sha256 {block['sha']}; manifest.json records "
-                   f"{stated.get('id')} sha256 {stated.get('sha256')}")
+        check.fail(
+            f"README.md prints prompt {block['id']} sha256 {block['sha']}; manifest.json records "
+            f"{stated.get('id')} sha256 {stated.get('sha256')}"
+        )
     try:
         prompt = get_prompt(str(stated.get("id")))
     except KeyError:
         check.fail(f"manifest.json: prompt {stated.get('id')!r} is none of the kit's: its text cannot be checked")
         return
     if prompt.sha256 != stated.get("sha256"):
-        check.fail(f"manifest.json: sha256 {stated.get('sha256')} is not the kit's prompt {prompt.id} ({prompt.sha256})")
+        check.fail(
+            f"manifest.json: sha256 {stated.get('sha256')} is not the kit's prompt {prompt.id} ({prompt.sha256})"
+        )
     printed, kit = block["text"], prompt.render("{question}", "{context}")
     if printed != kit:
-        line = next((i for i, (a, b) in enumerate(zip(printed.splitlines(), kit.splitlines())) if a != b),
-                    min(len(printed.splitlines()), len(kit.splitlines())))
-        check.fail(f"README.md: the verbatim prompt is not {prompt.id}'s text (sha256 {prompt.sha256}): first "
-                   f"difference at its line {line + 1}")
+        line = next(
+            (i for i, (a, b) in enumerate(zip(printed.splitlines(), kit.splitlines())) if a != b),
+            min(len(printed.splitlines()), len(kit.splitlines())),
+        )
+        check.fail(
+            f"README.md: the verbatim prompt is not {prompt.id}'s text (sha256 {prompt.sha256}): first "
+            f"difference at its line {line + 1}"
+        )
 
 
 def check_figures(release: Path, rows: dict, splits: list[str], body: str, data: dict | None, check) -> None:
@@ -146,7 +182,9 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
         present = [s for s in splits if rows.get(c.name, {}).get(s, 0)]
         size = sum(p.stat().st_size for s in present for p in c.files(release, s))
         if info.get("download_size") != size:
-            check.fail(f"README.md YAML {c.name}: download_size {info.get('download_size')}, its files are {size:,} bytes")
+            check.fail(
+                f"README.md YAML {c.name}: download_size {info.get('download_size')}, its files are {size:,} bytes"
+            )
         stated = {s.get("name"): s.get("num_bytes") for s in info.get("splits", []) or [] if isinstance(s, dict)}
         for split in present:
             try:
@@ -155,8 +193,10 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
                 check.fail(f"{c.name}/{split}: {e}")
                 continue
             if stated.get(split) != recorded:
-                check.fail(f"README.md YAML {c.name}/{split}: num_bytes {stated.get(split)}, the files' footers give "
-                           f"{recorded:,}")
+                check.fail(
+                    f"README.md YAML {c.name}/{split}: num_bytes {stated.get(split)}, the files' footers give "
+                    f"{recorded:,}"
+                )
 
 
 def check_plot(release: Path, stats: dict, check) -> None:
@@ -178,15 +218,22 @@ def check_plot(release: Path, stats: dict, check) -> None:
     data = plot_counts(stats)
     if drawn != json.loads(json.dumps(data, sort_keys=True)):
         drawn = drawn if isinstance(drawn, dict) else {}
-        differ = [f"{split} {level}: {(drawn.get(split) or {}).get(level)} drawn, {n:,} in the data"
-                  for split, counts in data.items() for level, n in counts.items()
-                  if (drawn.get(split) or {}).get(level) != n]
-        check.fail(f"{PLOT}: its {PLOT_COUNTS!r} chunk states other counts than the data's: {'; '.join(differ[:3])}"
-                   + (f" ({len(differ)} differ)" if len(differ) > 3 else ""))
+        differ = [
+            f"{split} {level}: {(drawn.get(split) or {}).get(level)} drawn, {n:,} in the data"
+            for split, counts in data.items()
+            for level, n in counts.items()
+            if (drawn.get(split) or {}).get(level) != n
+        ]
+        check.fail(
+            f"{PLOT}: its {PLOT_COUNTS!r} chunk states other counts than the data's: {'; '.join(differ[:3])}"
+            + (f" ({len(differ)} differ)" if len(differ) > 3 else "")
+        )
         return
     if matplotlib.__version__ not in text.get("Software", ""):
-        check.note = f"{PLOT} drawn by {text.get('Software')!r}, not this matplotlib {matplotlib.__version__}: " \
-                     "its counts were compared, not its pixels"
+        check.note = (
+            f"{PLOT} drawn by {text.get('Software')!r}, not this matplotlib {matplotlib.__version__}: "
+            "its counts were compared, not its pixels"
+        )
         return
     with tempfile.TemporaryDirectory() as folder:
         with Image.open(plot_levels(Path(folder), stats)) as image:

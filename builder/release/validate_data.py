@@ -3,6 +3,7 @@ unreadable file or another schema is a report line, never a traceback, and its r
 record batches; with the helpers every pass over the rows uses: NaN counts of float columns, the order-free
 fingerprint of a multiset of rows, and the row counts of each config and split. The passes themselves are in
 validate_rows.py, validate_derived.py and validate_training.py."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,8 +19,12 @@ from builder.release.topic_index import mix
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144
-FLOAT_COLUMNS = {"judgments": ("expected", "probs"), "questions": ("answerable_share", "completeness", "clicked"),
-                 "subquestions": (), "qrels": ()}
+FLOAT_COLUMNS = {
+    "judgments": ("expected", "probs"),
+    "questions": ("answerable_share", "completeness", "clicked"),
+    "subquestions": (),
+    "qrels": (),
+}
 
 
 def float_values(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
@@ -51,6 +56,7 @@ def nan_count(table: pa.Table, name: str) -> dict[str, int]:
 @dataclass
 class Readable:
     """Files whose table schema is right and that open as Parquet; the rest were reported once."""
+
     files: dict = field(default_factory=dict)  # config name -> split -> [Path]
 
     def of(self, name: str, split: str) -> list[Path]:
@@ -75,15 +81,31 @@ def open_files(release: Path, splits: list[str], readable_check, schema_check) -
                     readable_check.fail(f"{name}: not readable as Parquet ({type(e).__name__}: {str(e)[:120]})")
                     continue
                 if not found.equals(expected):
-                    types = [f"{f.name}: {f.type}" for f in found if f.name not in expected.names
-                             or expected.field(f.name).type != f.type]
+                    types = [
+                        f"{f.name}: {f.type}"
+                        for f in found
+                        if f.name not in expected.names or expected.field(f.name).type != f.type
+                    ]
                     missing = [n for n in expected.names if n not in found.names]
-                    nullable = [f.name for f in found if f.name in expected.names and not types
-                                and expected.field(f.name).nullable != f.nullable]
-                    schema_check.fail(f"{name}: " + "; ".join(filter(None, [
-                        f"types {types}" if types else "", f"missing {missing}" if missing else "",
-                        f"nullability of {nullable}" if nullable else "", "" if types or missing or nullable
-                        else f"column order {found.names}"])))
+                    nullable = [
+                        f.name
+                        for f in found
+                        if f.name in expected.names and not types and expected.field(f.name).nullable != f.nullable
+                    ]
+                    schema_check.fail(
+                        f"{name}: "
+                        + "; ".join(
+                            filter(
+                                None,
+                                [
+                                    f"types {types}" if types else "",
+                                    f"missing {missing}" if missing else "",
+                                    f"nullability of {nullable}" if nullable else "",
+                                    "" if types or missing or nullable else f"column order {found.names}",
+                                ],
+                            )
+                        )
+                    )
                     if types or missing:
                         continue  # rows of another layout are not scanned; the line above is the finding
                 out.files.setdefault(c.name, {}).setdefault(split, []).append(path)
@@ -114,8 +136,16 @@ def fingerprint(*columns: np.ndarray) -> int:
 
 
 def data_rows(files: Readable, splits: list[str]) -> dict:
-    return {c.name: {s: sum(pq.ParquetFile(p).metadata.num_rows for p in files.of(
-        "judgments", s) if p.parent.name in {f.split("/")[-1] for f in c.folders}) if c.table == "judgments"
-        else sum(pq.ParquetFile(p).metadata.num_rows for p in files.of(c.name, s)) for s in splits}
-        for c in CONFIGS}
-
+    return {
+        c.name: {
+            s: sum(
+                pq.ParquetFile(p).metadata.num_rows
+                for p in files.of("judgments", s)
+                if p.parent.name in {f.split("/")[-1] for f in c.folders}
+            )
+            if c.table == "judgments"
+            else sum(pq.ParquetFile(p).metadata.num_rows for p in files.of(c.name, s))
+            for s in splits
+        }
+        for c in CONFIGS
+    }

@@ -14,6 +14,7 @@ validate_rows.scan_judgments); the distinct documents are counted through sorted
 (generation/spill.py), so memory stays flat. Only when a fingerprint differs are the rows looked at one by
 one, to name the first that is wrong.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ from generation.spill import KeyRuns
 CHECKS = {
     "qrels-binary": "qrels-binary is the graded judgments of its split, score 1 where level >= the answer level",
     "diversity-qrels": "diversity-qrels is the graded judgments regrouped by question, subtopic = the sub-question's "
-                       "position",
+    "position",
     "queries": "queries are the sub-questions of their split with their text",
     "corpus-ids": "corpus-ids are exactly the distinct judged documents with their url_hash, URLs from the clicks",
 }
@@ -51,15 +52,27 @@ class DerivedPrints:
         self.documents = [KeyRuns() for _ in splits]
         self.pairs = [KeyRuns() for _ in splits]
 
-    def add(self, code: int, table: pa.Table, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray,
-            distinct_documents: np.ndarray, document_codes: np.ndarray) -> None:
+    def add(
+        self,
+        code: int,
+        table: pa.Table,
+        question: np.ndarray,
+        subquestion: np.ndarray,
+        document: np.ndarray,
+        distinct_documents: np.ndarray,
+        document_codes: np.ndarray,
+    ) -> None:
         """`distinct_documents` and `document_codes`: the docid column's distinct hashes and each row's code."""
         graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
         level = table["level"].fill_null(-1).to_numpy(zero_copy_only=False)[graded].astype(np.int64)
         subq, doc = self.subq_hash[subquestion[graded]], document[graded]
-        self.binary[code] = (self.binary[code] + fingerprint(subq, doc, (level >= self.threshold).astype(np.int64))) % 2**64
-        self.diverse[code] = (self.diverse[code] + fingerprint(
-            self.question_hash[question[graded]], self.subtopic[subquestion[graded]], doc, level, subq)) % 2**64
+        self.binary[code] = (
+            self.binary[code] + fingerprint(subq, doc, (level >= self.threshold).astype(np.int64))
+        ) % 2**64
+        self.diverse[code] = (
+            self.diverse[code]
+            + fingerprint(self.question_hash[question[graded]], self.subtopic[subquestion[graded]], doc, level, subq)
+        ) % 2**64
         # each document once, with the url_hash of its first row; rows of it with another url_hash besides
         first = np.full(len(distinct_documents), -1, np.int64)
         first[document_codes[::-1]] = np.arange(len(document_codes))[::-1]
@@ -69,7 +82,8 @@ class DerivedPrints:
         self.pairs[code].add(mix(distinct_documents[present], url_hashes(url.take(pa.array(first[present])))))
         own = url.take(pa.array(first[document_codes]))
         other = ~pc.or_kleene(pc.equal(url, own), pc.and_(pc.is_null(url), pc.is_null(own))).fill_null(False).to_numpy(
-            zero_copy_only=False)
+            zero_copy_only=False
+        )
         if other.any():
             self.pairs[code].add(mix(document[other], url_hashes(url.filter(pa.array(other)))))
 
@@ -89,16 +103,31 @@ def distinct(runs: KeyRuns) -> tuple[int, int]:
     return count, total
 
 
-def check_derived(release, splits: list[str], files: Readable, index: TopicIndex, questions: pa.Table, scans: dict,
-                  prints: DerivedPrints, report) -> None:
+def check_derived(
+    release,
+    splits: list[str],
+    files: Readable,
+    index: TopicIndex,
+    questions: pa.Table,
+    scans: dict,
+    prints: DerivedPrints,
+    report,
+) -> None:
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
         _qrels_family(release, split, code, files, index, scans[split].graded, prints, checks)
         _queries(release, split, code, files, index, subq_split, checks["queries"])
         in_split = questions.filter(pc.equal(questions["release_split"], split))
-        _corpus_ids(release, split, files, clicked_urls(in_split), prints.documents[code], prints.pairs[code],
-                    checks["corpus-ids"])
+        _corpus_ids(
+            release,
+            split,
+            files,
+            clicked_urls(in_split),
+            prints.documents[code],
+            prints.pairs[code],
+            checks["corpus-ids"],
+        )
 
 
 def _scores(table: pa.Table, column: str = "score") -> np.ndarray:
@@ -131,7 +160,11 @@ class Cursor:
             part = self.buffer.slice(0, n)
             pieces.append(part)
             starts.append((self.path, self.offset, part.num_rows))
-            self.buffer, self.offset, n = self.buffer.slice(part.num_rows), self.offset + part.num_rows, n - part.num_rows
+            self.buffer, self.offset, n = (
+                self.buffer.slice(part.num_rows),
+                self.offset + part.num_rows,
+                n - part.num_rows,
+            )
         self.rows += sum(p.num_rows for p in pieces)
         return (pa.concat_tables(pieces) if pieces else None), starts
 
@@ -164,36 +197,61 @@ def _qrels_family(release, split, code, files, index, graded, prints, checks) ->
     build-release writes the three from the same batches in the same order. A config whose rows are not the
     qrels' at the same positions is then compared as a multiset, by fingerprint, before it fails (another
     order of the same rows passes)."""
-    binary, diverse = Cursor(_rows(files.of("qrels-binary", split), None, checks["qrels-binary"], release)), \
-        Cursor(_rows(files.of("diversity-qrels", split), None, checks["diversity-qrels"], release))
+    binary, diverse = (
+        Cursor(_rows(files.of("qrels-binary", split), None, checks["qrels-binary"], release)),
+        Cursor(_rows(files.of("diversity-qrels", split), None, checks["diversity-qrels"], release)),
+    )
     found = {"qrels-binary": Finding(), "diversity-qrels": Finding(), "regrouped": Finding()}
     for _, _, qrels in _rows(files.of("qrels", split), None, checks["qrels-binary"], release):
         score = _scores(qrels)
-        for cursor, name, column, expected in ((binary, "qrels-binary", "query-id", (score >= prints.threshold)),
-                                               (diverse, "diversity-qrels", "subq_id", score)):
+        for cursor, name, column, expected in (
+            (binary, "qrels-binary", "query-id", (score >= prints.threshold)),
+            (diverse, "diversity-qrels", "subq_id", score),
+        ):
             table, starts = cursor.take(qrels.num_rows)
             if table is None:
                 continue
             n = table.num_rows
-            bad = ~pc.equal(qrels["query-id"].slice(0, n), table[column]).to_numpy(zero_copy_only=False) \
-                | ~pc.equal(qrels["corpus-id"].slice(0, n), table["corpus-id"]).to_numpy(zero_copy_only=False) \
+            bad = (
+                ~pc.equal(qrels["query-id"].slice(0, n), table[column]).to_numpy(zero_copy_only=False)
+                | ~pc.equal(qrels["corpus-id"].slice(0, n), table["corpus-id"]).to_numpy(zero_copy_only=False)
                 | (expected[:n].astype(np.int64) != _scores(table))
-            found[name].add(bad, lambda r, t=table, s=starts, c=column, qrels=qrels, score=score: (
-                f"{where(s, r)} ({c} {t[c][r]}, corpus-id {t['corpus-id'][r]}, score {t['score'][r]}) is not the "
-                f"graded judgment at that position ({qrels['query-id'][r]}, {qrels['corpus-id'][r]}, level {score[r]})"))
+            )
+            found[name].add(
+                bad,
+                lambda r, t=table, s=starts, c=column, qrels=qrels, score=score: (
+                    f"{where(s, r)} ({c} {t[c][r]}, corpus-id {t['corpus-id'][r]}, score {t['score'][r]}) is not the "
+                    f"graded judgment at that position ({qrels['query-id'][r]}, {qrels['corpus-id'][r]}, level {score[r]})"
+                ),
+            )
             if name == "diversity-qrels":
                 found["regrouped"].add(*_regrouped(table, index, prints.subtopic, starts))
     for cursor, name, printed, hashed in (
-            (binary, "qrels-binary", prints.binary[code],
-             lambda t: (string_hashes(t["query-id"]), string_hashes(t["corpus-id"]), _scores(t))),
-            (diverse, "diversity-qrels", prints.diverse[code],
-             lambda t: (string_hashes(t["query-id"]), _scores(t, "subtopic"), string_hashes(t["corpus-id"]),
-                        _scores(t), string_hashes(t["subq_id"])))):
+        (
+            binary,
+            "qrels-binary",
+            prints.binary[code],
+            lambda t: (string_hashes(t["query-id"]), string_hashes(t["corpus-id"]), _scores(t)),
+        ),
+        (
+            diverse,
+            "diversity-qrels",
+            prints.diverse[code],
+            lambda t: (
+                string_hashes(t["query-id"]),
+                _scores(t, "subtopic"),
+                string_hashes(t["corpus-id"]),
+                _scores(t),
+                string_hashes(t["subq_id"]),
+            ),
+        ),
+    ):
         rows = cursor.rows + cursor.rest()
         if found[name].count == 0 and rows == graded:
             continue
-        if (rows, printed) == _print(release, files.of(name, split), checks[name], hashed) and \
-                not (name == "diversity-qrels" and found["regrouped"].count):
+        if (rows, printed) == _print(release, files.of(name, split), checks[name], hashed) and not (
+            name == "diversity-qrels" and found["regrouped"].count
+        ):
             continue  # the same rows in another order
         summary = f"{rows:,} rows that are not the {graded:,} graded judgments of {split}"
         if found[name].first:
@@ -201,8 +259,9 @@ def _qrels_family(release, split, code, files, index, graded, prints, checks) ->
         elif not found["regrouped"].count or name != "diversity-qrels":
             checks[name].fail(f"{name}/{split}: {summary}")
     if found["regrouped"].count:
-        checks["diversity-qrels"].fail(f"{found['regrouped'].first} ({found['regrouped'].count:,} rows)",
-                                       found["regrouped"].count)
+        checks["diversity-qrels"].fail(
+            f"{found['regrouped'].first} ({found['regrouped'].count:,} rows)", found["regrouped"].count
+        )
 
 
 def _regrouped(table: pa.Table, index: TopicIndex, numbers: np.ndarray, starts: list):
@@ -210,8 +269,11 @@ def _regrouped(table: pa.Table, index: TopicIndex, numbers: np.ndarray, starts: 
     per distinct subq_id of the batch."""
     encoded = pc.dictionary_encode(table["subq_id"].combine_chunks())
     codes = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
-    position = index.subquestion_positions(encoded.dictionary)[codes] if len(encoded.dictionary) else \
-        np.full(len(codes), MISSING)
+    position = (
+        index.subquestion_positions(encoded.dictionary)[codes]
+        if len(encoded.dictionary)
+        else np.full(len(codes), MISSING)
+    )
     known = position != MISSING
     at = np.where(known, position, 0)
     question = index.subq_question[at]
@@ -221,10 +283,18 @@ def _regrouped(table: pa.Table, index: TopicIndex, numbers: np.ndarray, starts: 
     bad = ~known | wrong_qid | (known & (numbers[at] != subtopic))
 
     def describe(r):
-        what = "subq_id is no sub-question" if not known[r] else "query-id is not the question of its subq_id" \
-            if wrong_qid[r] else "subtopic is not the sub-question's position among its question's"
-        return (f"{where(starts, r)}: {what} (query-id {table['query-id'][r]}, subq_id {table['subq_id'][r]}, "
-                f"subtopic {subtopic[r]})")
+        what = (
+            "subq_id is no sub-question"
+            if not known[r]
+            else "query-id is not the question of its subq_id"
+            if wrong_qid[r]
+            else "subtopic is not the sub-question's position among its question's"
+        )
+        return (
+            f"{where(starts, r)}: {what} (query-id {table['query-id'][r]}, subq_id {table['subq_id'][r]}, "
+            f"subtopic {subtopic[r]})"
+        )
+
     return bad, describe
 
 
@@ -261,8 +331,13 @@ def _query_rows(release, split, code, files, index, subq_split, check, expected:
         bad = ~known | (subq_split[where] != code) | (text[where] != string_hashes(table["text"]))
         if bad.any() and first is None:
             row = int(np.flatnonzero(bad)[0])
-            why = "is no sub-question" if not known[row] else "is a sub-question of another split" \
-                if subq_split[where[row]] != code else "has another text than its sub-question"
+            why = (
+                "is no sub-question"
+                if not known[row]
+                else "is a sub-question of another split"
+                if subq_split[where[row]] != code
+                else "has another text than its sub-question"
+            )
             first = f"{path.relative_to(release)}: row {offset + row} (_id {table['_id'][row]}) {why}"
         wrong += int(bad.sum())
         seen.add(subquestion[known])
@@ -270,8 +345,9 @@ def _query_rows(release, split, code, files, index, subq_split, check, expected:
     if wrong:
         check.fail(f"{first} ({wrong:,} rows)", wrong)
     elif listed != expected or rows != listed:
-        check.fail(f"queries/{split}: {rows:,} rows for {listed:,} of the split's {expected:,} sub-questions "
-                   "(each once)")
+        check.fail(
+            f"queries/{split}: {rows:,} rows for {listed:,} of the split's {expected:,} sub-questions (each once)"
+        )
 
 
 def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_pairs: KeyRuns, check) -> None:
@@ -285,8 +361,10 @@ def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_p
         bad = ~same.fill_null(False).to_numpy(zero_copy_only=False)
         if bad.any() and first is None:
             row = int(np.flatnonzero(bad)[0])
-            first = (f"{path.relative_to(release)}: row {offset + row} (_id {table['_id'][row]}) has url "
-                     f"{table['url'][row]}, its questions' click records give {want[row]}")
+            first = (
+                f"{path.relative_to(release)}: row {offset + row} (_id {table['_id'][row]}) has url "
+                f"{table['url'][row]}, its questions' click records give {want[row]}"
+            )
         url_mismatch += int(bad.sum())
     if url_mismatch:
         check.fail(f"{first} ({url_mismatch:,} rows)", url_mismatch)
@@ -294,10 +372,14 @@ def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_p
     n_pairs, pairs_print = distinct(judged_pairs)
     n_listed, _ = distinct(documents)
     if n_pairs != n_documents:
-        check.fail(f"judgments/{split}: {n_pairs - n_documents:,} docids carry more than one url_hash", n_pairs - n_documents)
+        check.fail(
+            f"judgments/{split}: {n_pairs - n_documents:,} docids carry more than one url_hash", n_pairs - n_documents
+        )
     if n_listed != rows:
         check.fail(f"corpus-ids/{split}: {rows - n_listed:,} docids listed more than once", rows - n_listed)
     if (rows, printed) != (n_pairs, pairs_print):
         names = ", ".join(str(p.relative_to(release)) for p in files.of("corpus-ids", split)) or f"corpus-ids/{split}"
-        check.fail(f"{names}: {rows:,} (docid, url_hash) rows that are not the {n_documents:,} distinct judged "
-                   "documents with their url_hash")
+        check.fail(
+            f"{names}: {rows:,} (docid, url_hash) rows that are not the {n_documents:,} distinct judged "
+            "documents with their url_hash"
+        )

@@ -1,5 +1,6 @@
 """`validate`'s load check: `load_dataset(RELEASE, config)` streams the first row of every published config and
 split, with the schema's Features; what `datasets` logs on the way (kept, not printed) is an error or a note."""
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,7 @@ def datasets_log() -> Iterator[list[logging.LogRecord]]:
         logger.handlers, logger.propagate = handlers, propagate
 
 
-def load_every_config(release: Path, rows: dict, splits: list[str], loads,
-                      logged: list[logging.LogRecord]) -> None:
+def load_every_config(release: Path, rows: dict, splits: list[str], loads, logged: list[logging.LogRecord]) -> None:
     from datasets import get_dataset_config_names, load_dataset
 
     try:

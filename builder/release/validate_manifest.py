@@ -2,6 +2,7 @@
 the manifest reads and its profile parses and matches its hash; every data file is listed with its sha256 and
 size; data/ holds only the layout's folders and complete shard name sets; and the manifest's row counts,
 statistics and model names are what the data and profile give."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def read_manifest(release: Path) -> tuple[dict | None, str | None]:
         manifest = json.loads((release / MANIFEST).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"{MANIFEST}: {e}"
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), list) \
-            or not set(manifest["splits"]) <= set(SPLITS) or not isinstance(manifest.get("files"), dict):
+    if (
+        not isinstance(manifest, dict)
+        or not isinstance(manifest.get("splits"), list)
+        or not set(manifest["splits"]) <= set(SPLITS)
+        or not isinstance(manifest.get("files"), dict)
+    ):
         return None, f"{MANIFEST}: needs `splits` (a list from {SPLITS}) and `files`"
     return manifest, None
 
@@ -45,7 +50,9 @@ def manifest_profile(manifest: dict, check) -> Profile | None:
         check.fail(f"{MANIFEST} profile: {str(e).splitlines()[0]}")
         return None
     if profile.config_hash() != manifest.get("profile_hash"):
-        check.fail(f"{MANIFEST}: profile_hash {manifest.get('profile_hash')} is not its profile's ({profile.config_hash()})")
+        check.fail(
+            f"{MANIFEST}: profile_hash {manifest.get('profile_hash')} is not its profile's ({profile.config_hash()})"
+        )
     return profile
 
 
@@ -77,8 +84,10 @@ def check_files(release: Path, manifest: dict, check, report) -> None:
         if name.endswith(TREC_QRELS_SUFFIX):
             split = Path(name).name.removesuffix(TREC_QRELS_SUFFIX)
             if Path(name).parent != Path("data/qrels") or split not in manifest["splits"]:
-                layout.fail(f"{name}: a TREC qrels file is data/qrels/SPLIT{TREC_QRELS_SUFFIX} for a split of the "
-                            f"manifest's {manifest['splits']}")
+                layout.fail(
+                    f"{name}: a TREC qrels file is data/qrels/SPLIT{TREC_QRELS_SUFFIX} for a split of the "
+                    f"manifest's {manifest['splits']}"
+                )
             continue
         match = FILE_NAME.match(Path(name).name)
         if not match:
@@ -93,8 +102,9 @@ def check_files(release: Path, manifest: dict, check, report) -> None:
             names.fail(f"{folder}/{split}-{i:05d}-of-{count:05d}.parquet: missing")
 
 
-def check_manifest_numbers(release: Path, manifest: dict, profile: Profile | None, rows: dict, stats: dict,
-                           report) -> None:
+def check_manifest_numbers(
+    release: Path, manifest: dict, profile: Profile | None, rows: dict, stats: dict, report
+) -> None:
     check = report.check("manifest.json's row counts, statistics and model names equal the data and profile")
     for c in CONFIGS:
         for split, n in rows[c.name].items():
@@ -112,10 +122,17 @@ def check_manifest_numbers(release: Path, manifest: dict, profile: Profile | Non
                 check.fail(f"{name}: {entry.get('rows')} rows in the manifest, {n} in the file")
     if manifest.get("stats") != stats:
         stated = manifest.get("stats") or {}
-        differing = [f"{split}.{key}" for split in stats for key in stats[split]
-                     if stated.get(split, {}).get(key) != stats[split][key]]
+        differing = [
+            f"{split}.{key}"
+            for split in stats
+            for key in stats[split]
+            if stated.get(split, {}).get(key) != stats[split][key]
+        ]
         check.fail(f"stats differ from the data: {differing or 'splits'}")
     models = manifest.get("models") or {}
-    if profile is not None and not manifest.get("imported") and not str(models.get("reranker", "")).startswith(
-            profile.rerank.model):  # an import names no reranker: the kit made no pool
+    if (
+        profile is not None
+        and not manifest.get("imported")
+        and not str(models.get("reranker", "")).startswith(profile.rerank.model)
+    ):  # an import names no reranker: the kit made no pool
         check.fail(f"models.reranker {models.get('reranker')!r} is not the profile's {profile.rerank.model!r}")

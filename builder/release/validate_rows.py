@@ -6,6 +6,7 @@ of another split), the level against its partition, NaN in float columns, a 64-b
 (subq_id, docid) for uniqueness, an order-free fingerprint of the graded rows that the qrels must
 reproduce, and the statistics and complexity accumulators `build-release` used.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,8 +26,23 @@ from builder.release.validate_data import Readable, batches, fingerprint, nan_co
 from generation.profiles import Complexity, Profile
 from generation.spill import KeyRuns
 
-JUDGMENT_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "source", "context_cut_by_tokens",
-                    "bm25_rank", "rerank_rank", "clicked", "expected", "probs", "extract_verbatim"]
+JUDGMENT_COLUMNS = [
+    "subq_id",
+    "qid",
+    "docid",
+    "url_hash",
+    "level",
+    "raw",
+    "status",
+    "source",
+    "context_cut_by_tokens",
+    "bm25_rank",
+    "rerank_rank",
+    "clicked",
+    "expected",
+    "probs",
+    "extract_verbatim",
+]
 
 
 @dataclass
@@ -67,28 +83,44 @@ def scan_topics(release: Path, splits: list[str], files: Readable, checks: dict)
     wrong_split = pc.not_equal(questions["split"], questions["release_split"])
     for qid in questions.filter(wrong_split)["qid"][:5].to_pylist():
         checks["splits"].fail(f"questions: qid {qid} stored under another split than its `split` column")
-    index = TopicIndex(questions["qid"], splits, questions["release_split"], subquestions["subq_id"], subquestions["qid"])
+    index = TopicIndex(
+        questions["qid"], splits, questions["release_split"], subquestions["subq_id"], subquestions["qid"]
+    )
     subq_split = index.split_of_subquestions()
     stored = np.array([splits.index(s) for s in subquestions["release_split"].to_pylist()], np.int64)
     bad = np.flatnonzero(subq_split != stored)
     if len(bad):
-        checks["orphans"].fail(f"subquestions: {len(bad)} belong to no question of their split, e.g. "
-                               f"{subquestions['subq_id'][int(bad[0])]}", len(bad))
+        checks["orphans"].fail(
+            f"subquestions: {len(bad)} belong to no question of their split, e.g. "
+            f"{subquestions['subq_id'][int(bad[0])]}",
+            len(bad),
+        )
     return questions, index
 
 
-def scan_judgments(release: Path, splits: list[str], files: Readable, index: TopicIndex, profile: Profile | None,
-                   checks: dict, rederive=None, derived=None) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+def scan_judgments(
+    release: Path,
+    splits: list[str],
+    files: Readable,
+    index: TopicIndex,
+    profile: Profile | None,
+    checks: dict,
+    rederive=None,
+    derived=None,
+) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
     """The one pass over the judgment files; `rederive` (builder/release/rederive.py) sees every batch, `derived`
     (builder/release/validate_derived.py) its rows of known sub-questions."""
     settings = profile.complexity if profile is not None else Complexity()
     pool = profile.pool if profile is not None else None
-    complexity = ComplexityAccumulator(index.subquestions_of, index.subq_question, settings.answer_level,
-                                       settings.completeness_threshold)
+    complexity = ComplexityAccumulator(
+        index.subquestions_of, index.subq_question, settings.answer_level, settings.completeness_threshold
+    )
     scans = {}
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
-        scan = scans[split] = SplitScan(SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum())))
+        scan = scans[split] = SplitScan(
+            SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum()))
+        )
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
             name = path.relative_to(release)
@@ -102,18 +134,27 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                 for values, column in ((question, "qid"), (subquestion, "subq_id")):
                     missing = values == MISSING
                     if missing.any():
-                        checks["orphans"].fail(f"{name}: {column} {table[column][int(np.flatnonzero(missing)[0])]} "
-                                               "not in its table", int(missing.sum()))
+                        checks["orphans"].fail(
+                            f"{name}: {column} {table[column][int(np.flatnonzero(missing)[0])]} not in its table",
+                            int(missing.sum()),
+                        )
                 known = (question != MISSING) & (subquestion != MISSING)
                 other = known & (index.subq_question[np.where(known, subquestion, 0)] != question)
                 if other.any():
                     row = int(np.flatnonzero(other)[0])
-                    checks["orphans"].fail(f"{name}: subq_id {table['subq_id'][row]} belongs to another question "
-                                           f"than qid {table['qid'][row]}", int(other.sum()))
-                elsewhere = (question != MISSING) & (index.question_split[np.where(question != MISSING, question, 0)] != code)
+                    checks["orphans"].fail(
+                        f"{name}: subq_id {table['subq_id'][row]} belongs to another question "
+                        f"than qid {table['qid'][row]}",
+                        int(other.sum()),
+                    )
+                elsewhere = (question != MISSING) & (
+                    index.question_split[np.where(question != MISSING, question, 0)] != code
+                )
                 if elsewhere.any():
-                    checks["splits"].fail(f"{name}: qid {table['qid'][int(np.flatnonzero(elsewhere)[0])]} is a question "
-                                          f"of another split", int(elsewhere.sum()))
+                    checks["splits"].fail(
+                        f"{name}: qid {table['qid'][int(np.flatnonzero(elsewhere)[0])]} is a question of another split",
+                        int(elsewhere.sum()),
+                    )
                 level = table["level"]
                 if partition == len(PARTITIONS) - 1:
                     wrong = pc.is_valid(level)
@@ -121,46 +162,74 @@ def scan_judgments(release: Path, splits: list[str], files: Readable, index: Top
                     wrong = pc.not_equal(level, partition).fill_null(True)
                 n_wrong = pc.sum(wrong).as_py() or 0
                 if n_wrong:
-                    checks["scale"].fail(f"{name}: level {pc.filter(level, wrong)[0]} in partition {path.parent.name}",
-                                         n_wrong)
+                    checks["scale"].fail(
+                        f"{name}: level {pc.filter(level, wrong)[0]} in partition {path.parent.name}", n_wrong
+                    )
                 for column, n in nan_count(table, "judgments").items():
                     checks["nan"].fail(f"{name}: {n} NaN in {column}", n)
                 document, distinct_documents, document_codes = hashed_codes(table["docid"])
                 scan.keys.add(mix(subquestion, document))
                 if not known.all():
                     table, question, subquestion, document, document_codes = (
-                        table.filter(pa.array(known)), question[known], subquestion[known], document[known],
-                        document_codes[known])
-                scan.stats.add(Batch(table, question, subquestion, document,
-                                     pool.bm25_top if pool else None, pool.rerank_top if pool else None))
+                        table.filter(pa.array(known)),
+                        question[known],
+                        subquestion[known],
+                        document[known],
+                        document_codes[known],
+                    )
+                scan.stats.add(
+                    Batch(
+                        table,
+                        question,
+                        subquestion,
+                        document,
+                        pool.bm25_top if pool else None,
+                        pool.rerank_top if pool else None,
+                    )
+                )
                 complexity.add(question, subquestion, document, table["level"])
                 if derived is not None:
                     derived.add(code, table, question, subquestion, document, distinct_documents, document_codes)
                 graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
                 scan.graded += int(graded.sum())
-                scan.graded_print = (scan.graded_print + fingerprint(
-                    subquestion[graded], document[graded], table["level"].drop_null().to_numpy(zero_copy_only=False))) % 2**64
+                scan.graded_print = (
+                    scan.graded_print
+                    + fingerprint(
+                        subquestion[graded], document[graded], table["level"].drop_null().to_numpy(zero_copy_only=False)
+                    )
+                ) % 2**64
             if rederive is not None:
                 rederive.end_file(name)
     return scans, complexity
 
 
-def scan_qrels(release: Path, split: str, files: Readable, index: TopicIndex, code: int, checks: dict) -> tuple[int, int]:
+def scan_qrels(
+    release: Path, split: str, files: Readable, index: TopicIndex, code: int, checks: dict
+) -> tuple[int, int]:
     rows, printed = 0, 0
     for path in files.of("qrels", split):
         for table in batches(path, None, checks["readable"], release):
             subquestion = index.subquestion_positions(table["query-id"])
             unknown = subquestion == MISSING
             if unknown.any():
-                checks["qrels"].fail(f"{path.relative_to(release)}: query-id {table['query-id'][int(np.flatnonzero(unknown)[0])]}"
-                                     " is no sub-question", int(unknown.sum()))
+                checks["qrels"].fail(
+                    f"{path.relative_to(release)}: query-id {table['query-id'][int(np.flatnonzero(unknown)[0])]}"
+                    " is no sub-question",
+                    int(unknown.sum()),
+                )
             split_of = index.split_of_subquestions()[np.where(unknown, 0, subquestion)]
             other = ~unknown & (split_of != code)
             if other.any():
                 checks["qrels"].fail(f"{path.relative_to(release)}: query-id of another split", int(other.sum()))
             rows += table.num_rows
-            printed = (printed + fingerprint(subquestion, string_hashes(table["corpus-id"]),
-                                             table["score"].fill_null(-1).to_numpy(zero_copy_only=False))) % 2**64
+            printed = (
+                printed
+                + fingerprint(
+                    subquestion,
+                    string_hashes(table["corpus-id"]),
+                    table["score"].fill_null(-1).to_numpy(zero_copy_only=False),
+                )
+            ) % 2**64
     return rows, printed
 
 
@@ -184,8 +253,9 @@ def find_duplicates(release: Path, split: str, files: Readable, index: TopicInde
 
 def recomputed_questions(questions: pa.Table, complexity: ComplexityAccumulator) -> pa.Table:
     """The stored questions with their complexity columns recomputed from the judgments."""
-    return add_columns(questions.drop_columns(["release_split"]), np.arange(questions.num_rows), complexity.result(),
-                       complexity.judged)
+    return add_columns(
+        questions.drop_columns(["release_split"]), np.arange(questions.num_rows), complexity.result(), complexity.judged
+    )
 
 
 def compare_complexity(stored: pa.Table, recomputed: pa.Table, check) -> None:

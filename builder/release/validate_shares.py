@@ -1,6 +1,7 @@
 """`validate`'s checks of the level shares: the unparsed ('Other') share under its bound, and each split's per-level
 shares within the bounds of `--expect` (expectations/) or within a tolerance of a previous release's (`--against`);
 a split under `min_judgments` is not held to the bounds."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,11 @@ def previous_shares(release: Path, check) -> dict:
     if not isinstance(stated, dict):
         check.fail(f"--against {release}: {MANIFEST} states no statistics")
         return {}
-    return {split: s["level_share"] for split, s in stated.items()
-            if isinstance(s, dict) and isinstance(s.get("level_share"), dict)}
+    return {
+        split: s["level_share"]
+        for split, s in stated.items()
+        if isinstance(s, dict) and isinstance(s.get("level_share"), dict)
+    }
 
 
 def check_shares(stats: dict, expect: Path | None, against: Path | None, report) -> None:
@@ -40,12 +44,19 @@ def check_shares(stats: dict, expect: Path | None, against: Path | None, report)
     reference = {}
     if against:
         previous = previous_shares(Path(against), shares)
-        reference = {split: {lv: (v - tolerance, v + tolerance) for lv, v in s.items()} for split, s in previous.items()}
+        reference = {
+            split: {lv: (v - tolerance, v + tolerance) for lv, v in s.items()} for split, s in previous.items()
+        }
         for split in sorted(set(stats) - set(previous)) if not bounds.get("levels") else ():
-            shares.fail(f"{split}: --against {against} has no {split} split (or no level shares for it): nothing to "
-                        "compare this split's shares with; give --expect bounds for it")
-    too_small = [f"{split} ({s['judgments']:,} judgments)" for split, s in stats.items()
-                 if s["judgments"] < bounds.get("min_judgments", 0)]
+            shares.fail(
+                f"{split}: --against {against} has no {split} split (or no level shares for it): nothing to "
+                "compare this split's shares with; give --expect bounds for it"
+            )
+    too_small = [
+        f"{split} ({s['judgments']:,} judgments)"
+        for split, s in stats.items()
+        if s["judgments"] < bounds.get("min_judgments", 0)
+    ]
     for split, s in stats.items():
         if s["judgments"] < bounds.get("min_judgments", 0):
             continue

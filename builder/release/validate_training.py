@@ -9,6 +9,7 @@
 
 The re-derivation groups the judgments with the same sorted runs as the build, so memory stays bounded.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,8 +42,9 @@ CHECKS = {
 def check_training(release: Path, manifest: dict, profile, splits: list[str], files: Readable, report) -> None:
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     if "training" not in manifest:
-        checks["training"].fail("manifest.json has no `training` section: built before the training configs; "
-                                "rebuild with build-release")
+        checks["training"].fail(
+            "manifest.json has no `training` section: built before the training configs; rebuild with build-release"
+        )
         return
     if profile is None:
         checks["training"].fail("no profile to re-derive the training configs with (see the profile check)")
@@ -59,15 +61,19 @@ def _dev_split(release: Path, training, splits: list[str], files: Readable, chec
         picked = dev_questions(qids, training.seed, training.dev_share)
         wrong = ~picked if split == DEV else picked
         if wrong.any():
-            check.fail(f"questions/{split}: {int(wrong.sum())} questions the dev rule puts "
-                       f"{'in train' if split == DEV else 'in dev'}, e.g. qid {qids[int(np.flatnonzero(wrong)[0])]}",
-                       int(wrong.sum()))
+            check.fail(
+                f"questions/{split}: {int(wrong.sum())} questions the dev rule puts "
+                f"{'in train' if split == DEV else 'in dev'}, e.g. qid {qids[int(np.flatnonzero(wrong)[0])]}",
+                int(wrong.sum()),
+            )
 
 
 def _subquestions(release: Path, splits: list[str], files: Readable, check) -> tuple[pa.Table, np.ndarray]:
     """Every split's sub-questions in the order of their files (the build's order within a split)."""
-    parts = [read_all(files.of("subquestions", split), ["subq_id", "qid", "text"], check, release, "subquestions")
-             for split in splits]
+    parts = [
+        read_all(files.of("subquestions", split), ["subq_id", "qid", "text"], check, release, "subquestions")
+        for split in splits
+    ]
     split = np.concatenate([np.full(t.num_rows, code, np.int64) for code, t in enumerate(parts)] or [np.zeros(0)])
     return pa.concat_tables(parts), split
 
@@ -84,8 +90,11 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]
                 rows.add(table, position)
-    cursors = {(name, code): Cursor(_stored_rows(files.of(name, split), check, release))
-               for name in CONFIGS for code, split in enumerate(splits)}
+    cursors = {
+        (name, code): Cursor(_stored_rows(files.of(name, split), check, release))
+        for name in CONFIGS
+        for code, split in enumerate(splits)
+    }
     reported = set()
     for code, name, derived in rows.tables():
         if (name, code) in reported:
@@ -96,8 +105,10 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
         if first is not None:
             reported.add((name, code))
             at = where(starts, first) if stored is not None and first < stored.num_rows else "its end"
-            check.fail(f"{config(name).folders[0]}/{splits[code]}: at {at}, not the row the judgments give "
-                       f"({describe(derived, first)})")
+            check.fail(
+                f"{config(name).folders[0]}/{splits[code]}: at {at}, not the row the judgments give "
+                f"({describe(derived, first)})"
+            )
     for (name, code), cursor in cursors.items():
         extra = 0 if (name, code) in reported else cursor.rest()
         if extra:
@@ -106,7 +117,9 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
     expected = settings_record(profile, rows.counts)
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
-        check.fail(f"manifest.json training: {', '.join(f'{k} {stated.get(k)!r}, the data gives {expected.get(k)!r}' for k in differing)}")
+        check.fail(
+            f"manifest.json training: {', '.join(f'{k} {stated.get(k)!r}, the data gives {expected.get(k)!r}' for k in differing)}"
+        )
 
 
 def _stored_rows(paths, check, release):

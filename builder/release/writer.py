@@ -1,5 +1,6 @@
 """Release Parquet files that roll over at a row count, each opened by `layout.open_parquet_writer` (the
 one place that decides how release files are encoded)."""
+
 from __future__ import annotations
 
 import os

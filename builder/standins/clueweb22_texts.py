@@ -6,6 +6,7 @@ one record per line, each record its own gzip member, and `en0000-NN.offset` wit
 record plus a closing one. Small on purpose; builder/analysis/synthetic.py's `write_clueweb22_txt` writes the large
 trees of the benchmarks, and both write their files with its `write_clueweb22_file`.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ import pyarrow.parquet as pq
 
 from builder.analysis.synthetic import clueweb22_record, write_clueweb22_file
 
-WORDS = ("the of and to in is that for on with as by at from this are be or an it was which have can not more "
-         "evidence energy policy history health market climate cells water rome empire sleep memory").split()
+WORDS = (
+    "the of and to in is that for on with as by at from this are be or an it was which have can not more "
+    "evidence energy policy history health market climate cells water rome empire sleep memory"
+).split()
 
 
 def page(rng: random.Random, words: int) -> str:
@@ -26,8 +29,14 @@ def page(rng: random.Random, words: int) -> str:
     return "\n".join(lines)
 
 
-def write_tree(root: Path, records: dict[str, int], words: int = 300, seed: int = 0, offsets: bool = True,
-               skip: frozenset[str] = frozenset()) -> None:
+def write_tree(
+    root: Path,
+    records: dict[str, int],
+    words: int = 300,
+    seed: int = 0,
+    offsets: bool = True,
+    skip: frozenset[str] = frozenset(),
+) -> None:
     """ClueWeb22 txt files `{key}.json.gz` (key e.g. en0000-01) of `records[key]` records each, one gzip member a
     record; with `offsets`, the `.offset` file beside each. Records whose docid is in `skip` hold an empty text."""
     rng = random.Random(seed)
@@ -36,10 +45,19 @@ def write_tree(root: Path, records: dict[str, int], words: int = 300, seed: int 
         folder = Path(root) / "txt" / lang_dir[:2] / lang_dir[:4] / lang_dir
         folder.mkdir(parents=True, exist_ok=True)
         docids = [f"clueweb22-{key}-{i:05d}" for i in range(count)]
-        write_clueweb22_file(folder / f"{key}.json.gz", (
-            clueweb22_record(f"https://example.org/{key}/{i}", docid, "" if docid in skip else page(rng, words),
-                             url_hash=f"{random.Random(docid).getrandbits(128):032X}")
-            for i, docid in enumerate(docids)), offsets=offsets)
+        write_clueweb22_file(
+            folder / f"{key}.json.gz",
+            (
+                clueweb22_record(
+                    f"https://example.org/{key}/{i}",
+                    docid,
+                    "" if docid in skip else page(rng, words),
+                    url_hash=f"{random.Random(docid).getrandbits(128):032X}",
+                )
+                for i, docid in enumerate(docids)
+            ),
+            offsets=offsets,
+        )
 
 
 def write_release_stub(folder: Path, docids: list[str], context_words: int = 2048) -> Path:
@@ -50,9 +68,14 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": context_words})})
     ids = Path(folder) / "data" / "corpus_ids"
     ids.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"_id": docids, "url_hash": [None] * len(docids), "url": [None] * len(docids)},
-                            schema=pa.schema([("_id", pa.string()), ("url_hash", pa.string()), ("url", pa.string())])),
-                   ids / "train-00000-of-00001.parquet")
-    (Path(folder) / "manifest.json").write_text(json.dumps({"profile": profile.model_dump(mode="json"), "files": {},
-                                                            "splits": ["train"]}))
+    pq.write_table(
+        pa.table(
+            {"_id": docids, "url_hash": [None] * len(docids), "url": [None] * len(docids)},
+            schema=pa.schema([("_id", pa.string()), ("url_hash", pa.string()), ("url", pa.string())]),
+        ),
+        ids / "train-00000-of-00001.parquet",
+    )
+    (Path(folder) / "manifest.json").write_text(
+        json.dumps({"profile": profile.model_dump(mode="json"), "files": {}, "splits": ["train"]})
+    )
     return Path(folder)

@@ -2,6 +2,7 @@
 dressed as a chat model (the published templates in chat_templates/), tiny saved causal LMs (one whose greedy
 answer is always a digit), and models of a real layer shape (generation/model_shapes.py) built in memory, for
 scripts/bench_gpu.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,12 @@ CHAT_TEMPLATES = Path(__file__).parent / "chat_templates"
 # EOS the real tokenizers declare: Llama 3.3's BOS <|begin_of_text|> and end of turn <|eot_id|>; Qwen3's
 # end of turn <|im_end|> (Qwen3 has no BOS).
 CHAT_FORMATS = {
-    "llama3": {"template": "llama-3.3-instruct.jinja", "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-               "tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"]},
+    "llama3": {
+        "template": "llama-3.3-instruct.jinja",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
+    },
     "qwen3": {"template": "qwen3.jinja", "eos_token": "<|im_end|>", "tokens": ["<|im_start|>", "<think>", "</think>"]},
 }
 
@@ -45,8 +50,15 @@ def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: in
         if tokenizer.bos_token is not None:
             extra["bos_token_id"] = tokenizer.bos_token_id
     config = getattr(transformers, config_class)(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id, **extra)
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        **extra,
+    )
     getattr(transformers, model_class)(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory

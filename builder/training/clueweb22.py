@@ -6,6 +6,7 @@ counting from 0. Beside it, `en0000-01.offset` holds one `'{:010d}\\n'` byte off
 offset: record i is the gzip member between offsets i and i+1, so it is read with one seek and one small
 decompression. Without an offset file the record is found by streaming the file's lines up to the last one wanted.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -20,8 +21,10 @@ from generation.stages.corpus import parse_line
 
 # ClueWeb22-ID: clueweb22-<lang><stream:2><subdir:2>-<file:2>-<record:5> (lemurproject/ClueWeb22's ClueWeb22Docs
 # `cwid_regex` names the languages)
-CLUEWEB22_ID = re.compile(r"^clueweb22-(?P<lang>de|en|es|fr|it|ja|nl|pl|pt|zh_chs|other)"
-                          r"(?P<stream>\d{2})(?P<subdir>\d{2})-(?P<file>\d{2})-(?P<record>\d{5})$")
+CLUEWEB22_ID = re.compile(
+    r"^clueweb22-(?P<lang>de|en|es|fr|it|ja|nl|pl|pt|zh_chs|other)"
+    r"(?P<stream>\d{2})(?P<subdir>\d{2})-(?P<file>\d{2})-(?P<record>\d{5})$"
+)
 OFFSET_ENTRY = len(f"{0:010d}\n")  # 11 bytes, as ClueWeb22Api.py reads them
 
 
@@ -42,7 +45,7 @@ def txt_root(copy: Path) -> Path:
 def json_path(root: Path, key: str) -> Path:
     lang_stream_subdir = key.split("-")[0]  # en0000
     lang = re.match(r"[a-z_]+", lang_stream_subdir).group(0)
-    stream = lang_stream_subdir[:len(lang) + 2]  # en00
+    stream = lang_stream_subdir[: len(lang) + 2]  # en00
     return root / lang / stream / lang_stream_subdir / f"{key}.json.gz"
 
 
@@ -70,8 +73,13 @@ def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Ite
             try:
                 line = gzip.decompress(data.read(end - start))
             except (OSError, EOFError, zlib.error) as e:
-                raise InputError(path, record + 1, f"bytes {start}-{end} (from {offsets.name}) are not a gzip member "
-                                 f"({e}): the offset file does not belong to this file", record_id=docid) from None
+                raise InputError(
+                    path,
+                    record + 1,
+                    f"bytes {start}-{end} (from {offsets.name}) are not a gzip member "
+                    f"({e}): the offset file does not belong to this file",
+                    record_id=docid,
+                ) from None
             yield _record(line, docid, path, record + 1)
 
 

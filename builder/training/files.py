@@ -18,6 +18,7 @@ Texts (by docid) and levels (by sub-question and docid, from `qrels`) are looked
 OUT (`_lookup-*.sqlite`, named by the state of their inputs), so memory stays bounded by one batch of rows. A row
 whose positive or a negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,12 +54,15 @@ class TrainingFilesSummary:
     formats: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        splits = ", ".join(f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)"
-                           for s in self.rows)
-        return [f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
-                f"queries -> {self.out}",
-                *(f"  {self.out / f}" for f in self.formats),
-                *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else [])]
+        splits = ", ".join(
+            f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)" for s in self.rows
+        )
+        return [
+            f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
+            f"queries -> {self.out}",
+            *(f"  {self.out / f}" for f in self.formats),
+            *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else []),
+        ]
 
 
 def texts_folder_for(release: Path, texts: Path) -> list[Path]:
@@ -68,8 +72,10 @@ def texts_folder_for(release: Path, texts: Path) -> list[Path]:
     made_for = json.loads(marker.read_text(encoding="utf-8")).get("profile_hash")
     _, manifest = release_context_words(release)
     if made_for != manifest.get("profile_hash"):
-        raise ArgumentError(f"--texts {texts}: written for a release of profile {made_for}, {release} is of "
-                            f"{manifest.get('profile_hash')}; run `researchy-subq texts` for this release")
+        raise ArgumentError(
+            f"--texts {texts}: written for a release of profile {made_for}, {release} is of "
+            f"{manifest.get('profile_hash')}; run `researchy-subq texts` for this release"
+        )
     return text_files(texts)
 
 
@@ -98,27 +104,39 @@ def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlit
 def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
     """docid -> text (the judge's cut, or whole), read with `lookup` (the recipe uses both)."""
     column = "full_text" if whole else "text"
-    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for shard in shards
-            for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS, columns=["docid", column]))
-    return sqlite_lookup(out / f"_lookup-{column}-{files_key(shards)}.sqlite",
-                         "CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID", rows)
+    rows = (
+        list(zip(*(c.to_pylist() for c in batch.columns)))
+        for shard in shards
+        for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS, columns=["docid", column])
+    )
+    return sqlite_lookup(
+        out / f"_lookup-{column}-{files_key(shards)}.sqlite",
+        "CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID",
+        rows,
+    )
 
 
 def level_lookup(release: Path, splits: list[str], out: Path) -> sqlite3.Connection:
     """(subq_id, docid) -> level, from the release's qrels config (the graded judgments)."""
     files = [p for split in splits for p in config("qrels").files(release, split)]
-    rows = (list(zip(*(c.to_pylist() for c in batch.columns))) for path in files
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 50))
-    return sqlite_lookup(out / f"_lookup-levels-{files_key(files)}.sqlite",
-                         "CREATE TABLE levels (query_id TEXT, docid TEXT, level INTEGER NOT NULL, "
-                         "PRIMARY KEY (query_id, docid)) WITHOUT ROWID", rows)
+    rows = (
+        list(zip(*(c.to_pylist() for c in batch.columns)))
+        for path in files
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 50)
+    )
+    return sqlite_lookup(
+        out / f"_lookup-levels-{files_key(files)}.sqlite",
+        "CREATE TABLE levels (query_id TEXT, docid TEXT, level INTEGER NOT NULL, "
+        "PRIMARY KEY (query_id, docid)) WITHOUT ROWID",
+        rows,
+    )
 
 
 def select_in(db: sqlite3.Connection, query: str, keys: list[str]) -> list[tuple]:
     """The rows of `query` (ending in `IN`) for every key, `SQL_VARIABLES` keys a statement."""
     unique, found = sorted(set(keys)), []
     for start in range(0, len(unique), SQL_VARIABLES):
-        part = unique[start:start + SQL_VARIABLES]
+        part = unique[start : start + SQL_VARIABLES]
         found.extend(db.execute(f"{query} ({','.join('?' * len(part))})", part))
     return found
 
@@ -129,8 +147,10 @@ def lookup(db: sqlite3.Connection, docids: list[str]) -> dict[str, str]:
 
 
 def levels_of(db: sqlite3.Connection, query_ids: list[str]) -> dict[tuple[str, str], int]:
-    return {(q, d): level for q, d, level in select_in(db, "SELECT query_id, docid, level FROM levels WHERE query_id IN",
-                                                         query_ids)}
+    return {
+        (q, d): level
+        for q, d, level in select_in(db, "SELECT query_id, docid, level FROM levels WHERE query_id IN", query_ids)
+    }
 
 
 class AtomicLines:
@@ -156,8 +176,9 @@ def write_corpora(shards: list[Path], out: Path, whole: bool, formats: list[str]
     tevatron = AtomicLines(out / "tevatron" / "corpus.jsonl") if "tevatron" in formats else None
     count = 0
     for shard in shards:
-        for batch in pq.ParquetFile(shard).iter_batches(batch_size=BATCH_ROWS,
-                                                        columns=["docid", "full_text" if whole else "text"]):
+        for batch in pq.ParquetFile(shard).iter_batches(
+            batch_size=BATCH_ROWS, columns=["docid", "full_text" if whole else "text"]
+        ):
             for docid, text in zip(*(c.to_pylist() for c in batch.columns)):
                 if beir:
                     beir.json({"_id": docid, "title": "", "text": text})
@@ -182,8 +203,12 @@ def write_queries_and_qrels(release: Path, out: Path, splits: list[str]) -> int:
         qrels.file.write("query-id\tcorpus-id\tscore\n")  # GenericDataLoader skips the header line
         for path in config("qrels").files(release, split):
             for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 10):
-                qrels.file.writelines(f"{q}\t{d}\t{s}\n" for q, d, s in zip(
-                    batch["query-id"].to_pylist(), batch["corpus-id"].to_pylist(), batch["score"].to_pylist()))
+                qrels.file.writelines(
+                    f"{q}\t{d}\t{s}\n"
+                    for q, d, s in zip(
+                        batch["query-id"].to_pylist(), batch["corpus-id"].to_pylist(), batch["score"].to_pylist()
+                    )
+                )
         qrels.close()
     queries.close()
     return count
@@ -195,18 +220,33 @@ class NTupleWriters:
     def __init__(self, out: Path, split: str, negatives: int):
         self.negatives = negatives
         self.schemas = (n_tuple_schema(negatives), arrow_schema("training_ids"))
-        self.paths = (out / "sentence-transformers" / f"{split}.parquet", out / "sentence-transformers-ids" / f"{split}.parquet")
+        self.paths = (
+            out / "sentence-transformers" / f"{split}.parquet",
+            out / "sentence-transformers-ids" / f"{split}.parquet",
+        )
         self.tmps = tuple(tmp_path(p) for p in self.paths)
         for path in self.paths:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.writers = tuple(pq.ParquetWriter(t, s, compression=COMPRESSION) for t, s in zip(self.tmps, self.schemas))
 
     def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
-        texts_table = pa.table([[row["query_text"] for row, _, _ in kept], [texts[p] for _, p, _ in kept],
-                                *([texts[negs[i]] for _, _, negs in kept] for i in range(self.negatives))],
-                               schema=self.schemas[0])
-        ids_table = pa.table([[row["query_id"] for row, _, _ in kept], [row["qid"] for row, _, _ in kept],
-                              [p for _, p, _ in kept], [negs for _, _, negs in kept]], schema=self.schemas[1])
+        texts_table = pa.table(
+            [
+                [row["query_text"] for row, _, _ in kept],
+                [texts[p] for _, p, _ in kept],
+                *([texts[negs[i]] for _, _, negs in kept] for i in range(self.negatives)),
+            ],
+            schema=self.schemas[0],
+        )
+        ids_table = pa.table(
+            [
+                [row["query_id"] for row, _, _ in kept],
+                [row["qid"] for row, _, _ in kept],
+                [p for _, p, _ in kept],
+                [negs for _, _, negs in kept],
+            ],
+            schema=self.schemas[1],
+        )
         for writer, table in zip(self.writers, (texts_table, ids_table)):
             writer.write_table(table)
 
@@ -222,9 +262,15 @@ class FlagEmbeddingLines(AtomicLines):
 
     def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
         for row, positive, negs in kept:
-            self.json({"query": row["query_text"], "pos": [texts[positive]], "neg": [texts[d] for d in negs],
-                       "pos_scores": [levels[(row["query_id"], positive)]],
-                       "neg_scores": [levels[(row["query_id"], d)] for d in negs]})
+            self.json(
+                {
+                    "query": row["query_text"],
+                    "pos": [texts[positive]],
+                    "neg": [texts[d] for d in negs],
+                    "pos_scores": [levels[(row["query_id"], positive)]],
+                    "neg_scores": [levels[(row["query_id"], d)] for d in negs],
+                }
+            )
 
 
 class TevatronRows(AtomicLines):
@@ -233,8 +279,15 @@ class TevatronRows(AtomicLines):
 
     def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
         for row, positive, negs in kept:
-            self.json({"query_id": row["query_id"], "query_text": row["query_text"], "positive_document_ids": [positive],
-                       "negative_document_ids": negs, "qid": row["qid"]})
+            self.json(
+                {
+                    "query_id": row["query_id"],
+                    "query_text": row["query_text"],
+                    "positive_document_ids": [positive],
+                    "negative_document_ids": negs,
+                    "qid": row["qid"],
+                }
+            )
 
 
 # what each format writes per split from the hard-negatives rows (BEIR needs none: its files are corpus and qrels)
@@ -242,8 +295,16 @@ ROW_WRITERS = {"sentence-transformers": NTupleWriters, "flagembedding": FlagEmbe
 FORMATS = ("sentence-transformers", "flagembedding", "beir", "tevatron")
 
 
-def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sqlite3.Connection], out: Path,
-                negatives: int, formats: tuple[str, ...], summary: TrainingFilesSummary, progress=None) -> None:
+def write_split(
+    release: Path,
+    split: str,
+    lookups: tuple[sqlite3.Connection, sqlite3.Connection],
+    out: Path,
+    negatives: int,
+    formats: tuple[str, ...],
+    summary: TrainingFilesSummary,
+    progress=None,
+) -> None:
     texts_db, levels_db = lookups
     writers = [ROW_WRITERS[f](out, split, negatives) for f in formats if f in ROW_WRITERS]
     for path in config("hard-negatives").files(release, split):
@@ -255,8 +316,12 @@ def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sq
             for row in rows:
                 positive, negs = row["positive_document_ids"][0], row["negative_document_ids"][:negatives]
                 if len(negs) < negatives:
-                    raise InputError(path, 0, f"a row has {len(negs)} negatives, fewer than the {negatives} asked",
-                                     record_id=row["query_id"])
+                    raise InputError(
+                        path,
+                        0,
+                        f"a row has {len(negs)} negatives, fewer than the {negatives} asked",
+                        record_id=row["query_id"],
+                    )
                 if all(d in texts for d in [positive, *negs]):
                     kept.append((row, positive, negs))
             for writer in writers:
@@ -272,16 +337,30 @@ def write_split(release: Path, split: str, lookups: tuple[sqlite3.Connection, sq
 def release_negatives(release: Path, splits: list[str]) -> int:
     for split in splits:
         for path in config("hard-negatives").files(release, split):
-            first = pq.ParquetFile(path).read_row_group(0, columns=["negative_document_ids"]) \
-                if pq.ParquetFile(path).metadata.num_row_groups else None
+            first = (
+                pq.ParquetFile(path).read_row_group(0, columns=["negative_document_ids"])
+                if pq.ParquetFile(path).metadata.num_row_groups
+                else None
+            )
             if first is not None and first.num_rows:
                 return len(first["negative_document_ids"][0].as_py())
-    raise InputError(release, 0, "no hard-negatives rows: a release built before the training configs, "
-                     "or one without positives; rebuild it with `researchy-subq build-release`")
+    raise InputError(
+        release,
+        0,
+        "no hard-negatives rows: a release built before the training configs, "
+        "or one without positives; rebuild it with `researchy-subq build-release`",
+    )
 
 
-def write_training_files(release: Path, texts: Path, out: Path, whole: bool = False, negatives: int | None = None,
-                         formats: tuple[str, ...] = FORMATS, progress=None) -> TrainingFilesSummary:
+def write_training_files(
+    release: Path,
+    texts: Path,
+    out: Path,
+    whole: bool = False,
+    negatives: int | None = None,
+    formats: tuple[str, ...] = FORMATS,
+    progress=None,
+) -> TrainingFilesSummary:
     release, out = Path(release), Path(out)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
@@ -293,8 +372,17 @@ def write_training_files(release: Path, texts: Path, out: Path, whole: bool = Fa
     if negatives is not None and negatives > k:
         raise ArgumentError(f"--negatives {negatives}: the release's hard-negatives rows have {k}")
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / TEXTS_MARKER, json.dumps({"what": "training files holding document texts from a licensed "
-                                                      "copy: never publish", "texts": str(texts), "whole": whole}) + "\n")
+    write_text_atomic(
+        out / TEXTS_MARKER,
+        json.dumps(
+            {
+                "what": "training files holding document texts from a licensed copy: never publish",
+                "texts": str(texts),
+                "whole": whole,
+            }
+        )
+        + "\n",
+    )
     summary = TrainingFilesSummary(out, negatives or k)
     lookups = (build_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:

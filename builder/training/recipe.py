@@ -5,6 +5,7 @@ The trainer is sentence-transformers' own (`SentenceTransformerTrainer`, Multipl
 (anchor, positive, negative_1..k) rows, sbert.net "Training Overview"); the kit adds only its batch sampler
 (builder/training/sampler.py), passed through `SentenceTransformerTrainingArguments.batch_sampler`. Checkpoints go
 to OUT/checkpoints and a re-run resumes from the last one (transformers' `resume_from_checkpoint`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -42,6 +43,7 @@ EVAL_SPLITS = ("dev", "test")
 class TrainingRows:
     """The trainer's dataset (texts only: the collator tokenizes every column it is given) and, row for row, the
     ids the sampler needs; rows left out because the user's copy lacks one of their documents."""
+
     dataset: object  # datasets.Dataset: anchor, positive, negative_1..k
     guard: FalseNegativeGuard
     left_out: int = 0
@@ -57,17 +59,31 @@ class TrainingReport:
     scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # split -> model -> metric -> value
 
     def as_json(self) -> dict:
-        return {"rows": self.rows, "left_out": self.left_out, "seconds": round(self.seconds, 1), "steps": self.steps,
-                "false_negatives": {name: {"share": c.share, "false_negatives": c.false_negatives,
-                                           "negatives": c.negatives, "rows_hit": c.rows_hit, "rows": c.rows,
-                                           "batches": c.batches} for name, c in self.false_negatives.items()},
-                "scores": self.scores}
+        return {
+            "rows": self.rows,
+            "left_out": self.left_out,
+            "seconds": round(self.seconds, 1),
+            "steps": self.steps,
+            "false_negatives": {
+                name: {
+                    "share": c.share,
+                    "false_negatives": c.false_negatives,
+                    "negatives": c.negatives,
+                    "rows_hit": c.rows_hit,
+                    "rows": c.rows,
+                    "batches": c.batches,
+                }
+                for name, c in self.false_negatives.items()
+            },
+            "scores": self.scores,
+        }
 
 
 def judged_positives(release: Path, split: str, answer_level: int) -> dict[str, frozenset[str]]:
     """subq_id -> every document judged >= answer_level for it (all of them, not only those with a row)."""
     table = ds.dataset(judgment_files(release, split), format="parquet").to_table(
-        columns=["subq_id", "docid"], filter=pc.field("level") >= answer_level)
+        columns=["subq_id", "docid"], filter=pc.field("level") >= answer_level
+    )
     positives: dict[str, set[str]] = {}
     for subq, doc in zip(table["subq_id"].to_pylist(), table["docid"].to_pylist()):
         positives.setdefault(subq, set()).add(doc)
@@ -81,9 +97,11 @@ def training_rows(release: Path, files: Path, answer_level: int) -> TrainingRows
 
     texts = files / "sentence-transformers" / f"{TRAIN_SPLIT}.parquet"
     ids = pq.read_table(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
-    guard = row_documents(ids["query_id"].to_pylist(),
-                          [[p, *n] for p, n in zip(ids["positive_id"].to_pylist(), ids["negative_ids"].to_pylist())],
-                          judged_positives(release, TRAIN_SPLIT, answer_level))
+    guard = row_documents(
+        ids["query_id"].to_pylist(),
+        [[p, *n] for p, n in zip(ids["positive_id"].to_pylist(), ids["negative_ids"].to_pylist())],
+        judged_positives(release, TRAIN_SPLIT, answer_level),
+    )
     return TrainingRows(Dataset.from_parquet(str(texts)), guard)
 
 
@@ -97,12 +115,19 @@ def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dic
     generator = torch.Generator().manual_seed(seed)
     orders = {
         "file order": sequential_batches(len(rows.guard), batch_size),
-        "random (BATCH_SAMPLER)": as_batches(BatchSampler(RandomSampler(rows.dataset, generator=generator),
-                                                          batch_size, drop_last=False)),
-        "NO_DUPLICATES": as_batches(NoDuplicatesBatchSampler(rows.dataset, batch_size=batch_size, drop_last=False,
-                                                             generator=torch.Generator(), seed=seed)),
-        "judged positives kept out (ours)": as_batches(rows.guard.batch_sampler(
-            rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed)),
+        "random (BATCH_SAMPLER)": as_batches(
+            BatchSampler(RandomSampler(rows.dataset, generator=generator), batch_size, drop_last=False)
+        ),
+        "NO_DUPLICATES": as_batches(
+            NoDuplicatesBatchSampler(
+                rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed
+            )
+        ),
+        "judged positives kept out (ours)": as_batches(
+            rows.guard.batch_sampler(
+                rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed
+            )
+        ),
     }
     return {name: count_false_negatives(batches, rows.guard) for name, batches in orders.items()}
 
@@ -125,13 +150,25 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
     model.max_seq_length = settings.max_seq_length
     checkpoints = out / "checkpoints"
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(checkpoints), num_train_epochs=settings.epochs, max_steps=settings.max_steps or -1,
-        per_device_train_batch_size=settings.batch_size, learning_rate=settings.learning_rate,
-        warmup_steps=settings.warmup_ratio, seed=settings.seed, data_seed=settings.seed,
-        batch_sampler=rows.guard.batch_sampler, save_strategy="steps", save_steps=200, save_total_limit=1,
-        logging_steps=10, report_to="none", dataloader_pin_memory=torch.cuda.is_available())
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows.dataset,
-                                         loss=MultipleNegativesRankingLoss(model))
+        output_dir=str(checkpoints),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps or -1,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_ratio,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        batch_sampler=rows.guard.batch_sampler,
+        save_strategy="steps",
+        save_steps=200,
+        save_total_limit=1,
+        logging_steps=10,
+        report_to="none",
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=rows.dataset, loss=MultipleNegativesRankingLoss(model)
+    )
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
     with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its loss lines: progress, not results
         trainer.train(resume_from_checkpoint=last)
@@ -139,8 +176,9 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
     return model, trainer.state.global_step
 
 
-def train_and_measure(release: Path, texts: Path, profile: Profile, out: Path,
-                      progress: Callable[[str], None] = lambda message: None) -> TrainingReport:
+def train_and_measure(
+    release: Path, texts: Path, profile: Profile, out: Path, progress: Callable[[str], None] = lambda message: None
+) -> TrainingReport:
     """training-files under OUT/training-files, their false-negative report, base scores, fine-tuning, fine-tuned
     scores; the report also written to OUT/training_report.json."""
     from sentence_transformers import SentenceTransformer

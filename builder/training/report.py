@@ -1,5 +1,6 @@
 """The text `researchy-subq train` prints: the false-negative share of each batching, then base vs fine-tuned on
 each evaluation split, as Markdown tables (they paste into a model card or an issue)."""
+
 from __future__ import annotations
 
 from builder.training.measure import METRICS
@@ -8,30 +9,42 @@ from generation.profiles import Profile
 
 def render_report(report, profile: Profile) -> str:
     settings = profile.train
-    lines = [f"Training rows: {report.rows:,} (train split's hard-negatives rows with every text; "
-             f"{report.left_out:,} left out), {report.steps:,} steps in {report.seconds:,.0f} s",
-             "",
-             f"In-batch false negatives at batch size {settings.batch_size} (a document judged >= "
-             f"{profile.complexity.answer_level} for the anchor among its negatives), one epoch:",
-             "",
-             "| batching | false negatives | of in-batch negatives | share | rows hit | batches | rows a batch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"Training rows: {report.rows:,} (train split's hard-negatives rows with every text; "
+        f"{report.left_out:,} left out), {report.steps:,} steps in {report.seconds:,.0f} s",
+        "",
+        f"In-batch false negatives at batch size {settings.batch_size} (a document judged >= "
+        f"{profile.complexity.answer_level} for the anchor among its negatives), one epoch:",
+        "",
+        "| batching | false negatives | of in-batch negatives | share | rows hit | batches | rows a batch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, count in report.false_negatives.items():
-        lines.append(f"| {name} | {count.false_negatives:,} | {count.negatives:,} | {count.share:.2%} | "
-                     f"{count.rows_hit:,} of {count.rows:,} | {count.batches:,} | "
-                     f"{count.rows / max(count.batches, 1):.1f} |")
-    lines += ["", f"{settings.model} before and after fine-tuning (dense retrieval over each split's judged "
-                  "documents; the kit's evaluate):", "",
-              "| split | metric | base | fine-tuned | change |", "| --- | --- | ---: | ---: | ---: |"]
+        lines.append(
+            f"| {name} | {count.false_negatives:,} | {count.negatives:,} | {count.share:.2%} | "
+            f"{count.rows_hit:,} of {count.rows:,} | {count.batches:,} | "
+            f"{count.rows / max(count.batches, 1):.1f} |"
+        )
+    lines += [
+        "",
+        f"{settings.model} before and after fine-tuning (dense retrieval over each split's judged "
+        "documents; the kit's evaluate):",
+        "",
+        "| split | metric | base | fine-tuned | change |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for split, by_model in report.scores.items():
         base, tuned = by_model["base"], by_model["fine-tuned"]
         for metric in METRICS:
-            lines.append(f"| {split} | {metric} | {base[metric]:.4f} | {tuned[metric]:.4f} | "
-                         f"{tuned[metric] - base[metric]:+.4f} |")
+            lines.append(
+                f"| {split} | {metric} | {base[metric]:.4f} | {tuned[metric]:.4f} | "
+                f"{tuned[metric] - base[metric]:+.4f} |"
+            )
     for split, by_model in report.scores.items():
         base = by_model["base"]
-        lines.append(f"\n{split}: {base['sub-questions']:,} sub-questions, {base['questions']:,} questions, "
-                     f"{base['documents']:,} judged documents ranked"
-                     + (f" ({base['documents missing']:,} without a text in your copy)"
-                        if base["documents missing"] else ""))
+        lines.append(
+            f"\n{split}: {base['sub-questions']:,} sub-questions, {base['questions']:,} questions, "
+            f"{base['documents']:,} judged documents ranked"
+            + (f" ({base['documents missing']:,} without a text in your copy)" if base["documents missing"] else "")
+        )
     return "\n".join(lines)

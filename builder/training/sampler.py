@@ -15,6 +15,7 @@ seed + epoch, and defers a row that conflicts with the batch to a later batch (d
 joins a batch only when none of its documents is a judged positive of an anchor already in the batch, and none of
 the batch's documents is a judged positive of its anchor.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ class RowDocuments:
     """What the sampler knows of one training row: its anchor, the documents it brings into a batch (its positive
     first, then its hard negatives) and the documents judged >= answer_level for its anchor (every one, not only
     the positives that have a row)."""
+
     anchor: str
     documents: tuple[str, ...]
     positives: frozenset[str]
@@ -43,27 +45,54 @@ class FalseNegativeGuard:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def batch_sampler(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
-                      seed: int = 0) -> JudgedPositivesBatchSampler:
+    def batch_sampler(
+        self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None, seed: int = 0
+    ) -> JudgedPositivesBatchSampler:
         """The callable `SentenceTransformerTrainingArguments.batch_sampler` takes."""
-        return JudgedPositivesBatchSampler(dataset, batch_size=batch_size, drop_last=drop_last,
-                                           valid_label_columns=valid_label_columns, generator=generator, seed=seed,
-                                           guard=self)
+        return JudgedPositivesBatchSampler(
+            dataset,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            valid_label_columns=valid_label_columns,
+            generator=generator,
+            seed=seed,
+            guard=self,
+        )
 
     def conflicts(self, row: int, batch: Iterable[int]) -> bool:
         own = self.rows[row]
-        return any(not own.positives.isdisjoint(self.rows[other].documents)
-                   or not self.rows[other].positives.isdisjoint(own.documents) for other in batch)
+        return any(
+            not own.positives.isdisjoint(self.rows[other].documents)
+            or not self.rows[other].positives.isdisjoint(own.documents)
+            for other in batch
+        )
 
 
 class JudgedPositivesBatchSampler(DefaultBatchSampler):
-    def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None,
-                 generator: torch.Generator | None = None, seed: int = 0, *, guard: FalseNegativeGuard):
-        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last, valid_label_columns=valid_label_columns,
-                         generator=generator, seed=seed)
+    def __init__(
+        self,
+        dataset,
+        batch_size: int,
+        drop_last: bool,
+        valid_label_columns=None,
+        generator: torch.Generator | None = None,
+        seed: int = 0,
+        *,
+        guard: FalseNegativeGuard,
+    ):
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            valid_label_columns=valid_label_columns,
+            generator=generator,
+            seed=seed,
+        )
         if len(guard) != len(dataset):
-            raise ValueError(f"the guard describes {len(guard):,} rows, the dataset has {len(dataset):,}: "
-                             "build both from the same rows in the same order")
+            raise ValueError(
+                f"the guard describes {len(guard):,} rows, the dataset has {len(dataset):,}: "
+                "build both from the same rows in the same order"
+            )
         self.guard = guard
         self._cached: tuple[int, list[list[int]]] = (-1, [])
 
@@ -127,6 +156,7 @@ class JudgedPositivesBatchSampler(DefaultBatchSampler):
 class FalseNegativeCount:
     """In-batch negatives (one per document column an anchor is scored against, its own positive left out) and
     how many of them are judged >= answer_level for the anchor; rows with at least one."""
+
     negatives: int = 0
     false_negatives: int = 0
     rows: int = 0
@@ -168,10 +198,11 @@ def as_batches(sampler) -> list[list[int]]:
     return [list(map(int, batch)) for batch in sampler]
 
 
-def row_documents(anchors: Sequence[str], documents: Sequence[Sequence[str]],
-                  positives_of: dict[str, frozenset[str]]) -> FalseNegativeGuard:
+def row_documents(
+    anchors: Sequence[str], documents: Sequence[Sequence[str]], positives_of: dict[str, frozenset[str]]
+) -> FalseNegativeGuard:
     """The guard of rows given as parallel lists: each row's anchor and its documents (positive first)."""
     empty: frozenset[str] = frozenset()
-    return FalseNegativeGuard([RowDocuments(anchor, tuple(docs), positives_of.get(anchor, empty))
-                               for anchor, docs in zip(anchors, documents)])
-
+    return FalseNegativeGuard(
+        [RowDocuments(anchor, tuple(docs), positives_of.get(anchor, empty)) for anchor, docs in zip(anchors, documents)]
+    )

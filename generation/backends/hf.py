@@ -1,4 +1,5 @@
 """transformers backend: batched, left-padded causal LM forward passes on CPU or GPU."""
+
 from __future__ import annotations
 
 import copy
@@ -47,8 +48,8 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for row, seq in enumerate(sequences):
-        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq):] = 1
+        ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+        mask[row, width - len(seq) :] = 1
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     return ids, mask, positions
 
@@ -72,17 +73,30 @@ class TransformersBackend:
     GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
     `max_batch_tokens` tokens, or of one `max_length`-token sequence when the budget is auto or unset."""
 
-    def __init__(self, model_path: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                 max_batch_tokens: int | str | None = None, quantization: str | None = None,
-                 attention: str | None = None, packed: bool = False, gpu_memory_utilization: float = 0.9,
-                 max_length: int = 8192, setting: str = "max_batch_tokens", compile: bool = False):
+    def __init__(
+        self,
+        model_path: str | Path,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        max_batch_tokens: int | str | None = None,
+        quantization: str | None = None,
+        attention: str | None = None,
+        packed: bool = False,
+        gpu_memory_utilization: float = 0.9,
+        max_length: int = 8192,
+        setting: str = "max_batch_tokens",
+        compile: bool = False,
+    ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = pick_device(device)
         if packed and self.device != "cpu" and attention not in ATTENTION_FOR_PACKING:
             # sdpa and eager would get a block-diagonal mask over the whole packed row: right, but quadratic in it
-            raise ValueError(f"packed: true on {self.device} needs variable-length attention: `attention:` one of "
-                             f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}")
+            raise ValueError(
+                f"packed: true on {self.device} needs variable-length attention: `attention:` one of "
+                f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}"
+            )
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         torch_dtype = DTYPES[dtype]
         if torch_dtype == "auto":
@@ -98,20 +112,33 @@ class TransformersBackend:
             reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
             index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
             totals, free = placement.visible_gpu_memory(index)
-            self.placement = placement.plan_placement(config, torch_dtype, quantization, totals, gpu_memory_utilization,
-                                                      reserve, str(model_path), free)
-            load["device_map"] = ({module: index for module in self.placement.device_map} if index is not None
-                                  else self.placement.device_map)
+            self.placement = placement.plan_placement(
+                config, torch_dtype, quantization, totals, gpu_memory_utilization, reserve, str(model_path), free
+            )
+            load["device_map"] = (
+                {module: index for module in self.placement.device_map}
+                if index is not None
+                else self.placement.device_map
+            )
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)
-        self._adopt(self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
-                    compile)
+        self._adopt(
+            self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile
+        )
 
     @classmethod
-    def wrap(cls, model, tokenizer, batch_size: int = 8, max_batch_tokens: int | str | None = None,
-             packed: bool = False, gpu_memory_utilization: float = 0.9, setting: str = "max_batch_tokens",
-             compile: bool = False):
+    def wrap(
+        cls,
+        model,
+        tokenizer,
+        batch_size: int = 8,
+        max_batch_tokens: int | str | None = None,
+        packed: bool = False,
+        gpu_memory_utilization: float = 0.9,
+        setting: str = "max_batch_tokens",
+        compile: bool = False,
+    ):
         """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
         self = cls.__new__(cls)
         self.shape, self.placement = shape_from_config(model.config), None
@@ -119,8 +146,9 @@ class TransformersBackend:
         self.device = str(self.input_device)
         return self
 
-    def _adopt(self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting,
-               compile=False) -> None:
+    def _adopt(
+        self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile=False
+    ) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
         if compile:
             # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
@@ -132,8 +160,14 @@ class TransformersBackend:
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
         elif max_batch_tokens == "auto":
-            max_batch_tokens, line = auto_budget_for(self.shape, self.model.dtype.itemsize, packed,
-                                                     read_gpu_memory(self.input_device), gpu_memory_utilization, setting)
+            max_batch_tokens, line = auto_budget_for(
+                self.shape,
+                self.model.dtype.itemsize,
+                packed,
+                read_gpu_memory(self.input_device),
+                gpu_memory_utilization,
+                setting,
+            )
             console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         pad = self.tokenizer.pad_token_id
@@ -142,12 +176,20 @@ class TransformersBackend:
     @classmethod
     def from_config(cls, model_path: str | Path, config, section: str, device: str | None = None):
         """The backend a profile section (`judge` or `rerank`) asks for."""
-        return cls(model_path, device=device or getattr(config, "device", "auto"), dtype=config.dtype,
-                   batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens,
-                   quantization=getattr(config, "quantization", None), attention=config.attention, packed=config.packed,
-                   gpu_memory_utilization=config.gpu_memory_utilization,
-                   max_length=getattr(config, "max_model_len", None) or config.max_length,
-                   setting=f"{section}.max_batch_tokens", compile=config.compile)
+        return cls(
+            model_path,
+            device=device or getattr(config, "device", "auto"),
+            dtype=config.dtype,
+            batch_size=config.batch_size,
+            max_batch_tokens=config.max_batch_tokens,
+            quantization=getattr(config, "quantization", None),
+            attention=config.attention,
+            packed=config.packed,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            max_length=getattr(config, "max_model_len", None) or config.max_length,
+            setting=f"{section}.max_batch_tokens",
+            compile=config.compile,
+        )
 
     def _batches(self, sequences: Sequence[Sequence[int]]):
         """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory
@@ -178,13 +220,20 @@ class TransformersBackend:
         if not sequences:
             return out
         if self.packed:
-            return self._answers(out, self.budget.run(
-                sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache))
+            return self._answers(
+                out,
+                self.budget.run(
+                    sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache
+                ),
+            )
         shared = shared_prefix_length(sequences)
         prefix = None
         if shared >= MIN_SHARED_PREFIX:
-            prefix = self.model(input_ids=torch.tensor([sequences[0][:shared]], device=self.input_device),
-                                use_cache=True, logits_to_keep=1).past_key_values
+            prefix = self.model(
+                input_ids=torch.tensor([sequences[0][:shared]], device=self.input_device),
+                use_cache=True,
+                logits_to_keep=1,
+            ).past_key_values
         else:
             shared = 0
 
@@ -196,8 +245,14 @@ class TransformersBackend:
                 cache = copy.deepcopy(prefix)
                 cache.batch_repeat_interleave(len(batch))
                 mask = torch.cat([torch.ones((len(batch), shared), dtype=mask.dtype, device=mask.device), mask], 1)
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos + shared, past_key_values=cache,
-                                use_cache=cache is not None, logits_to_keep=1).logits[:, -1, :]
+            logits = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=pos + shared,
+                past_key_values=cache,
+                use_cache=cache is not None,
+                logits_to_keep=1,
+            ).logits[:, -1, :]
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
         return self._answers(out, self.budget.run(sequences, step, self._free_cache))
@@ -223,10 +278,15 @@ class TransformersBackend:
 
         def step(chosen: list[int]) -> None:
             ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
-            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                      do_sample=False, pad_token_id=self.pad_id)
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.pad_id,
+            )
             for row, position in enumerate(chosen):
-                texts[position] = self.tokenizer.decode(out[row, ids.shape[1]:], skip_special_tokens=True)
+                texts[position] = self.tokenizer.decode(out[row, ids.shape[1] :], skip_special_tokens=True)
 
         return self._answers(texts, self.budget.run(sequences, step, self._free_cache))
 

@@ -24,6 +24,7 @@ while an answering server means this request alone fails (a poison pair: its con
 `check` probes the server once before any pair is judged, and refuses with one line (`ServerError`).
 The API key is read from the environment variable the profile names and is never printed or written.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -81,8 +82,9 @@ def api_key(env_name: str | None) -> str | None:
         return None
     key = os.environ.get(env_name)
     if not key:
-        raise ServerError(f"openai backend: judge.openai.api_key_env names {env_name}, which is not set in the "
-                          "environment")
+        raise ServerError(
+            f"openai backend: judge.openai.api_key_env names {env_name}, which is not set in the environment"
+        )
     return key
 
 
@@ -115,8 +117,9 @@ class OpenAIServerBackend:
 
     def __init__(self, server: OpenAIServer, model: str, tokenizer=None):
         self.server = server
-        self.format = RequestFormat(server.request_shape, server.served_model or model, server.digit_logprobs,
-                                    server.top_logprobs)
+        self.format = RequestFormat(
+            server.request_shape, server.served_model or model, server.digit_logprobs, server.top_logprobs
+        )
         self.takes_messages = server.request_shape == "chat"
         self.endpoint = server.endpoint.rstrip("/")
         self.url = self.endpoint + self.format.path
@@ -128,8 +131,9 @@ class OpenAIServerBackend:
 
     async def _open(self) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        limits = httpx.Limits(max_connections=self.server.concurrency,
-                              max_keepalive_connections=self.server.concurrency)
+        limits = httpx.Limits(
+            max_connections=self.server.concurrency, max_keepalive_connections=self.server.concurrency
+        )
         return httpx.AsyncClient(headers=headers, limits=limits, timeout=self.server.request_timeout_s)
 
     def _redact(self, text: str) -> str:
@@ -152,10 +156,13 @@ class OpenAIServerBackend:
         try:
             response = await self._client.post(self.url, json=body)
         except httpx.TimeoutException as error:
-            raise _Retryable(f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})") from error
+            raise _Retryable(
+                f"no answer within {self.server.request_timeout_s:g} s ({type(error).__name__})"
+            ) from error
         except httpx.TransportError as error:  # httpx's ReadError on a dropped connection has an empty text
-            raise _Retryable(f"{type(error).__name__}: {error or 'the connection closed without an answer'}",
-                             unreachable=True) from error
+            raise _Retryable(
+                f"{type(error).__name__}: {error or 'the connection closed without an answer'}", unreachable=True
+            ) from error
         if response.status_code == 200:
             try:
                 return response.json()
@@ -174,15 +181,19 @@ class OpenAIServerBackend:
             except _Retryable as failure:
                 last = failure
                 if attempt < self.server.max_retries:
-                    backoff = min(MAX_BACKOFF_S, self.server.retry_backoff_s * 2 ** attempt)
-                    await asyncio.sleep(self._retry_after(failure.wait) if failure.wait is not None
-                                        else backoff * random.uniform(0.75, 1.0))
+                    backoff = min(MAX_BACKOFF_S, self.server.retry_backoff_s * 2**attempt)
+                    await asyncio.sleep(
+                        self._retry_after(failure.wait)
+                        if failure.wait is not None
+                        else backoff * random.uniform(0.75, 1.0)
+                    )
         message = self._redact(f"{last} ({self.server.max_retries + 1} attempts)")
         if last.unreachable:
             down = await self._probe()
             if down is not None:
-                raise BackendUnavailable(f"openai backend: the server stopped answering: POST {self.url}: {message}; "
-                                         f"GET /models: {down}")
+                raise BackendUnavailable(
+                    f"openai backend: the server stopped answering: POST {self.url}: {message}; GET /models: {down}"
+                )
             message += "; the server answers other requests (GET /models): this request alone fails"
         raise RequestFailed(message)  # the pair's `raw`, which a release publishes: no URL in it
 
@@ -191,9 +202,11 @@ class OpenAIServerBackend:
         cap = self.server.max_retry_after_s
         if asked > cap and not self._said_retry_after:
             self._said_retry_after = True
-            warn(f"openai backend: the server asked to wait {asked:g} s before a retry (Retry-After); the kit "
-                   f"waits {cap:g} s (judge.openai.max_retry_after_s) and then retries, up to "
-                   f"{self.server.max_retries} times per request, before the pair fails (retried on the next run)")
+            warn(
+                f"openai backend: the server asked to wait {asked:g} s before a retry (Retry-After); the kit "
+                f"waits {cap:g} s (judge.openai.max_retry_after_s) and then retries, up to "
+                f"{self.server.max_retries} times per request, before the pair fails (retried on the next run)"
+            )
         return min(asked, cap)
 
     async def _probe(self) -> str | None:
@@ -254,24 +267,40 @@ class OpenAIServerBackend:
         try:
             response = await self._client.get(self.endpoint + "/models")
         except httpx.TransportError as error:
-            raise ServerError(self._redact(f"{where}: cannot reach the server ({type(error).__name__}: {error}); is it "
-                                           "running, and is the endpoint its API base, e.g. http://host:8000/v1?")) from None
+            raise ServerError(
+                self._redact(
+                    f"{where}: cannot reach the server ({type(error).__name__}: {error}); is it "
+                    "running, and is the endpoint its API base, e.g. http://host:8000/v1?"
+                )
+            ) from None
         if response.status_code in (401, 403):
-            key = f"the API key from ${self.server.api_key_env}" if self._key else "a request without an API key " \
-                "(judge.openai.api_key_env is not set)"
-            raise ServerError(self._redact(f"{where}: the server refused {key}: HTTP {response.status_code}: "
-                                           f"{server_message(response)}"))
+            key = (
+                f"the API key from ${self.server.api_key_env}"
+                if self._key
+                else "a request without an API key (judge.openai.api_key_env is not set)"
+            )
+            raise ServerError(
+                self._redact(
+                    f"{where}: the server refused {key}: HTTP {response.status_code}: {server_message(response)}"
+                )
+            )
         try:
             served = [m["id"] for m in response.json()["data"]] if response.status_code == 200 else None
         except (ValueError, KeyError, TypeError):
             served = None
         if served is None:
-            raise ServerError(self._redact(f"{where}: GET /models answered HTTP {response.status_code} "
-                                           f"({server_message(response)[:120]}), not an OpenAI model list: is the "
-                                           "endpoint the API base, e.g. http://host:8000/v1?"))
+            raise ServerError(
+                self._redact(
+                    f"{where}: GET /models answered HTTP {response.status_code} "
+                    f"({server_message(response)[:120]}), not an OpenAI model list: is the "
+                    "endpoint the API base, e.g. http://host:8000/v1?"
+                )
+            )
         if self.format.model not in served:
-            raise ServerError(f"{where}: the server does not serve the model {self.format.model!r} (it serves: "
-                              f"{', '.join(map(str, served)) or 'nothing'}); set judge.openai.served_model")
+            raise ServerError(
+                f"{where}: the server does not serve the model {self.format.model!r} (it serves: "
+                f"{', '.join(map(str, served)) or 'nothing'}); set judge.openai.served_model"
+            )
         if digit_ids is None:
             body, read = self.format.generate_body(probe_payload, max_new_tokens), self.format.text
         else:
@@ -279,9 +308,11 @@ class OpenAIServerBackend:
         try:
             answer = read(await self._request(body))
         except AnswerUnreadable as error:
-            raise ServerError(f"{where}: distribution mode needs the digits' log-probabilities and the probe request's "
-                              f"answer has none ({error}); use mode: generate, or judge.openai.digit_logprobs: "
-                              "top_logprobs") from None
+            raise ServerError(
+                f"{where}: distribution mode needs the digits' log-probabilities and the probe request's "
+                f"answer has none ({error}); use mode: generate, or judge.openai.digit_logprobs: "
+                "top_logprobs"
+            ) from None
         except (RequestFailed, BackendUnavailable) as error:
             raise ServerError(f"{where}: the probe request failed: {error}") from None
         if isinstance(answer, list) and not any(math.isfinite(x) for x in answer):

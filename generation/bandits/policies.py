@@ -1,6 +1,7 @@
 """Policies that pick the next (arm, rank) to observe: the baselines, epsilon-greedy, Thompson sampling
 over Beta posteriors with each Table 1 reward (Algorithm 1), Gaussian Thompson sampling (Algorithm 2),
 and the hierarchical correlated bandit of section 3.5 (all of Petcu et al., arXiv:2510.18633). Seeded, so every run is reproducible."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -10,11 +11,29 @@ import numpy as np
 
 from generation.bandits import rewards as R
 
-POLICIES = ("random", "random-rank-aware", "epsilon-greedy", "bernoulli", "bernoulli-ucb", "topk-bernoulli",
-            "bernoulli-rank-aware", "gaussian", "diversity", "diversity-concave", "topk-ucb-diversity")
+POLICIES = (
+    "random",
+    "random-rank-aware",
+    "epsilon-greedy",
+    "bernoulli",
+    "bernoulli-ucb",
+    "topk-bernoulli",
+    "bernoulli-rank-aware",
+    "gaussian",
+    "diversity",
+    "diversity-concave",
+    "topk-ucb-diversity",
+)
 NEEDS_EMBEDDINGS = {"diversity", "diversity-concave", "topk-ucb-diversity"}
-BETA_POLICIES = {"bernoulli", "bernoulli-ucb", "topk-bernoulli", "bernoulli-rank-aware", "diversity",
-                 "diversity-concave", "topk-ucb-diversity"}
+BETA_POLICIES = {
+    "bernoulli",
+    "bernoulli-ucb",
+    "topk-bernoulli",
+    "bernoulli-rank-aware",
+    "diversity",
+    "diversity-concave",
+    "topk-ucb-diversity",
+}
 
 
 @dataclass
@@ -42,6 +61,7 @@ class Arm:
 @dataclass
 class Hierarchy:
     """Headers as parents, their bullets as children (Petcu et al., section 3.5)."""
+
     children: dict[str, list[str]]
     min_observations: int = 4  # n
     tau: float = 0.77
@@ -52,8 +72,16 @@ class Bandit:
     """One question's arms. `relevance(arm, rank)` gives the label of a pair when it is observed;
     `window(arm, rank, k)` the labels top-k rewards average; `embedding(arm, rank)` a unit vector."""
 
-    def __init__(self, policy: str, arms: dict[str, int], seed: int, k: int = 3, epsilon: float = 0.0,
-                 hierarchy: Hierarchy | None = None, embedding: Callable[[str, int], np.ndarray] | None = None):
+    def __init__(
+        self,
+        policy: str,
+        arms: dict[str, int],
+        seed: int,
+        k: int = 3,
+        epsilon: float = 0.0,
+        hierarchy: Hierarchy | None = None,
+        embedding: Callable[[str, int], np.ndarray] | None = None,
+    ):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
         if policy in NEEDS_EMBEDDINGS and embedding is None:
@@ -85,7 +113,11 @@ class Bandit:
         elif self.policy == "epsilon-greedy":
             stay = self._last is not None and self._last[1] >= 1 and self.rng.random() >= self.epsilon
             previous = self.all_arms[self._last[0]] if stay else None
-            arm = previous if previous is not None and previous.next_rank is not None else arms[self.rng.integers(len(arms))]
+            arm = (
+                previous
+                if previous is not None and previous.next_rank is not None
+                else arms[self.rng.integers(len(arms))]
+            )
         elif self.policy == "gaussian":
             samples = []
             for a in arms:

@@ -5,6 +5,7 @@ of the observed document in the arm's list; `window` the relevances of d_{a_t, n
 `max_cos_observed` is max over the observed set O of cos(d_{a_t, n}, d_{i, j}) (None when O is empty);
 `max_cos_same_arm` is max_{j < n} cos(d_{a_t, n}, d_{a_t, j}) (None when n = 1).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,11 +46,16 @@ def diversity(rel: float, max_cos_observed: float | None) -> float:
     return rel * novelty(max_cos_observed)
 
 
-def diversity_concave(rel: float, max_cos_same_arm: float | None, max_cos_observed: float | None,
-                      a: float = DIVERSITY_A, b: float = DIVERSITY_B) -> float:
+def diversity_concave(
+    rel: float,
+    max_cos_same_arm: float | None,
+    max_cos_observed: float | None,
+    a: float = DIVERSITY_A,
+    b: float = DIVERSITY_B,
+) -> float:
     if max_cos_same_arm is None or max_cos_same_arm < 0 or max_cos_observed is None:
         return rel
-    return rel * math.exp(-a * max_cos_observed ** b)
+    return rel * math.exp(-a * max_cos_observed**b)
 
 
 def topk_ucb_diversity(window: Sequence[float], max_cos_observed: float | None, n: int, c: float = UCB_C) -> float:

@@ -1,6 +1,7 @@
 """Executors run a stage's work: `local` in this process, `ray` on Ray actors (chunks of a shard across GPUs and
 nodes), `slurm` as a generated sbatch array over the shards. They own no stage logic: a stage hands them its
 `ChunkedWork` (generation/stages/base.py)."""
+
 from __future__ import annotations
 
 from generation.executors.local import LocalExecutor

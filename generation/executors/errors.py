@@ -1,5 +1,6 @@
 """What an executor refuses before it spends a GPU-hour, said in one line: a cluster that cannot place the work, an
 sbatch file that cannot be written as asked."""
+
 from __future__ import annotations
 
 

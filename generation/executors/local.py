@@ -1,4 +1,5 @@
 """The local executor: a shard's pending chunks, one after another, in this process."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -2,6 +2,7 @@
 shard's (deterministic) work from its recipe once, holds one worker (a judge on `backend`), and runs, writes and
 commits whole chunks, so a lost worker costs only its chunk. Before any actor starts, the driver builds nothing
 heavy but checks that the cluster has the GPUs the actors need, and refuses in one line when it has not."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,11 @@ class ChunkActor:
 
         arguments = dict(arguments)
         profile = Profile.model_validate_json(arguments.pop("profile_json"))
-        stage = stage_class(profile, Path(arguments.pop("out")),
-                            **{k: Path(v) if isinstance(v, str) else v for k, v in arguments.items()})
+        stage = stage_class(
+            profile,
+            Path(arguments.pop("out")),
+            **{k: Path(v) if isinstance(v, str) else v for k, v in arguments.items()},
+        )
         stage.check_inputs()
         self.work = stage.chunk_work(Shard(shard_index, shard_count))
         self.worker = self.work.make_worker(backend)
@@ -55,9 +59,18 @@ class RayExecutor:
         self.check_resources()
         stage_class, arguments, shard_index, shard_count = work.recipe()
         dataset = ray.data.from_items([{"chunk": k} for k in pending]).map_batches(
-            ChunkActor, batch_size=1, concurrency=self.workers, num_gpus=self.gpus_per_worker,
-            fn_constructor_kwargs={"stage_class": stage_class, "arguments": arguments, "shard_index": shard_index,
-                                   "shard_count": shard_count, "backend": self.backend})
+            ChunkActor,
+            batch_size=1,
+            concurrency=self.workers,
+            num_gpus=self.gpus_per_worker,
+            fn_constructor_kwargs={
+                "stage_class": stage_class,
+                "arguments": arguments,
+                "shard_index": shard_index,
+                "shard_count": shard_count,
+                "backend": self.backend,
+            },
+        )
         done, finished = 0, 0
         label = Shard(shard_index, shard_count).label
         with StallWatch(lambda: describe_ray_job(self, label, len(pending), finished)) as watch:
@@ -77,13 +90,15 @@ def gpu_refusal(workers: int, gpus_per_worker: float, nodes: list[dict]) -> str 
         return None
     per_node = [n.get("Resources", {}).get("GPU", 0.0) for n in nodes if n.get("Alive", True)]
     have, largest = sum(per_node), max(per_node, default=0.0)
-    advice = ("start Ray on GPU nodes (`ray start --head --num-gpus N`), or set judge.device: cpu / fewer "
-              "ray_workers")
+    advice = "start Ray on GPU nodes (`ray start --head --num-gpus N`), or set judge.device: cpu / fewer ray_workers"
     if gpus_per_worker > have:
-        return (f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs and the cluster has {have:g}; "
-                f"{advice}")
+        return (
+            f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs and the cluster has {have:g}; {advice}"
+        )
     if gpus_per_worker > largest:
-        return (f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs on one node and the largest node "
-                f"has {largest:g} (the cluster {have:g} in all); lower judge.tensor_parallel_size or use nodes with "
-                f"{gpus_per_worker:g} GPUs")
+        return (
+            f"Ray: each of the {workers} actors needs {gpus_per_worker:g} GPUs on one node and the largest node "
+            f"has {largest:g} (the cluster {have:g} in all); lower judge.tensor_parallel_size or use nodes with "
+            f"{gpus_per_worker:g} GPUs"
+        )
     return None

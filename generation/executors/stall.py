@@ -4,6 +4,7 @@ stderr naming what is running (and again each further `after_s`), so a cluster j
 The threshold is `RESEARCHY_SUBQ_STALL_MINUTES` (default 10): how the operator watches a job, not part of the
 protocol, so it lives outside the profile and changing it never invalidates a shard.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,9 @@ class StallWatch:
     """`with StallWatch(describe) as watch: ... watch.beat()` after each finished chunk. `describe()` says what is
     running, at the moment of the notice."""
 
-    def __init__(self, describe: Callable[[], str], after_s: float | None = None,
-                 notice: Callable[[str], None] = stderr_notice):
+    def __init__(
+        self, describe: Callable[[], str], after_s: float | None = None, notice: Callable[[str], None] = stderr_notice
+    ):
         self.describe, self.notice = describe, notice
         self.after_s = stall_seconds() if after_s is None else after_s
         self.last = time.monotonic()
@@ -54,8 +56,9 @@ class StallWatch:
         warned_at = None
         while not self._stop.wait(min(self.after_s / 4, 30.0)):
             quiet = time.monotonic() - self.last
-            if quiet >= self.after_s and (warned_at is None or warned_at < self.last
-                                          or time.monotonic() - warned_at >= self.after_s):
+            if quiet >= self.after_s and (
+                warned_at is None or warned_at < self.last or time.monotonic() - warned_at >= self.after_s
+            ):
                 warned_at = time.monotonic()
                 self.notices += 1
                 try:
@@ -78,7 +81,9 @@ def describe_ray_job(executor, shard_label: str, pending: int, finished: int) ->
     import ray
 
     free, total = ray.available_resources(), ray.cluster_resources()
-    return (f"shard {shard_label} on {executor.description} ({executor.gpus_per_worker:g} GPUs per actor); "
-            f"{finished} of {pending} chunks done; the cluster has {free.get('GPU', 0):g} of {total.get('GPU', 0):g} "
-            f"GPUs and {free.get('CPU', 0):g} of {total.get('CPU', 0):g} CPUs free (actors waiting for resources, or a "
-            "model still loading?); `ray status` and the actors' logs under /tmp/ray/session_latest/logs say more")
+    return (
+        f"shard {shard_label} on {executor.description} ({executor.gpus_per_worker:g} GPUs per actor); "
+        f"{finished} of {pending} chunks done; the cluster has {free.get('GPU', 0):g} of {total.get('GPU', 0):g} "
+        f"GPUs and {free.get('CPU', 0):g} of {total.get('CPU', 0):g} CPUs free (actors waiting for resources, or a "
+        "model still loading?); `ray status` and the actors' logs under /tmp/ray/session_latest/logs say more"
+    )

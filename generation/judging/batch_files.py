@@ -21,6 +21,7 @@ their docid is the document's URL-hash (Researchy's CluewebURLHash), the kit's i
 however ids look: a `%` or `:` inside qid or docid is written %25 / %3A, so splitting on "::" always gives three
 parts and decoding gives the ids back. Researchy qids (digits) and ClueWeb22-IDs contain neither.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,10 +56,12 @@ def _unescape(part: str) -> str:
 def subquestion_suffix(subq_id: str, qid: str) -> str:
     """What follows `{qid}-` in a subq_id (generation/stages/questions.py): the position k of the paper's
     decomposition (`{qid}-{k}`, the authors' i_subquestion), or `h{j}` / `h{j}-{i}` of `--decomposition headers`."""
-    rest = subq_id[len(qid) + 1:] if subq_id.startswith(f"{qid}-") else ""
+    rest = subq_id[len(qid) + 1 :] if subq_id.startswith(f"{qid}-") else ""
     if not SUFFIX.fullmatch(rest):
-        raise ValueError(f"sub-question id {subq_id!r} is not '{qid}-<position>' (or '{qid}-h<j>[-<i>]' of the "
-                         "headers decomposition)")
+        raise ValueError(
+            f"sub-question id {subq_id!r} is not '{qid}-<position>' (or '{qid}-h<j>[-<i>]' of the "
+            "headers decomposition)"
+        )
     return str(int(rest)) if rest.isdigit() else rest
 
 
@@ -97,15 +100,16 @@ def request_format(config, shape: str | None = None) -> RequestFormat:
     check_shape(config, shape)
     if server is None:
         return RequestFormat(shape, config.model)
-    return RequestFormat(shape, server.served_model or config.model, server.digit_logprobs,
-                         server.top_logprobs)
+    return RequestFormat(shape, server.served_model or config.model, server.digit_logprobs, server.top_logprobs)
 
 
 def export_judge(config, tokenizer, shape: str | None = None) -> LLMJudge:
     """An LLMJudge that builds the prompts of a batch export."""
     if config.prompt == "r3a":
-        raise ArgumentError("prompt r3a asks in two rounds, the second built from the first's answer: a batch file "
-                         "holds one round; judge it with a backend")
+        raise ArgumentError(
+            "prompt r3a asks in two rounds, the second built from the first's answer: a batch file "
+            "holds one round; judge it with a backend"
+        )
     fmt = request_format(config, shape)
     return LLMJudge(config, BatchRequests(fmt), tokenizer, f"{fmt.model} (batch export, {fmt.shape})")
 
@@ -167,8 +171,14 @@ class _RequestFile:
         self.tmp.unlink(missing_ok=True)
 
 
-def write_request_files(lines: Iterable[bytes], out_dir: Path, summary: ExportSummary, stem: str = "requests",
-                        max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> None:
+def write_request_files(
+    lines: Iterable[bytes],
+    out_dir: Path,
+    summary: ExportSummary,
+    stem: str = "requests",
+    max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_BYTES,
+) -> None:
     """`lines` into `{stem}-00000.jsonl`, `{stem}-00001.jsonl`, ... each within max_lines and max_bytes, each
     appearing under its name only when complete."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -192,20 +202,36 @@ def write_request_files(lines: Iterable[bytes], out_dir: Path, summary: ExportSu
         summary.files.append(current.commit())
 
 
-def export_batch(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], out_dir: str | Path, profile_hash: str,
-                 max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> dict:
+def export_batch(
+    judge: LLMJudge,
+    pairs: Iterable[tuple[str, Pair]],
+    out_dir: str | Path,
+    profile_hash: str,
+    max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_BYTES,
+) -> dict:
     """Request files for `pairs` ((custom_id, Pair), e.g. a shard's pairs still missing) and their manifest
     (returned, and written to out_dir/manifest.json)."""
     out_dir = Path(out_dir)
     summary = ExportSummary()
-    write_request_files(request_lines(judge, pairs, summary), out_dir, summary, max_lines=max_lines,
-                        max_bytes=max_bytes)
+    write_request_files(
+        request_lines(judge, pairs, summary), out_dir, summary, max_lines=max_lines, max_bytes=max_bytes
+    )
     fmt: RequestFormat = judge.backend.format
-    manifest = {"profile_hash": profile_hash, "prompt": judge.prompt.id, "prompt_sha256": judge.prompt.sha256,
-                "request_shape": fmt.shape, "url": URLS[fmt.shape], "model": fmt.model, "mode": judge.config.mode,
-                "digit_logprobs": fmt.digit_logprobs if judge.config.mode == "distribution" else None,
-                "pairs": summary.pairs, "files": summary.files, "context_cut_by_tokens": summary.cut_by_tokens,
-                "not_exported": summary.not_exported}
+    manifest = {
+        "profile_hash": profile_hash,
+        "prompt": judge.prompt.id,
+        "prompt_sha256": judge.prompt.sha256,
+        "request_shape": fmt.shape,
+        "url": URLS[fmt.shape],
+        "model": fmt.model,
+        "mode": judge.config.mode,
+        "digit_logprobs": fmt.digit_logprobs if judge.config.mode == "distribution" else None,
+        "pairs": summary.pairs,
+        "files": summary.files,
+        "context_cut_by_tokens": summary.cut_by_tokens,
+        "not_exported": summary.not_exported,
+    }
     write_text_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -222,8 +248,12 @@ def load_manifest(path: str | Path) -> dict:
 def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
     """Results are imported under the profile and prompt they were exported with, or not at all."""
     fmt: RequestFormat = judge.backend.format
-    expected = {"profile_hash": profile_hash, "prompt_sha256": judge.prompt.sha256, "request_shape": fmt.shape,
-                "mode": judge.config.mode}
+    expected = {
+        "profile_hash": profile_hash,
+        "prompt_sha256": judge.prompt.sha256,
+        "request_shape": fmt.shape,
+        "mode": judge.config.mode,
+    }
     wrong = [f"{k} {manifest.get(k)!r} (this run: {v!r})" for k, v in expected.items() if manifest.get(k) != v]
     if wrong:
         raise ArgumentError("the batch was exported under another judge: " + "; ".join(wrong))

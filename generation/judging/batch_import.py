@@ -8,6 +8,7 @@ reader (generation/judging/batch_results.py). Matched to a pair plan by custom_i
 is dropped or doubled silently (see `ImportResult`); the outcome does not depend on the order of files or lines,
 so importing the same files twice gives the same result.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -36,7 +37,7 @@ class Problems:
 
     def absorb(self, other: Problems) -> None:
         self.count += other.count
-        self.examples += other.examples[:EXAMPLES - len(self.examples)]
+        self.examples += other.examples[: EXAMPLES - len(self.examples)]
 
     def as_record(self) -> dict:
         return {"count": self.count, "examples": list(self.examples)}
@@ -61,12 +62,19 @@ class ImportResult:
     unresolved: set[str] = field(default_factory=set)  # the pairs to export again: missing or answered differently
 
     def counts(self) -> dict[str, int]:
-        return {"lines": self.lines, "graded": len(self.grades), "graded before": self.graded_before,
-                "duplicates": self.duplicates,
-                "not in shard": self.not_in_shard.count, "another export": self.another_export.count,
-                "malformed ids": self.malformed_ids.count, "conflicting": self.conflicting.count,
-                "error_lines": self.error_lines.count, "superseded_errors": self.superseded_errors,
-                "missing": self.missing.count}
+        return {
+            "lines": self.lines,
+            "graded": len(self.grades),
+            "graded before": self.graded_before,
+            "duplicates": self.duplicates,
+            "not in shard": self.not_in_shard.count,
+            "another export": self.another_export.count,
+            "malformed ids": self.malformed_ids.count,
+            "conflicting": self.conflicting.count,
+            "error_lines": self.error_lines.count,
+            "superseded_errors": self.superseded_errors,
+            "missing": self.missing.count,
+        }
 
 
 def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) -> Iterator[tuple[str, BatchResult]]:
@@ -83,9 +91,14 @@ def read_results(files: Iterable[str | Path], rejects: Rejects | None = None) ->
             yield f"{path}:{number}", result
 
 
-def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Callable[[dict, bool], Grade],
-                   cut_by_tokens: Iterable[str] = (), rejects: Rejects | None = None,
-                   graded_before: Iterable[str] = ()) -> ImportResult:
+def import_results(
+    files: Iterable[str | Path],
+    plan: Iterable[str],
+    grade: Callable[[dict, bool], Grade],
+    cut_by_tokens: Iterable[str] = (),
+    rejects: Rejects | None = None,
+    graded_before: Iterable[str] = (),
+) -> ImportResult:
     """Grades for the plan's custom_ids from result files. `grade(body, cut)` turns an answered line's response
     body into a Grade (`answer_grader`). Per pair: one answer (however often repeated) is its grade; different
     answers are a conflict, and the pair is left out; error lines alone give status request_failed (the
@@ -114,8 +127,11 @@ def import_results(files: Iterable[str | Path], plan: Iterable[str], grade: Call
             ours += 1
             _collect(result, answers, errors, grade, where, cid, error, line, cid in cut)
         if foreign.count and not ours:
-            result.another_export.add(f"{path}: {foreign.count:,} lines, none of a pair of this shard, e.g. "
-                                      f"{foreign.examples[0].rsplit(': ', 1)[1]}", foreign.count)
+            result.another_export.add(
+                f"{path}: {foreign.count:,} lines, none of a pair of this shard, e.g. "
+                f"{foreign.examples[0].rsplit(': ', 1)[1]}",
+                foreign.count,
+            )
         else:
             result.not_in_shard.absorb(foreign)
     _settle(result, wanted, answers, errors)

@@ -16,6 +16,7 @@ merge_ratings_qrel.py, `load_offload_jsonl`) read `item['id']` and `item['respon
 
 One function, `read_result_lines`, which both `import-labels` and the judge stage's `--import-batch` read through.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,23 +64,31 @@ def parse_result_line(record: Any, path: Path, line: int) -> BatchResult:
         raise InputError(path, line, f"expected a JSON object (a batch result line), got {type(record).__name__}")
     custom_id = record.get("custom_id") if record.get("custom_id") is not None else record.get("id")
     if not isinstance(custom_id, str) or not custom_id:
-        raise InputError(path, line, "a batch result line needs a `custom_id` (or the authors' `id`) string",
-                         field="custom_id")
+        raise InputError(
+            path, line, "a batch result line needs a `custom_id` (or the authors' `id`) string", field="custom_id"
+        )
     response, error = record.get("response"), record.get("error")
     if error is not None:
         return BatchResult(custom_id, None, _error_text(error))
     if not isinstance(response, dict):
-        raise InputError(path, line, "neither a `response` object nor an `error`", field="response",
-                         record_id=custom_id)
+        raise InputError(
+            path, line, "neither a `response` object nor an `error`", field="response", record_id=custom_id
+        )
     status = response.get("status_code", 200)
     if status != 200:
         body = response.get("body")
-        return BatchResult(custom_id, None, _error_text(body) if isinstance(body, dict) and "error" in body
-                           else f"HTTP {status}")
+        return BatchResult(
+            custom_id, None, _error_text(body) if isinstance(body, dict) and "error" in body else f"HTTP {status}"
+        )
     content = _answer(response)
     if content is None:
-        raise InputError(path, line, "a successful response without choices[0].message.content (or "
-                         "choices[0].text)", field="response.body", record_id=custom_id)
+        raise InputError(
+            path,
+            line,
+            "a successful response without choices[0].message.content (or choices[0].text)",
+            field="response.body",
+            record_id=custom_id,
+        )
     return BatchResult(custom_id, content, body=response["body"])
 
 

@@ -9,6 +9,7 @@ The bundled reference (`calibration-h100-2026-11-23.json`) holds the figures mea
 80 GB (torch 2.11, transformers 5.17) with the code before the GPU paths were added (CHANGELOG.md); it is not a run of
 scripts/bench_gpu.py, and says so.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ REFERENCE = Path(__file__).with_name("calibration-h100-2026-11-23.json")
 @dataclass(frozen=True)
 class Device:
     """Dense tensor-core peaks (no sparsity) and memory bandwidth, from the vendor's data sheets."""
+
     name: str
     peak_flops: dict  # precision ("bf16", "fp8") -> FLOP/s
     bandwidth: float  # bytes/s
@@ -70,7 +72,8 @@ class Calibration:
         except json.JSONDecodeError as e:
             raise CalibrationError(f"{path}: not JSON (line {e.lineno}: {e.msg})") from None
         missing = {"device", "source", "versions", "utilisation", "peak_flops", "bandwidth"} - set(
-            data if isinstance(data, dict) else ())
+            data if isinstance(data, dict) else ()
+        )
         if missing:
             raise CalibrationError(f"{path}: not a calibration file (no {', '.join(sorted(missing))})")
         for backend, shares in data["utilisation"].items():
@@ -80,5 +83,12 @@ class Calibration:
         for precision, value in data["peak_flops"].items():
             if not isinstance(value, (int, float)) or value <= 0:
                 raise CalibrationError(f"{path}: peak_flops.{precision} = {value!r}, not a positive number")
-        return cls(data["device"], data["source"], data["versions"], data["utilisation"], data["peak_flops"],
-                   data["bandwidth"], data.get("rows", []))
+        return cls(
+            data["device"],
+            data["source"],
+            data["versions"],
+            data["utilisation"],
+            data["peak_flops"],
+            data["bandwidth"],
+            data.get("rows", []),
+        )

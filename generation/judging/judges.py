@@ -1,5 +1,6 @@
 """Judges: (sub-question, document) pairs -> grades. Prompt building and parsing live here; a backend
 only turns token sequences into text or next-token log-probabilities."""
+
 from __future__ import annotations
 
 import math
@@ -104,8 +105,10 @@ def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budg
     ids = build(context)
     while len(ids) > budget:
         if not context:
-            raise PromptTooLong(f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
-                                "(max_model_len - max_new_tokens)")
+            raise PromptTooLong(
+                f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
+                "(max_model_len - max_new_tokens)"
+            )
         length = len(tokenizer.encode(context, add_special_tokens=False))
         context = cut_tokens(tokenizer, context, length - (len(ids) - budget))
         ids = build(context)
@@ -124,8 +127,9 @@ def isolate_failures(call: Callable[[list], list], items: list) -> list:
         if isinstance(results[0], RequestFailed):
             if len(results) == 1:
                 return results
-            raise BackendUnavailable(f"every one of the {len(results)} requests of a batch failed, the first with: "
-                                     f"{results[0]}") from None
+            raise BackendUnavailable(
+                f"every one of the {len(results)} requests of a batch failed, the first with: {results[0]}"
+            ) from None
         raise results[0]
     return results
 
@@ -155,8 +159,10 @@ def digit_token_ids(tokenizer, levels: Sequence[int]) -> list[int]:
     for level in levels:
         pieces = tokenizer.encode(str(level), add_special_tokens=False)
         if len(pieces) != 1:
-            raise ValueError(f"distribution mode needs each digit to be one token; {str(level)!r} is {len(pieces)} "
-                             f"tokens for this tokenizer ({pieces}); use mode: generate")
+            raise ValueError(
+                f"distribution mode needs each digit to be one token; {str(level)!r} is {len(pieces)} "
+                f"tokens for this tokenizer ({pieces}); use mode: generate"
+            )
         ids.append(pieces[0])
     return ids
 
@@ -182,8 +188,10 @@ class LLMJudge:
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
             if not self.prompt.grade_first:
-                raise ValueError(f"mode distribution reads the grade from the answer's first token, and prompt "
-                                 f"{self.prompt.id!r} answers '<think> ...' before its score: use mode: generate")
+                raise ValueError(
+                    f"mode distribution reads the grade from the answer's first token, and prompt "
+                    f"{self.prompt.id!r} answers '<think> ...' before its score: use mode: generate"
+                )
             self.digit_ids = digit_token_ids(tokenizer, self.prompt.levels)
 
     def context(self, pair: Pair) -> str:
@@ -197,12 +205,14 @@ class LLMJudge:
     def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int] | list[dict], bool]:
         """The pair's prompt ids (its messages, for a backend that takes messages), its context cut by tokens
         (after the word cut) when the prompt would not fit; and whether it was."""
+
         def messages(context: str) -> list[dict]:
             return self.prompt.messages(pair.question, context, history)
 
         context = self.context(pair)
-        ids, used = fit_context(self.encoder.tokenizer, lambda c: self.encoder.encode(messages(c)), context,
-                                self.budget)
+        ids, used = fit_context(
+            self.encoder.tokenizer, lambda c: self.encoder.encode(messages(c)), context, self.budget
+        )
         return (messages(used) if self.takes_messages else ids), used != context
 
     def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
@@ -231,8 +241,10 @@ class LLMJudge:
             answers = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
         else:
             answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
-        return [self.grade_answer(answer, not isinstance(enc, Exception) and enc[1])
-                for answer, enc in zip(answers, encoded)]
+        return [
+            self.grade_answer(answer, not isinstance(enc, Exception) and enc[1])
+            for answer, enc in zip(answers, encoded)
+        ]
 
     def grade_answer(self, answer, cut: bool = False) -> Grade:
         """One pair's answer (its text in generate mode, the digits' log-probabilities in distribution mode, or
@@ -255,8 +267,10 @@ class LLMJudge:
         return self.prompt.parse(text)
 
     def _intent_messages(self, question: str, documents: list[str]) -> list[dict]:
-        return [{"role": "system", "content": self.prompt.system},
-                {"role": "user", "content": r3a_intent_turn(question, documents)}]
+        return [
+            {"role": "system", "content": self.prompt.system},
+            {"role": "user", "content": r3a_intent_turn(question, documents)},
+        ]
 
     def _encode_intent(self, question: str, auxiliary: tuple[str, ...]) -> tuple[list[int], list[dict]]:
         """Round one's prompt ids and messages within the budget: the last auxiliary documents are cut by tokens
@@ -264,9 +278,13 @@ class LLMJudge:
         docs = [cut_words(d, self.config.context_words) for d in auxiliary]
         for j in range(len(docs), 0, -1):
             try:
-                ids, last = fit_context(self.encoder.tokenizer, lambda c, j=j: self.encoder.encode(
-                    self._intent_messages(question, docs[:j - 1] + [c])), docs[j - 1], self.budget)
-                return ids, self._intent_messages(question, docs[:j - 1] + [last])
+                ids, last = fit_context(
+                    self.encoder.tokenizer,
+                    lambda c, j=j: self.encoder.encode(self._intent_messages(question, docs[: j - 1] + [c])),
+                    docs[j - 1],
+                    self.budget,
+                )
+                return ids, self._intent_messages(question, docs[: j - 1] + [last])
             except PromptTooLong:
                 continue
         messages = self._intent_messages(question, [])  # no document fits: raises PromptTooLong if even this does not
@@ -282,15 +300,24 @@ class LLMJudge:
                 firsts[(question, auxiliary)] = self._encode_intent(question, auxiliary)
             except PromptTooLong as error:
                 firsts[(question, auxiliary)] = error
-        answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens),
-                            [f if isinstance(f, Exception) else (f[1] if self.takes_messages else f[0], False)
-                             for f in firsts.values()])
+        answers = self._run(
+            lambda seqs: self.backend.generate(seqs, self.max_new_tokens),
+            [
+                f if isinstance(f, Exception) else (f[1] if self.takes_messages else f[0], False)
+                for f in firsts.values()
+            ],
+        )
         intents = dict(zip(keys, answers))
-        histories = [None if isinstance(intents[key], Exception) else
-                     [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]
-                     for key in ((p.question, p.auxiliary) for p in pairs)]
-        encoded = [intents[(p.question, p.auxiliary)] if h is None else enc
-                   for p, h, enc in zip(pairs, histories, self._encode_all(pairs, histories))]
+        histories = [
+            None
+            if isinstance(intents[key], Exception)
+            else [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]
+            for key in ((p.question, p.auxiliary) for p in pairs)
+        ]
+        encoded = [
+            intents[(p.question, p.auxiliary)] if h is None else enc
+            for p, h, enc in zip(pairs, histories, self._encode_all(pairs, histories))
+        ]
         texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
         grades = []
         for pair, text, enc in zip(pairs, texts, encoded):
@@ -299,6 +326,15 @@ class LLMJudge:
                 continue
             parsed = check_r3a_extract(self._parse(text), self.context(pair))
             intent = parse_intent(intents[(pair.question, pair.auxiliary)]) or ""
-            grades.append(Grade(parsed.level, r3a_raw(intent, text), None, None,
-                                extract_is_verbatim(parsed.extract, self.context(pair)), parsed.status, enc[1]))
+            grades.append(
+                Grade(
+                    parsed.level,
+                    r3a_raw(intent, text),
+                    None,
+                    None,
+                    extract_is_verbatim(parsed.extract, self.context(pair)),
+                    parsed.status,
+                    enc[1],
+                )
+            )
         return grades

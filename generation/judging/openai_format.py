@@ -5,6 +5,7 @@ One module under both users: the `openai` backend sends these bodies to a server
 (generation/backends/openai_server.py) and the batch files write them as request lines
 (generation/judging/batch_files.py); the in-process vLLM adapter passes the same sampling to `vllm.LLM`.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,13 @@ def distribution_params(token_ids: Sequence[int]) -> dict:
     """One decode step (max_tokens=1): the step's token restricted to the digits (`allowed_token_ids`), and
     `logprob_token_ids` returning exactly their log-probabilities (vLLM 0.32 SamplingParams; the sampler gathers
     them from the raw log-softmax, vllm/v1/sample/sampler.py), whatever their rank in the vocabulary."""
-    return {"temperature": 0.0, "max_tokens": 1, "n": 1, "allowed_token_ids": list(token_ids),
-            "logprob_token_ids": list(token_ids)}
+    return {
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "n": 1,
+        "allowed_token_ids": list(token_ids),
+        "logprob_token_ids": list(token_ids),
+    }
 
 
 class AnswerUnreadable(ValueError):
@@ -39,8 +45,8 @@ class AnswerUnreadable(ValueError):
 
 
 def _token_id(key: str) -> int | None:
-    if key.startswith(TOKEN_ID_PREFIX) and key[len(TOKEN_ID_PREFIX):].isdigit():
-        return int(key[len(TOKEN_ID_PREFIX):])
+    if key.startswith(TOKEN_ID_PREFIX) and key[len(TOKEN_ID_PREFIX) :].isdigit():
+        return int(key[len(TOKEN_ID_PREFIX) :])
     return None
 
 
@@ -48,6 +54,7 @@ def _token_id(key: str) -> int | None:
 class RequestFormat:
     """The request bodies of one shape, and how to read their answers. Shared with the batch files
     (generation/judging/batch_files.py), so a batch line's body is the request this backend sends."""
+
     shape: str  # completions | chat
     model: str
     digit_logprobs: str = "logprob_token_ids"  # or top_logprobs
@@ -68,10 +75,17 @@ class RequestFormat:
         if self.digit_logprobs == "logprob_token_ids":
             # vLLM 0.32's CompletionRequest wants `logprobs` set (an int) and ChatCompletionRequest `logprobs: true`
             # beside logprob_token_ids (vllm/entrypoints/openai/*/protocol.py, check_logprobs)
-            return {**body, **distribution_params(token_ids), "logprobs": True if self.shape == "chat" else 1,
-                    "return_tokens_as_token_ids": True}
-        top = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.shape == "chat" else \
-            {"logprobs": self.top_logprobs}
+            return {
+                **body,
+                **distribution_params(token_ids),
+                "logprobs": True if self.shape == "chat" else 1,
+                "return_tokens_as_token_ids": True,
+            }
+        top = (
+            {"logprobs": True, "top_logprobs": self.top_logprobs}
+            if self.shape == "chat"
+            else {"logprobs": self.top_logprobs}
+        )
         return {**body, "temperature": 0.0, "max_tokens": 1, "n": 1, **top}
 
     @staticmethod
@@ -110,8 +124,10 @@ class RequestFormat:
                 found[token] = float(value)
         missing = [t for t in token_ids if t not in found]
         if self.digit_logprobs == "logprob_token_ids" and missing:
-            raise AnswerUnreadable(f"no log-probability for the digit tokens {missing} (logprob_token_ids is vLLM's "
-                                   "extension: a server without it ignores it)")
+            raise AnswerUnreadable(
+                f"no log-probability for the digit tokens {missing} (logprob_token_ids is vLLM's "
+                "extension: a server without it ignores it)"
+            )
         if len(missing) == len(token_ids):
             raise AnswerUnreadable(f"none of the digit tokens among the {self.top_logprobs} top log-probabilities")
         return [found.get(t, -math.inf) for t in token_ids]
@@ -121,6 +137,8 @@ def check_shape(config, shape: str) -> None:
     """A profile that feeds its judge plain text (`chat_template: false`) cannot go through the chat shape, whose
     messages the server wraps in its own template: the labels would not be the profile's."""
     if shape == "chat" and not config.chat_template:
-        raise ServerError("openai backend: judge.chat_template is false (the prompt as plain text), but the chat "
-                          "request shape sends messages that the server wraps in its chat template; use "
-                          "judge.openai.request_shape: completions")
+        raise ServerError(
+            "openai backend: judge.chat_template is false (the prompt as plain text), but the chat "
+            "request shape sends messages that the server wraps in its chat template; use "
+            "judge.openai.request_shape: completions"
+        )

@@ -3,6 +3,7 @@
 Every parse returns a `status` from `schema.JUDGMENT_STATUSES`: `ok` with a level on the prompt's scale, or
 why the level is null.
 """
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,7 @@
 - r3a:        R3A's Appendix C, two rounds: infer the intent from the question's top-ranked candidates
               (auxiliary documents), then grade 0/1/2 with a verbatim <extract>.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,14 +27,28 @@ CRUX_GUIDELINE = [
     "- 1: The context is minimally relevant or complete, with substantial shortcomings.",
     "- 0: The context is not relevant or complete at all.",
 ]
-CRUX_INSTRUCTION = ("Instruction: Determine whether the question can be answered based on the provided context? "
-                    "Rate the context with on a scale from 0 to 5 according to the guideline below. "
-                    "Do not write anything except the rating.")
+CRUX_INSTRUCTION = (
+    "Instruction: Determine whether the question can be answered based on the provided context? "
+    "Rate the context with on a scale from 0 to 5 according to the guideline below. "
+    "Do not write anything except the rating."
+)
 
 
 def _crux(guideline: list[str], ending: str) -> str:
-    return "\n".join([CRUX_INSTRUCTION, "", "Guideline:", *guideline, "", "Question: {question}", "",
-                      "Context: {context}", "", ending])
+    return "\n".join(
+        [
+            CRUX_INSTRUCTION,
+            "",
+            "Guideline:",
+            *guideline,
+            "",
+            "Question: {question}",
+            "",
+            "Context: {context}",
+            "",
+            ending,
+        ]
+    )
 
 
 CRUX_PAPER = _crux(CRUX_GUIDELINE, "Rating:")
@@ -171,13 +186,37 @@ class Prompt:
 
 REGISTRY: dict[str, Prompt] = {
     "crux-paper": Prompt("crux-paper", "Ju et al., arXiv:2510.21733, Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
-    "crux-code": Prompt("crux-code", "the authors' released code, crux/augmentation/gen_ratings.py", CRUX_CODE, 5,
-                        parse_first_digit, 3, question_text=authors_subquestion),
+    "crux-code": Prompt(
+        "crux-code",
+        "the authors' released code, crux/augmentation/gen_ratings.py",
+        CRUX_CODE,
+        5,
+        parse_first_digit,
+        3,
+        question_text=authors_subquestion,
+    ),
     # both answer "<think> ..." before their score
-    "umbrela": Prompt("umbrela", "Yuan et al. (R3A), arXiv:2508.02506, Appendix D", UMBRELA_USER, 2, parse_umbrela, 1024, UMBRELA_SYSTEM,
-                      grade_first=False),
-    "r3a": Prompt("r3a", "Yuan et al. (R3A), arXiv:2508.02506, Appendix C", R3A_ROUND2, 2, parse_r3a, 1024, R3A_SYSTEM, (R3A_ROUND1,),
-                  grade_first=False),
+    "umbrela": Prompt(
+        "umbrela",
+        "Yuan et al. (R3A), arXiv:2508.02506, Appendix D",
+        UMBRELA_USER,
+        2,
+        parse_umbrela,
+        1024,
+        UMBRELA_SYSTEM,
+        grade_first=False,
+    ),
+    "r3a": Prompt(
+        "r3a",
+        "Yuan et al. (R3A), arXiv:2508.02506, Appendix C",
+        R3A_ROUND2,
+        2,
+        parse_r3a,
+        1024,
+        R3A_SYSTEM,
+        (R3A_ROUND1,),
+        grade_first=False,
+    ),
 }
 
 

@@ -13,6 +13,7 @@ max_length 8192 at line 65), end of the document and of the turn first, and SUFF
 
 The score is P(yes) from the "no" and "yes" logits at the last position.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,12 +23,17 @@ from generation.docstore import cut_words
 from generation.judging.prompts import authors_subquestion
 from generation.profiles import Rerank
 
-SYSTEM = ("Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
-          "Note that the answer can only be \"yes\" or \"no\".")
+SYSTEM = (
+    "Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
+    'Note that the answer can only be "yes" or "no".'
+)
 PREFIX = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
 SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-VLLM_HF_OVERRIDES = {"architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
-                     "is_original_qwen3_reranker": True}
+VLLM_HF_OVERRIDES = {
+    "architectures": ["Qwen3ForSequenceClassification"],
+    "classifier_from_token": ["no", "yes"],
+    "is_original_qwen3_reranker": True,
+}
 
 
 def format_middle(instruction: str, query: str, document: str, separator: str = "\n") -> str:
@@ -76,16 +82,20 @@ class AuthorsRerankEncoder:
 
     def __post_init__(self) -> None:
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError("rerank input_format crux-code goes through the model's chat template, and this "
-                             "tokenizer has none")
+            raise ValueError(
+                "rerank input_format crux-code goes through the model's chat template, and this tokenizer has none"
+            )
         self.suffix_ids = self.tokenizer.encode(SUFFIX, add_special_tokens=False)
 
     def render(self, instruction: str, query: str, document: str) -> str:
         document = " ".join(document.split()[: self.max_doc_words])
-        messages = [{"role": "system", "content": SYSTEM},
-                    {"role": "user", "content": format_middle(instruction, query, document, "\n\n")}]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
-                                                  enable_thinking=False)
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": format_middle(instruction, query, document, "\n\n")},
+        ]
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=False, enable_thinking=False
+        )
 
     def encode(self, instruction: str, query: str, document: str) -> list[int]:
         # apply_chat_template(tokenize=True) tokenizes the rendered text without adding special tokens; the

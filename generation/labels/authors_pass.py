@@ -27,19 +27,23 @@ both lists alike. Without their run, a clicked document that was in it (so not i
 pass's, on its own text) is flagged when a missing document comes before it. "Missing" is judged by the corpus the
 import is given, so the flags are as exact as that corpus is close to theirs (`cw22-b-researchy-v1`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
 
 
-def clicked_pass(clicked: Iterable[str], in_corpus: Container[str], excluded: Container[str] = ()) -> list[tuple[str, str]]:
+def clicked_pass(
+    clicked: Iterable[str], in_corpus: Container[str], excluded: Container[str] = ()
+) -> list[tuple[str, str]]:
     """(the document id a request carried, the id of the document whose text it sent), in the loop's order."""
     requested = [docid for docid in dict.fromkeys(clicked) if docid not in excluded]
     texts = [docid for docid in requested if docid in in_corpus]
     return list(zip(requested, texts))
 
 
-def graded_on_other_text(clicked: Iterable[str], in_corpus: Container[str],
-                         excluded: Container[str] = ()) -> dict[str, str]:
+def graded_on_other_text(
+    clicked: Iterable[str], in_corpus: Container[str], excluded: Container[str] = ()
+) -> dict[str, str]:
     """For each document id the pass requested with another document's text: the id of that text."""
     return {asked: sent for asked, sent in clicked_pass(clicked, in_corpus, excluded) if asked != sent}

@@ -7,6 +7,7 @@ keys documents as a release the kit judged does. Without it, or for an id the co
 as given, and its `url_hash` is the id itself when it is one (it is then also what `clicked` and `corpus-ids` are
 derived from); how each row's id was resolved is counted.
 """
+
 from __future__ import annotations
 
 import re

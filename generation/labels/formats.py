@@ -16,6 +16,7 @@
   `"id": f"{id}::{docid}::{j}"`; the merge scripts split it with `.split("::")`); the answer is parsed with the
   profile's prompt parser, as the kit's own judge does.
 """
+
 from __future__ import annotations
 
 import json
@@ -86,18 +87,25 @@ def check_docid(docid: object, path: Path, line: int) -> None:
 
 def crux_ratings_line(record: object, path: Path, line: int, max_level: int) -> LabelLine:
     if not isinstance(record, dict):
-        raise InputError(path, line, f"expected a JSON object {{\"id\", \"docid\", \"rating\"}}, got "
-                         f"{type(record).__name__}")
+        raise InputError(path, line, f'expected a JSON object {{"id", "docid", "rating"}}, got {type(record).__name__}')
     if set(record) != RATINGS_KEYS:
-        raise InputError(path, line, f"a ratings line has exactly the keys id, docid, rating (merge_ratings.py); "
-                         f"this one has {sorted(record)}")
+        raise InputError(
+            path,
+            line,
+            f"a ratings line has exactly the keys id, docid, rating (merge_ratings.py); this one has {sorted(record)}",
+        )
     qid, docid, rating = record["id"], record["docid"], record["rating"]
     if not (isinstance(qid, str) or _integer(qid)) or str(qid).strip() == "":
         raise InputError(path, line, f"expected a question id (string or integer), got {qid!r}", field="id")
     check_docid(docid, path, line)
     if not isinstance(rating, list) or not all(type(r) is int for r in rating):  # noqa: E721 - a bool is no rating
-        raise InputError(path, line, f"expected a list of integer ratings, got {json.dumps(rating)[:80]}",
-                         field="rating", record_id=str(qid))
+        raise InputError(
+            path,
+            line,
+            f"expected a list of integer ratings, got {json.dumps(rating)[:80]}",
+            field="rating",
+            record_id=str(qid),
+        )
     labels = tuple(_rating_label(k, r, max_level) for k, r in enumerate(rating))
     return LabelLine(str(qid), docid, labels, tuple(rating), (str(qid),))
 
@@ -105,8 +113,9 @@ def crux_ratings_line(record: object, path: Path, line: int, max_level: int) -> 
 def qrels_line(text: str, path: Path, line: int, max_level: int) -> LabelLine:
     fields = text.split()
     if len(fields) != 4:
-        raise InputError(path, line, f"a qrels line is `subq_id iteration docid level`; this one has {len(fields)} "
-                         "fields")
+        raise InputError(
+            path, line, f"a qrels line is `subq_id iteration docid level`; this one has {len(fields)} fields"
+        )
     subq_id, _, docid, level = fields
     try:
         value = int(level)
@@ -119,8 +128,12 @@ def qrels_line(text: str, path: Path, line: int, max_level: int) -> LabelLine:
 def batch_line(result: BatchResult, path: Path, line: int, prompt: Prompt) -> LabelLine:
     parts = result.custom_id.split(PAIR_SEPARATOR)
     if len(parts) != 3 or not all(parts) or not parts[2].isdigit():
-        raise InputError(path, line, f"custom_id {result.custom_id!r} is not the authors' qid::docid::i_subquestion",
-                         field="custom_id")
+        raise InputError(
+            path,
+            line,
+            f"custom_id {result.custom_id!r} is not the authors' qid::docid::i_subquestion",
+            field="custom_id",
+        )
     qid, docid, position = parts
     check_docid(docid, path, line)
     if result.content is None:

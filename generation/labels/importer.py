@@ -6,6 +6,7 @@ question (bad JSON, a wrong shape) belongs to the shard that owns its `file:line
 over all shards. Memory follows the shard's lines (one compact key per ratings line, per pair for qrels and batch
 lines: `FirstCopies`), the questions folder's ids, and one block of lines, not the label files.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,15 +48,16 @@ class QuestionLists:
         questions_path, subquestions_path = question_files(self.folder)
         questions = pq.read_table(questions_path, columns=["qid", "clicked"])
         self.clicked_in_order: dict[str, tuple[str, ...]] = {  # DocStream's order (the authors' clicked pass's)
-            qid: tuple(c["url_hash"] for c in clicked) for qid, clicked in zip(questions["qid"].to_pylist(),
-                                                                              questions["clicked"].to_pylist())}
+            qid: tuple(c["url_hash"] for c in clicked)
+            for qid, clicked in zip(questions["qid"].to_pylist(), questions["clicked"].to_pylist())
+        }
         self.clicked: dict[str, set[str]] = {qid: set(hashes) for qid, hashes in self.clicked_in_order.items()}
         subquestions = pq.read_table(subquestions_path, columns=["subq_id", "qid"])
         self.question_of: dict[str, str] = {}
         self.positions: dict[str, dict[int, str]] = {qid: {} for qid in self.clicked}
         for subq_id, qid in zip(subquestions["subq_id"].to_pylist(), subquestions["qid"].to_pylist()):
             self.question_of[subq_id] = qid
-            k = subq_id[len(qid) + 1:] if subq_id.startswith(f"{qid}-") else ""
+            k = subq_id[len(qid) + 1 :] if subq_id.startswith(f"{qid}-") else ""
             if k.isdigit():
                 self.positions.setdefault(qid, {})[int(k)] = subq_id
 
@@ -72,20 +74,37 @@ class FileCounts:
     path: str = ""
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "bytes": self.bytes, "lines": self.lines,
-                "rows": self.rows, "duplicates": self.duplicates, "rejected": self.rejected}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "lines": self.lines,
+            "rows": self.rows,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+        }
 
 
 class Columns:
     """A block's rows as columns (building a dict per row costs more than the import's parsing); the columns an import
     cannot know are null in every row."""
+
     FILLED = ("subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "clicked")
 
     def __init__(self):
         self.values = {name: [] for name in self.FILLED}
 
-    def add(self, qid: str, docid: str, url_hash: str | None, clicked: bool, subq_ids: list[str], labels,
-            statuses: list[str]) -> None:
+    def add(
+        self,
+        qid: str,
+        docid: str,
+        url_hash: str | None,
+        clicked: bool,
+        subq_ids: list[str],
+        labels,
+        statuses: list[str],
+    ) -> None:
         n = len(subq_ids)
         self.values["subq_id"] += subq_ids
         for name, value in (("qid", qid), ("docid", docid), ("url_hash", url_hash), ("clicked", clicked)):
@@ -97,8 +116,10 @@ class Columns:
     def table(self) -> pa.Table:
         schema = arrow_schema(JUDGMENTS)
         n = len(self.values["subq_id"])
-        return pa.table([pa.array(self.values[f.name], f.type) if f.name in self.values else pa.nulls(n, f.type)
-                         for f in schema], schema=schema)
+        return pa.table(
+            [pa.array(self.values[f.name], f.type) if f.name in self.values else pa.nulls(n, f.type) for f in schema],
+            schema=schema,
+        )
 
 
 class FirstCopies:
@@ -156,8 +177,9 @@ class ShardImport:
             path = Path(source.path)
             lines = read_label_file(path, self.kind, self.prompt)
             while block := list(islice(lines, BLOCK_LINES)):
-                self.documents.prefetch(item.docid for _, item in block
-                                        if isinstance(item, LabelLine) and self.owns(item))
+                self.documents.prefetch(
+                    item.docid for _, item in block if isinstance(item, LabelLine) and self.owns(item)
+                )
                 columns = Columns()
                 for line, item in block:
                     source.lines += 1
@@ -174,8 +196,9 @@ class ShardImport:
 
     def incomplete_documents(self) -> int:
         """openai-batch: documents labelled for only some of their question's sub-questions."""
-        return sum(1 for (qid, _), mask in self.covered.items()
-                   if mask != (1 << len(self.questions.positions[qid])) - 1)
+        return sum(
+            1 for (qid, _), mask in self.covered.items() if mask != (1 << len(self.questions.positions[qid])) - 1
+        )
 
     def owns(self, item: LabelLine) -> bool:
         qid = item.qid if item.qid is not None else self.questions.question_of.get(item.identity[0], item.identity[0])
@@ -198,17 +221,33 @@ class ShardImport:
                 raise problem(path, line, "unknown_subquestion", f"sub-question {subq_id!r} is not in {where}")
             return self.questions.question_of[subq_id], [subq_id]
         if item.qid not in self.questions.positions:
-            raise problem(path, line, "unknown_qid", f"question {item.qid!r} is not in {where} (another split's "
-                          "question? import each split with its own --subquestions, and --rejects for the rest)",
-                          record_id=item.qid)
+            raise problem(
+                path,
+                line,
+                "unknown_qid",
+                f"question {item.qid!r} is not in {where} (another split's "
+                "question? import each split with its own --subquestions, and --rejects for the rest)",
+                record_id=item.qid,
+            )
         positions = self.questions.positions[item.qid]
         if self.kind is LabelFormat.crux_ratings and len(item.labels) != len(positions):
-            raise problem(path, line, "wrong_list_length", f"{len(item.labels)} ratings, but question {item.qid} "
-                          f"has {len(positions)} sub-questions in {where}", record_id=item.qid)
+            raise problem(
+                path,
+                line,
+                "wrong_list_length",
+                f"{len(item.labels)} ratings, but question {item.qid} has {len(positions)} sub-questions in {where}",
+                record_id=item.qid,
+            )
         beyond = [label.subquestion for label in item.labels if label.subquestion not in positions]
         if beyond:
-            raise problem(path, line, "position_beyond_list", f"sub-question position {beyond[0]} is beyond question "
-                          f"{item.qid}'s {len(positions)} sub-questions in {where}", record_id=item.qid)
+            raise problem(
+                path,
+                line,
+                "position_beyond_list",
+                f"sub-question position {beyond[0]} is beyond question "
+                f"{item.qid}'s {len(positions)} sub-questions in {where}",
+                record_id=item.qid,
+            )
         return item.qid, [positions[label.subquestion] for label in item.labels]
 
     def add(self, item: LabelLine, path: Path, line: int, source: FileCounts, index: int, columns: Columns) -> int:
@@ -219,8 +258,13 @@ class ShardImport:
         if repeat is not None:
             same, first = repeat
             if not same:
-                raise problem(path, line, "conflicting_duplicate", f"labels the same pair as {first} differently "
-                              f"({item.value!r} here)", record_id=qid)
+                raise problem(
+                    path,
+                    line,
+                    "conflicting_duplicate",
+                    f"labels the same pair as {first} differently ({item.value!r} here)",
+                    record_id=qid,
+                )
             source.duplicates += 1
             return 0
         if self.kind is LabelFormat.openai_batch:
@@ -234,6 +278,13 @@ class ShardImport:
             self.other_text_documents += 1
         self.statuses.update(statuses)
         self.levels.update(label.level for label in item.labels if label.level is not None)
-        columns.add(qid, docid, url_hash, url_hash is not None and url_hash in self.questions.clicked.get(qid, ()),
-                    subq_ids, item.labels, statuses)
+        columns.add(
+            qid,
+            docid,
+            url_hash,
+            url_hash is not None and url_hash in self.questions.clicked.get(qid, ()),
+            subq_ids,
+            item.labels,
+            statuses,
+        )
         return len(subq_ids)

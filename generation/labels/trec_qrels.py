@@ -17,6 +17,7 @@ A bad line is left out of the rows and handed to the caller's `bad` (its 1-based
 many lines of the same kind its block holds, and the field), which raises or reports it naming the file. The file
 is read in blocks of BLOCK_BYTES and parsed with Arrow's compute functions, so a 1 GB file streams in flat memory.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -71,8 +72,9 @@ def parse_lines(data: bytes, base: int, bad: Callable[[BadLine], None]) -> tuple
     if not data.endswith(b"\n"):
         ends = np.append(ends, len(data))
     offsets = np.concatenate([[0], ends]).astype(np.int64)  # each line keeps its \n, trimmed below
-    lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(ends), [None, pa.py_buffer(offsets),
-                                                                          pa.py_buffer(data)])
+    lines = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
     numbers = np.arange(base + 1, base + len(lines) + 1, dtype=np.int64)
     found: list[BadLine] = []
     try:
@@ -90,8 +92,11 @@ def parse_lines(data: bytes, base: int, bad: Callable[[BadLine], None]) -> tuple
         fields = pc.split_pattern_regex(trimmed, "[ \t\v\f\r]+")
     else:  # single spaces only (the kit's own files): the same fields, five times faster
         fields = pc.split_pattern(trimmed, " ")
-    counts = np.where(pc.equal(trimmed, "").to_numpy(zero_copy_only=False), 0,
-                      pc.list_value_length(fields).to_numpy(zero_copy_only=False))
+    counts = np.where(
+        pc.equal(trimmed, "").to_numpy(zero_copy_only=False),
+        0,
+        pc.list_value_length(fields).to_numpy(zero_copy_only=False),
+    )
     wrong_count = ~comment & (counts != 4)
     four = pc.filter(fields, pa.array(counts == 4))
     rel = pc.list_element(four, 3) if len(four) else pa.array([], pa.large_string())
@@ -100,21 +105,28 @@ def parse_lines(data: bytes, base: int, bad: Callable[[BadLine], None]) -> tuple
     not_integer = ~comment & (counts == 4) & ~integer
     if wrong_count.any():
         first = int(np.flatnonzero(wrong_count)[0])
-        found.append(BadLine(int(numbers[first]), f"{counts[first]} fields, not 4 ({trimmed[first].as_py()[:80]!r})",
-                             int(wrong_count.sum())))
+        found.append(
+            BadLine(
+                int(numbers[first]),
+                f"{counts[first]} fields, not 4 ({trimmed[first].as_py()[:80]!r})",
+                int(wrong_count.sum()),
+            )
+        )
     if not_integer.any():
         first = int(np.flatnonzero(not_integer)[0])
         value = pc.list_element(fields[first : first + 1], 3)[0].as_py()
-        found.append(BadLine(int(numbers[first]), f"relevance {value[:40]!r} is not an integer",
-                             int(not_integer.sum()), "rel"))
+        found.append(
+            BadLine(int(numbers[first]), f"relevance {value[:40]!r} is not an integer", int(not_integer.sum()), "rel")
+        )
     for line in sorted(found, key=lambda b: b.line):
         bad(line)
     good = pa.array(~comment & (counts == 4) & integer)
     kept = pc.filter(fields, good)
-    columns = [pc.list_element(kept, i).cast(pa.string()) if len(kept) else pa.array([], pa.string())
-               for i in range(4)]
-    return pa.table([*columns[:3], columns[3].cast(pa.int64()), pa.array(numbers[good.to_numpy(
-        zero_copy_only=False)])], names=[*COLUMNS, "line"]), len(lines)
+    columns = [pc.list_element(kept, i).cast(pa.string()) if len(kept) else pa.array([], pa.string()) for i in range(4)]
+    return pa.table(
+        [*columns[:3], columns[3].cast(pa.int64()), pa.array(numbers[good.to_numpy(zero_copy_only=False)])],
+        names=[*COLUMNS, "line"],
+    ), len(lines)
 
 
 def _utf8(value: bytes) -> bool:

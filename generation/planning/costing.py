@@ -8,6 +8,7 @@ every weight once for the whole batch and the pair's own KV cache, so a pair's s
 (weight bytes / batch + KV bytes of its prompt) / bandwidth. Distribution mode is the prefill alone. The rerank
 stage: questions x depth documents of `rerank_tokens` tokens, one forward each, at the reranker's share.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,14 @@ class Costing:
         judge: `decode_batch` pairs on one GPU, as stated)."""
         if self.judge_config is None:
             return Execution(self.decode_batch, None, 1, 1, f"{precision}: decode batch {self.decode_batch} (given)")
-        return execution_for(self.judge_config, self.backend, self.judge, precision,
-                             device_spec(self.calibration.device), self.calibration.device)
+        return execution_for(
+            self.judge_config,
+            self.backend,
+            self.judge,
+            precision,
+            device_spec(self.calibration.device),
+            self.calibration.device,
+        )
 
     def share(self, backend: str, precision: str) -> tuple[float | None, str]:
         """The prefill share of peak for this backend and precision, and where it comes from."""
@@ -53,8 +60,10 @@ class Costing:
         if backend == "vllm":
             stand_in = self.calibration.share("transformers", precision)
             if stand_in is not None:
-                return stand_in, (f"vLLM not measured: the transformers {precision} figure"
-                                  f"{measured_on(self.calibration, precision, stand_in)}")
+                return stand_in, (
+                    f"vLLM not measured: the transformers {precision} figure"
+                    f"{measured_on(self.calibration, precision, stand_in)}"
+                )
         return None, "not measured"
 
     def precisions(self) -> list[str]:
@@ -64,9 +73,18 @@ class Costing:
 def measured_on(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> str:
     """Which of the calibration's rows a share is (the kit's run at that precision and share), for the plan to say
     what each row is priced from: a shape, a batch and a prompt length; empty when no row matches."""
-    row = next((r for r in calibration.rows if r.get("precision") == precision and r.get("mode") == mode
-                and str(r.get("run", "")).startswith("kit") and r.get("share_of_peak") is not None
-                and abs(r["share_of_peak"] - share) < 5e-4), None)
+    row = next(
+        (
+            r
+            for r in calibration.rows
+            if r.get("precision") == precision
+            and r.get("mode") == mode
+            and str(r.get("run", "")).startswith("kit")
+            and r.get("share_of_peak") is not None
+            and abs(r["share_of_peak"] - share) < 5e-4
+        ),
+        None,
+    )
     if row is None:
         return ""
     tokens = f", {row['prompt_tokens']:,} tokens" if row.get("prompt_tokens") else ""
@@ -77,8 +95,9 @@ def prefill_seconds(shape: Shape, tokens: float, cached: float, peak: float, sha
     return prompt_flops(shape, tokens, cached) / (peak * share)
 
 
-def decode_seconds(shape: Shape, precision: str, prompt_tokens: float, new_tokens: int, batch: int,
-                   bandwidth: float) -> float:
+def decode_seconds(
+    shape: Shape, precision: str, prompt_tokens: float, new_tokens: int, batch: int, bandwidth: float
+) -> float:
     """Memory-bound decode steps of one pair: weights read once per step for the batch, plus its KV cache."""
     steps = max(new_tokens - 1, 0)
     kv = shape.kv_bytes_per_token(2) * (prompt_tokens + new_tokens / 2)
@@ -112,8 +131,12 @@ class CostRow:
 def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
     cal, rows, notes = costing.calibration, [], []
     runs = {precision: costing.execution(precision) for precision in costing.precisions()}
-    notes += [f"Judge as the {costing.backend} backend would run it: {run}" if isinstance(run, Refused) else
-              f"Judge as the {costing.backend} backend would run it: {run.how}" for run in runs.values()]
+    notes += [
+        f"Judge as the {costing.backend} backend would run it: {run}"
+        if isinstance(run, Refused)
+        else f"Judge as the {costing.backend} backend would run it: {run.how}"
+        for run in runs.values()
+    ]
     for scenario in plan.scenarios():
         reuse = (1 - 1 / scenario.pairs_per_subquestion) if scenario.pairs_per_subquestion >= 1 else 0.0
         cached = reuse * scenario.shared_prefix_tokens
@@ -132,34 +155,66 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                 if cal.bandwidth is None:
                     notes.append(f"{scenario.label}: the calibration has no bandwidth; decode steps not costed")
                 else:
-                    decode = decode_seconds(costing.judge, precision, tokens, scenario.new_tokens, batch,
-                                            cal.bandwidth) * span
+                    decode = (
+                        decode_seconds(costing.judge, precision, tokens, scenario.new_tokens, batch, cal.bandwidth)
+                        * span
+                    )
             prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
             cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
-            rows.append(CostRow(scenario.label, scenario.pairs, tokens, precision, share, source,
-                                scenario.pairs * prompt_flops(costing.judge, tokens) / 1e15,
-                                scenario.pairs * prefill / 3600, scenario.pairs * decode / 3600,
-                                scenario.pairs * (cached_prefill + decode) / 3600, batch, run.gpus))
+            rows.append(
+                CostRow(
+                    scenario.label,
+                    scenario.pairs,
+                    tokens,
+                    precision,
+                    share,
+                    source,
+                    scenario.pairs * prompt_flops(costing.judge, tokens) / 1e15,
+                    scenario.pairs * prefill / 3600,
+                    scenario.pairs * decode / 3600,
+                    scenario.pairs * (cached_prefill + decode) / 3600,
+                    batch,
+                    run.gpus,
+                )
+            )
     return rows, notes
 
 
 def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) -> tuple[list[CostRow], list[str]]:
     cal, rows = costing.calibration, []
-    shapes = [("rerank, these questions", plan.questions), (f"rerank, paper (ASSUMED {PAPER_QUESTIONS_ASSUMED:,} "
-                                                              "questions)", PAPER_QUESTIONS_ASSUMED)]
-    notes = [f"Rerank rows: questions x depth {depth} documents of {rerank_tokens:,.0f} tokens (an assumption: "
-             f"--rerank-tokens) on the {costing.reranker.name} shape, one forward each."]
+    shapes = [
+        ("rerank, these questions", plan.questions),
+        (f"rerank, paper (ASSUMED {PAPER_QUESTIONS_ASSUMED:,} questions)", PAPER_QUESTIONS_ASSUMED),
+    ]
+    notes = [
+        f"Rerank rows: questions x depth {depth} documents of {rerank_tokens:,.0f} tokens (an assumption: "
+        f"--rerank-tokens) on the {costing.reranker.name} shape, one forward each."
+    ]
     for precision, share in costing.calibration.utilisation.get("rerank", {}).items():
         if costing.override is not None:
             share = costing.override
         for label, questions in shapes:
             docs = questions * depth
             seconds = prefill_seconds(costing.reranker, rerank_tokens, 0.0, cal.peak_flops[precision], share)
-            source = "--utilisation" if costing.override is not None else (
-                "rerank, calibrated" + measured_on(cal, precision, share, "rerank"))
-            rows.append(CostRow(label, docs, rerank_tokens, precision, share, source,
-                                docs * prompt_flops(costing.reranker, rerank_tokens) / 1e15, docs * seconds / 3600,
-                                0.0, docs * seconds / 3600))
+            source = (
+                "--utilisation"
+                if costing.override is not None
+                else ("rerank, calibrated" + measured_on(cal, precision, share, "rerank"))
+            )
+            rows.append(
+                CostRow(
+                    label,
+                    docs,
+                    rerank_tokens,
+                    precision,
+                    share,
+                    source,
+                    docs * prompt_flops(costing.reranker, rerank_tokens) / 1e15,
+                    docs * seconds / 3600,
+                    0.0,
+                    docs * seconds / 3600,
+                )
+            )
     if not rows:
         notes.append("Rerank rows left out: the calibration has no reranker figure.")
     return rows, notes
@@ -191,8 +246,9 @@ def costing_for(profile, calibration_path=None, utilisation: float | None = None
         batch = max(1, min(batch, judge.max_batch_tokens // judge.max_model_len))
     (judge_shape, judge_note), (rerank_shape, rerank_note) = model_shape(judge.model), model_shape(profile.rerank.model)
     backend = judge.ray_backend if judge.backend == "ray" else judge.backend
-    costing = Costing(calibration, backend, judge.mode, batch, judge_shape, rerank_shape, override=utilisation,
-                      judge_config=judge)
+    costing = Costing(
+        calibration, backend, judge.mode, batch, judge_shape, rerank_shape, override=utilisation, judge_config=judge
+    )
     return costing, [note for note in (judge_note, rerank_note) if note]
 
 
@@ -203,20 +259,49 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     cal = costing.calibration
     judged, notes = judge_rows(plan, costing)
     reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
-    title = (f"{costing.judge.name} judge ({costing.mode}, {costing.backend}) and "
-             f"{costing.reranker.name} reranker on {cal.device}, calibrated {cal.versions.get('measured', '?')}")
+    title = (
+        f"{costing.judge.name} judge ({costing.mode}, {costing.backend}) and "
+        f"{costing.reranker.name} reranker on {cal.device}, calibrated {cal.versions.get('measured', '?')}"
+    )
     table = Table(title=title)
-    for column in ("row", "pairs / docs", "tokens", "precision", "utilisation", "PFLOPs", "prefill GPU-h",
-                   "decode GPU-h", "GPU-hours", "GPU-hours, prefix cached", f"{NODE_GPUS}-GPU node items/s",
-                   "decode batch", "GPUs a copy", "utilisation from"):
+    for column in (
+        "row",
+        "pairs / docs",
+        "tokens",
+        "precision",
+        "utilisation",
+        "PFLOPs",
+        "prefill GPU-h",
+        "decode GPU-h",
+        "GPU-hours",
+        "GPU-hours, prefix cached",
+        f"{NODE_GPUS}-GPU node items/s",
+        "decode batch",
+        "GPUs a copy",
+        "utilisation from",
+    ):
         table.add_column(column, justify="right")
     for row in judged + reranked:
-        table.add_row(row.label, f"{row.items:,}", f"{row.tokens:,.0f}", row.precision, f"{row.share:.1%}",
-                      f"{row.pflops:,.1f}", f"{row.prefill_hours:,.1f}", f"{row.decode_hours:,.1f}", f"{row.hours:,.1f}",
-                      f"{row.cached_hours:,.1f}", f"{row.node_rate:,.2f}", f"{row.decode_batch or '-'}",
-                      f"{row.gpus}", row.source)
+        table.add_row(
+            row.label,
+            f"{row.items:,}",
+            f"{row.tokens:,.0f}",
+            row.precision,
+            f"{row.share:.1%}",
+            f"{row.pflops:,.1f}",
+            f"{row.prefill_hours:,.1f}",
+            f"{row.decode_hours:,.1f}",
+            f"{row.hours:,.1f}",
+            f"{row.cached_hours:,.1f}",
+            f"{row.node_rate:,.2f}",
+            f"{row.decode_batch or '-'}",
+            f"{row.gpus}",
+            row.source,
+        )
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
-    notes = [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
+    notes = (
+        [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
+    )
     return table, notes
 
 
@@ -225,8 +310,9 @@ def plan_precision(profile) -> str:
     return "fp8" if profile.judge.quantization == "fp8" else "bf16"
 
 
-def plan_json(plan: Plan, costing: Costing, profile, rerank_depth: int,
-              rerank_tokens: float = RERANK_TOKENS_ASSUMED) -> dict:
+def plan_json(
+    plan: Plan, costing: Costing, profile, rerank_depth: int, rerank_tokens: float = RERANK_TOKENS_ASSUMED
+) -> dict:
     """`plan --json`: the table's rows as numbers, the notes, and the profile they were made for (`slurm judge
     --from-plan` checks the judge config hash against its job and takes the row at the profile's precision)."""
     from dataclasses import asdict
@@ -239,10 +325,21 @@ def plan_json(plan: Plan, costing: Costing, profile, rerank_depth: int,
     def as_dict(row: CostRow, stage: str) -> dict:
         return {"stage": stage, **asdict(row), "hours": row.hours, "node_rate": row.node_rate}
 
-    return {"profile": {"name": profile.name, "judge_config_hash": JudgeStage.config_hash(profile),
-                        "precision": plan_precision(profile)},
-            "judge": costing.judge.name, "reranker": costing.reranker.name, "mode": costing.mode,
-            "device": costing.calibration.device, "pairs": plan.pairs, "subquestions": plan.subquestions,
-            "sampled": plan.sampled, "tokenizer": plan.tokenizer, "tokenizer_stand_in": plan.stand_in,
-            "notes": plan.notes() + notes + rerank_notes,
-            "rows": [as_dict(r, "judge") for r in judged] + [as_dict(r, "rerank") for r in reranked]}
+    return {
+        "profile": {
+            "name": profile.name,
+            "judge_config_hash": JudgeStage.config_hash(profile),
+            "precision": plan_precision(profile),
+        },
+        "judge": costing.judge.name,
+        "reranker": costing.reranker.name,
+        "mode": costing.mode,
+        "device": costing.calibration.device,
+        "pairs": plan.pairs,
+        "subquestions": plan.subquestions,
+        "sampled": plan.sampled,
+        "tokenizer": plan.tokenizer,
+        "tokenizer_stand_in": plan.stand_in,
+        "notes": plan.notes() + notes + rerank_notes,
+        "rows": [as_dict(r, "judge") for r in judged] + [as_dict(r, "rerank") for r in reranked],
+    }

@@ -5,6 +5,7 @@ The pairs at hand are measured directly. The paper-scale rows are projected from
 length (representative only when enough of them reach the cut), and from a stated assumption (every
 document reaches the cut, at `tokens_per_word` judge tokens per word of web text).
 """
+
 from __future__ import annotations
 
 import random
@@ -45,7 +46,7 @@ def flops_per_pair(model: ModelSize, prompt_tokens: float, new_tokens: int, cach
     4 x layers x hidden FLOPs per token pair, so tokens [S, L) cost 2 x layers x hidden x (L^2 - S^2).
     `cached_tokens` (S) of the prompt come from the prefix cache and are not processed again."""
     total = prompt_tokens + new_tokens
-    return 2 * model.params * (total - cached_tokens) + 2 * model.layers * model.hidden * (total ** 2 - cached_tokens ** 2)
+    return 2 * model.params * (total - cached_tokens) + 2 * model.layers * model.hidden * (total**2 - cached_tokens**2)
 
 
 def gpu_hours(pairs: int, flops: float, precision: str, utilisation: float) -> float:
@@ -60,6 +61,7 @@ def node_pairs_per_second(flops: float, precision: str, utilisation: float, gpus
 @dataclass(frozen=True)
 class Scenario:
     """Prompt shape of one row of the plan."""
+
     label: str
     note: str
     pairs: int
@@ -102,35 +104,63 @@ class Plan:
 
     def scenarios(self) -> list[Scenario]:
         here = self.pairs / max(self.subquestions, 1)
-        measured = (f"{self.long_documents} of {self.sampled} sampled documents reach the {self.context_words}-word cut"
-                    + ("" if self.measured_is_representative else
-                       f" (fewer than {MIN_LONG_DOCUMENTS}): NOT representative of the paper's corpus"))
+        measured = (
+            f"{self.long_documents} of {self.sampled} sampled documents reach the {self.context_words}-word cut"
+            + (
+                ""
+                if self.measured_is_representative
+                else f" (fewer than {MIN_LONG_DOCUMENTS}): NOT representative of the paper's corpus"
+            )
+        )
         return [
-            Scenario("these pairs", "measured on the sampled prompts", self.pairs, self.mean_prompt_tokens,
-                     self.mean_shared_prefix_tokens, here, self.new_tokens),
-            Scenario("paper, measured", f"the sampled prompts of this corpus at the paper's size; {measured}",
-                     PAPER_PAIRS, self.mean_prompt_tokens, self.mean_shared_prefix_tokens, PAPER_PAIRS_PER_SUBQUESTION,
-                     self.new_tokens),
-            Scenario("paper, assumed", f"ASSUMPTION: every document reaches the {self.context_words}-word cut at "
-                     f"{self.assumed_tokens_per_word:.3f} judge tokens per word = {self.assumed_context_tokens:,.0f} "
-                     f"context tokens, plus the {self.mean_overhead_tokens:,.0f} measured non-context tokens",
-                     PAPER_PAIRS, self.mean_overhead_tokens + self.assumed_context_tokens, self.mean_shared_prefix_tokens,
-                     PAPER_PAIRS_PER_SUBQUESTION, self.new_tokens),
+            Scenario(
+                "these pairs",
+                "measured on the sampled prompts",
+                self.pairs,
+                self.mean_prompt_tokens,
+                self.mean_shared_prefix_tokens,
+                here,
+                self.new_tokens,
+            ),
+            Scenario(
+                "paper, measured",
+                f"the sampled prompts of this corpus at the paper's size; {measured}",
+                PAPER_PAIRS,
+                self.mean_prompt_tokens,
+                self.mean_shared_prefix_tokens,
+                PAPER_PAIRS_PER_SUBQUESTION,
+                self.new_tokens,
+            ),
+            Scenario(
+                "paper, assumed",
+                f"ASSUMPTION: every document reaches the {self.context_words}-word cut at "
+                f"{self.assumed_tokens_per_word:.3f} judge tokens per word = {self.assumed_context_tokens:,.0f} "
+                f"context tokens, plus the {self.mean_overhead_tokens:,.0f} measured non-context tokens",
+                PAPER_PAIRS,
+                self.mean_overhead_tokens + self.assumed_context_tokens,
+                self.mean_shared_prefix_tokens,
+                PAPER_PAIRS_PER_SUBQUESTION,
+                self.new_tokens,
+            ),
         ]
 
     def notes(self) -> list[str]:
-        lines = [f"{self.pairs:,} pairs over {self.subquestions:,} sub-questions; {self.sampled} prompts tokenized with "
-                 f"{self.tokenizer}: mean {self.mean_prompt_tokens:,.0f} tokens, of which {self.mean_overhead_tokens:,.0f} "
-                 f"are not the context and {self.mean_shared_prefix_tokens:,.0f} are shared by two prompts of one "
-                 f"sub-question; {self.new_tokens} new tokens. Prefix reuse: these pairs "
-                 f"{self.pairs / max(self.subquestions, 1):.2f} per sub-question, paper {PAPER_PAIRS_PER_SUBQUESTION:.2f}."]
+        lines = [
+            f"{self.pairs:,} pairs over {self.subquestions:,} sub-questions; {self.sampled} prompts tokenized with "
+            f"{self.tokenizer}: mean {self.mean_prompt_tokens:,.0f} tokens, of which {self.mean_overhead_tokens:,.0f} "
+            f"are not the context and {self.mean_shared_prefix_tokens:,.0f} are shared by two prompts of one "
+            f"sub-question; {self.new_tokens} new tokens. Prefix reuse: these pairs "
+            f"{self.pairs / max(self.subquestions, 1):.2f} per sub-question, paper {PAPER_PAIRS_PER_SUBQUESTION:.2f}."
+        ]
         lines += [f"Row '{s.label}': {s.note}." for s in self.scenarios()]
         if self.stand_in:
             shift = self.tokens_per_word_here / self.assumed_tokens_per_word - 1
-            lines.append(f"The judge's tokenizer is not on disk: {self.tokenizer} stood in. It counts "
-                         f"{self.tokens_per_word_here:.3f} tokens per word of this corpus, against the "
-                         f"{self.assumed_tokens_per_word:.3f} assumed for Llama-3 on web text: measured rows are off by "
-                         f"about {shift:+.0%} in context tokens.")
+            lines.append(
+                f"The judge's tokenizer is not on disk: {self.tokenizer} stood in. It counts "
+                f"{self.tokens_per_word_here:.3f} tokens per word of this corpus, against the "
+                f"{self.assumed_tokens_per_word:.3f} assumed for Llama-3 on web text: measured rows are off by "
+                f"about {shift:+.0%} in context tokens."
+            )
         return lines
 
 
@@ -144,7 +174,11 @@ def load_tokenizer(name: str, stand_in: bool = True):
     except ModelNotAvailable as e:
         if not stand_in:
             raise ModelNotAvailable(f"--tokenizer {name}: {e}") from None
-        return AutoTokenizer.from_pretrained(str(resolve_model(MINILM))), f"{MINILM} (WordPiece; stand-in for {name})", True
+        return (
+            AutoTokenizer.from_pretrained(str(resolve_model(MINILM))),
+            f"{MINILM} (WordPiece; stand-in for {name})",
+            True,
+        )
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -156,8 +190,16 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def measure(profile: Profile, subquestions: Path, candidates: Path, index: Path, sample: int = 200,
-            tokenizer: str | None = None, seed: int = 0, tokens_per_word: float = LLAMA3_TOKENS_PER_WORD) -> Plan:
+def measure(
+    profile: Profile,
+    subquestions: Path,
+    candidates: Path,
+    index: Path,
+    sample: int = 200,
+    tokenizer: str | None = None,
+    seed: int = 0,
+    tokens_per_word: float = LLAMA3_TOKENS_PER_WORD,
+) -> Plan:
     config = profile.judge
     tok, tokenizer_name, stand_in = load_tokenizer(tokenizer or config.model, stand_in=tokenizer is None)
     pairs = plan_pairs(subquestions, candidates, Shard())
@@ -184,8 +226,20 @@ def measure(profile: Profile, subquestions: Path, candidates: Path, index: Path,
             other_ids = encoder.encode(prompt.messages(row["text"], cut_words(docs.text(other), config.context_words)))
             prefixes.append(common_prefix(ids, other_ids))
     n = max(len(chosen), 1)
-    return Plan(len(pairs), len(by_subq), len(chosen), sum(lengths) / n, sum(overheads) / n,
-                sum(prefixes) / max(len(prefixes), 1), config.max_new_tokens or prompt.max_new_tokens,
-                tokenizer_name, stand_in, config.context_words, sum(context_tokens) / max(sum(words), 1), long_docs,
-                sum(context_tokens) / n, tokens_per_word, len({p["qid"] for p in pairs}))
-
+    return Plan(
+        len(pairs),
+        len(by_subq),
+        len(chosen),
+        sum(lengths) / n,
+        sum(overheads) / n,
+        sum(prefixes) / max(len(prefixes), 1),
+        config.max_new_tokens or prompt.max_new_tokens,
+        tokenizer_name,
+        stand_in,
+        config.context_words,
+        sum(context_tokens) / max(sum(words), 1),
+        long_docs,
+        sum(context_tokens) / n,
+        tokens_per_word,
+        len({p["qid"] for p in pairs}),
+    )

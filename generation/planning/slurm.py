@@ -5,6 +5,7 @@ The shard count is written into the file (never taken from SLURM_ARRAY_TASK_COUN
 tasks (`sbatch --array=5,17 FILE`) still runs shards 5 and 17 of N. A task's wall time is given, or computed from
 the stage's total GPU-hours (what `researchy-subq plan` prints) as its share of them plus a margin.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,16 +33,24 @@ def task_time(time: str | None, gpu_hours: float | None, num_shards: int, gpus_p
             raise SlurmError(f"--time {time!r}: give HH:MM:SS or D-HH:MM:SS")
         return time
     if gpu_hours is None:
-        raise SlurmError("give --time, or --gpu-hours (or --from-plan) from `researchy-subq plan` so each task's time "
-                         "is its share")
+        raise SlurmError(
+            "give --time, or --gpu-hours (or --from-plan) from `researchy-subq plan` so each task's time is its share"
+        )
     if gpu_hours <= 0:
         raise SlurmError(f"--gpu-hours {gpu_hours}: must be > 0")
     return slurm_time(gpu_hours / num_shards / max(gpus_per_task, 1) * TIME_MARGIN)
 
 
-def sbatch_script(stage_name: str, num_shards: int, arguments: list[str], time: str | None = None,
-                  gpu_hours: float | None = None, gpus_per_task: int = 4, venv: Path = Path(".venv"),
-                  from_plan: Path | None = None) -> str:
+def sbatch_script(
+    stage_name: str,
+    num_shards: int,
+    arguments: list[str],
+    time: str | None = None,
+    gpu_hours: float | None = None,
+    gpus_per_task: int = 4,
+    venv: Path = Path(".venv"),
+    from_plan: Path | None = None,
+) -> str:
     sharded = [s.name for s in PIPELINE if s.sharded]
     if stage_name not in sharded:
         raise SlurmError(f"no sharded stage {stage_name!r}: one of {', '.join(sharded)}")
@@ -58,14 +67,30 @@ def sbatch_script(stage_name: str, num_shards: int, arguments: list[str], time: 
         from generation.planning.slurm_plan import gpu_hours_from_plan
 
         gpu_hours, note = gpu_hours_from_plan(from_plan, stage_name, arguments)
-        timing, source = ["--from-plan", str(from_plan)], [f"# Wall time: {note}; / {num_shards} shards / "
-                                                           f"{max(gpus_per_task, 1)} GPUs per task x {TIME_MARGIN}."]
+        timing, source = (
+            ["--from-plan", str(from_plan)],
+            [f"# Wall time: {note}; / {num_shards} shards / {max(gpus_per_task, 1)} GPUs per task x {TIME_MARGIN}."],
+        )
     wall = task_time(time, gpu_hours, num_shards, gpus_per_task)
     if from_plan is None:
         timing = ["--time", time] if time is not None else ["--gpu-hours", f"{gpu_hours:g}"]
     command = shlex.join(["researchy-subq", stage_name, *arguments])
-    generator = shlex.join(["researchy-subq", "slurm", stage_name, "--num-shards", str(num_shards), *timing,
-                            "--gpus-per-task", str(gpus_per_task), "--venv", str(venv), "--", *arguments])
+    generator = shlex.join(
+        [
+            "researchy-subq",
+            "slurm",
+            stage_name,
+            "--num-shards",
+            str(num_shards),
+            *timing,
+            "--gpus-per-task",
+            str(gpus_per_task),
+            "--venv",
+            str(venv),
+            "--",
+            *arguments,
+        ]
+    )
     lines = [
         "#!/usr/bin/env bash",
         f"# researchy-subq {stage_name}: {num_shards} shards, one Slurm array task each; submit with `sbatch FILE`.",

@@ -4,6 +4,7 @@ config hash) and of the same pairs (the same --subquestions and --candidates fol
 profile's precision (fp8 when judge.quantization is fp8, else bf16) gives the GPU-hours (prefill and decode),
 without the prefix cache's saving (the plan's upper figure: a task cut short costs more than a task that ends
 early)."""
+
 from __future__ import annotations
 
 import json
@@ -57,20 +58,34 @@ def gpu_hours_from_plan(path: Path, stage_name: str, arguments: list[str]) -> tu
         raise SlurmError("the judge command needs --profile after `--`")
     planned = plan["profile"]
     if planned.get("judge_config_hash") != JudgeStage.config_hash(profile):
-        raise SlurmError(f"{path}: planned for profile {planned.get('name')!r} (judge config "
-                         f"{planned.get('judge_config_hash')}), this job's --profile {given['--profile']} has "
-                         f"{JudgeStage.config_hash(profile)}: run `plan` with the job's profile")
+        raise SlurmError(
+            f"{path}: planned for profile {planned.get('name')!r} (judge config "
+            f"{planned.get('judge_config_hash')}), this job's --profile {given['--profile']} has "
+            f"{JudgeStage.config_hash(profile)}: run `plan` with the job's profile"
+        )
     for option in ("subquestions", "candidates"):
         job, planned_folder = given.get(f"--{option}"), plan["inputs"].get(option)
         if job is not None and planned_folder is not None and not same_folder(job, planned_folder):
-            raise SlurmError(f"{path}: planned over --{option} {planned_folder}, this job judges {job}: run `plan` "
-                             "over the job's folders")
+            raise SlurmError(
+                f"{path}: planned over --{option} {planned_folder}, this job judges {job}: run `plan` "
+                "over the job's folders"
+            )
     precision = planned.get("precision", "bf16")
-    row = next((r for r in plan["rows"] if r.get("stage") == "judge" and r.get("label") == MEASURED_ROW
-                and r.get("precision") == precision), None)
+    row = next(
+        (
+            r
+            for r in plan["rows"]
+            if r.get("stage") == "judge" and r.get("label") == MEASURED_ROW and r.get("precision") == precision
+        ),
+        None,
+    )
     if row is None:
-        raise SlurmError(f"{path}: no judge row {MEASURED_ROW!r} in {precision} (the calibration measured no "
-                         f"{precision} figure for this backend?)")
-    source = (f"{row['hours']:,.1f} GPU-hours: `plan` row {MEASURED_ROW!r}, {precision}, {row['items']:,} pairs, "
-              f"{plan.get('device', 'H100')} at {row['share']:.1%} of peak ({row['source']}), no prefix-cache saving")
+        raise SlurmError(
+            f"{path}: no judge row {MEASURED_ROW!r} in {precision} (the calibration measured no "
+            f"{precision} figure for this backend?)"
+        )
+    source = (
+        f"{row['hours']:,.1f} GPU-hours: `plan` row {MEASURED_ROW!r}, {precision}, {row['items']:,} pairs, "
+        f"{plan.get('device', 'H100')} at {row['share']:.1%} of peak ({row['source']}), no prefix-cache saving"
+    )
     return float(row["hours"]), source

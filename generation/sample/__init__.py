@@ -4,6 +4,7 @@
 record format on the questions' topics, with off-topic pages mixed in. Five questions have one
 clicked page that is not in the corpus, as about half the real clicks are outside ClueWeb22-B.
 """
+
 from pathlib import Path
 
 SAMPLE_DIR = Path(__file__).parent

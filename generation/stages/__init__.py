@@ -4,6 +4,7 @@
 stages that write what a pipeline stage writes another way (after it in the table); `REGISTRY` finds a
 stage by its command name, `WRITERS` by the shard name of what it writes. A new stage is one module and one entry.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,14 +22,30 @@ from generation.stages.questions import QuestionsStage
 from generation.stages.rerank import RerankStage
 from generation.stages.retrieve import RetrieveStage
 
-PIPELINE: tuple[type[Stage], ...] = (QuestionsStage, CorpusStage, IndexStage, RetrieveStage, RerankStage, PoolStage,
-                                     JudgeStage)
+PIPELINE: tuple[type[Stage], ...] = (
+    QuestionsStage,
+    CorpusStage,
+    IndexStage,
+    RetrieveStage,
+    RerankStage,
+    PoolStage,
+    JudgeStage,
+)
 BESIDE_PIPELINE: tuple[type[Stage], ...] = (BudgetedJudgeStage, ImportLabelsStage)  # write what `judge` writes
 REGISTRY: dict[str, type[Stage]] = {stage.name: stage for stage in (*PIPELINE, *BESIDE_PIPELINE)}
 WRITERS: dict[str, type[Stage]] = {stage.writes: stage for stage in PIPELINE if stage.writes}
 
-__all__ = ["Input", "PIPELINE", "REGISTRY", "Stage", "StageSummary", "WRITERS", "pipeline_table", "read_stage",
-           "stage_hash"]
+__all__ = [
+    "Input",
+    "PIPELINE",
+    "REGISTRY",
+    "Stage",
+    "StageSummary",
+    "WRITERS",
+    "pipeline_table",
+    "read_stage",
+    "stage_hash",
+]
 
 
 def stage_hash(profile, shard_name: str) -> str:
@@ -46,8 +63,12 @@ def pipeline_table() -> str:
     its shards depend on (the README's and the docs' tables are this, and a test keeps them equal)."""
     rows = ["| # | command | reads | writes | sharded | config hash covers |", "| ---: | --- | --- | --- | --- | --- |"]
     for n, stage in enumerate((*PIPELINE, *BESIDE_PIPELINE), 1):
-        reads = ", ".join(f"`--{given.option}` ({' + '.join(p.name for p in given.producers)})" for given in stage.reads)
+        reads = ", ".join(
+            f"`--{given.option}` ({' + '.join(p.name for p in given.producers)})" for given in stage.reads
+        )
         command = "judge --budget" if stage is BudgetedJudgeStage else stage.name
-        rows.append(f"| {n} | `{command}` | {reads or 'raw input files'} | {stage.produces} | "
-                    f"{'yes' if stage.sharded else 'no'} | {', '.join(stage.sections) or '-'} |")
+        rows.append(
+            f"| {n} | `{command}` | {reads or 'raw input files'} | {stage.produces} | "
+            f"{'yes' if stage.sharded else 'no'} | {', '.join(stage.sections) or '-'} |"
+        )
     return "\n".join(rows)

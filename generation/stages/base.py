@@ -10,6 +10,7 @@ shard, takes the shard's lock, checks each input against the completion records 
 Work inside a shard can come in chunks (the judge's `chunk_size` pairs): such a stage hands an executor a
 `ChunkedWork` (generation/executors/), which runs the pending chunks in this process, or on Ray actors.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from generation.shards import Shard, StageOutput, skip_if_done, stage_files
 @dataclass(frozen=True)
 class Input:
     """A folder a stage reads: the keyword (and `--option`) naming it, what it holds, and the stages that write it."""
+
     option: str
     help: str
     producers: tuple[type[Stage], ...] = ()  # the stages whose output is read from this folder
@@ -42,7 +44,9 @@ class StageSummary:
         fields = self.__dict__.get("fields", {})
         if name in fields:
             return fields[name]
-        raise AttributeError(f"the {self.__dict__.get('stage')} summary has no field {name!r} (it has {sorted(fields)})")
+        raise AttributeError(
+            f"the {self.__dict__.get('stage')} summary has no field {name!r} (it has {sorted(fields)})"
+        )
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self.__dict__.get("fields", {}):
@@ -57,8 +61,14 @@ class StageSummary:
     def as_dict(self) -> dict:
         def plain(value):
             return {str(k): plain(v) for k, v in value.items()} if isinstance(value, dict) else value
-        return {"stage": self.stage, "shard": self.shard, "skipped": self.skipped,
-                "outputs": [str(p) for p in self.outputs], **{k: plain(v) for k, v in self.fields.items()}}
+
+        return {
+            "stage": self.stage,
+            "shard": self.shard,
+            "skipped": self.skipped,
+            "outputs": [str(p) for p in self.outputs],
+            **{k: plain(v) for k, v in self.fields.items()},
+        }
 
 
 class ChunkedWork(Protocol):
@@ -86,7 +96,9 @@ class Executor(Protocol):
 class Stage:
     name: ClassVar[str]
     writes: ClassVar[str | None] = None  # shard name of the output files; None: the stage manages its own output
-    produces: ClassVar[str] = ""  # what it writes, for people (`researchy-subq stages`, the README, docs/reference/stages.md)
+    produces: ClassVar[str] = (
+        ""  # what it writes, for people (`researchy-subq stages`, the README, docs/reference/stages.md)
+    )
     reads: ClassVar[tuple[Input, ...]] = ()
     sections: ClassVar[tuple[str, ...]] = ()  # profile sections the output's config hash covers
     unit: ClassVar[str] = "records"
@@ -125,8 +137,9 @@ class Stage:
         """Each input folder's files, checked once against the records of the stages that wrote them."""
         for given in self.reads:
             for producer in given.producers:
-                self.input_files[producer.name] = producer.completed_files(self.inputs[given.option], self.profile,
-                                                                           given.verify_sha256)
+                self.input_files[producer.name] = producer.completed_files(
+                    self.inputs[given.option], self.profile, given.verify_sha256
+                )
 
     def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
         summary = self.new_summary(shard)
@@ -144,8 +157,9 @@ class Stage:
     def prepare(self) -> None:
         """Checks that need no lock and no input (the stage's own arguments): before anything is written."""
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress,
-                  executor: Executor | None) -> dict:
+    def run_shard(
+        self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor: Executor | None
+    ) -> dict:
         """Writes `output.path(shard)` (atomically) and fills `summary`; returns the completion record's extra fields."""
         raise NotImplementedError
 

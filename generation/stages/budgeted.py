@@ -4,6 +4,7 @@ to judge from the grades seen so far, until `budget` x (sub-questions x candidat
 Every round judges one pair per open question in one batch, written atomically as a chunk. A resumed run
 replays the (seeded, deterministic) bandits and takes the grades of pairs already in chunks instead of
 judging them again, so a kill loses at most the round in flight and no pair is written twice."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,17 @@ MAX_LEVEL = 5
 
 
 class Question:
-    def __init__(self, qid: str, rows: list[dict], policy: str, seed: int, budget: float, settings, embedding=None,
-                 hierarchy: Hierarchy | None = None):
+    def __init__(
+        self,
+        qid: str,
+        rows: list[dict],
+        policy: str,
+        seed: int,
+        budget: float,
+        settings,
+        embedding=None,
+        hierarchy: Hierarchy | None = None,
+    ):
         order = {}
         for r in rows:
             order.setdefault(r["docid"], (r["rerank_rank"] or 10**9, r["bm25_rank"] or 10**9, r["docid"]))
@@ -37,8 +47,9 @@ class Question:
         self.rows = {(r["subq_id"], r["docid"]): r for r in rows}
         self.steps = max(1, int(round(budget * len(self.arms) * len(self.docs))))
         embed = (lambda arm, rank: embedding(self.docs[rank - 1])) if embedding else None
-        self.bandit = Bandit(policy, {a: len(self.docs) for a in self.arms}, seed, k=settings.top_k,
-                             hierarchy=hierarchy, embedding=embed)
+        self.bandit = Bandit(
+            policy, {a: len(self.docs) for a in self.arms}, seed, k=settings.top_k, hierarchy=hierarchy, embedding=embed
+        )
         self.relevant_level, self.policy = settings.relevant_level, policy
         self.judged: list[tuple[str, str]] = []
         self.pending: tuple[str, int] | None = None
@@ -58,7 +69,7 @@ class Question:
         relevant = float(level is not None and level >= self.relevant_level)
         signal = (level or 0) / MAX_LEVEL if self.policy == "gaussian" else relevant
         # Online, top-k rewards average the arm's latest observed labels (no look-ahead at unjudged pairs).
-        recent = [self._relevance(arm, j) for j in sorted(self.bandit.all_arms[arm].observed)][-(self.bandit.k - 1):]
+        recent = [self._relevance(arm, j) for j in sorted(self.bandit.all_arms[arm].observed)][-(self.bandit.k - 1) :]
         self.bandit.observe(arm, rank, signal, window=[*recent, relevant] if self.bandit.k > 1 else [relevant])
         self.judged.append((arm, self.docs[rank - 1]))
         self._levels[(arm, rank)] = level
@@ -82,17 +93,34 @@ def hierarchy_of(subquestions: Path, arms: list[str]) -> Hierarchy | None:
 
 class BudgetedJudgeStage(Stage):
     """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (Petcu et al.)."""
+
     name = "judge-budgeted"
     produces = "`judgments-*.parquet` (the pairs the bandits chose)"
     writes = NAME
     reads = JudgeStage.reads
     sections = ("bm25", "rerank", "pool", "judge", "bandit")
     unit = "pairs"
-    summary_fields = {"questions": int, "full_pairs": int, "judged": int, "judged_now": int, "relevant": int,
-                      "relevant_documents": int}
+    summary_fields = {
+        "questions": int,
+        "full_pairs": int,
+        "judged": int,
+        "judged_now": int,
+        "relevant": int,
+        "relevant_documents": int,
+    }
 
-    def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, budget: float,
-                 policy: str, judge: Judge | None = None, seed: int = 0):
+    def __init__(
+        self,
+        profile: Profile,
+        out: Path,
+        subquestions: Path,
+        candidates: Path,
+        index: Path,
+        budget: float,
+        policy: str,
+        judge: Judge | None = None,
+        seed: int = 0,
+    ):
         super().__init__(profile, out, subquestions=subquestions, candidates=candidates, index=index)
         self.budget, self.policy, self.judge, self.seed = budget, policy, judge, seed
 
@@ -117,9 +145,19 @@ class BudgetedJudgeStage(Stage):
         by_qid: dict[str, list[dict]] = {}
         for p in pairs:
             by_qid.setdefault(p["qid"], []).append(p)
-        return [Question(qid, rows, self.policy, self.seed + zlib.crc32(qid.encode()), self.budget, settings, embedding,
-                         hierarchy_of(subquestions, [r["subq_id"] for r in rows]) if settings.hierarchical else None)
-                for qid, rows in by_qid.items()]
+        return [
+            Question(
+                qid,
+                rows,
+                self.policy,
+                self.seed + zlib.crc32(qid.encode()),
+                self.budget,
+                settings,
+                embedding,
+                hierarchy_of(subquestions, [r["subq_id"] for r in rows]) if settings.hierarchical else None,
+            )
+            for qid, rows in by_qid.items()
+        ]
 
     def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
         settings = self.profile.bandit
@@ -134,8 +172,11 @@ class BudgetedJudgeStage(Stage):
             raise ShardError(f"{chunks}: rounds of another budgeted run; remove the folder to start again")
         chunks.mkdir(parents=True, exist_ok=True)
         marker.write_text(json.dumps({"config_hash": output.config_hash}))
-        cache = {(r["subq_id"], r["docid"]): r for p in sorted(chunks.glob("round-*.parquet"))
-                 for r in pq.read_table(p).to_pylist()}
+        cache = {
+            (r["subq_id"], r["docid"]): r
+            for p in sorted(chunks.glob("round-*.parquet"))
+            for r in pq.read_table(p).to_pylist()
+        }
         judge = self.judge or make_judge(self.profile.judge)
         round_no = 0
         while True:
@@ -163,12 +204,29 @@ class BudgetedJudgeStage(Stage):
                 hits = [r for r in rows if r["level"] is not None and r["level"] >= settings.relevant_level]
                 summary.relevant += len(hits)
                 summary.relevant_documents += len({r["docid"] for r in hits})
-        return {"judge": getattr(judge, "description", "judge"), "policy": self.policy, "budget": self.budget,
-                "full_pairs": summary.full_pairs, "judged": summary.judged, "relevant": summary.relevant}
+        return {
+            "judge": getattr(judge, "description", "judge"),
+            "policy": self.policy,
+            "budget": self.budget,
+            "full_pairs": summary.full_pairs,
+            "judged": summary.judged,
+            "relevant": summary.relevant,
+        }
 
 
-def run_budgeted_judge(profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path, budget: float,
-                       policy: str, shard: Shard = Shard(), judge: Judge | None = None, seed: int = 0,
-                       progress=None) -> StageSummary:
+def run_budgeted_judge(
+    profile: Profile,
+    subquestions: Path,
+    candidates: Path,
+    index: Path,
+    out: Path,
+    budget: float,
+    policy: str,
+    shard: Shard = Shard(),
+    judge: Judge | None = None,
+    seed: int = 0,
+    progress=None,
+) -> StageSummary:
     return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy, judge, seed).run(
-        shard, progress)
+        shard, progress
+    )

@@ -5,6 +5,7 @@ ClueWeb22 txt records: `ClueWeb22-ID`, `URL` (with a trailing newline), `URL-has
 round-robin over shards. Bad lines (undecodable, not JSON, missing fields), empty texts and duplicate
 ids are counted by reason and, when asked, written to a rejects file; none vanishes unreported.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,8 +58,9 @@ def valid_url_hash(value, path: Path, lineno: int, field: str, docid: str) -> st
     if value is None:
         return None
     if not isinstance(value, str) or not URL_HASH.fullmatch(value.strip()):
-        raise InputError(path, lineno, f"expected 32 hex digits (the MD5 of the URL), got {value!r}", field=field,
-                         record_id=docid)
+        raise InputError(
+            path, lineno, f"expected 32 hex digits (the MD5 of the URL), got {value!r}", field=field, record_id=docid
+        )
     return value.strip().upper()
 
 
@@ -72,8 +74,12 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
     if not isinstance(record, dict):
         raise InputError(path, lineno, f"expected a JSON object, got {type(record).__name__}")
     if "ClueWeb22-ID" in record:
-        docid, text, url, url_hash = (record.get("ClueWeb22-ID"), record.get("Clean-Text"), record.get("URL"),
-                                      record.get("URL-hash"))
+        docid, text, url, url_hash = (
+            record.get("ClueWeb22-ID"),
+            record.get("Clean-Text"),
+            record.get("URL"),
+            record.get("URL-hash"),
+        )
         id_field, text_field = "ClueWeb22-ID", "Clean-Text"
     elif "id" in record:
         docid, text, url, url_hash = record.get("id"), record.get("contents"), record.get("url"), record.get("url_hash")
@@ -81,18 +87,29 @@ def parse_line(line: bytes, path: Path, lineno: int) -> dict:
         if url_hash is None and isinstance(url, str):
             url_hash = url_hash_of(url.strip())
     else:
-        raise InputError(path, lineno, "neither a ClueWeb22 record (ClueWeb22-ID) nor JSONL (id, contents)",
-                         field="ClueWeb22-ID")
+        raise InputError(
+            path, lineno, "neither a ClueWeb22 record (ClueWeb22-ID) nor JSONL (id, contents)", field="ClueWeb22-ID"
+        )
     if not isinstance(docid, str) or not docid.strip():
         raise InputError(path, lineno, "missing or not a string", field=id_field)
     if len(docid.split()) != 1:  # whitespace inside the id (str.split splits where str.isspace is true)
-        raise InputError(path, lineno, "contains whitespace (TREC run and qrels files split on it)", field=id_field,
-                         record_id=docid.strip())
+        raise InputError(
+            path,
+            lineno,
+            "contains whitespace (TREC run and qrels files split on it)",
+            field=id_field,
+            record_id=docid.strip(),
+        )
     if not isinstance(text, str):
         raise InputError(path, lineno, "missing or not a string", field=text_field, record_id=docid)
     url_hash = valid_url_hash(url_hash, path, lineno, "URL-hash" if id_field == "ClueWeb22-ID" else "url_hash", docid)
-    return {"docid": docid.strip(), "url_hash": url_hash,
-            "url": url.strip() if isinstance(url, str) else None, "text": text, "_text_field": text_field}
+    return {
+        "docid": docid.strip(),
+        "url_hash": url_hash,
+        "url": url.strip() if isinstance(url, str) else None,
+        "text": text,
+        "_text_field": text_field,
+    }
 
 
 def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
@@ -109,19 +126,27 @@ def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
             rejects.reject(error, line.decode("utf-8", "replace")[:2000], reason="undecodable or malformed")
             continue
         if not doc["text"].strip():
-            rejects.reject(InputError(path, lineno, "empty text", doc.pop("_text_field"), doc["docid"]),
-                           doc["docid"], reason="empty text")
+            rejects.reject(
+                InputError(path, lineno, "empty text", doc.pop("_text_field"), doc["docid"]),
+                doc["docid"],
+                reason="empty text",
+            )
             continue
         doc.pop("_text_field")
         doc["_where"] = f"{path}:{lineno}"
         yield doc
     if not lines:
-        raise InputError(path, 0, "holds no lines (an empty file, an empty .gz, or blank lines only): no documents "
-                         "to read; remove it from the inputs")
+        raise InputError(
+            path,
+            0,
+            "holds no lines (an empty file, an empty .gz, or blank lines only): no documents "
+            "to read; remove it from the inputs",
+        )
 
 
 class CorpusStage(Stage):
     """ClueWeb22 txt records or JSONL -> corpus shards; input files are split round-robin over the shards."""
+
     name = "corpus"
     writes = NAME
     produces = "`corpus-*.parquet`, `url_hash_map.parquet`"
@@ -146,7 +171,9 @@ class CorpusStage(Stage):
     def prepare(self) -> None:
         self.files = input_files(self.sources)
         if not self.files:
-            raise InputError(self.sources[0] if self.sources else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}")
+            raise InputError(
+                self.sources[0] if self.sources else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}"
+            )
 
     def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
         self.prepare()  # a done shard whose inputs changed is not skipped as done: refused
@@ -163,26 +190,41 @@ class CorpusStage(Stage):
         if rejects_path is not None and shard.count > 1:
             rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")
         seen: dict[str, str] = {}
-        with Rejects(rejects_path, stop=False) as rejects, ParquetSink(output.path(shard), "corpus", ROW_GROUP_ROWS) as sink:
+        with (
+            Rejects(rejects_path, stop=False) as rejects,
+            ParquetSink(output.path(shard), "corpus", ROW_GROUP_ROWS) as sink,
+        ):
             for path in shard.take(self.files):
                 for doc in iter_documents(path, rejects):
                     where = doc.pop("_where")
                     if doc["docid"] in seen:
-                        rejects.reject(InputError(path, int(where.rsplit(":", 1)[1]),
-                                                  f"duplicate id, first at {seen[doc['docid']]}", "id", doc["docid"]),
-                                       doc["docid"], reason="duplicate id")
+                        rejects.reject(
+                            InputError(
+                                path,
+                                int(where.rsplit(":", 1)[1]),
+                                f"duplicate id, first at {seen[doc['docid']]}",
+                                "id",
+                                doc["docid"],
+                            ),
+                            doc["docid"],
+                            reason="duplicate id",
+                        )
                         continue
                     seen[doc["docid"]] = where
                     sink.write_rows([doc])
                     summary.documents += 1
                     self.tick(progress)
         summary.rejected = rejects.reasons
-        return {"rejected": dict(rejects.reasons), "files": [str(p) for p in shard.take(self.files)],
-                input_fingerprints.KEY: input_fingerprints.fingerprint(shard.take(self.files))}
+        return {
+            "rejected": dict(rejects.reasons),
+            "files": [str(p) for p in shard.take(self.files)],
+            input_fingerprints.KEY: input_fingerprints.fingerprint(shard.take(self.files)),
+        }
 
 
-def build_corpus(inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None,
-                 progress=None) -> StageSummary:
+def build_corpus(
+    inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None, progress=None
+) -> StageSummary:
     return CorpusStage(None, out, inputs, rejects_path).run(shard, progress)
 
 

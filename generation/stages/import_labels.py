@@ -9,6 +9,7 @@ format, the judge's name as the user gave it, the statuses and how the document 
 cannot know is null: the ranks and pool `source` (no pool provenance), `raw` where the file has no text, `probs`.
 `clicked` is derived from the question's clicked URL-hashes where the document's URL-hash is known.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -38,18 +39,39 @@ def source_identity(record: dict) -> tuple:
 class ImportLabelsStage(Stage):
     """Labels made elsewhere (the authors' ratings, graded qrels, OpenAI Batch results) -> judgment shards whose
     completion records name the files they came from."""
+
     name = "import-labels"
     produces = "`judgments-*.parquet` from the label files given (the records name them)"
     writes = NAME
     reads = (Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
     sections = JudgeStage.sections
     unit = "lines"
-    summary_fields = {"lines": int, "rows": int, "duplicates": int, "rejected": Counter, "statuses": Counter,
-                      "levels": Counter, "documents": Counter, "clicked_unknown": int, "incomplete_documents": int,
-                      "judge": str, "format": str, "other_text": dict}
+    summary_fields = {
+        "lines": int,
+        "rows": int,
+        "duplicates": int,
+        "rejected": Counter,
+        "statuses": Counter,
+        "levels": Counter,
+        "documents": Counter,
+        "clicked_unknown": int,
+        "incomplete_documents": int,
+        "judge": str,
+        "format": str,
+        "other_text": dict,
+    }
 
-    def __init__(self, profile: Profile, out: Path, subquestions: Path, files: list[Path], format: str | LabelFormat,
-                 judge: str, corpus: Path | None = None, rejects: Path | None = None):
+    def __init__(
+        self,
+        profile: Profile,
+        out: Path,
+        subquestions: Path,
+        files: list[Path],
+        format: str | LabelFormat,
+        judge: str,
+        corpus: Path | None = None,
+        rejects: Path | None = None,
+    ):
         super().__init__(profile, out, subquestions=subquestions)
         self.files = [Path(p) for p in files]
         self.kind = LabelFormat(format)
@@ -73,8 +95,12 @@ class ImportLabelsStage(Stage):
         if not self.files:
             raise InputError("import-labels", 0, "no label files given")
         if self.kind is LabelFormat.openai_batch and self.prompt.id == "r3a":
-            raise InputError("--profile", 0, "r3a's <extract> must be checked against the document text, which an "
-                             "import does not read: judge r3a pairs with `researchy-subq judge`")
+            raise InputError(
+                "--profile",
+                0,
+                "r3a's <extract> must be checked against the document text, which an "
+                "import does not read: judge r3a pairs with `researchy-subq judge`",
+            )
         resolved = [p.resolve() for p in self.files]
         for i, path in enumerate(self.files):
             if not path.is_file():
@@ -86,17 +112,24 @@ class ImportLabelsStage(Stage):
         for record in self.output().records():
             found = record.extra.get("imported")
             if found is not None and source_identity(found) != wanted:
-                raise ShardError(f"{self.out}: holds labels imported from other files or under another judge name "
-                                 f"({found['format']}, judge {found['judge']!r}, "
-                                 f"{', '.join(f['name'] for f in found['files'])}); this run imports "
-                                 f"{', '.join(p.name for p in self.files)}: use another --out, or remove those shards")
+                raise ShardError(
+                    f"{self.out}: holds labels imported from other files or under another judge name "
+                    f"({found['format']}, judge {found['judge']!r}, "
+                    f"{', '.join(f['name'] for f in found['files'])}); this run imports "
+                    f"{', '.join(p.name for p in self.files)}: use another --out, or remove those shards"
+                )
 
     def describe(self, fields: dict) -> dict:
         """The completion record's account of the import."""
-        return {"format": self.kind.value, "judge": self.judge_name, "files": [s.as_dict() for s in self.sources],
-                "subquestions": str(self.inputs["subquestions"]),
-                "corpus": str(self.corpus) if self.corpus is not None else None,
-                "parser": self.prompt.id if self.kind is LabelFormat.openai_batch else None, **fields}
+        return {
+            "format": self.kind.value,
+            "judge": self.judge_name,
+            "files": [s.as_dict() for s in self.sources],
+            "subquestions": str(self.inputs["subquestions"]),
+            "corpus": str(self.corpus) if self.corpus is not None else None,
+            "parser": self.prompt.id if self.kind is LabelFormat.openai_batch else None,
+            **fields,
+        }
 
     def rejects_path(self, shard: Shard) -> Path | None:
         if self.rejects is None or shard.count == 1:
@@ -112,30 +145,54 @@ class ImportLabelsStage(Stage):
             work.run(self.sources, sink, progress)
             empty = next((s for s in self.sources if not s.lines), None)
             if empty is not None:  # refused before the shard is recorded done with nothing from that file
-                raise InputError(empty.path, 0, "holds no label lines (an empty file, an empty .gz, or blank lines "
-                                 "only): nothing to import from it")
+                raise InputError(
+                    empty.path,
+                    0,
+                    "holds no label lines (an empty file, an empty .gz, or blank lines "
+                    "only): nothing to import from it",
+                )
             summary.rejected.update(rejects.reasons)
         summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
         summary.clicked_unknown = work.clicked_unknown
         if checks_authors_pass:  # the authors' clicked-pass defect (generation/labels/authors_pass.py), counted
-            summary.other_text = {"missing_clicked_documents": missing_clicked,
-                                  "documents": work.other_text_documents,
-                                  "ratings": work.statuses.get(OTHER_TEXT_STATUS, 0)}
+            summary.other_text = {
+                "missing_clicked_documents": missing_clicked,
+                "documents": work.other_text_documents,
+                "ratings": work.statuses.get(OTHER_TEXT_STATUS, 0),
+            }
         if self.kind is LabelFormat.openai_batch:
             summary.incomplete_documents = work.incomplete_documents()
         summary.lines = sum(s.lines for s in self.sources)
         summary.rows = sum(s.rows for s in self.sources)
         summary.duplicates = sum(s.duplicates for s in self.sources)
-        return {"judge": self.judge_name, "imported": self.describe({
-            "rows": summary.rows, "duplicates": summary.duplicates, "rejected": dict(summary.rejected),
-            "statuses": dict(sorted(summary.statuses.items())),
-            "levels": {str(k): v for k, v in sorted(summary.levels.items())},
-            "documents": dict(sorted(summary.documents.items())), "clicked_unknown": summary.clicked_unknown,
-            "incomplete_documents": summary.incomplete_documents,
-            "graded_on_other_text": summary.other_text if checks_authors_pass else None})}
+        return {
+            "judge": self.judge_name,
+            "imported": self.describe(
+                {
+                    "rows": summary.rows,
+                    "duplicates": summary.duplicates,
+                    "rejected": dict(summary.rejected),
+                    "statuses": dict(sorted(summary.statuses.items())),
+                    "levels": {str(k): v for k, v in sorted(summary.levels.items())},
+                    "documents": dict(sorted(summary.documents.items())),
+                    "clicked_unknown": summary.clicked_unknown,
+                    "incomplete_documents": summary.incomplete_documents,
+                    "graded_on_other_text": summary.other_text if checks_authors_pass else None,
+                }
+            ),
+        }
 
 
-def import_labels(profile: Profile, subquestions: Path, files: list[Path], format: str, judge: str, out: Path,
-                  shard: Shard = Shard(), corpus: Path | None = None, rejects: Path | None = None,
-                  progress=None) -> StageSummary:
+def import_labels(
+    profile: Profile,
+    subquestions: Path,
+    files: list[Path],
+    format: str,
+    judge: str,
+    out: Path,
+    shard: Shard = Shard(),
+    corpus: Path | None = None,
+    rejects: Path | None = None,
+    progress=None,
+) -> StageSummary:
     return ImportLabelsStage(profile, out, subquestions, files, format, judge, corpus, rejects).run(shard, progress)

@@ -9,6 +9,7 @@ record says `stored_raw: false`; an index built before, with its texts stored, k
 The index is built beside its target and renamed into place only when Anserini succeeds, with a completion record
 naming the corpus shards it was built from.
 """
+
 from __future__ import annotations
 
 import json
@@ -70,10 +71,15 @@ def write_json_part(corpus_file: Path, row_groups: list[int], target: Path, prog
     count = 0
     with open(target, "wb") as f:  # on a pipe: waits here until Anserini opens it
         parquet = pq.ParquetFile(corpus_file)
-        for batch in parquet.iter_batches(batch_size=EXPORT_BATCH_ROWS, row_groups=row_groups,
-                                          columns=["docid", "text", "url_hash", "url"]):
-            frame = pl.from_arrow(batch).select(pl.col("docid").alias("id"), pl.col("text").alias("contents"),
-                                                pl.col("url_hash").fill_null(""), pl.col("url").fill_null(""))
+        for batch in parquet.iter_batches(
+            batch_size=EXPORT_BATCH_ROWS, row_groups=row_groups, columns=["docid", "text", "url_hash", "url"]
+        ):
+            frame = pl.from_arrow(batch).select(
+                pl.col("docid").alias("id"),
+                pl.col("text").alias("contents"),
+                pl.col("url_hash").fill_null(""),
+                pl.col("url").fill_null(""),
+            )
             frame.write_ndjson(f)
             count += batch.num_rows
             if progress is not None:
@@ -106,8 +112,10 @@ class JsonPipes:
                     progress(n)
 
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(self.parts)))
-        self._futures = [self._pool.submit(self._write, path, groups, pipe, tick)
-                         for (path, groups), pipe in zip(self.parts, self.pipes)]
+        self._futures = [
+            self._pool.submit(self._write, path, groups, pipe, tick)
+            for (path, groups), pipe in zip(self.parts, self.pipes)
+        ]
 
     @staticmethod
     def _write(path, groups, pipe, tick) -> int | None:
@@ -144,6 +152,7 @@ def index_stemmer(index: Path) -> str | None:
 
 class IndexStage(Stage):
     """Corpus shards -> one Lucene index (not sharded), stemmed with the profile's bm25.stemmer."""
+
     name = "index"
     produces = "a Lucene index (Anserini, postings only; texts read from the corpus)"
     unit = "docs"
@@ -151,8 +160,16 @@ class IndexStage(Stage):
     reads = (Input("corpus", "folder of corpus shards", (CorpusStage,)),)
     summary_fields = {"documents": int, "path": Path}
 
-    def __init__(self, profile, out: Path, corpus: Path, threads: int = 1, memory_mb: int = 1024,
-                 stemmer: str | None = None, log: Path | None = None):
+    def __init__(
+        self,
+        profile,
+        out: Path,
+        corpus: Path,
+        threads: int = 1,
+        memory_mb: int = 1024,
+        stemmer: str | None = None,
+        log: Path | None = None,
+    ):
         super().__init__(profile, out, corpus=corpus)
         self.threads, self.memory_mb, self.log = threads, memory_mb, log
         self.stemmer = stemmer or (profile.bm25.stemmer if profile is not None else "porter")
@@ -175,29 +192,34 @@ class IndexStage(Stage):
                 record = json.loads(record_path.read_text())
                 record["corpus"], record["stemmer"], record["documents"]
             except (ValueError, KeyError, TypeError):
-                raise IndexBuildError(f"{record_path}: not a valid index record; remove {index} and build it "
-                                      "again") from None
+                raise IndexBuildError(
+                    f"{record_path}: not a valid index record; remove {index} and build it again"
+                ) from None
             if record["corpus"] == sources and record["stemmer"] == self.stemmer:
                 summary.documents, summary.skipped = record["documents"], True
                 return summary
-            raise IndexBuildError(f"{index}: an index built from other corpus shards or settings is there; "
-                                  "remove it or choose another --index")
+            raise IndexBuildError(
+                f"{index}: an index built from other corpus shards or settings is there; "
+                "remove it or choose another --index"
+            )
         if index.exists() and (not index.is_dir() or any(index.iterdir())):
             raise IndexBuildError(f"{index}: exists and is not an index this kit finished; remove it or choose another")
         index.parent.mkdir(parents=True, exist_ok=True)
         lock = ShardLock(index.parent, f"index-{index.name}")
         lock.acquire()
         try:
-            summary.documents = _build_locked(files, sources, index, self.threads, self.stemmer, self.memory_mb,
-                                              progress, self.log)
+            summary.documents = _build_locked(
+                files, sources, index, self.threads, self.stemmer, self.memory_mb, progress, self.log
+            )
         finally:
             lock.release()
         summary.outputs = [index]
         return summary
 
 
-def build_index(corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024,
-                progress=None, log=None) -> StageSummary:
+def build_index(
+    corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024, progress=None, log=None
+) -> StageSummary:
     return IndexStage(None, index, corpus, threads, memory_mb, stemmer, log).run(progress=progress)
 
 
@@ -212,16 +234,35 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
         pipes = Path(staging) / "pipes"
         pipes.mkdir()
         documents = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
-        command = [str(java_binary()), f"-Xmx{memory_mb}m", "-cp", str(anserini_jar()),
-                   "io.anserini.index.IndexCollection", "-collection", "JsonCollection",
-                   "-generator", "DefaultLuceneDocumentGenerator", "-input", str(pipes), "-index", str(building),
-                   "-threads", str(threads), "-stemmer", stemmer, "-fields", "url_hash",
-                   "-memoryBuffer", str(min(memory_mb // 2, 4096))]
+        command = [
+            str(java_binary()),
+            f"-Xmx{memory_mb}m",
+            "-cp",
+            str(anserini_jar()),
+            "io.anserini.index.IndexCollection",
+            "-collection",
+            "JsonCollection",
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-input",
+            str(pipes),
+            "-index",
+            str(building),
+            "-threads",
+            str(threads),
+            "-stemmer",
+            stemmer,
+            "-fields",
+            "url_hash",
+            "-memoryBuffer",
+            str(min(memory_mb // 2, 4096)),
+        ]
         output_path = Path(staging) / "anserini.log"  # a file, not a pipe: Java must not wait on a full pipe
         with open(output_path, "w") as output_file:
             parts = JsonPipes(files, pipes, threads)
-            java = subprocess.Popen(command, stdout=output_file, stderr=subprocess.STDOUT, text=True,
-                                    preexec_fn=die_with_parent)
+            java = subprocess.Popen(
+                command, stdout=output_file, stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent
+            )
             try:  # while Java indexes: where each document's text lies in the corpus
                 parts.start(progress)
                 mapped = write_docid_map(files, Path(staging) / DOCID_MAP)
@@ -235,23 +276,43 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
         if log is not None:
             Path(log).write_text(output)
         indexed = re.search(r"Total ([\d,]+) documents indexed", output)
-        if returncode != 0 or written != documents or not indexed or int(indexed.group(1).replace(",", "")) != documents:
+        if (
+            returncode != 0
+            or written != documents
+            or not indexed
+            or int(indexed.group(1).replace(",", "")) != documents
+        ):
             shutil.rmtree(building, ignore_errors=True)
             tail = "\n".join(output.splitlines()[-15:])
             count = indexed.group(1) if indexed else "no"
-            raise IndexBuildError(f"Anserini IndexCollection exited {returncode} having indexed {count} of "
-                              f"{documents:,} documents:\n{tail}")
+            raise IndexBuildError(
+                f"Anserini IndexCollection exited {returncode} having indexed {count} of "
+                f"{documents:,} documents:\n{tail}"
+            )
         if mapped != documents:
             shutil.rmtree(building, ignore_errors=True)
-            raise IndexBuildError(f"{index}: the corpus shards hold {documents:,} documents but {mapped:,} distinct "
-                                  "docids; build the URL-hash map (`corpus`) to see the repeated ones")
+            raise IndexBuildError(
+                f"{index}: the corpus shards hold {documents:,} documents but {mapped:,} distinct "
+                "docids; build the URL-hash map (`corpus`) to see the repeated ones"
+            )
         os.replace(Path(staging) / DOCID_MAP, building / DOCID_MAP)
     if index.exists():
         index.rmdir()
     os.replace(building, index)
     corpus = Path(files[0]).parent.resolve()
-    write_text_atomic(record_path, json.dumps({
-        "documents": documents, "corpus": sources, "stemmer": stemmer, "anserini": anserini_jar().name,
-        "stored_raw": False, "corpus_folder": os.path.relpath(corpus, index.resolve()),
-        "corpus_folder_absolute": str(corpus)}, indent=1))
+    write_text_atomic(
+        record_path,
+        json.dumps(
+            {
+                "documents": documents,
+                "corpus": sources,
+                "stemmer": stemmer,
+                "anserini": anserini_jar().name,
+                "stored_raw": False,
+                "corpus_folder": os.path.relpath(corpus, index.resolve()),
+                "corpus_folder_absolute": str(corpus),
+            },
+            indent=1,
+        ),
+    )
     return documents

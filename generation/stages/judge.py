@@ -7,6 +7,7 @@ loses at most the chunk in flight and a resumed run never writes a pair twice. W
 there they are merged into the shard file and its completion record. An executor (generation/executors/)
 runs the pending chunks: in this process, or on Ray actors that each hold a judge.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,8 @@ def pairs_of(subquestions: Path, candidate_files: list[Path], shard: Shard) -> l
     subqs = pq.read_table(subq_path, columns=["subq_id", "qid", "text"])
     subqs = subqs.filter([shard.owns_key(q) for q in subqs["qid"].to_pylist()])
     pool = ds.dataset(candidate_files, format="parquet").to_table(
-        columns=[c for c in PAIR_COLUMNS if c != "subq_id"], filter=pc.field("qid").isin(subqs["qid"].unique()))
+        columns=[c for c in PAIR_COLUMNS if c != "subq_id"], filter=pc.field("qid").isin(subqs["qid"].unique())
+    )
     by_qid: dict[str, list[dict]] = {}
     for row in pool.to_pylist():
         by_qid.setdefault(row["qid"], []).append(row)
@@ -65,9 +67,16 @@ def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Prof
 
 def judgment_row(pair: dict, grade: Grade) -> dict:
     """One judgments row: the pair's ids and provenance, and what the judge made of it."""
-    return {**{c: pair[c] for c in PAIR_COLUMNS}, "level": grade.level, "raw": grade.raw, "status": grade.status,
-            "probs": grade.probs, "expected": grade.expected, "extract_verbatim": grade.extract_verbatim,
-            "context_cut_by_tokens": grade.context_cut_by_tokens}
+    return {
+        **{c: pair[c] for c in PAIR_COLUMNS},
+        "level": grade.level,
+        "raw": grade.raw,
+        "status": grade.status,
+        "probs": grade.probs,
+        "expected": grade.expected,
+        "extract_verbatim": grade.extract_verbatim,
+        "context_cut_by_tokens": grade.context_cut_by_tokens,
+    }
 
 
 def auxiliary_docids(pairs: list[dict], k: int) -> dict[str, tuple[str, ...]]:
@@ -117,8 +126,10 @@ class ShardJob:
         if marker.exists():
             found = read_record(marker, "chunk record", "remove the folder to start the shard again")
             if found != expected:
-                raise ShardError(f"{self.chunks_dir}: chunks from another run ({found}); this run is {expected}. "
-                                 "Remove the folder to start the shard again")
+                raise ShardError(
+                    f"{self.chunks_dir}: chunks from another run ({found}); this run is {expected}. "
+                    "Remove the folder to start the shard again"
+                )
             return
         self.chunks_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(marker, json.dumps(expected))
@@ -137,8 +148,16 @@ class ShardJob:
 
     def recipe(self) -> tuple[type, dict, int, int]:
         """What rebuilds this job in another process (a Ray actor): the stage class, its arguments, the shard."""
-        return type(self.stage), {"profile_json": self.stage.profile.model_dump_json(), "out": str(self.stage.out),
-                                  **{k: str(v) for k, v in self.stage.inputs.items()}}, self.shard.index, self.shard.count
+        return (
+            type(self.stage),
+            {
+                "profile_json": self.stage.profile.model_dump_json(),
+                "out": str(self.stage.out),
+                **{k: str(v) for k, v in self.stage.inputs.items()},
+            },
+            self.shard.index,
+            self.shard.count,
+        )
 
     def preflight(self, backend: str | None = None) -> None:
         """What makes a worker fail, checked before any is started: the model must be on this machine."""
@@ -161,7 +180,7 @@ class ShardJob:
         return self._auxiliary or {}
 
     def chunk(self, k: int) -> list[dict]:
-        return self.pairs[k * self.chunk_size:(k + 1) * self.chunk_size]
+        return self.pairs[k * self.chunk_size : (k + 1) * self.chunk_size]
 
     def write_chunk(self, k: int, rows) -> None:
         """Chunk k's judgment rows, written atomically: from then on its pairs are judged."""
@@ -172,8 +191,10 @@ class ShardJob:
         rows = self.chunk(k)
         aux = self.auxiliary()
         self.docs.prefetch([r["docid"] for r in rows] + [d for r in rows for d in aux.get(r["qid"], ())])
-        pairs = [Pair(r["text"], self.docs.text(r["docid"]),
-                      tuple(self.docs.text(d) for d in aux.get(r["qid"], ()))) for r in rows]
+        pairs = [
+            Pair(r["text"], self.docs.text(r["docid"]), tuple(self.docs.text(d) for d in aux.get(r["qid"], ())))
+            for r in rows
+        ]
         grades = judge.grade(pairs)
         self.write_chunk(k, (judgment_row(r, g) for r, g in zip(rows, grades)))
         self.name_failures(rows, grades)
@@ -185,9 +206,11 @@ class ShardJob:
             if grade.status == FAILED_STATUS:
                 self.failures_named += 1
                 if self.failures_named <= SHOWN_FAILURES:
-                    warn(f"judge: the pair of question {row['qid']}, sub-question {row['subq_id']}, document "
-                         f"{row['docid']} failed ({grade.raw}); set aside as request_failed, the shard goes on, "
-                         "and the next `judge` run retries it")
+                    warn(
+                        f"judge: the pair of question {row['qid']}, sub-question {row['subq_id']}, document "
+                        f"{row['docid']} failed ({grade.raw}); set aside as request_failed, the shard goes on, "
+                        "and the next `judge` run retries it"
+                    )
 
     def merge(self, summary: StageSummary) -> dict:
         """The chunks into the shard file; the completion record's fields."""
@@ -201,21 +224,35 @@ class ShardJob:
 
 class JudgeStage(Stage):
     """Every (sub-question x candidate) pair graded by the profile's judge; resumable chunk by chunk."""
+
     name = "judge"
     produces = "`judgments-*.parquet`"
     writes = NAME
-    reads = (Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),
-             Input("candidates", "folder of candidate pool shards", (PoolStage,)),
-             Input("index", "Lucene index (document text)", (IndexStage,)))
+    reads = (
+        Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        Input("candidates", "folder of candidate pool shards", (PoolStage,)),
+        Input("index", "Lucene index (document text)", (IndexStage,)),
+    )
     sections = ("bm25", "rerank", "pool", "judge")
     unit = "pairs"
     retries_failed = True  # a re-run judges the pairs of a done shard whose requests failed
-    summary_fields = {"pairs": int, "judged_now": int, "chunks_done_before": int, "levels": Counter, "unparsed": int,
-                      "not_verbatim": int, "statuses": Counter, "cut_by_tokens": int, "judge": str,
-                      "failed_pairs": int, "retried": int}
+    summary_fields = {
+        "pairs": int,
+        "judged_now": int,
+        "chunks_done_before": int,
+        "levels": Counter,
+        "unparsed": int,
+        "not_verbatim": int,
+        "statuses": Counter,
+        "cut_by_tokens": int,
+        "judge": str,
+        "failed_pairs": int,
+        "retried": int,
+    }
 
-    def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path,
-                 judge: Judge | None = None):
+    def __init__(
+        self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, judge: Judge | None = None
+    ):
         super().__init__(profile, out, subquestions=subquestions, candidates=candidates, index=index)
         self.judge = judge
 
@@ -232,14 +269,16 @@ class JudgeStage(Stage):
         if self.retries_failed:
             finish_swap(self, shard)
         summary = super().run(shard, progress, executor)
-        return retry_failed_pairs(self, shard, summary, progress) if summary.skipped and self.retries_failed \
-            else summary
+        return (
+            retry_failed_pairs(self, shard, summary, progress) if summary.skipped and self.retries_failed else summary
+        )
 
     def chunk_work(self, shard: Shard) -> ShardJob:
         return ShardJob(self, shard)
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress,
-                  executor: Executor | None) -> dict:
+    def run_shard(
+        self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor: Executor | None
+    ) -> dict:
         job = self.chunk_work(shard)
         job.prepare()
         pending = job.pending()
@@ -256,6 +295,14 @@ class JudgeStage(Stage):
         return job.merge(summary)
 
 
-def run_judge(profile: Profile, subquestions: Path, candidates: Path, index: Path, out: Path,
-              shard: Shard = Shard(), judge: Judge | None = None, progress=None) -> StageSummary:
+def run_judge(
+    profile: Profile,
+    subquestions: Path,
+    candidates: Path,
+    index: Path,
+    out: Path,
+    shard: Shard = Shard(),
+    judge: Judge | None = None,
+    progress=None,
+) -> StageSummary:
     return JudgeStage(profile, out, subquestions, candidates, index, judge).run(shard, progress)

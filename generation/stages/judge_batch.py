@@ -8,6 +8,7 @@ have a grade, the grades of pairs whose chunk is not yet whole wait in `batch-im
 When every chunk is there the shard is merged and recorded done, exactly as an in-process run's; otherwise the
 import stops with the counts and what to export again. Importing the same files twice changes nothing.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -78,6 +79,7 @@ def export_shard(stage: JudgeStage, shard: Shard, out_dir: Path) -> dict | None:
 
 class BatchImport:
     """An executor that grades a shard's pending chunks from result files instead of a model."""
+
     description = "batch import"
 
     def __init__(self, results: Sequence[Path], manifest: dict):
@@ -90,8 +92,13 @@ class BatchImport:
         rows = {pair_id(r): r for k in pending for r in job.chunk(k)}
         before = imported_before(job)
         done = {pair_id(r) for k in set(range(job.n_chunks)) - set(pending) for r in job.chunk(k)}
-        result = import_results(self.results, [c for c in rows if c not in before], answer_grader(judge),
-                                self.manifest.get("context_cut_by_tokens", ()), graded_before=done | set(before))
+        result = import_results(
+            self.results,
+            [c for c in rows if c not in before],
+            answer_grader(judge),
+            self.manifest.get("context_cut_by_tokens", ()),
+            graded_before=done | set(before),
+        )
         grades: dict[str, Grade] = dict(result.grades)
         for entry in self.manifest.get("not_exported", []):  # prompts over the budget: failed, as a judge records them
             if entry["custom_id"] in result.unresolved:
@@ -112,14 +119,16 @@ class BatchImport:
         else:
             partial.unlink(missing_ok=True)
         self.counts = {**result.counts(), "waiting": len(graded)}
-        self.examples = {name: getattr(result, name).examples for name in (*SET_ASIDE, "conflicting", "missing",
-                                                                           "error_lines")}
+        self.examples = {
+            name: getattr(result, name).examples for name in (*SET_ASIDE, "conflicting", "missing", "error_lines")
+        }
         self.set_aside = {name: getattr(result, name).as_record() for name in SET_ASIDE}
         return written
 
 
 class BatchImportJudgeStage(JudgeStage):
     """`judge --import-batch`: the judge stage with its grades read from result files; same shards, same hash."""
+
     retries_failed = False  # a done shard's failed pairs are judged again by `judge`, not by importing files
     summary_fields = {**JudgeStage.summary_fields, "batch_lines": dict}
 
@@ -129,8 +138,10 @@ class BatchImportJudgeStage(JudgeStage):
 
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)
-        summary.judge = (f"{self.profile.judge.model} (OpenAI Batch results, request shape "
-                         f"{self.importer.manifest.get('request_shape')})")
+        summary.judge = (
+            f"{self.profile.judge.model} (OpenAI Batch results, request shape "
+            f"{self.importer.manifest.get('request_shape')})"
+        )
         return summary
 
     def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
@@ -149,5 +160,6 @@ class BatchImportJudgeStage(JudgeStage):
                 f"{job.chunks_dir}: {sum(job.chunk_rows(k) for k in still):,} of {len(job.pairs):,} pairs still lack a "
                 f"grade ({counts}{'; e.g. ' + examples if examples else ''}); the grades imported so far are kept. "
                 "Export the missing pairs with `judge ... --export-batch DIR` (it writes only those), run them, and "
-                "import all result files again")
+                "import all result files again"
+            )
         return {**job.merge(summary), "batch_lines": summary.batch_lines}

@@ -1,5 +1,6 @@
 """What the completion record of a judged shard counts (generation/stages/judge.py writes it, judge_retry.py
 rewrites it after a retry, build-release reads `failed_pairs`)."""
+
 from __future__ import annotations
 
 import pyarrow.compute as pc
@@ -22,10 +23,16 @@ def record_fields(summary, pairs: int) -> dict:
     """The completion record's fields of a judged shard. `failed_pairs`: requests that failed after their retries
     (status request_failed), which the next `judge` run retries (generation/stages/judge_retry.py)."""
     summary.failed_pairs = summary.statuses.get(FAILED_STATUS, 0)
-    return {"judge": summary.judge, "pairs": pairs, "unparsed": summary.unparsed,
-            "levels": dict(summary.levels), "not_verbatim": summary.not_verbatim,
-            "statuses": dict(summary.statuses), "cut_by_tokens": summary.cut_by_tokens,
-            "failed_pairs": summary.failed_pairs}
+    return {
+        "judge": summary.judge,
+        "pairs": pairs,
+        "unparsed": summary.unparsed,
+        "levels": dict(summary.levels),
+        "not_verbatim": summary.not_verbatim,
+        "statuses": dict(summary.statuses),
+        "cut_by_tokens": summary.cut_by_tokens,
+        "failed_pairs": summary.failed_pairs,
+    }
 
 
 def failed_pairs(record: Completion) -> int:

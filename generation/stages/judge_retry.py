@@ -13,6 +13,7 @@ sha256 and record fields in `.retry/merged.json`), renamed over the shard and re
 rename and the record is finished by the next run (`finish_swap`). So a kill anywhere resumes to the output an
 uninterrupted retry gives. The retry runs in this process (Ray actors rebuild the first pass's chunks, not these).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,15 +45,19 @@ class FailedPairs:
         self.record, self.shard_path, self.name = record, job.output.path(shard), stage.writes
         judged = pq.read_table(self.shard_path, columns=["subq_id", "docid", "status"])
         if judged.num_rows != len(job.pairs):
-            raise ShardError(f"{self.shard_path}: {judged.num_rows:,} rows, and the inputs give {len(job.pairs):,} "
-                             "pairs: the inputs changed since the shard was judged; judge it again in another --out")
+            raise ShardError(
+                f"{self.shard_path}: {judged.num_rows:,} rows, and the inputs give {len(job.pairs):,} "
+                "pairs: the inputs changed since the shard was judged; judge it again in another --out"
+            )
         self.positions = [i for i, s in enumerate(judged["status"].to_pylist()) if s == FAILED_STATUS]
         subq_ids, docids = judged["subq_id"].to_pylist(), judged["docid"].to_pylist()
         for i in self.positions:
             if (subq_ids[i], docids[i]) != (job.pairs[i]["subq_id"], job.pairs[i]["docid"]):
-                raise ShardError(f"{self.shard_path}: row {i} is the pair ({subq_ids[i]}, {docids[i]}), the inputs "
-                                 f"give ({job.pairs[i]['subq_id']}, {job.pairs[i]['docid']}) there; judge it again "
-                                 "in another --out")
+                raise ShardError(
+                    f"{self.shard_path}: row {i} is the pair ({subq_ids[i]}, {docids[i]}), the inputs "
+                    f"give ({job.pairs[i]['subq_id']}, {job.pairs[i]['docid']}) there; judge it again "
+                    "in another --out"
+                )
         job.auxiliary()  # r3a's round one looks at every candidate of the question, not only the failed ones
         job.pairs = [job.pairs[i] for i in self.positions]
         job.n_chunks = -(-len(job.pairs) // job.chunk_size)
@@ -62,8 +67,12 @@ class FailedPairs:
         """Keeps the chunks of a retry of this very shard file; any other retry's are removed."""
         job = self.job
         marker = job.chunks_dir / "config.json"
-        expected = {"config_hash": job.output.config_hash, "chunk_size": job.chunk_size, "pairs": len(job.pairs),
-                    "retrying": self.record.sha256}
+        expected = {
+            "config_hash": job.output.config_hash,
+            "chunk_size": job.chunk_size,
+            "pairs": len(job.pairs),
+            "retrying": self.record.sha256,
+        }
         if marker.exists() and read_record(marker, "retry record", "remove the folder") != expected:
             shutil.rmtree(job.chunks_dir)
         if not marker.exists():
@@ -105,8 +114,9 @@ class FailedPairs:
         for batch in pq.ParquetFile(merged).iter_batches(batch_size=65536):
             tally(summary, pa.Table.from_batches([batch]))
         fields = record_fields(summary, pq.ParquetFile(merged).metadata.num_rows)
-        write_text_atomic(self.job.chunks_dir / MERGED_RECORD, json.dumps({"sha256": sha256_file(merged),
-                                                                           "fields": fields}))
+        write_text_atomic(
+            self.job.chunks_dir / MERGED_RECORD, json.dumps({"sha256": sha256_file(merged), "fields": fields})
+        )
         os.replace(merged, self.shard_path)
         return fields
 

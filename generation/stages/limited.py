@@ -8,6 +8,7 @@ A limited run can never be mistaken for, or merged into, a full shard:
   finds no judgment shards;
 - its config hash is the judge's with the limit in it, and its record says `limit` and the shard's full pair count.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ class LimitedShardJob(ShardJob):
     def __init__(self, stage: LimitedJudgeStage, shard: Shard):
         super().__init__(stage, shard)
         stage.shard_pairs = len(self.pairs)
-        self.pairs = self.pairs[:stage.limit]
+        self.pairs = self.pairs[: stage.limit]
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
 
     def recipe(self) -> tuple[type, dict, int, int]:
@@ -43,14 +44,16 @@ class LimitedShardJob(ShardJob):
 
 class LimitedJudgeStage(JudgeStage):
     """The first `limit` pairs of a shard, judged into `limited_folder(out, limit)`."""
+
     name = "judge-limited"
     writes = LIMITED
     produces = "`limited-judgments-*.parquet` (a smoke test: no release reads them)"
     summary_fields = {**JudgeStage.summary_fields, "limit": int, "shard_pairs": int}
     retries_failed = False  # a smoke test: its failed pairs say what to fix, and no release reads it
 
-    def __init__(self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, limit: int,
-                 judge=None):
+    def __init__(
+        self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, limit: int, judge=None
+    ):
         if limit < 1:
             raise ValueError(f"limit {limit}: must be >= 1")
         super().__init__(profile, out, subquestions, candidates, index, judge)
@@ -74,6 +77,7 @@ class LimitedJudgeStage(JudgeStage):
         return {**record, "limit": self.limit, "shard_pairs": self.shard_pairs}
 
 
-def limited_judge_stage(profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path,
-                        limit: int) -> LimitedJudgeStage:
+def limited_judge_stage(
+    profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, limit: int
+) -> LimitedJudgeStage:
     return LimitedJudgeStage(profile, limited_folder(out, limit), subquestions, candidates, index, limit)

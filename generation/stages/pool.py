@@ -6,6 +6,7 @@ most k new, never a document ranked below k), then clicked documents not yet in.
 Both select the same set for the same sizes; the profiles differ in k (paper 20 + 20, crux-code 5 + 20).
 Clicked documents missing from the corpus are skipped and reported.
 """
+
 from __future__ import annotations
 
 import csv
@@ -49,8 +50,9 @@ def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: 
 
 
 def ranked_runs(files: list[Path], qids: list[str]) -> dict[str, list[str]]:
-    table = ds.dataset(files, format="parquet").to_table(columns=["qid", "docid", "rank"],
-                                                         filter=pc.field("qid").isin(qids))
+    table = ds.dataset(files, format="parquet").to_table(
+        columns=["qid", "docid", "rank"], filter=pc.field("qid").isin(qids)
+    )
     table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
     runs: dict[str, list[str]] = {}
     for qid, docid in zip(table["qid"].to_pylist(), table["docid"].to_pylist()):
@@ -70,18 +72,27 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
 
 class PoolStage(Stage):
     """The candidate pool of each question by the profile's rule, with provenance; missing clicked documents reported."""
+
     name = "pool"
     produces = "`candidates-*.parquet`, `missing_clicked-*.tsv`"
     writes = NAME
     # the corpus by rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
-    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
-             Input("runs", "runs folder holding the bm25 and rerank runs", (RetrieveStage, RerankStage)),
-             Input("corpus", "corpus folder (its URL-hash map finds clicked documents)", (CorpusStage,),
-                   verify_sha256=False))
+    reads = (
+        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        Input("runs", "runs folder holding the bm25 and rerank runs", (RetrieveStage, RerankStage)),
+        Input(
+            "corpus", "corpus folder (its URL-hash map finds clicked documents)", (CorpusStage,), verify_sha256=False
+        ),
+    )
     sections = ("bm25", "rerank", "pool")
     unit = "questions"
-    summary_fields = {"questions": int, "candidates": int, "by_source": lambda: {"bm25": 0, "rerank": 0, "clicked": 0},
-                      "clicked_total": int, "clicked_missing": int}
+    summary_fields = {
+        "questions": int,
+        "candidates": int,
+        "by_source": lambda: {"bm25": 0, "rerank": 0, "clicked": 0},
+        "clicked_total": int,
+        "clicked_missing": int,
+    }
 
     def __init__(self, profile: Profile, out: Path, questions: Path, runs: Path, corpus: Path):
         super().__init__(profile, out, questions=questions, runs=runs, corpus=corpus)
@@ -113,11 +124,19 @@ class PoolStage(Stage):
                 bm25_rank = {d: r for r, d in enumerate(bm25.get(topic.qid, []), 1)}
                 rerank_rank = {d: r for r, d in enumerate(reranked.get(topic.qid, []), 1)}
                 chosen = select(config, bm25.get(topic.qid, []), reranked.get(topic.qid, []), list(clicks))
-                sink.write_rows({
-                    "qid": topic.qid, "docid": docid, "url_hash": hash_of.get(docid),
-                    "bm25_rank": bm25_rank.get(docid), "rerank_rank": rerank_rank.get(docid),
-                    "clicked": docid in clicks, "click_share": clicks.get(docid), "source": source,
-                } for docid, source in chosen)
+                sink.write_rows(
+                    {
+                        "qid": topic.qid,
+                        "docid": docid,
+                        "url_hash": hash_of.get(docid),
+                        "bm25_rank": bm25_rank.get(docid),
+                        "rerank_rank": rerank_rank.get(docid),
+                        "clicked": docid in clicks,
+                        "click_share": clicks.get(docid),
+                        "source": source,
+                    }
+                    for docid, source in chosen
+                )
                 for _, source in chosen:
                     summary.by_source[source] += 1
                 summary.candidates += len(chosen)
@@ -128,6 +147,7 @@ class PoolStage(Stage):
         return {"clicked_missing": summary.clicked_missing, "clicked_total": summary.clicked_total}
 
 
-def build_pool(profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(),
-               progress=None) -> StageSummary:
+def build_pool(
+    profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(), progress=None
+) -> StageSummary:
     return PoolStage(profile, out, questions, runs, corpus).run(shard, progress)

@@ -4,6 +4,7 @@ Record fields used: `id`, `question`, `DocStream` (clicked documents) and `gpt4_
 (`subquestions`, a flat list of "- "-prefixed strings, and `headers`, lists of a header question
 followed by its " - "-prefixed bullets).
 """
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,9 @@ def iter_raw_records(path: Path) -> Iterator[tuple[int, Any]]:
     if name.endswith(".parquet"):
         yield from _parquet_records(path)
         return
-    if not (name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json")
-            or name.endswith(".json.gz")):
+    if not (
+        name.endswith(".jsonl") or name.endswith(".jsonl.gz") or name.endswith(".json") or name.endswith(".json.gz")
+    ):
         raise InputError(path, 0, "unknown format: expected .jsonl, .jsonl.gz or .parquet")
     for lineno, raw in read_lines(path):
         if not raw.strip():
@@ -117,12 +119,16 @@ def _clicked(rec: _Record) -> list[dict]:
         share = rec.check(f"{name}.Click_Cnt", doc.get("Click_Cnt"), (float, int), allow_none=True)
         if share is not None and not (math.isfinite(share) and 0 <= share <= 1):
             raise rec.fail(f"{name}.Click_Cnt", f"expected a share of the question's clicks in [0, 1], got {share!r}")
-        clicked.append({"url_hash": url_hash.upper(), "url": url,
-                        "click_share": None if share is None else float(share)})
+        clicked.append(
+            {"url_hash": url_hash.upper(), "url": url, "click_share": None if share is None else float(share)}
+        )
     total = sum(c["click_share"] or 0.0 for c in clicked)
     if total > 1 + SHARE_SUM_TOLERANCE:
-        raise rec.fail("DocStream", f"the Click_Cnt shares sum to {total:.4g}: not a probability distribution "
-                                    "over the question's clicked documents")
+        raise rec.fail(
+            "DocStream",
+            f"the Click_Cnt shares sum to {total:.4g}: not a probability distribution "
+            "over the question's clicked documents",
+        )
     return clicked
 
 
@@ -162,8 +168,13 @@ def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
     if mode is Decomposition.subquestions:
         return _some(rec, rows, mode)
     extra = [
-        {"subq_id": seen.get(_normalised(text), fallback_id), "qid": rec.qid, "text": text,
-         "header": header, "depth": depth}
+        {
+            "subq_id": seen.get(_normalised(text), fallback_id),
+            "qid": rec.qid,
+            "text": text,
+            "header": header,
+            "depth": depth,
+        }
         for text, header, depth, fallback_id in structure
     ]
     if mode is Decomposition.headers:
@@ -179,8 +190,9 @@ def _some(rec: _Record, rows: list[dict], mode: Decomposition) -> list[dict]:
     return rows
 
 
-def parse_record(record: dict, path: Path, line: int, split: str,
-                 mode: Decomposition = Decomposition.subquestions) -> tuple[dict, list[dict]]:
+def parse_record(
+    record: dict, path: Path, line: int, split: str, mode: Decomposition = Decomposition.subquestions
+) -> tuple[dict, list[dict]]:
     """One Researchy record -> (questions row, subquestions rows). Raises InputError naming the field."""
     rec = _Record(record, path, line)
     if rec.qid is None:
@@ -198,16 +210,29 @@ def parse_record(record: dict, path: Path, line: int, split: str,
 
 class QuestionsStage(Stage):
     """Researchy Questions records -> the questions and subquestions tables (one folder per split, not sharded)."""
+
     name = "questions"
     unit = "records"
     sharded = False
     produces = "`questions.parquet`, `subquestions.parquet`"
     summary_fields = {"questions": int, "subquestions": int, "clicked": int, "rejected": int}
 
-    def __init__(self, profile, out: Path, records: list[Path], split: str = "train",
-                 decomposition: Decomposition = Decomposition.subquestions, rejects: Path | None = None):
+    def __init__(
+        self,
+        profile,
+        out: Path,
+        records: list[Path],
+        split: str = "train",
+        decomposition: Decomposition = Decomposition.subquestions,
+        rejects: Path | None = None,
+    ):
         super().__init__(profile, out)
-        self.records, self.split, self.decomposition, self.rejects = [Path(p) for p in records], split, decomposition, rejects
+        self.records, self.split, self.decomposition, self.rejects = (
+            [Path(p) for p in records],
+            split,
+            decomposition,
+            rejects,
+        )
 
     @classmethod
     def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
@@ -220,23 +245,39 @@ class QuestionsStage(Stage):
         return summary
 
 
-def read_researchy(inputs: list[Path], out_dir: Path, split: str = "train",
-                   decomposition: Decomposition = Decomposition.subquestions,
-                   rejects_path: Path | None = None, progress=None) -> StageSummary:
+def read_researchy(
+    inputs: list[Path],
+    out_dir: Path,
+    split: str = "train",
+    decomposition: Decomposition = Decomposition.subquestions,
+    rejects_path: Path | None = None,
+    progress=None,
+) -> StageSummary:
     """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
     return QuestionsStage(None, out_dir, inputs, split, decomposition, rejects_path).run(progress=progress)
 
 
-def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: Decomposition,
-                 rejects_path: Path | None, summary: StageSummary, progress=None) -> None:
+def write_tables(
+    inputs: list[Path],
+    out_dir: Path,
+    split: str,
+    decomposition: Decomposition,
+    rejects_path: Path | None,
+    summary: StageSummary,
+    progress=None,
+) -> None:
     if split not in SOURCE_SPLITS:
-        raise ArgumentError(f"--split {split!r}: Researchy Questions' splits are {' and '.join(SOURCE_SPLITS)} "
-                            "(build-release carves dev from train)")
+        raise ArgumentError(
+            f"--split {split!r}: Researchy Questions' splits are {' and '.join(SOURCE_SPLITS)} "
+            "(build-release carves dev from train)"
+        )
     first_line: dict[str, str] = {}
     subq_owner: dict[str, str] = {}  # subq_id -> qid: ids like "Z-h0-1" could come from qid Z or qid Z-h0
-    with Rejects(rejects_path) as rejects, \
-            ParquetSink(out_dir / "questions.parquet", "questions") as questions, \
-            ParquetSink(out_dir / "subquestions.parquet", "subquestions") as subquestions:
+    with (
+        Rejects(rejects_path) as rejects,
+        ParquetSink(out_dir / "questions.parquet", "questions") as questions,
+        ParquetSink(out_dir / "subquestions.parquet", "subquestions") as subquestions,
+    ):
         for path in map(Path, inputs):
             for line, record in iter_raw_records(path):
                 if progress is not None:
@@ -246,19 +287,34 @@ def write_tables(inputs: list[Path], out_dir: Path, split: str, decomposition: D
                         raise record
                     question_row, subq_rows = parse_record(record, path, line, split, decomposition)
                     if question_row["qid"] in first_line:
-                        raise InputError(path, line, f"duplicate id, first seen at {first_line[question_row['qid']]}",
-                                         field="id", record_id=question_row["qid"])
+                        raise InputError(
+                            path,
+                            line,
+                            f"duplicate id, first seen at {first_line[question_row['qid']]}",
+                            field="id",
+                            record_id=question_row["qid"],
+                        )
                     ids = [r["subq_id"] for r in subq_rows]
                     if len(set(ids)) != len(ids):
-                        raise InputError(path, line, "the record's sub-question ids repeat", field="id",
-                                         record_id=question_row["qid"])
+                        raise InputError(
+                            path,
+                            line,
+                            "the record's sub-question ids repeat",
+                            field="id",
+                            record_id=question_row["qid"],
+                        )
                     clash = next((i for i in ids if i in subq_owner), None)
                     if clash is not None:
                         owner = subq_owner[clash]
-                        raise InputError(path, line, f"sub-question id {clash!r} is also the id of a sub-question of "
-                                         f"question {owner!r} (first seen at {first_line[owner]}); ids must be "
-                                         "unique: rename one of the questions", field="id",
-                                         record_id=question_row["qid"])
+                        raise InputError(
+                            path,
+                            line,
+                            f"sub-question id {clash!r} is also the id of a sub-question of "
+                            f"question {owner!r} (first seen at {first_line[owner]}); ids must be "
+                            "unique: rename one of the questions",
+                            field="id",
+                            record_id=question_row["qid"],
+                        )
                 except InputError as error:
                     rejects.reject(error, record if not isinstance(record, InputError) else None)
                     continue

@@ -4,6 +4,7 @@ Backends: `transformers` and `vllm` score the Qwen3-Reranker input of the profil
 (generation/judging/reranker_input.py; P(yes) over yes/no),
 `bi-encoder` is the MiniLM cosine STAND-IN for machines without the model.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -41,18 +42,22 @@ def rank_by_score(docids: Sequence[str], scores: Sequence[float]) -> list[tuple[
 
 class RerankStage(Stage):
     """Each question's top BM25 hits rescored by the profile's reranker (Qwen3-Reranker P(yes), or the stand-in)."""
+
     name = "rerank"
     produces = "`rerank-*.parquet` + `.trec`"
     writes = NAME
-    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
-             Input("runs", "runs folder holding the bm25 run", (RetrieveStage,)),
-             Input("index", "Lucene index (document text)", (IndexStage,)))
+    reads = (
+        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        Input("runs", "runs folder holding the bm25 run", (RetrieveStage,)),
+        Input("index", "Lucene index (document text)", (IndexStage,)),
+    )
     sections = ("bm25", "rerank")
     unit = "questions"
     summary_fields = {"queries": int, "rows": int}
 
-    def __init__(self, profile: Profile, out: Path, questions: Path, runs: Path, index: Path,
-                 scorer: Scorer | None = None):
+    def __init__(
+        self, profile: Profile, out: Path, questions: Path, runs: Path, index: Path, scorer: Scorer | None = None
+    ):
         super().__init__(profile, out, questions=questions, runs=runs, index=index)
         self.scorer = scorer
 
@@ -61,7 +66,8 @@ class RerankStage(Stage):
         topics = load_topics(self.inputs["questions"], shard)
         bm25 = ds.dataset(self.input_files["retrieve"], format="parquet").to_table(
             columns=["qid", "docid", "rank"],
-            filter=pc.field("qid").isin([t.qid for t in topics]) & (pc.field("rank") <= config.depth))
+            filter=pc.field("qid").isin([t.qid for t in topics]) & (pc.field("rank") <= config.depth),
+        )
         hits: dict[str, list[tuple[int, str]]] = {}
         for qid, docid, rank in zip(*(bm25[c].to_pylist() for c in ("qid", "docid", "rank"))):
             hits.setdefault(qid, []).append((rank, docid))
@@ -72,8 +78,15 @@ class RerankStage(Stage):
             for topic in topics:
                 docids = [d for _, d in sorted(hits.get(topic.qid, []))]
                 docs.prefetch(docids)  # one read per corpus row group, in file order
-                scores = scorer.score(config.instruction, rerank_query(config, topic.question, topic.subquestions),
-                                      [docs.text(d) for d in docids]) if docids else []
+                scores = (
+                    scorer.score(
+                        config.instruction,
+                        rerank_query(config, topic.question, topic.subquestions),
+                        [docs.text(d) for d in docids],
+                    )
+                    if docids
+                    else []
+                )
                 ranked = rank_by_score(docids, scores)
                 writer.write(topic.qid, ranked)
                 writer.flush()
@@ -88,6 +101,14 @@ class RerankStage(Stage):
         return {"queries": summary.queries, "scorer": scorer.description}
 
 
-def rerank(profile: Profile, questions: Path, runs: Path, index: Path, out: Path, shard: Shard = Shard(),
-           scorer: Scorer | None = None, progress=None) -> StageSummary:
+def rerank(
+    profile: Profile,
+    questions: Path,
+    runs: Path,
+    index: Path,
+    out: Path,
+    shard: Shard = Shard(),
+    scorer: Scorer | None = None,
+    progress=None,
+) -> StageSummary:
     return RerankStage(profile, out, questions, runs, index, scorer).run(shard, progress)

@@ -2,6 +2,7 @@
 
 Writes a runs shard (qid, docid, rank, score, stage=bm25) and the same run as a TREC run file.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,8 +47,10 @@ def open_searcher(index: Path, config: BM25):
 
     built_with = index_stemmer(require_index(index))
     if built_with is not None and built_with != config.stemmer:
-        raise IndexBuildError(f"{index}: the index was built with stemmer {built_with!r} but the profile's bm25.stemmer "
-                         f"is {config.stemmer!r}; rebuild it with `researchy-subq index --profile ...`")
+        raise IndexBuildError(
+            f"{index}: the index was built with stemmer {built_with!r} but the profile's bm25.stemmer "
+            f"is {config.stemmer!r}; rebuild it with `researchy-subq index --profile ...`"
+        )
     searcher = lucene_searcher_class()(str(index))
     searcher.set_bm25(config.k1, config.b)
     searcher.set_analyzer(query_analyzer(config.stemmer))
@@ -57,7 +60,6 @@ def open_searcher(index: Path, config: BM25):
 def search(searcher, queries: Sequence[str], qids: Sequence[str], depth: int, threads: int) -> dict[str, list]:
     """qid -> hits (docid, score), exactly as Pyserini's batch_search returns them."""
     return searcher.batch_search(list(queries), list(qids), k=depth, threads=threads)
-
 
 
 class RunWriter:
@@ -84,15 +86,26 @@ class RunWriter:
         if not columns["qid"]:
             return
         n = len(columns["qid"])
-        table = pa.table({
-            "qid": pa.array(columns["qid"], pa.string()), "docid": pa.array(columns["docid"], pa.string()),
-            "rank": pa.array(columns["rank"], pa.int32()), "score": pa.array(columns["score"], pa.float32()),
-            "stage": pa.array([self.stage_name] * n, pa.string()),
-        })
+        table = pa.table(
+            {
+                "qid": pa.array(columns["qid"], pa.string()),
+                "docid": pa.array(columns["docid"], pa.string()),
+                "rank": pa.array(columns["rank"], pa.int32()),
+                "score": pa.array(columns["score"], pa.float32()),
+                "stage": pa.array([self.stage_name] * n, pa.string()),
+            }
+        )
         self.parquet.write_table(table)
-        trec = pa.table({"qid": table["qid"], "q0": pa.array(["Q0"] * n), "docid": table["docid"],
-                         "rank": table["rank"], "score": pc.round(pa.array(columns["score"], pa.float64()), 6),
-                         "tag": pa.array([self.tag] * n)})
+        trec = pa.table(
+            {
+                "qid": table["qid"],
+                "q0": pa.array(["Q0"] * n),
+                "docid": table["docid"],
+                "rank": table["rank"],
+                "score": pc.round(pa.array(columns["score"], pa.float64()), 6),
+                "tag": pa.array([self.tag] * n),
+            }
+        )
         csv.write_csv(trec, self._trec, csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none"))
         self._columns = {k: [] for k in columns}
 
@@ -110,17 +123,21 @@ class RunWriter:
 
 class RetrieveStage(Stage):
     """BM25 top-k per question (Pyserini's batch search; the profile's k1, b, depth and query)."""
+
     name = "retrieve"
     produces = "`bm25-*.parquet` + `.trec`"
     writes = NAME
-    reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
-             Input("index", "Lucene index from `researchy-subq index`", (IndexStage,)))
+    reads = (
+        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        Input("index", "Lucene index from `researchy-subq index`", (IndexStage,)),
+    )
     sections = ("bm25",)
     unit = "queries"
     summary_fields = {"queries": int, "rows": int}
 
-    def __init__(self, profile: Profile, out: Path, questions: Path, index: Path, threads: int | None = None,
-                 chunk: int = 500):
+    def __init__(
+        self, profile: Profile, out: Path, questions: Path, index: Path, threads: int | None = None, chunk: int = 500
+    ):
         super().__init__(profile, out, questions=questions, index=index)
         self.threads, self.chunk = threads, chunk
 
@@ -129,11 +146,16 @@ class RetrieveStage(Stage):
         topics = load_topics(self.inputs["questions"], shard)
         searcher = open_searcher(self.inputs["index"], config)
         writer = RunWriter(output, shard, RUN_TAG)
-        chunks = [topics[start:start + self.chunk] for start in range(0, len(topics), self.chunk)]
+        chunks = [topics[start : start + self.chunk] for start in range(0, len(topics), self.chunk)]
 
         def search_chunk(part: list[Topic]) -> dict[str, list]:
-            return search(searcher, [bm25_query(t, config) for t in part], [t.qid for t in part], config.depth,
-                          self.threads or config.threads)
+            return search(
+                searcher,
+                [bm25_query(t, config) for t in part],
+                [t.qid for t in part],
+                config.depth,
+                self.threads or config.threads,
+            )
 
         # Lucene searches chunk k+1 (the JVM runs without the GIL) while Python writes chunk k.
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -159,6 +181,14 @@ class RetrieveStage(Stage):
         return {"queries": summary.queries}
 
 
-def retrieve(profile: Profile, questions: Path, index: Path, out: Path, shard: Shard = Shard(),
-             threads: int | None = None, chunk: int = 500, progress=None) -> StageSummary:
+def retrieve(
+    profile: Profile,
+    questions: Path,
+    index: Path,
+    out: Path,
+    shard: Shard = Shard(),
+    threads: int | None = None,
+    chunk: int = 500,
+    progress=None,
+) -> StageSummary:
     return RetrieveStage(profile, out, questions, index, threads, chunk).run(shard, progress)
