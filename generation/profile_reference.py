@@ -108,13 +108,3 @@ def profile_reference() -> str:
                 f"| {cell(field.description or '')} |"
             )
     return "\n".join(lines) + "\n"
-
-
-def undocumented_fields() -> list[str]:
-    """Keys without a description (a test keeps this empty)."""
-    return [
-        f"{section}.{name}".lstrip(".")
-        for section, model in section_models()
-        for name, field in model.model_fields.items()
-        if not field.description
-    ]
