@@ -112,6 +112,8 @@ def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
     qrels.write_text(
         (LABELS / "judge-b.qrels").read_text() + "1051894-1 0 clueweb22-en0000-00-00001 -1\n"
         "1051894-1 Q0 clueweb22-en0000-00-00002 9\n"
+        "# a comment line, skipped as trec_eval skips it\n"
+        "1051894-2\t0  clueweb22-en0000-00-00003\t2\r\n"  # tabs, two spaces, CRLF: trec_eval's white space
     )
     import_labels(load_profile("paper"), questions, [qrels], "qrels", "judge B", tmp_path / "j")
     rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
@@ -120,9 +122,11 @@ def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
         assert (rows[(subq_id, docid)]["level"], rows[(subq_id, docid)]["status"]) == (int(level), "imported")
     assert rows[("1051894-1", "clueweb22-en0000-00-00001")]["status"] == "negative"  # qrels have no -1 sentinel
     assert rows[("1051894-1", "clueweb22-en0000-00-00002")]["status"] == "out_of_scale"
+    assert rows[("1051894-2", "clueweb22-en0000-00-00003")]["level"] == 2
+    assert len(rows) == len((LABELS / "judge-b.qrels").read_text().splitlines()) + 3
     unknown = rows[("1051894-1", "clueweb22-en0000-00-00001")]
     assert unknown["url_hash"] is None and unknown["clicked"] is False
-    assert record(tmp_path / "j")["extra"]["imported"]["clicked_unknown"] == 2
+    assert record(tmp_path / "j")["extra"]["imported"]["clicked_unknown"] == 3
 
 
 def test_openai_batch_results_are_parsed_by_the_profiles_prompt(questions, tmp_path):
@@ -179,6 +183,7 @@ MALFORMED = [
     ("qrels", "1051893-99 0 D1 3", "sub-question '1051893-99' is not in"),
     ("qrels", "1051893-1 0 D1", "this one has 3 fields"),
     ("qrels", "1051893-1 0 D1 high", "level 'high' is not an integer"),
+    ("qrels", "1051893-1 0 D1 1.5", "level '1.5' is not an integer"),  # trec_eval's atol would read 1
     (
         "openai-batch",
         '{"custom_id": "1051894::D1::3", "response": {"status_code": 200, "body": {"choices": '

@@ -31,6 +31,7 @@ from generation.errors import InputError, read_lines
 from generation.judging.batch_results import BatchResult, read_result_lines
 from generation.judging.parsing import Parsed, classify_rating
 from generation.judging.prompts import Prompt
+from generation.labels.trec_qrels import is_relevance, line_fields
 
 PAIR_SEPARATOR = "::"  # the authors' custom_id: qid::docid::i_subquestion
 
@@ -110,17 +111,19 @@ def crux_ratings_line(record: object, path: Path, line: int, max_level: int) -> 
     return LabelLine(str(qid), docid, labels, tuple(rating), (str(qid),))
 
 
-def qrels_line(text: str, path: Path, line: int, max_level: int) -> LabelLine:
-    fields = text.split()
+def qrels_line(text: str, path: Path, line: int, max_level: int) -> LabelLine | None:
+    """A TREC qrels line read by the kit's qrels rules (generation/labels/trec_qrels.py); None for a comment line."""
+    fields = line_fields(text)
+    if fields is None:
+        return None
     if len(fields) != 4:
         raise InputError(
             path, line, f"a qrels line is `subq_id iteration docid level`; this one has {len(fields)} fields"
         )
     subq_id, _, docid, level = fields
-    try:
-        value = int(level)
-    except ValueError:
-        raise InputError(path, line, f"level {level!r} is not an integer", field="level") from None
+    if not is_relevance(level):
+        raise InputError(path, line, f"level {level!r} is not an integer", field="level")
+    value = int(level)
     label = _label(subq_id, classify_rating(value, max_level, authors_sentinels=False), None)
     return LabelLine(None, docid, (label,), value, (subq_id,))
 
@@ -174,9 +177,12 @@ def read_label_file(path: Path, kind: LabelFormat, prompt: Prompt) -> Iterator[t
                 continue
             if text.strip():
                 try:
-                    yield line, qrels_line(text, path, line, prompt.max_level)
+                    labels = qrels_line(text, path, line, prompt.max_level)
                 except InputError as e:
                     yield line, e
+                    continue
+                if labels is not None:
+                    yield line, labels
         return
     for line, record in _json_lines(path):
         if isinstance(record, InputError):

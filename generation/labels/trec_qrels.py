@@ -1,5 +1,6 @@
 """The kit's one reader of TREC qrels files, for everything that reads them: `validate`'s check of a release's
-`data/qrels/SPLIT.qrels.txt` (builder/release/trec.py) and `agreement`'s labels (builder/analysis/labels.py).
+`data/qrels/SPLIT.qrels.txt` (builder/release/trec.py) and `agreement`'s labels (builder/analysis/labels.py), and
+the rules `import-labels --format qrels` reads its lines by (`line_fields`, `is_relevance`).
 
 The format, as trec_eval reads it (usnistgov/trec_eval, get_qrels.c): one judgment a line, `qid iter docno rel`,
 "Fields are separated by whitespace, string fields can contain no whitespace", `iter` is ignored. The rules here:
@@ -20,6 +21,7 @@ is read in blocks of BLOCK_BYTES and parsed with Arrow's compute functions, so a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,21 @@ WHITE_SPACE = " \t\v\f\r"
 INTEGER = r"^-?\d{1,18}$"
 # Arrow holds a block's lines and their fields at once: 1 MB blocks keep that to some tens of MB at any file size
 BLOCK_BYTES = 1 << 20
+_SEPARATOR = re.compile(f"[{WHITE_SPACE}]+")
+_INTEGER = re.compile(INTEGER)
+
+
+def line_fields(text: str) -> list[str] | None:
+    """One line's fields by the rules above, for a reader that takes a line at a time (`import-labels --format
+    qrels`, which rejects each bad line on its own): None for a comment line."""
+    if text.startswith("#"):
+        return None
+    trimmed = text.strip(WHITE_SPACE + "\n")
+    return _SEPARATOR.split(trimmed) if trimmed else []
+
+
+def is_relevance(value: str) -> bool:
+    return _INTEGER.match(value) is not None
 
 
 @dataclass(frozen=True)
