@@ -291,7 +291,7 @@ class Complexity(Strict):
     completeness_threshold: float = Field(default=0.5, ge=0, le=1, description="below it, a question is incomplete")
 
 
-class Training(Strict):
+class TrainingConfigsSettings(Strict):
     """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
 
     negative_level: int = Field(
@@ -326,7 +326,7 @@ class BanditSettings(Strict):
     )
 
 
-class Train(Strict):
+class TrainSettings(Strict):
     """The fine-tuning recipe of `researchy-subq train` (builder/training/): a sentence-transformers bi-encoder,
     MultipleNegativesRankingLoss over the release's hard-negatives rows, batches that keep judged positives out of
     each anchor's in-batch negatives."""

@@ -28,8 +28,8 @@ from generation.profile_sections import (
     Pool,
     Rerank,
     Strict,
-    Train,
-    Training,
+    TrainingConfigsSettings,
+    TrainSettings,
     TransformersSettings,
 )
 
@@ -47,8 +47,12 @@ class Profile(Strict):
     bandit: BanditSettings = Field(
         default=BanditSettings(), description="budgeted judging (`judge --budget`, `simulate`)"
     )
-    training: Training = Field(default=Training(), description="the release's training configs and dev split")
-    train: Train = Field(default=Train(), description="fine-tuning a bi-encoder on the release (`train`)")
+    training: TrainingConfigsSettings = Field(
+        default=TrainingConfigsSettings(), description="the release's training configs and dev split"
+    )
+    train: TrainSettings = Field(
+        default=TrainSettings(), description="fine-tuning a bi-encoder on the release (`train`)"
+    )
 
     @model_validator(mode="after")
     def _negatives_below_answers(self):

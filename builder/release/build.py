@@ -29,7 +29,7 @@ from builder.release.training import TrainingWriters, with_dev_split
 from builder.release.trec import QrelsWriter
 from builder.release.writer import RollingWriter
 from generation.errors import InputError
-from generation.profiles import Complexity, Training
+from generation.profiles import Complexity, TrainingConfigsSettings
 from generation.schema import SOURCE_SPLITS, conform
 from generation.shards import sha256_file, stage_files
 from generation.storage import read_batches, refuse_links, write_text_atomic
@@ -279,7 +279,9 @@ def build_release_data(
     out = Path(out)
     question_table, subquestion_table = load_questions(questions)
     present(question_table, SOURCE_SPLITS)  # Researchy's own splits, before dev is carved from train
-    question_table = with_dev_split(question_table, profile.training if profile is not None else Training())
+    question_table = with_dev_split(
+        question_table, profile.training if profile is not None else TrainingConfigsSettings()
+    )
     splits = present(question_table)
     index = topic_index(question_table, subquestion_table, splits)
     files = judgment_inputs(judgments)

@@ -242,9 +242,9 @@ def conformed(name: str, table: pa.Table) -> pa.Table:
 
 def settings_record(profile, counts: TrainingCounts) -> dict:
     """`manifest.training`: the settings the configs were derived with and what they left out."""
-    from generation.profiles import Complexity, Training
+    from generation.profiles import Complexity, TrainingConfigsSettings
 
-    training = profile.training if profile is not None else Training()
+    training = profile.training if profile is not None else TrainingConfigsSettings()
     answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
     return {
         **training.model_dump(),
@@ -270,9 +270,9 @@ class TrainingWriters:
     ):
         from builder.release.layout import config
         from builder.release.writer import RollingWriter
-        from generation.profiles import Complexity, Training
+        from generation.profiles import Complexity, TrainingConfigsSettings
 
-        training = profile.training if profile is not None else Training()
+        training = profile.training if profile is not None else TrainingConfigsSettings()
         answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
         self.rows = TrainingRows(subquestions, subq_split, answer_level, training, memory)
         self.splits = splits
