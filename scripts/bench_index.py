@@ -25,8 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from builder.analysis.synthetic import write_clueweb22_txt  # noqa: E402
-from generation.java import anserini_jar, java_binary  # noqa: E402
+from builder.analysis.synthetic import write_clueweb22_txt
+from generation.stages.index import index_collection_command
 
 ENGLISH_DOCS = 86_000_000  # ClueWeb22-B: ~200M pages, ~43% English
 CLI = [sys.executable, "-c", "from builder.cli.main import main; main()"]
@@ -147,29 +147,7 @@ def run(args, work: Path) -> int:
         [work],
     )
     rows[f"Anserini IndexCollection, JsonCollection, {args.threads} threads"] = measure(
-        [
-            str(java_binary()),
-            f"-Xmx{args.memory_mb}m",
-            "-cp",
-            str(anserini_jar()),
-            "io.anserini.index.IndexCollection",
-            "-collection",
-            "JsonCollection",
-            "-generator",
-            "DefaultLuceneDocumentGenerator",
-            "-input",
-            str(work / "anchor-json"),
-            "-index",
-            str(anchor),
-            "-threads",
-            str(args.threads),
-            "-stemmer",
-            "porter",
-            "-fields",
-            "url_hash",
-            "-memoryBuffer",
-            str(min(args.memory_mb // 2, 4096)),
-        ],
+        index_collection_command(work / "anchor-json", anchor, args.threads, "porter", args.memory_mb),
         [anchor],
     )
     sizes = {

@@ -11,10 +11,10 @@ import pytest
 
 from generation.docid_map import DocidMap, write_docid_map
 from generation.docstore import DocStore, MissingDocument, NotAnIndex
-from generation.java import anserini_jar, java_binary, lucene_searcher_class
+from generation.java import lucene_searcher_class
 from generation.profiles import load_profile
 from generation.stages.corpus import ROW_GROUP_ROWS
-from generation.stages.index import build_index, json_parts, write_json_part
+from generation.stages.index import build_index, index_collection_command, json_parts, write_json_part
 from generation.stages.retrieve import retrieve
 
 
@@ -93,27 +93,7 @@ def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(
                 + "\n"
             )
     subprocess.run(
-        [
-            str(java_binary()),
-            "-cp",
-            str(anserini_jar()),
-            "io.anserini.index.IndexCollection",
-            "-collection",
-            "JsonCollection",
-            "-generator",
-            "DefaultLuceneDocumentGenerator",
-            "-input",
-            str(staging),
-            "-index",
-            str(old),
-            "-threads",
-            "1",
-            "-stemmer",
-            "porter",
-            "-storeRaw",
-            "-fields",
-            "url_hash",
-        ],
+        index_collection_command(staging, old, 1, "porter", store_raw=True),
         check=True,
         capture_output=True,
     )

@@ -217,6 +217,39 @@ class IndexStage(Stage):
         return summary
 
 
+def index_collection_command(
+    collection: Path, index: Path, threads: int, stemmer: str, memory_mb: int | None = None, store_raw: bool = False
+) -> list[str]:
+    """Anserini's IndexCollection over a JsonCollection folder as the index stage runs it (the `url_hash` field
+    kept; with `memory_mb`, the JVM heap and half of it, at most 4 GiB, as Lucene's indexing buffer); `store_raw`
+    keeps each document's JSON in the index, as indexes built before the corpus Parquet did."""
+    memory = [] if memory_mb is None else [f"-Xmx{memory_mb}m"]
+    buffer = [] if memory_mb is None else ["-memoryBuffer", str(min(memory_mb // 2, 4096))]
+    return [
+        str(java_binary()),
+        *memory,
+        "-cp",
+        str(anserini_jar()),
+        "io.anserini.index.IndexCollection",
+        "-collection",
+        "JsonCollection",
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-input",
+        str(collection),
+        "-index",
+        str(index),
+        "-threads",
+        str(threads),
+        "-stemmer",
+        stemmer,
+        *(["-storeRaw"] if store_raw else []),
+        "-fields",
+        "url_hash",
+        *buffer,
+    ]
+
+
 def build_index(
     corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024, progress=None, log=None
 ) -> StageSummary:
@@ -234,29 +267,7 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
         pipes = Path(staging) / "pipes"
         pipes.mkdir()
         documents = sum(pq.ParquetFile(path).metadata.num_rows for path in files)
-        command = [
-            str(java_binary()),
-            f"-Xmx{memory_mb}m",
-            "-cp",
-            str(anserini_jar()),
-            "io.anserini.index.IndexCollection",
-            "-collection",
-            "JsonCollection",
-            "-generator",
-            "DefaultLuceneDocumentGenerator",
-            "-input",
-            str(pipes),
-            "-index",
-            str(building),
-            "-threads",
-            str(threads),
-            "-stemmer",
-            stemmer,
-            "-fields",
-            "url_hash",
-            "-memoryBuffer",
-            str(min(memory_mb // 2, 4096)),
-        ]
+        command = index_collection_command(pipes, building, threads, stemmer, memory_mb)
         output_path = Path(staging) / "anserini.log"  # a file, not a pipe: Java must not wait on a full pipe
         with open(output_path, "w") as output_file:
             parts = JsonPipes(files, pipes, threads)
