@@ -19,6 +19,24 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 CLI = [sys.executable, "-m", "builder.cli.main"]
 
 
+def judge_command(env: dict, profile: Path, out: Path, *more: str) -> list[str]:
+    return [
+        *CLI,
+        "judge",
+        "--profile",
+        str(profile),
+        "--subquestions",
+        str(env["questions"]),
+        "--candidates",
+        str(env["candidates"]),
+        "--index",
+        str(env["index"]),
+        "--out",
+        str(out),
+        *more,
+    ]
+
+
 def parquet_files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*.parquet"))
 
@@ -66,20 +84,7 @@ def kills(w: Path, env: dict, per_stage: int) -> list[tuple[str, int, int]]:
             f.write(json.dumps({"id": f"doc-{i}", "contents": f"document {i} " + "lorem ipsum " * 40}) + "\n")
     stages = {
         "corpus": lambda out: [*CLI, "corpus", "--input", str(big), "--out", str(out)],
-        "judge": lambda out: [
-            *CLI,
-            "judge",
-            "--profile",
-            str(env["small_profile"]),
-            "--subquestions",
-            str(env["questions"]),
-            "--candidates",
-            str(env["candidates"]),
-            "--index",
-            str(env["index"]),
-            "--out",
-            str(out),
-        ],
+        "judge": lambda out: judge_command(env, env["small_profile"], out),
         "index": lambda out: [*CLI, "index", "--corpus", str(w / "kills" / "reference-corpus"), "--index", str(out)],
     }
     rows = []
@@ -148,20 +153,7 @@ def races(w: Path, env: dict) -> list[tuple[str, bool, str]]:
     )
     results.append(("two corpus shards finishing together (url-hash map)", ok, " ".join(outputs[-1].split())[-110:]))
     out_dir = root / "same-judge-shard"
-    command = [
-        *CLI,
-        "judge",
-        "--profile",
-        str(env["small_profile"]),
-        "--subquestions",
-        str(env["questions"]),
-        "--candidates",
-        str(env["candidates"]),
-        "--index",
-        str(env["index"]),
-        "--out",
-        str(out_dir),
-    ]
+    command = judge_command(env, env["small_profile"], out_dir)
     first = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while first.poll() is None and not (out_dir / "_locks").exists():
         time.sleep(0.02)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from hostile_processes import CLI, ENV, kill_loop, leftovers
+from hostile_processes import ENV, judge_command, kill_loop, leftovers
 
 from builder.standins.openai_server import Fault, StandIn, answered, fingerprint, run_batch_on
 
@@ -51,24 +51,6 @@ def served_profile(w: Path, env: dict, **server) -> Path:
     path = w / "served" / f"{data['name']}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def judge_command(env: dict, profile: Path, out: Path, *more: str) -> list[str]:
-    return [
-        *CLI,
-        "judge",
-        "--profile",
-        str(profile),
-        "--subquestions",
-        str(env["questions"]),
-        "--candidates",
-        str(env["candidates"]),
-        "--index",
-        str(env["index"]),
-        "--out",
-        str(out),
-        *more,
-    ]
 
 
 def run(command: list[str]) -> tuple[int, str]:

@@ -106,9 +106,11 @@ def rows(folder):
     return sorted(table.to_pylist(), key=lambda r: (r["subq_id"], r["docid"]))
 
 
-def judge_args(profile, small_pipeline, out, *more):
+def judge_args(profile, small_pipeline, out, *more) -> list[str]:
+    """`judge` over the small pipeline's inputs, as strings (for the CLI in process, a subprocess or JSON)."""
     q, c, i = folders(small_pipeline)
-    return ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]
+    args = ["judge", "--profile", profile, "--subquestions", q, "--candidates", c, "--index", i, "--out", out, *more]
+    return [str(a) for a in args]
 
 
 def in_a_fresh_process(code: str, *args) -> object:

@@ -46,44 +46,12 @@ def test_profiles_command_reports_bad_profile(tmp_path):
 
 def test_stage_commands_on_the_sample(tmp_path, sample_index, sample_questions):
     runs = tmp_path / "runs"
-    result = runner.invoke(
-        app,
-        [
-            "retrieve",
-            "--profile",
-            "demo",
-            "--questions",
-            str(sample_questions),
-            "--index",
-            str(sample_index / "index"),
-            "--out",
-            str(runs),
-            "--shard",
-            "1",
-            "--num-shards",
-            "2",
-        ],
-    )
+    retrieve = ["retrieve", "--profile", "demo", "--questions", str(sample_questions), "--index"]
+    retrieve += [str(sample_index / "index"), "--out", str(runs), "--shard", "1", "--num-shards", "2"]
+    result = runner.invoke(app, retrieve)
     assert result.exit_code == 0, result.output
     assert "bm25:" in result.output and (runs / "bm25-00001-of-00002.trec").exists()
-    again = runner.invoke(
-        app,
-        [
-            "retrieve",
-            "--profile",
-            "demo",
-            "--questions",
-            str(sample_questions),
-            "--index",
-            str(sample_index / "index"),
-            "--out",
-            str(runs),
-            "--shard",
-            "1",
-            "--num-shards",
-            "2",
-        ],
-    )
+    again = runner.invoke(app, retrieve)
     assert "skipped" in again.output
     bad = runner.invoke(
         app,

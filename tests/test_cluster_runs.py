@@ -19,26 +19,10 @@ from builder.pasteable import profile_argument
 from generation.backends.vllm_adapter import judge_engine_args
 from generation.executors.stall import StallWatch
 from generation.profiles import PROFILE_DIR, ProfileError, load_profile
-from tests.helpers import in_a_fresh_process
+from tests.helpers import in_a_fresh_process, judge_args
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-
-
-def judge_args(pipeline, profile, out):
-    return [
-        "judge",
-        "--profile",
-        profile,
-        "--subquestions",
-        str(pipeline["questions"]),
-        "--candidates",
-        str(pipeline["candidates"]),
-        "--index",
-        str(pipeline["index"]),
-        "--out",
-        str(out),
-    ]
 
 
 def with_judge(pipeline, folder, **judge):
@@ -68,7 +52,7 @@ def test_ray_with_a_missing_model_fails_in_one_line_before_ray_starts(small_pipe
     out = tmp_path / "judgments"
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "builder.cli.main", *judge_args(small_pipeline, profile, out)],
+        [sys.executable, "-m", "builder.cli.main", *judge_args(profile, small_pipeline, out)],
         capture_output=True,
         text=True,
         env=env,
@@ -82,7 +66,7 @@ def test_ray_with_a_missing_model_fails_in_one_line_before_ray_starts(small_pipe
         "to a local folder"
     ], done.stderr
     assert not list(out.glob("_locks/*.lock")), "a failed run frees its shard"
-    in_process = runner.invoke(app, judge_args(small_pipeline, profile, tmp_path / "again"))
+    in_process = runner.invoke(app, judge_args(profile, small_pipeline, tmp_path / "again"))
     assert in_process.exit_code == 1 and "is not on this machine" in in_process.stderr
     assert not ray.is_initialized(), "the model is checked before Ray is started"
 
@@ -116,7 +100,7 @@ def test_ray_refuses_gpus_it_cannot_place_before_any_actor(small_pipeline, tmp_p
         cut_points=None,
     )
     result = in_a_fresh_process(
-        REFUSED_BEFORE_ANY_ACTOR, json.dumps(judge_args(small_pipeline, profile, tmp_path / "judgments"))
+        REFUSED_BEFORE_ANY_ACTOR, json.dumps(judge_args(profile, small_pipeline, tmp_path / "judgments"))
     )
     assert result["exit_code"] == 1 and result["stdout"] == ""
     assert error_lines(result["stderr"]) == [
@@ -147,7 +131,7 @@ def test_a_stall_is_said_on_stderr_and_a_beating_job_is_left_alone():
 def test_limited_run_is_a_smoke_test_no_full_run_or_release_takes(small_pipeline, tmp_path):
     profile = with_judge(small_pipeline, tmp_path, chunk_size=16)
     out = tmp_path / "judgments"
-    limited = runner.invoke(app, judge_args(small_pipeline, profile, out) + ["--limit", "40"])
+    limited = runner.invoke(app, judge_args(profile, small_pipeline, out) + ["--limit", "40"])
     assert limited.exit_code == 0, limited.output
     smoke = tmp_path / "judgments.limit-40"
     assert not out.exists() and "LIMITED RUN (judge --limit 40): the first 40 pairs" in limited.stdout
@@ -156,7 +140,7 @@ def test_limited_run_is_a_smoke_test_no_full_run_or_release_takes(small_pipeline
     record = json.loads((smoke / "_done" / "limited-judgments-00000-of-00001.json").read_text())
     assert len(rows) == 40 and record["extra"]["limit"] == 40 and record["extra"]["shard_pairs"] > 40
     assert not list(smoke.glob("judgments-*"))
-    full = runner.invoke(app, judge_args(small_pipeline, profile, out))
+    full = runner.invoke(app, judge_args(profile, small_pipeline, out))
     assert full.exit_code == 0, full.output
     whole = pq.read_table(out / "judgments-00000-of-00001.parquet").to_pylist()
     assert len(whole) == record["extra"]["shard_pairs"] and whole[:40] == rows, "the full run's first 40 pairs"
@@ -176,7 +160,7 @@ def test_limited_run_is_a_smoke_test_no_full_run_or_release_takes(small_pipeline
     )
     assert refused.exit_code == 1 and len(error_lines(refused.stderr)) == 1
     assert "no judgments shards" in refused.stderr or "not judge-stage output" in refused.stderr
-    both = runner.invoke(app, judge_args(small_pipeline, profile, out) + ["--limit", "5", "--budget", "0.5"])
+    both = runner.invoke(app, judge_args(profile, small_pipeline, out) + ["--limit", "5", "--budget", "0.5"])
     assert both.exit_code == 2 and "leave out --budget" in both.output
 
 

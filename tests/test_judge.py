@@ -14,6 +14,7 @@ from generation.judging.judges import LLMJudge, Pair, digit_token_ids, distribut
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError
 from generation.stages.judge import plan_pairs, run_judge
+from tests.helpers import judge_args
 
 
 def judge_profile(base, **judge):
@@ -147,22 +148,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
 
 def judge_command(profile_path, pipeline, out):
-    return [
-        sys.executable,
-        "-m",
-        "builder.cli.main",
-        "judge",
-        "--profile",
-        str(profile_path),
-        "--subquestions",
-        str(pipeline["questions"]),
-        "--candidates",
-        str(pipeline["candidates"]),
-        "--index",
-        str(pipeline["index"]),
-        "--out",
-        str(out),
-    ]
+    return [sys.executable, "-m", "builder.cli.main", *judge_args(profile_path, pipeline, out)]
 
 
 def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pipeline, tmp_path):

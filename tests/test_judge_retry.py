@@ -72,32 +72,12 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(
     ]
 
     written = server_profile  # the endpoint is outside the config hash: the same profile
-    code, output = cli(
-        "build-release",
-        "--profile",
-        written,
-        "--judgments",
-        out,
-        "--questions",
-        small_pipeline["questions"],
-        "--out",
-        tmp_path / "release",
-    )
+    build = ["build-release", "--profile", written, "--judgments", out, "--questions", small_pipeline["questions"]]
+    code, output = cli(*build, "--out", tmp_path / "release")
     assert code == 1 and "1 judged pair in 1 shard failed" in " ".join(output.split()), output
     assert "--allow-failed-pairs" in output
     assert not (tmp_path / "release" / "manifest.json").exists()
-    code, output = cli(
-        "build-release",
-        "--profile",
-        written,
-        "--judgments",
-        out,
-        "--questions",
-        small_pipeline["questions"],
-        "--out",
-        tmp_path / "release",
-        "--allow-failed-pairs",
-    )
+    code, output = cli(*build, "--out", tmp_path / "release", "--allow-failed-pairs")
     assert code == 0, output
     assert json.loads((tmp_path / "release" / "manifest.json").read_text())["failed_pairs"] == 1
     assert "1 pair whose request failed" in " ".join((tmp_path / "release" / "README.md").read_text().split())
