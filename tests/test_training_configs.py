@@ -3,6 +3,7 @@ loads by name with `load_dataset`, holds exactly what the judgments give (recomp
 Python from the release's own judgment files), the card's snippets run against it, and `validate` catches a dev
 split that does not follow its rule."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -37,10 +38,10 @@ def profile() -> Profile:
     )
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    root = tmp_path_factory.mktemp("training")
-    inputs = synthesize(
+def training_inputs(root):
+    """Synthetic judgments of the paper profile in distribution mode, with runs (every fifth question's retrieving
+    nothing past its pool), so every source of negatives is used."""
+    return synthesize(
         root / "in",
         subquestions=600,
         judgments=12_000,
@@ -49,12 +50,32 @@ def release(tmp_path_factory):
         seed=5,
         unparsed_share=0.004,
         profile=profile(),
+        runs_depth=40,
     )
-    out = root / "researchy-subq-judgments"
+
+
+def training_release(inputs):
+    out = inputs["judgments"].parent.parent / "researchy-subq-judgments"
     package_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), out, profile(), repo=REPO, rows_per_file=2000
+        [inputs["judgments"]],
+        list(inputs["questions"].values()),
+        out,
+        profile(),
+        repo=REPO,
+        rows_per_file=2000,
+        runs=[inputs["runs"]],
     )
     return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return training_inputs(tmp_path_factory.mktemp("training"))
+
+
+@pytest.fixture(scope="module")
+def release(inputs):
+    return training_release(inputs)
 
 
 def judgments(release, split):
@@ -65,36 +86,94 @@ def manifest(release):
     return json.loads((release / "manifest.json").read_text())
 
 
-def expected_rows(release, split):
-    """Hard-negative rows and graded lists as the card describes them, in plain Python."""
-    by_subq = {}
-    for r in judgments(release, split):
+LAST = float("inf")
+
+
+def hardness(r):
+    return (
+        r["rerank_rank"] if r["rerank_rank"] is not None else LAST,
+        r["bm25_rank"] if r["bm25_rank"] is not None else LAST,
+        r["docid"],
+    )
+
+
+def sha(key):
+    return int.from_bytes(hashlib.sha256(f"other-question-negatives:{key}".encode()).digest()[:8], "big")
+
+
+def retrieved_from_runs(inputs, graded_of, kept=20):
+    """Per question, the run documents no graded judgment of it covers, hardest first, read from the runs."""
+    ranks = {}
+    for r in pq.read_table(sorted(inputs["runs"].glob("*.parquet"))).to_pylist():
+        entry = ranks.setdefault((r["qid"], r["docid"]), {"docid": r["docid"], "bm25_rank": None, "rerank_rank": None})
+        entry["bm25_rank" if r["stage"] == "bm25" else "rerank_rank"] = r["rank"]
+    lists = {}
+    for (qid, docid), entry in ranks.items():
+        if docid not in graded_of.get(qid, set()):
+            lists.setdefault(qid, []).append(entry)
+    return {qid: sorted(docs, key=hardness)[:kept] for qid, docs in lists.items()}
+
+
+def rotated(candidates, i, m):
+    return [candidates[x] for x in sorted({(i * m + j) % len(candidates) for j in range(min(m, len(candidates)))})]
+
+
+SOURCES = ("judged", "retrieved_unjudged", "other_question")
+
+
+def expected_rows(release, split, inputs, k=K, negative_level=1, order=SOURCES):
+    """Hard-negative rows and graded lists as the card describes them, in plain Python from the release's
+    judgments and the runs: (sub-question, positive) -> [(negative, source)], lists, short, positives."""
+    rows_all = judgments(release, split)
+    by_subq, graded_of = {}, {}
+    for r in rows_all:
         if r["level"] is not None:
             by_subq.setdefault(r["subq_id"], []).append(r)
-    last = float("inf")
+            graded_of.setdefault(r["qid"], set()).add(r["docid"])
+    retrieved = retrieved_from_runs(inputs, graded_of)
+    sampled = sorted({r["qid"] for r in rows_all}, key=sha)[:1024]
+    pairs = sorted(
+        {
+            (r["docid"], r["qid"])
+            for r in rows_all
+            if r["qid"] in sampled and r["level"] is not None and r["level"] <= negative_level
+        },
+        key=lambda pair: (sha(pair[1]), pair[0]),
+    )
+    pool = list(dict.fromkeys(docid for docid, _ in pairs))  # each document once, at its first place
     hard, lists, short, positives = {}, {}, 0, 0
     for subq, rows in by_subq.items():
-        negatives = sorted(
-            (r for r in rows if r["level"] <= 1),
-            key=lambda r: (
-                r["rerank_rank"] if r["rerank_rank"] is not None else last,
-                r["bm25_rank"] if r["bm25_rank"] is not None else last,
-                r["docid"],
-            ),
-        )
-        for p in (r for r in rows if r["level"] >= 4):
+        graded = sorted(rows, key=lambda r: (-r["level"], *hardness(r)))
+        qid = graded[0]["qid"]
+        low = [r["docid"] for r in graded if r["level"] <= negative_level]
+        unjudged = [d["docid"] for d in retrieved.get(qid, [])]
+        for i, p in enumerate(r for r in graded if r["level"] >= 4):
             positives += 1
-            if len(negatives) < K:
+            taken = []
+            for source in order:
+                m, chosen = k - len(taken), {d for d, _ in taken}
+                if m == 0:
+                    break
+                if source == "other_question":
+                    excluded, start = graded_of[qid] | set(unjudged) | chosen, sha(subq) + i * m
+                    for step in range(len(pool)):
+                        docid = pool[(start + step) % len(pool)]
+                        if len(taken) < k and docid not in excluded:
+                            taken.append((docid, source))
+                            excluded.add(docid)
+                    continue
+                candidates = [d for d in (low if source == "judged" else unjudged) if d not in chosen]
+                taken += [(d, source) for d in rotated(candidates, i, m)] if candidates else []
+            if len(taken) < k:
                 short += 1
                 continue
-            hard[(subq, p["docid"])] = [n["docid"] for n in negatives[:K]]
-        graded = sorted(rows, key=lambda r: (-r["level"], r["docid"]))
+            hard[(subq, p["docid"])] = taken
         lists[subq] = {
             "docids": [r["docid"] for r in graded],
             "labels": [r["level"] for r in graded],
             "expected": [r["expected"] for r in graded],
             "probs": [r["probs"] for r in graded],
-            "qid": graded[0]["qid"],
+            "qid": qid,
         }
     return hard, lists, short, positives
 
@@ -115,26 +194,55 @@ def test_every_config_has_the_dev_split_and_it_follows_its_rule(release):
 
 
 @pytest.mark.parametrize("split", ["train", "dev", "test"])
-def test_hard_negatives_are_the_hardest_low_levels_of_each_positive(release, split):
-    hard, _, short, _ = expected_rows(release, split)
+def test_every_positive_has_a_row_with_its_negatives_sources_named(release, inputs, split):
+    hard, _, short, positives = expected_rows(release, split, inputs)
     rows = datasets.load_dataset(str(release), "hard-negatives", split=split)
-    assert rows.column_names == ["query_id", "query_text", "positive_document_ids", "negative_document_ids", "qid"]
+    assert rows.column_names == [
+        "query_id",
+        "query_text",
+        "positive_document_ids",
+        "negative_document_ids",
+        "negative_sources",
+        "qid",
+    ]
     texts = {q["_id"]: q["text"] for q in datasets.load_dataset(str(release), "queries", split=split)}
     got = {}
     for row in rows:
         assert len(row["positive_document_ids"]) == 1 and len(row["negative_document_ids"]) == K
         assert row["query_text"] == texts[row["query_id"]] and row["query_id"].startswith(row["qid"] + "-")
-        got[(row["query_id"], row["positive_document_ids"][0])] = row["negative_document_ids"]
-    assert got == hard and len(rows) == len(hard) > 0
+        got[(row["query_id"], row["positive_document_ids"][0])] = list(
+            zip(row["negative_document_ids"], row["negative_sources"])
+        )
+    assert got == hard and len(rows) == len(hard) == positives > 0 and short == 0
+    assert {s for taken in hard.values() for _, s in taken} == {"judged", "retrieved_unjudged", "other_question"}
 
 
-def test_short_positives_are_counted_in_the_manifest_and_card(release):
+def test_retrieved_unjudged_lists_are_the_runs_documents_no_judgment_covers(release, inputs):
+    for split in ("train", "dev", "test"):
+        graded_of = {}
+        for r in judgments(release, split):
+            if r["level"] is not None:
+                graded_of.setdefault(r["qid"], set()).add(r["docid"])
+        want = retrieved_from_runs(inputs, graded_of)
+        got = {q["qid"]: q["retrieved_unjudged"] for q in datasets.load_dataset(str(release), "questions", split=split)}
+        assert got == {qid: want.get(qid, []) for qid in got} and any(got.values())
+
+
+def test_positives_and_negatives_by_source_are_counted_in_the_manifest_and_card(release, inputs):
     stated = manifest(release)["training"]
     short = positives = 0
+    by_source = dict.fromkeys(("judged", "retrieved_unjudged", "other_question"), 0)
     for split in ("train", "dev", "test"):
-        _, _, s, p = expected_rows(release, split)
+        hard, _, s, p = expected_rows(release, split, inputs)
         short, positives = short + s, positives + p
-    assert (stated["short_positives"], stated["positives"]) == (short, positives) and short > 0
+        for taken in hard.values():
+            for _, source in taken:
+                by_source[source] += 1
+    assert (stated["short_positives"], stated["positives"], stated["negatives_by_source"]) == (
+        short,
+        positives,
+        by_source,
+    )
     assert {k: stated[k] for k in ("negative_level", "negatives", "seed", "dev_share", "answer_level")} == {
         "negative_level": 1,
         "negatives": K,
@@ -142,13 +250,15 @@ def test_short_positives_are_counted_in_the_manifest_and_card(release):
         "dev_share": 0.25,
         "answer_level": 4,
     }
-    body = (release / "README.md").read_text()
-    assert re.search(rf"{short:,} of\s+{positives:,} positives are left out", body)
+    assert stated["retrieved_unjudged_from"] == "runs"
+    body = " ".join((release / "README.md").read_text().split())
+    assert f"{positives - short:,} of {positives:,} positives have a row" in body
+    assert all(f"`{source}` {n:,}" in body for source, n in by_source.items()), by_source
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
-def test_graded_lists_hold_every_graded_judgment_once(release, split):
-    _, lists, _, _ = expected_rows(release, split)
+def test_graded_lists_hold_every_graded_judgment_once(release, inputs, split):
+    _, lists, _, _ = expected_rows(release, split, inputs)
     rows = datasets.load_dataset(str(release), "graded-lists", split=split)
     got = {r["query_id"]: r for r in rows}
     assert set(got) == set(lists)

@@ -8,6 +8,7 @@ import json
 import shutil
 
 import datasets
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -15,10 +16,11 @@ from typer.testing import CliRunner
 from builder.release.layout import config
 from builder.release.validate import validate
 from builder.training.files import write_training_files
-from builder.training.texts import write_texts
+from builder.training.texts import judged_docids, write_texts
 from generation.errors import ArgumentError
 from generation.models import MINILM, resolve_model
 from generation.profiles import load_profile
+from generation.schema import conform
 from tests.test_texts import copy, release  # noqa: F401 - the module fixtures: a real release and a ClueWeb22 copy
 
 PAPER = load_profile("paper")
@@ -189,3 +191,103 @@ def test_cli_training_files(release, files, tmp_path):  # noqa: F811
         ],
     )
     assert unknown.exit_code == 1 and "--format colbert: choose from" in unknown.output
+
+
+@pytest.fixture(scope="module")
+def retrieved_release(tmp_path_factory):
+    """The training-configs test's release (built with runs: every source of negatives) and a corpus Parquet copy
+    holding every document the judgments and the runs name but one retrieved-unjudged negative of a row."""
+    from tests.test_training_configs import training_inputs, training_release
+
+    inputs = training_inputs(tmp_path_factory.mktemp("retrieved"))
+    built = training_release(inputs)
+    named = pq.read_table(sorted(inputs["runs"].glob("*.parquet")), columns=["docid"])["docid"].to_pylist()
+    named += pq.read_table(config("judgments").files(built, "train"), columns=["docid"])["docid"].to_pylist()
+    rows = [r for split in ("train", "dev", "test") for r in hard_negative_rows(built, split)]
+    lacking = next(
+        d for r in rows for d, s in zip(r["negative_document_ids"], r["negative_sources"]) if s == "retrieved_unjudged"
+    )
+    docids = sorted(set(named) - {lacking})
+    corpus = pa.table(
+        {
+            "docid": docids,
+            "url_hash": [f"{i:032X}" for i in range(len(docids))],
+            "url": [None] * len(docids),
+            "text": [f"text of {d}" for d in docids],
+        }
+    )
+    root = tmp_path_factory.mktemp("retrieved-copy")
+    (root / "corpus").mkdir()
+    pq.write_table(conform(corpus, "corpus"), root / "corpus" / "corpus-00000-of-00001.parquet")
+    return {"release": built, "inputs": inputs, "copy": root / "corpus", "lacking": lacking, "root": root}
+
+
+def test_texts_bring_the_unjudged_negatives_of_the_rows_and_with_all_retrieved_every_list(retrieved_release):
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    rows = [r for split in ("train", "dev", "test") for r in hard_negative_rows(built, split)]
+    named = {d for r in rows for d in r["negative_document_ids"]} | set(judged_docids(built)["docid"].to_pylist())
+    summary = write_texts(built, retrieved_release["copy"], root / "texts")
+    assert summary.documents == len(named) and summary.missing == {"not_in_copy": 1}
+    listed = {
+        d["docid"]
+        for split in ("train", "dev", "test")
+        for q in pq.read_table(config("questions").files(built, split)).to_pylist()
+        for d in q["retrieved_unjudged"]
+    }
+    assert listed - named, "the lists hold more than the rows use"
+    every = write_texts(built, retrieved_release["copy"], root / "all-texts", all_retrieved=True)
+    assert every.documents == len(named | listed)
+
+
+@pytest.mark.parametrize(
+    "k,level,order",
+    [(3, 1, None), (5, 0, ("retrieved_unjudged", "judged")), (2, 1, ("other_question",))],
+)
+def test_training_files_rederive_rows_from_the_graded_lists(retrieved_release, tmp_path, k, level, order):
+    from tests.test_training_configs import SOURCES, expected_rows
+
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    texts = root / "all-texts"
+    if not texts.exists():
+        write_texts(built, retrieved_release["copy"], texts, all_retrieved=True)
+    summary = write_training_files(
+        built,
+        texts,
+        tmp_path / "out",
+        negatives=None if order is None else k,
+        negative_level=None if order is None else level,
+        fill_order=order,
+        formats=("sentence-transformers", "flagembedding"),
+    )
+    for split in ("train", "dev", "test"):
+        hard, _, short, positives = expected_rows(built, split, retrieved_release["inputs"], k, level, order or SOURCES)
+        ids = pq.read_table(tmp_path / "out" / "sentence-transformers-ids" / f"{split}.parquet").to_pylist()
+        got = {(r["query_id"], r["positive_id"]): list(zip(r["negative_ids"], r["negative_sources"])) for r in ids}
+        with_texts = {
+            key: taken
+            for key, taken in hard.items()
+            if retrieved_release["lacking"] not in {d for d, _ in taken} | {key[1]}
+        }
+        assert got == with_texts and len(ids) == len(got) and summary.left_out[split] == len(hard) - len(got)
+        if order is None:
+            release_rows = hard_negative_rows(built, split)
+            assert [(r["query_id"], r["positive_id"], r["negative_ids"], r["negative_sources"]) for r in ids] == [
+                (r["query_id"], r["positive_document_ids"][0], r["negative_document_ids"], r["negative_sources"])
+                for r in release_rows
+                if retrieved_release["lacking"] not in r["negative_document_ids"]
+            ]
+        lines = jsonl(tmp_path / "out" / "flagembedding" / f"{split}.jsonl")
+        scored = [("neg_scores" in line) for line in lines]
+        assert scored == [set(r["negative_sources"]) == {"judged"} for r in ids]
+    assert summary.counts.positives - summary.counts.short_positives == sum(summary.rows.values()) + sum(
+        summary.left_out.values()
+    )
+
+
+def test_training_files_refuses_a_negative_level_at_the_answer_level(retrieved_release, tmp_path):
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    write_texts(built, retrieved_release["copy"], root / "texts-refusal")
+    with pytest.raises(ArgumentError, match="negative level 4: must be below the release's answer level 4"):
+        write_training_files(built, root / "texts-refusal", tmp_path / "out", negative_level=4)
+    with pytest.raises(ArgumentError, match="fill order"):
+        write_training_files(built, root / "texts-refusal", tmp_path / "out", fill_order=("judged", "bm25"))

@@ -83,6 +83,7 @@ def synthesize(
     seed: int = 0,
     unparsed_share: float | None = None,
     profile: str | Profile = "paper",
+    runs_depth: int = 0,
 ) -> dict:
     """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts.
     The judgment shards' completion records carry `profile`'s config hash, as if judged under it; levels, raw
@@ -187,13 +188,65 @@ def synthesize(
                 )
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
+    if runs_depth:
+        folders["runs"] = write_runs(out / "runs", qids, doc_offsets, cand_per_q, n_docs, runs_depth, profile, rng)
     return {
         "questions": folders["questions"],
         "judgments": folders["judgments"],
         "levels": counts,
         "judgments_total": len(subq_of_pair),
         "subquestions": len(q_of_subq),
+        **({"runs": folders["runs"]} if runs_depth else {}),
     }
+
+
+def write_runs(
+    folder: Path,
+    qids: np.ndarray,
+    doc_offsets: np.ndarray,
+    cand_per_q: np.ndarray,
+    n_docs: int,
+    depth: int,
+    profile: Profile,
+    rng: np.random.Generator,
+) -> Path:
+    """`bm25` and `rerank` run shards as the retrieve and rerank stages write them: each question's BM25 run is its
+    candidates (ranks 1..n) then `depth - n` documents no pool holds (docids past the pools'), but every fifth
+    question's runs retrieve its pool only (nothing left unjudged); the reranker's run is the same documents in a
+    shuffled order."""
+    from generation.stages.rerank import RerankStage
+    from generation.stages.retrieve import RetrieveStage
+
+    folder.mkdir(parents=True, exist_ok=True)
+    extra = np.where(np.arange(len(qids)) % 5 == 0, 0, np.maximum(depth - cand_per_q, 0))
+    fresh_start = n_docs + np.r_[0, np.cumsum(extra)[:-1]]
+    per_q = np.minimum(cand_per_q, depth) + extra
+    question = np.repeat(np.arange(len(qids)), per_q)
+    rank = np.arange(len(question)) - np.repeat(np.cumsum(per_q) - per_q, per_q)
+    pooled = rank < np.minimum(cand_per_q, depth)[question]
+    doc = np.where(pooled, doc_offsets[question] + rank, fresh_start[question] + rank - cand_per_q[question])
+    docids = pa.array(
+        [f"clueweb22-en{i // 1_000_000:04d}-{(i // 10_000) % 100:02d}-{i % 10_000:05d}" for i in doc.tolist()]
+    )
+    rerank = np.lexsort((rng.random(len(question)), question))  # a shuffle within each question
+    rerank_rank = np.empty(len(question), np.int64)
+    rerank_rank[rerank] = rank
+    qid_column = pa.array(qids, pa.string()).take(pa.array(question))
+    for stage, ranks in ((RetrieveStage, rank), (RerankStage, rerank_rank)):
+        output = StageOutput(folder, stage.writes, stage.config_hash(profile))
+        table = pa.table(
+            {
+                "qid": qid_column,
+                "docid": docids,
+                "rank": pa.array(ranks + 1, pa.int32()),
+                "score": pa.array(-(ranks.astype(np.float32))),
+                "stage": pa.array(np.full(len(question), stage.writes)),
+            },
+            schema=arrow_schema("runs"),
+        )
+        pq.write_table(table, output.path(Shard()), compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
+        output.mark_done(Shard())
+    return folder
 
 
 def zipf_vocabulary(size: int, rng: np.random.Generator) -> np.ndarray:

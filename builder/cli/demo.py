@@ -214,17 +214,27 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]
     questions = [out / "questions" / s for s in RESEARCHY]
+    runs = [out / "runs" / s for s in RESEARCHY]
     step(
         f"researchy-subq build-release --profile {profile} "
         + " ".join(f"--judgments {j}" for j in judgments)
         + " "
         + " ".join(f"--questions {q}" for q in questions)
+        + " "
+        + " ".join(f"--runs {r}" for r in runs)
         + f" --repo {DEMO_REPO} --agreement {out / 'agreement.json'}"
         + f" --out {release}"
     )
     with counter("build-release", unit="judgments") as advance:
         summary, card = package_release(
-            judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", progress=advance
+            judgments,
+            questions,
+            release,
+            profile,
+            repo=DEMO_REPO,
+            agreement=out / "agreement.json",
+            progress=advance,
+            runs=runs,
         )
     step(f"researchy-subq validate {release}")
     with counter("validate", unit="checks"):

@@ -19,6 +19,12 @@ app = new_app("Release commands: build-release, validate, publish.")
 def build_release_command(
     judgments: list[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
     questions: list[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
+    runs: list[Path] | None = typer.Option(
+        None,
+        "--runs",
+        help="the retrieve/rerank runs folder (repeatable: train, test): the documents they retrieved that no judgment "
+        "covers become questions.retrieved_unjudged and hard-negatives' retrieved_unjudged negatives",
+    ),
     out: Path = typer.Option(
         Path("researchy-subq-judgments"),
         "--out",
@@ -72,6 +78,7 @@ def build_release_command(
             shards_revision=shards_revision,
             leave_out_other_text=leave_out_other_text,
             allow_failed_pairs=allow_failed_pairs,
+            runs=runs or None,
         ),
     )
     for split, stats in summary.stats.items():

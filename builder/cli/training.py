@@ -44,18 +44,26 @@ def texts(
         help="read ClueWeb22 records through their .offset files when present "
         "(--no-offsets: stream each file to its last judged record)",
     ),
+    all_retrieved: bool = typer.Option(
+        False,
+        "--all-retrieved",
+        help="also every document of questions.retrieved_unjudged (for training-files with a larger --negatives)",
+    ),
     shard: int = SHARD,
     num_shards: int = NUM_SHARDS,
 ) -> None:
-    """Texts of the release's judged documents (corpus-ids) from your copy: as the judge saw them and whole; lists
-    the documents the copy lacks. Sharded and resumable; refuses to write into a release folder."""
+    """Texts of the release's documents from your copy (the judged ones and the hard-negatives rows' unjudged
+    negatives): as the judge saw them and whole; lists the documents the copy lacks. Sharded and resumable; refuses
+    to write into a release folder."""
     from builder.training.texts import write_texts
 
     existing_release(release)
     summary = run_stage(
         "texts",
         "docs",
-        lambda advance: write_texts(release, copy, out, shard_of(shard, num_shards), offsets, progress=advance),
+        lambda advance: write_texts(
+            release, copy, out, shard_of(shard, num_shards), offsets, progress=advance, all_retrieved=all_retrieved
+        ),
     )
     if summary.skipped:
         notice("shard already complete under this release and copy: skipped (delete its _done record to redo it)")
@@ -63,7 +71,7 @@ def texts(
     missing = sum(summary.missing.values())
     reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(summary.missing.items())) or "none"
     results.print(
-        f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} judged documents written, "
+        f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} documents written, "
         f"{missing:,} missing ({reasons}) from {summary.files_opened:,} ClueWeb22 files -> "
         f"{summary.outputs[0]}; missing list {summary.outputs[1]}",
         highlight=False,
@@ -77,15 +85,24 @@ def training_files(
     texts_folder: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote"),
     out: Path = typer.Option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
     whole: bool = typer.Option(False, "--whole", help="use whole documents (default: as the judge saw them)"),
-    negatives: int | None = typer.Option(None, min=1, help="negatives per row (default: all the release's k)"),
+    negatives: int | None = typer.Option(None, min=1, help="negatives per row, k (default: the release's)"),
+    negative_level: int | None = typer.Option(
+        None, min=0, help="a judged document at this level or below is a negative (default: the release's)"
+    ),
+    fill_order: str | None = typer.Option(
+        None,
+        help="where negatives come from, in order, comma-separated: judged, retrieved_unjudged, other_question "
+        "(default: the release's)",
+    ),
     formats: list[str] | None = typer.Option(
         None,
         "--format",
         help="write only these (repeatable): sentence-transformers, flagembedding, beir, tevatron (default: all)",
     ),
 ) -> None:
-    """sentence-transformers dataset (+ id sidecar), FlagEmbedding JSONL, BEIR folder and Tevatron corpus from
-    the release's hard-negatives config and your texts."""
+    """sentence-transformers dataset (+ id sidecar), FlagEmbedding JSONL, BEIR folder and Tevatron corpus from the
+    release and your texts; the hard-negatives rows re-derived from its graded lists (the release's own by default,
+    or another k, negative level or fill order)."""
     from builder.training.files import write_training_files
 
     existing_release(release)
@@ -98,6 +115,8 @@ def training_files(
             out,
             whole=whole,
             negatives=negatives,
+            negative_level=negative_level,
+            fill_order=tuple(part.strip() for part in fill_order.split(",")) if fill_order else None,
             progress=advance,
             **({"formats": tuple(formats)} if formats else {}),
         ),

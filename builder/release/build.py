@@ -273,6 +273,7 @@ def build_release_data(
     rows_per_file: int = ROWS_PER_FILE,
     progress=None,
     leave_out: tuple[str, ...] = (),
+    runs: list[Path] | None = None,
 ) -> ReleaseSummary:
     """Writes data/ and returns the row counts and statistics; the card and manifest come after (card.py). Judgments
     whose status is in `leave_out` are not written (counted in the summary's `left_out`)."""
@@ -321,7 +322,7 @@ def build_release_data(
     }
     qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
-    training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file)
+    training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file, runs=runs)
     left_out = Counter()
     for _, routed in route(files, index, profile.pool if profile is not None else None, leave_out, left_out):
         b = routed.batch
@@ -347,6 +348,10 @@ def build_release_data(
         summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
     derived.close(summary)
     summary.training = training.close(summary)
+    retrieved = training.retrieved_column(question_table)
+    if retrieved is not None:
+        column = question_table.schema.get_field_index("retrieved_unjudged")
+        question_table = question_table.set_column(column, question_table.schema.field(column), retrieved)
     question_table = add_columns(
         question_table, np.arange(question_table.num_rows), complexity.result(), complexity.judged
     )

@@ -93,6 +93,7 @@ def package_release(
     shards_revision: str | None = None,
     leave_out_other_text: bool = False,
     allow_failed_pairs: bool = False,
+    runs: list[Path] | None = None,
 ) -> tuple[ReleaseSummary, Path]:
     refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
     failed = failed_pairs(judgments, allow_failed_pairs)
@@ -112,7 +113,9 @@ def package_release(
     prompt = get_prompt(profile.judge.prompt)
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
-    summary = build_release_data(judgments, questions, out, profile, progress=progress, leave_out=leave_out, **kwargs)
+    summary = build_release_data(
+        judgments, questions, out, profile, progress=progress, leave_out=leave_out, runs=runs, **kwargs
+    )
     if imported and leave_out:
         imported["left_out"] = summary.left_out
     judge = "; ".join(judges) or profile.judge.model

@@ -3,18 +3,19 @@
 - `dev`: the train questions whose sha256(f"{seed}:{qid}") falls below the profile's `training.dev_share`
   (`dev_questions`), so a model is chosen on questions disjoint from both train and test; the split moves with
   the question, so every config with splits has it.
-- `hard-negatives` (Tevatron v2's columns, generation/schema.py): one row per (sub-question, positive): the
-  positive judged at level >= `complexity.answer_level`, and the `training.negatives` (k) hardest documents of the
-  same sub-question judged at level <= `training.negative_level`: reranker rank first, then BM25 rank (a missing
-  rank last), then docid, so the choice is deterministic. A positive whose sub-question has fewer than k such
-  documents is left out and counted (`short_positives`): every row has exactly k negatives, which
-  sentence-transformers' (anchor, positive, negative_1..k) n-tuples need.
-- `graded-lists`: one row per sub-question: every graded judgment (level descending, then docid) with its level
-  and, in distribution mode, the judge's `expected` and `probs`.
+- `graded-lists`: one row per sub-question: every graded judgment, level descending, then rerank rank, then BM25
+  rank (a missing rank last), then docid, so each level's hardest come first; with its level and, in distribution
+  mode, the judge's `expected` and `probs`.
+- `hard-negatives` (Tevatron v2's columns, generation/schema.py): one row per (sub-question, positive judged at
+  level >= `complexity.answer_level`), its k negatives from the sources of `training.fill_order`, derived from the
+  graded lists (builder/release/hard_negatives.py).
 
-Rows are grouped by sub-question with the release's sorted runs (generation/spill.py `TableRuns`), keyed by
-(sub-question position, arrival), so memory stays bounded however many judgments there are. Output rows follow
-the sub-questions' order in the `subquestions` tables, so `validate` re-derives the same rows in the same order.
+Rows are grouped with the release's sorted runs (generation/spill.py `TableRuns`), keyed by (the sub-question's
+place in the output order, arrival), so memory stays bounded however many judgments there are. The output order
+is question by question (a question at the place of its first sub-question in the `subquestions` tables), each
+question's sub-questions in table order, so every chunk holds whole questions and `validate` re-derives the same
+rows in the same order. With `runs` (builder/release/retrieved.py), the questions' retrieved-unjudged lists are
+derived in the same merge.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.hard_negatives import (
+    OTHER_QUESTIONS,
+    ChunkInputs,
+    NegativeCounts,
+    NegativeRule,
+    OtherQuestionPool,
+    derive_rows,
+    sampled_questions,
+)
+from builder.release.retrieved import HARDNESS, RunsOfQuestions, StoredRetrieved, lists_by_row
 from generation.schema import arrow_schema
 from generation.spill import TableRuns
 
@@ -81,45 +92,74 @@ class JudgmentRuns(TableRuns):
 @dataclass
 class TrainingCounts:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
-    positives: int = 0  # (sub-question, positive) pairs
-    short_positives: int = 0  # of them, left out: fewer than k hard negatives
+    negatives: NegativeCounts = field(default_factory=NegativeCounts)
+    retrieved: str = "none"  # where questions.retrieved_unjudged came from
+
+
+def output_order(qids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per sub-question position, its place in the output order (question by question, at the place of the
+    question's first sub-question), and per position, its question's code (the place of that first sub-question)."""
+    codes = pc.index_in(qids, value_set=pc.unique(qids)).to_numpy(zero_copy_only=False).astype(np.int64)
+    n = len(codes)
+    first = np.full(int(codes.max()) + 1 if n else 0, n, np.int64)
+    np.minimum.at(first, codes, np.arange(n))
+    question = first[codes]
+    order = np.lexsort((np.arange(n), question))
+    place = np.empty(n, np.int64)
+    place[order] = np.arange(n)
+    return place, place[question]
 
 
 class TrainingRows:
     """Graded judgments added in any order (positions into `subquestions`); `tables()` gives back, per chunk of
-    whole sub-questions in position order, (split code, config, rows)."""
+    whole questions in output order, (split code, config, rows). `retrieved`: a `RunsOfQuestions` to derive the
+    retrieved-unjudged lists from runs (the build), or a `StoredRetrieved` (validate, training-files), or None."""
 
     def __init__(
-        self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training, memory: int | None = None
+        self,
+        subquestions: pa.Table,
+        subq_split: np.ndarray,
+        answer_level: int,
+        training,
+        memory: int | None = None,
+        retrieved=None,
     ):
         self.ids, self.qids, self.texts = subquestions["subq_id"], subquestions["qid"], subquestions["text"]
-        self.subq_split, self.answer_level, self.training = subq_split, answer_level, training
+        self.subq_split, self.training = subq_split, training
+        self.rule = NegativeRule.of(training, answer_level)
+        self.place, self.question_place = output_order(self.qids)
+        self.position_of_place = np.argsort(self.place)
         self.runs = JudgmentRuns("key", memory or RUN_ROWS)
+        self.retrieved = retrieved
         self.serial = 0
         self.counts = TrainingCounts()
+        self.pools = OtherQuestionPools(self.qids, subq_split)
 
     def add(self, rows: pa.Table, subquestion: np.ndarray) -> None:
         graded = pc.is_valid(rows["level"]).to_numpy(zero_copy_only=False)
         if not graded.any():
             return
         n = int(graded.sum())
-        key = (subquestion[graded].astype(np.uint64) << np.uint64(SERIAL_BITS)) + np.arange(
+        table = rows.select(COLUMNS) if graded.all() else rows.select(COLUMNS).filter(pa.array(graded))
+        position = subquestion[graded]
+        self.pools.add(table, position, self.rule.negative_level)
+        key = (self.place[position].astype(np.uint64) << np.uint64(SERIAL_BITS)) + np.arange(
             self.serial, self.serial + n, dtype=np.uint64
         )
         self.serial += n
-        table = rows.select(COLUMNS) if graded.all() else rows.select(COLUMNS).filter(pa.array(graded))
         self.runs.add(table.append_column("key", pa.array(key, pa.uint64())))
 
     def groups(self) -> Iterator[pa.Table]:
-        """Chunks of whole sub-questions, in position order, with a `position` column."""
+        """Chunks of whole questions, in output order, with `place` and `question` (its first place) columns."""
         carry = None
         for chunk in self.runs.merged():
-            position = pc.shift_right(chunk["key"], SERIAL_BITS)
-            chunk = chunk.append_column("position", position)
+            place = pc.shift_right(chunk["key"], SERIAL_BITS).to_numpy(zero_copy_only=False).astype(np.int64)
+            question = self.question_place[self.position_of_place[place]]
+            chunk = chunk.append_column("place", pa.array(place)).append_column("question", pa.array(question))
             if carry is not None:
                 chunk = pa.concat_tables([carry, chunk])
-            last = chunk["position"][-1]
-            whole = pc.not_equal(chunk["position"], last)
+            last = chunk["question"][-1]
+            whole = pc.not_equal(chunk["question"], last)
             carry = chunk.filter(pc.invert(whole))
             if pc.any(whole).as_py():
                 yield chunk.filter(whole)
@@ -127,33 +167,52 @@ class TrainingRows:
             yield carry
 
     def tables(self) -> Iterator[tuple[int, str, pa.Table]]:
+        pools = self.pools.result()
         for chunk in self.groups():
-            for name, table in (
-                ("graded-lists", self.graded_lists(chunk)),
-                ("hard-negatives", self.hard_negatives(chunk)),
-            ):
-                split = (
-                    self.subq_split[table["position"].to_numpy(zero_copy_only=False)]
-                    if table.num_rows
-                    else np.zeros(0, np.int64)
+            lists = self.graded_lists(chunk)
+            retrieved = self._retrieved(chunk, lists)
+            split = self.subq_split[self.position_of_place[lists["place"].to_numpy(zero_copy_only=False)]]
+            for code in np.unique(split):
+                part = lists.filter(pa.array(split == code))
+                rows, counts = derive_rows(
+                    part,
+                    ChunkInputs(part["query_text"], retrieved(part), pools.get(int(code))),
+                    self.rule,
                 )
-                for code in np.unique(split):
-                    part = table.filter(pa.array(split == code)).drop_columns(["position"])
+                self.counts.negatives.add(counts)
+                for name, table in (("graded-lists", part.drop_columns(["place", "question", "query_text"])),
+                                    ("hard-negatives", rows)):  # fmt: skip
                     self.counts.rows.setdefault(name, {}).setdefault(int(code), 0)
-                    self.counts.rows[name][int(code)] += part.num_rows
-                    yield int(code), name, part
+                    self.counts.rows[name][int(code)] += table.num_rows
+                    yield int(code), name, table
+        if isinstance(self.retrieved, RunsOfQuestions):
+            self.retrieved.kept_lists(self.retrieved.upto(None), _no_pairs())  # questions with runs, no judgments
 
-    def _subquestion(self, position: pa.Array, column) -> pa.Array:
-        return column.take(position.cast(pa.int64()))
+    def _retrieved(self, chunk: pa.Table, lists: pa.Table):
+        """part -> the `derive_rows` lookup of its rows' retrieved-unjudged lists."""
+        if isinstance(self.retrieved, RunsOfQuestions):
+            runs = self.retrieved.upto(int(chunk["question"][-1].as_py()))
+            graded = pa.table({"question": chunk["question"], "docid": chunk["docid"]})
+            kept = self.retrieved.kept_lists(runs, graded)
+            question = kept["question"].to_numpy(zero_copy_only=False).astype(np.int64)
+            docids = kept["docid"].combine_chunks()
+            return lambda part: lists_by_row(
+                question, docids, part["question"].to_numpy(zero_copy_only=False).astype(np.int64)
+            )
+        if isinstance(self.retrieved, StoredRetrieved):
+            qid_of_row = self.qids.take(pa.array(self.position_of_place[chunk["place"].to_numpy(zero_copy_only=False)]))
+            self.retrieved.check_chunk(qid_of_row, chunk["docid"])
+            return lambda part: self.retrieved.of_rows(part["qid"])
+        return lambda part: None
 
     def graded_lists(self, chunk: pa.Table) -> pa.Table:
-        chunk = chunk.take(
-            pc.sort_indices(chunk, [("position", "ascending"), ("level", "descending"), ("docid", "ascending")])
-        )
-        position = chunk["position"].combine_chunks()
-        starts = group_starts(position)
-        offsets = pa.array(np.append(starts, len(position)).astype(np.int32))
-        first = position.take(pa.array(starts))
+        """One row per sub-question of the chunk, in output order, each list hardest first within a level."""
+        chunk = chunk.take(pc.sort_indices(chunk, [("place", "ascending"), ("level", "descending"), *HARDNESS]))
+        place = chunk["place"].combine_chunks()
+        starts = group_starts(place)
+        offsets = pa.array(np.append(starts, len(place)).astype(np.int32))
+        first = place.take(pa.array(starts))
+        position = pa.array(self.position_of_place[first.to_numpy(zero_copy_only=False)], pa.int64())
 
         def lists(column, nullable=False):
             values = chunk[column].combine_chunks()
@@ -169,63 +228,58 @@ class TrainingRows:
 
         return pa.table(
             {
-                "query_id": self._subquestion(first, self.ids),
-                "qid": self._subquestion(first, self.qids),
+                "query_id": self.ids.take(position),
+                "qid": self.qids.take(position),
                 "docids": lists("docid"),
                 "labels": lists("level"),
                 "expected": lists("expected", True),
                 "probs": lists("probs", True),
-                "position": first,
+                "place": first,
+                "question": chunk["question"].take(pa.array(starts)),
+                "query_text": self.texts.take(position),
             }
         )
 
-    def hard_negatives(self, chunk: pa.Table) -> pa.Table:
-        k = self.training.negatives
-        level = chunk["level"]
-        positives = chunk.filter(pc.greater_equal(level, self.answer_level))
-        positives = positives.take(
-            pc.sort_indices(positives, [("position", "ascending"), ("level", "descending"), ("docid", "ascending")])
-        )
-        negatives = chunk.filter(pc.less_equal(level, self.training.negative_level))
-        negatives = negatives.take(
-            pc.sort_indices(
-                negatives,
-                [
-                    ("position", "ascending"),
-                    ("rerank_rank", "ascending", "at_end"),
-                    ("bm25_rank", "ascending", "at_end"),
-                    ("docid", "ascending"),
-                ],
+
+class OtherQuestionPools:
+    """Per split, the (docid, qid) pairs judged <= negative_level for its sampled questions (hard_negatives.py
+    `sampled_questions`), gathered as judgments are added: a few thousand pairs a split."""
+
+    def __init__(self, qids: pa.Array | pa.ChunkedArray, subq_split: np.ndarray):
+        self.qids = qids
+        self.sampled = np.zeros(len(qids), bool)
+        for code in np.unique(subq_split):
+            in_split = subq_split == code
+            chosen = sampled_questions(qids.filter(pa.array(in_split)).to_pylist())
+            self.sampled |= in_split & pc.is_in(qids, value_set=pa.array(sorted(chosen), pa.string())).to_numpy(
+                zero_copy_only=False
             )
-        )
-        neg_position = negatives["position"].to_numpy(zero_copy_only=False)
-        pos_position = positives["position"].to_numpy(zero_copy_only=False)
-        # each positive's sub-question: where its negatives start in `negatives`, and how many it has
-        start = np.searchsorted(neg_position, pos_position, "left")
-        count = np.searchsorted(neg_position, pos_position, "right") - start
-        enough = count >= k
-        self.counts.positives += len(pos_position)
-        self.counts.short_positives += int((~enough).sum())
-        positives, start = positives.filter(pa.array(enough)), start[enough]
-        n = positives.num_rows
-        taken = (start[:, None] + np.arange(k)).ravel()
-        negative_ids = pa.ListArray.from_arrays(
-            pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
-            negatives["docid"].take(pa.array(taken, pa.int64())).combine_chunks(),
-        )
-        position = positives["position"].combine_chunks()
-        return pa.table(
-            {
-                "query_id": self._subquestion(position, self.ids),
-                "query_text": self._subquestion(position, self.texts),
-                "positive_document_ids": pa.ListArray.from_arrays(
-                    pa.array(np.arange(n + 1, dtype=np.int32)), positives["docid"].combine_chunks()
-                ),
-                "negative_document_ids": negative_ids,
-                "qid": self._subquestion(position, self.qids),
-                "position": position,
-            }
-        )
+        self.subq_split = subq_split
+        self.parts: dict[int, list[pa.Table]] = {}
+
+    def add(self, table: pa.Table, position: np.ndarray, negative_level: int) -> None:
+        level = table["level"].to_numpy(zero_copy_only=False)
+        mask = self.sampled[position] & (level <= negative_level)
+        if not mask.any():
+            return
+        where = position[mask]
+        for code in np.unique(self.subq_split[where]):
+            mine = self.subq_split[where] == code
+            self.parts.setdefault(int(code), []).append(
+                pa.table(
+                    {
+                        "docid": table["docid"].filter(pa.array(mask)).filter(pa.array(mine)),
+                        "qid": self.qids.take(pa.array(where[mine], pa.int64())),
+                    }
+                )
+            )
+
+    def result(self) -> dict[int, OtherQuestionPool]:
+        return {code: OtherQuestionPool(pa.concat_tables(parts)) for code, parts in self.parts.items()}
+
+
+def _no_pairs() -> pa.Table:
+    return pa.table({"question": pa.array([], pa.int64()), "docid": pa.array([], pa.string())})
 
 
 def group_starts(sorted_keys: pa.Array) -> np.ndarray:
@@ -241,7 +295,7 @@ def conformed(name: str, table: pa.Table) -> pa.Table:
 
 
 def settings_record(profile, counts: TrainingCounts) -> dict:
-    """`manifest.training`: the settings the configs were derived with and what they left out."""
+    """`manifest.training`: the settings the configs were derived with and what they hold."""
     from generation.profiles import Complexity, TrainingConfigsSettings
 
     training = profile.training if profile is not None else TrainingConfigsSettings()
@@ -249,8 +303,9 @@ def settings_record(profile, counts: TrainingCounts) -> dict:
     return {
         **training.model_dump(),
         "answer_level": answer_level,
-        "positives": counts.positives,
-        "short_positives": counts.short_positives,
+        **counts.negatives.record(),
+        "other_questions_sampled": OTHER_QUESTIONS,
+        "retrieved_unjudged_from": counts.retrieved,
         "dev_rule": "sha256(f'{seed}:{qid}')[:8] as a big-endian integer / 2**64 < dev_share, train questions only",
     }
 
@@ -267,14 +322,27 @@ class TrainingWriters:
         profile,
         rows_per_file: int,
         memory: int | None = None,
+        runs: list[Path] | None = None,
     ):
         from builder.release.layout import config
+        from builder.release.retrieved import run_files
         from builder.release.writer import RollingWriter
         from generation.profiles import Complexity, TrainingConfigsSettings
 
         training = profile.training if profile is not None else TrainingConfigsSettings()
         answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
-        self.rows = TrainingRows(subquestions, subq_split, answer_level, training, memory)
+        retrieved = None
+        if runs:
+            place, question_place = output_order(subquestions["qid"])
+            qids = pc.unique(subquestions["qid"])
+            question_key = np.full(len(qids), -1, np.int64)
+            question_key[pc.index_in(subquestions["qid"], value_set=qids).to_numpy(zero_copy_only=False)] = (
+                question_place
+            )
+            retrieved = RunsOfQuestions(qids, question_key, training.retrieved_kept)
+            retrieved.add_files(run_files(runs, profile))
+        self.rows = TrainingRows(subquestions, subq_split, answer_level, training, memory, retrieved)
+        self.rows.counts.retrieved = "runs" if runs else "none"
         self.splits = splits
         self.writers = {
             (name, s): RollingWriter(Path(out) / "data" / config(name).folders[0], split, CONFIGS[name], rows_per_file)
@@ -292,3 +360,11 @@ class TrainingWriters:
             summary.files += writer.close()
             summary.rows.setdefault(name, {})[self.splits[code]] = writer.rows
         return self.rows.counts
+
+    def retrieved_column(self, questions: pa.Table) -> pa.Array | None:
+        """`questions.retrieved_unjudged` for the questions table's rows (None without runs)."""
+        retrieved = self.rows.retrieved
+        if not isinstance(retrieved, RunsOfQuestions):
+            return None
+        where = pc.index_in(questions["qid"], value_set=retrieved.qids).fill_null(-1).to_numpy(zero_copy_only=False)
+        return retrieved.column(np.where(where >= 0, retrieved.question_key[where], -1))

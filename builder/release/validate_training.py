@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from builder.release.layout import config
+from builder.release.retrieved import StoredRetrieved
 from builder.release.topic_index import MISSING, IdIndex
 from builder.release.training import (
     COLUMNS,
@@ -78,10 +79,26 @@ def _subquestions(release: Path, splits: list[str], files: Readable, check) -> t
     return pa.concat_tables(parts), split
 
 
+def _stored_retrieved(release: Path, splits: list[str], files: Readable, check) -> StoredRetrieved:
+    """Every split's questions.retrieved_unjudged (as build-release wrote it from the runs), by qid."""
+    parts = [
+        read_all(files.of("questions", split), ["qid", "retrieved_unjudged"], check, release, "questions")
+        for split in splits
+    ]
+    table = pa.concat_tables(parts)
+    return StoredRetrieved(table["qid"], table["retrieved_unjudged"])
+
+
 def _training_configs(release: Path, manifest: dict, profile, splits: list[str], files: Readable, check) -> None:
     subquestions, subq_split = _subquestions(release, splits, files, check)
     index = IdIndex(subquestions["subq_id"])
-    rows = TrainingRows(subquestions, subq_split, profile.complexity.answer_level, profile.training)
+    retrieved = _stored_retrieved(release, splits, files, check)
+    for wrong in retrieved.disorder(profile.training.retrieved_kept):
+        check.fail(f"questions.retrieved_unjudged: {wrong}")
+    rows = TrainingRows(
+        subquestions, subq_split, profile.complexity.answer_level, profile.training, retrieved=retrieved
+    )
+    rows.counts.retrieved = "runs" if retrieved.present else "none"
     for split in splits:
         for path in files.of("judgments", split):
             for table in batches(path, ["subq_id", *COLUMNS], check, release):
@@ -109,6 +126,11 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
                 f"{config(name).folders[0]}/{splits[code]}: at {at}, not the row the judgments give "
                 f"({describe(derived, first)})"
             )
+    for qid, docid in retrieved.judged[:1]:
+        check.fail(
+            f"questions.retrieved_unjudged: qid {qid} lists {docid}, which a judgment of the question covers "
+            f"({len(retrieved.judged):,} such documents)"
+        )
     for (name, code), cursor in cursors.items():
         extra = 0 if (name, code) in reported else cursor.rest()
         if extra:

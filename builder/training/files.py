@@ -1,22 +1,21 @@
-"""`researchy-subq training-files`: from a release's `hard-negatives` config, its `queries` and `qrels`, and the texts
-`researchy-subq texts` wrote, the files trainers read, under OUT:
+"""`researchy-subq training-files`: the files trainers read, under OUT, from a release and the texts `researchy-subq
+texts` wrote. The hard-negatives rows are re-derived from the release's `graded-lists` (builder/release/
+hard_negatives.py): its own rows by default, or another k, negative level or fill order, without a rebuild.
 
 - `sentence-transformers/{split}.parquet`: (anchor, positive, negative_1..k), texts only, which
   `SentenceTransformerTrainer` takes as it is (sbert.net Training Overview > Dataset Format: columns by position, every
   column but a label/score one is an input); `sentence-transformers-ids/{split}.parquet`, row for row: query_id, qid,
-  positive_id, negative_ids (schema table `training_ids`), for a sampler that keeps sibling sub-questions (one qid)
-  out of one batch, or for `sentence_transformers.util.resolve_ids`.
-- `flagembedding/{split}.jsonl`: {"query", "pos", "neg", "pos_scores", "neg_scores"} (FlagEmbedding
-  examples/finetune/embedder/README.md, "Data format"); the scores are the judged levels.
+  positive_id, negative_ids, negative_sources (schema table `training_ids`), for the kit's sampler.
+- `flagembedding/{split}.jsonl`: {"query", "pos", "neg"} (FlagEmbedding examples/finetune/embedder/README.md, "Data
+  format"), with "pos_scores"/"neg_scores" (the judged levels) where every negative was judged.
 - `beir/corpus.jsonl` ({"_id", "title", "text"}), `beir/queries.jsonl` ({"_id", "text"}), `beir/qrels/{split}.tsv`
   (header query-id, corpus-id, score), as BEIR's GenericDataLoader reads them (beir/datasets/data_loader.py).
 - `tevatron/corpus.jsonl` ({"docid", "text"}, looked up by `docid` in texttron/tevatron
-  src/tevatron/retriever/dataset.py) and `tevatron/{split}.jsonl`: the hard-negatives rows whose documents all
-  have a text (a missing docid is a KeyError there).
+  src/tevatron/retriever/dataset.py) and `tevatron/{split}.jsonl`: the rows whose documents all have a text.
 
-Texts (by docid) and levels (by sub-question and docid, from `qrels`) are looked up in SQLite files built once in
-OUT (`_lookup-*.sqlite`, named by the state of their inputs), so memory stays bounded by one batch of rows. A row
-whose positive or a negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
+Texts (by docid) and levels (from `qrels`) are looked up in SQLite files built once in OUT (`_lookup-*.sqlite`, named
+by the state of their inputs), so memory stays bounded. A row whose positive or a negative the copy lacks is left out
+of every file and counted; BEIR qrels keep every judgment.
 """
 
 from __future__ import annotations
@@ -29,15 +28,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
+from builder.release.hard_negatives import NegativeCounts, NegativeRule, release_rows, rule_of_release
 from builder.release.layout import SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
+from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, TrainingRow
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError, InputError
-from generation.schema import arrow_schema, n_tuple_schema
-from generation.storage import COMPRESSION, commit, tmp_path, write_text_atomic
+from generation.storage import commit, tmp_path, write_text_atomic
 
 BATCH_ROWS = 2_000
 SQL_VARIABLES = 500  # ids per `IN (...)` query, well under SQLite's limit on host parameters
@@ -52,14 +51,21 @@ class TrainingFilesSummary:
     corpus: int = 0
     queries: int = 0
     formats: tuple[str, ...] = ()
+    rule: NegativeRule | None = None
+    counts: NegativeCounts = field(default_factory=NegativeCounts)
 
     def lines(self) -> list[str]:
         splits = ", ".join(
             f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)" for s in self.rows
         )
+        by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.record()["negatives_by_source"].items())
+        rule = self.rule
         return [
             f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
             f"queries -> {self.out}",
+            f"  rows: {self.counts.positives - self.counts.short_positives:,} of {self.counts.positives:,} positives "
+            f"(negative level <= {rule.negative_level}, fill order {', '.join(rule.fill_order)}); "
+            f"negatives by source: {by_source}",
             *(f"  {self.out / f}" for f in self.formats),
             *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else []),
         ]
@@ -153,23 +159,6 @@ def levels_of(db: sqlite3.Connection, query_ids: list[str]) -> dict[tuple[str, s
     }
 
 
-class AtomicLines:
-    """A JSON-lines (or TSV) file that appears under its name only once complete."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = tmp_path(path)
-        self.file = open(self.tmp, "w", encoding="utf-8")
-
-    def json(self, record: dict) -> None:
-        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-    def close(self) -> None:
-        self.file.close()
-        commit(self.tmp, self.path)
-
-
 def write_corpora(shards: list[Path], out: Path, whole: bool, formats: list[str]) -> int:
     """BEIR's corpus.jsonl ({"_id", "title", "text"}) and Tevatron's ({"docid", "text"}), those asked for."""
     beir = AtomicLines(out / "beir" / "corpus.jsonl") if "beir" in formats else None
@@ -214,116 +203,29 @@ def write_queries_and_qrels(release: Path, out: Path, splits: list[str]) -> int:
     return count
 
 
-class NTupleWriters:
-    """The sentence-transformers dataset of a split and its id sidecar, row for row, renamed into place together."""
-
-    def __init__(self, out: Path, split: str, negatives: int):
-        self.negatives = negatives
-        self.schemas = (n_tuple_schema(negatives), arrow_schema("training_ids"))
-        self.paths = (
-            out / "sentence-transformers" / f"{split}.parquet",
-            out / "sentence-transformers-ids" / f"{split}.parquet",
-        )
-        self.tmps = tuple(tmp_path(p) for p in self.paths)
-        for path in self.paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self.writers = tuple(pq.ParquetWriter(t, s, compression=COMPRESSION) for t, s in zip(self.tmps, self.schemas))
-
-    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
-        texts_table = pa.table(
-            [
-                [row["query_text"] for row, _, _ in kept],
-                [texts[p] for _, p, _ in kept],
-                *([texts[negs[i]] for _, _, negs in kept] for i in range(self.negatives)),
-            ],
-            schema=self.schemas[0],
-        )
-        ids_table = pa.table(
-            [
-                [row["query_id"] for row, _, _ in kept],
-                [row["qid"] for row, _, _ in kept],
-                [p for _, p, _ in kept],
-                [negs for _, _, negs in kept],
-            ],
-            schema=self.schemas[1],
-        )
-        for writer, table in zip(self.writers, (texts_table, ids_table)):
-            writer.write_table(table)
-
-    def close(self) -> None:
-        for writer, tmp, path in zip(self.writers, self.tmps, self.paths):
-            writer.close()
-            commit(tmp, path)
-
-
-class FlagEmbeddingLines(AtomicLines):
-    def __init__(self, out: Path, split: str, negatives: int):
-        super().__init__(out / "flagembedding" / f"{split}.jsonl")
-
-    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
-        for row, positive, negs in kept:
-            self.json(
-                {
-                    "query": row["query_text"],
-                    "pos": [texts[positive]],
-                    "neg": [texts[d] for d in negs],
-                    "pos_scores": [levels[(row["query_id"], positive)]],
-                    "neg_scores": [levels[(row["query_id"], d)] for d in negs],
-                }
-            )
-
-
-class TevatronRows(AtomicLines):
-    def __init__(self, out: Path, split: str, negatives: int):
-        super().__init__(out / "tevatron" / f"{split}.jsonl")
-
-    def write(self, kept: list[tuple[dict, str, list[str]]], texts: dict[str, str], levels: dict) -> None:
-        for row, positive, negs in kept:
-            self.json(
-                {
-                    "query_id": row["query_id"],
-                    "query_text": row["query_text"],
-                    "positive_document_ids": [positive],
-                    "negative_document_ids": negs,
-                    "qid": row["qid"],
-                }
-            )
-
-
-# what each format writes per split from the hard-negatives rows (BEIR needs none: its files are corpus and qrels)
-ROW_WRITERS = {"sentence-transformers": NTupleWriters, "flagembedding": FlagEmbeddingLines, "tevatron": TevatronRows}
-FORMATS = ("sentence-transformers", "flagembedding", "beir", "tevatron")
-
-
 def write_split(
     release: Path,
     split: str,
     lookups: tuple[sqlite3.Connection, sqlite3.Connection],
     out: Path,
-    negatives: int,
+    rule: NegativeRule,
     formats: tuple[str, ...],
     summary: TrainingFilesSummary,
     progress=None,
 ) -> None:
+    """The split's hard-negatives rows, re-derived from the release's graded lists under `rule`, with texts."""
     texts_db, levels_db = lookups
-    writers = [ROW_WRITERS[f](out, split, negatives) for f in formats if f in ROW_WRITERS]
-    for path in config("hard-negatives").files(release, split):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-            rows = batch.to_pylist()
-            texts = lookup(texts_db, [d for r in rows for d in r["positive_document_ids"] + r["negative_document_ids"]])
-            levels = levels_of(levels_db, [r["query_id"] for r in rows])
-            kept = []
-            for row in rows:
-                positive, negs = row["positive_document_ids"][0], row["negative_document_ids"][:negatives]
-                if len(negs) < negatives:
-                    raise InputError(
-                        path,
-                        0,
-                        f"a row has {len(negs)} negatives, fewer than the {negatives} asked",
-                        record_id=row["query_id"],
-                    )
-                if all(d in texts for d in [positive, *negs]):
-                    kept.append((row, positive, negs))
+    writers = [ROW_WRITERS[f](out, split, rule.negatives) for f in formats if f in ROW_WRITERS]
+    for table in release_rows(release, split, rule, summary.counts):
+        for start in range(0, table.num_rows, BATCH_ROWS):
+            rows = [
+                TrainingRow(r["query_id"], r["query_text"], r["qid"], r["positive_document_ids"][0],
+                            r["negative_document_ids"], r["negative_sources"])
+                for r in table.slice(start, BATCH_ROWS).to_pylist()
+            ]  # fmt: skip
+            texts = lookup(texts_db, [d for r in rows for d in (r.positive, *r.negatives)])
+            levels = levels_of(levels_db, [r.query_id for r in rows])
+            kept = [r for r in rows if r.positive in texts and all(d in texts for d in r.negatives)]
             for writer in writers:
                 writer.write(kept, texts, levels)
             summary.rows[split] += len(kept)
@@ -334,24 +236,6 @@ def write_split(
         writer.close()
 
 
-def release_negatives(release: Path, splits: list[str]) -> int:
-    for split in splits:
-        for path in config("hard-negatives").files(release, split):
-            first = (
-                pq.ParquetFile(path).read_row_group(0, columns=["negative_document_ids"])
-                if pq.ParquetFile(path).metadata.num_row_groups
-                else None
-            )
-            if first is not None and first.num_rows:
-                return len(first["negative_document_ids"][0].as_py())
-    raise InputError(
-        release,
-        0,
-        "no hard-negatives rows: a release built before the training configs, "
-        "or one without positives; rebuild it with `researchy-subq build-release`",
-    )
-
-
 def write_training_files(
     release: Path,
     texts: Path,
@@ -360,17 +244,30 @@ def write_training_files(
     negatives: int | None = None,
     formats: tuple[str, ...] = FORMATS,
     progress=None,
+    negative_level: int | None = None,
+    fill_order: tuple[str, ...] | None = None,
 ) -> TrainingFilesSummary:
+    """The trainers' files, with the hard-negatives rows re-derived from the release's graded lists: the release's
+    own rows by default, or another k (`negatives`), `negative_level` or `fill_order`, without rebuilding it."""
     release, out = Path(release), Path(out)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
     shards = texts_folder_for(release, texts)
-    splits = [s for s in SPLITS if config("hard-negatives").files(release, s)]
-    k = release_negatives(release, splits)
-    if negatives is not None and negatives > k:
-        raise ArgumentError(f"--negatives {negatives}: the release's hard-negatives rows have {k}")
+    _, manifest = release_context_words(release)
+    if not (manifest.get("training") or {}).get("fill_order"):
+        raise InputError(
+            release,
+            0,
+            "no training settings with a fill order in manifest.json: a release built before every positive had a "
+            "row; rebuild it with `researchy-subq build-release`",
+        )
+    try:
+        rule = rule_of_release(manifest, negatives, negative_level, fill_order)
+    except ValueError as e:
+        raise ArgumentError(str(e)) from None
+    splits = [s for s in SPLITS if config("graded-lists").files(release, s)]
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(
         out / TEXTS_MARKER,
@@ -383,11 +280,11 @@ def write_training_files(
         )
         + "\n",
     )
-    summary = TrainingFilesSummary(out, negatives or k)
+    summary = TrainingFilesSummary(out, rule.negatives, rule=rule)
     lookups = (build_lookup(shards, out, whole), level_lookup(release, splits, out))
     try:
         for split in splits:
-            write_split(release, split, lookups, out, summary.negatives, formats, summary, progress)
+            write_split(release, split, lookups, out, rule, formats, summary, progress)
     finally:
         for db in lookups:
             db.close()

@@ -17,20 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from builder.analysis.evaluate import judgment_files
-from builder.release.layout import present_splits
+from builder.release.layout import config, present_splits
 from builder.training.files import build_lookup, lookup, texts_folder_for, write_training_files
 from builder.training.measure import measure_split
 from builder.training.sampler import (
-    FalseNegativeCount,
     FalseNegativeGuard,
+    InBatchCount,
     as_batches,
-    count_false_negatives,
-    row_documents,
+    build_guard,
+    count_in_batch,
     sequential_batches,
 )
 from generation.profiles import Profile
@@ -53,7 +50,7 @@ class TrainingRows:
 class TrainingReport:
     rows: int
     left_out: int
-    false_negatives: dict[str, FalseNegativeCount]
+    in_batch: dict[str, InBatchCount]
     seconds: float
     steps: int
     scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # split -> model -> metric -> value
@@ -64,56 +61,57 @@ class TrainingReport:
             "left_out": self.left_out,
             "seconds": round(self.seconds, 1),
             "steps": self.steps,
-            "false_negatives": {
+            "in_batch": {
                 name: {
-                    "share": c.share,
                     "false_negatives": c.false_negatives,
+                    "between": c.between,
                     "negatives": c.negatives,
                     "rows_hit": c.rows_hit,
+                    "same_question_pairs": c.same_question_pairs,
                     "rows": c.rows,
                     "batches": c.batches,
+                    "rows_per_batch": round(c.rows_per_batch, 2),
                 }
-                for name, c in self.false_negatives.items()
+                for name, c in self.in_batch.items()
             },
             "scores": self.scores,
         }
 
 
-def judged_positives(release: Path, split: str, answer_level: int) -> dict[str, frozenset[str]]:
-    """subq_id -> every document judged >= answer_level for it (all of them, not only those with a row)."""
-    table = ds.dataset(judgment_files(release, split), format="parquet").to_table(
-        columns=["subq_id", "docid"], filter=pc.field("level") >= answer_level
-    )
-    positives: dict[str, set[str]] = {}
-    for subq, doc in zip(table["subq_id"].to_pylist(), table["docid"].to_pylist()):
-        positives.setdefault(subq, set()).add(doc)
-    return {subq: frozenset(docs) for subq, docs in positives.items()}
-
-
-def training_rows(release: Path, files: Path, answer_level: int) -> TrainingRows:
+def training_rows(release: Path, files: Path, profile: Profile) -> TrainingRows:
     """The train split's rows as `researchy-subq training-files` wrote them under `files` (builder/training/files.py:
-    the (anchor, positive, negative_1..k) texts and, row for row, their ids), with the sampler's guard."""
+    the (anchor, positive, negative_1..k) texts and, row for row, their ids), with the sampler's guard: each anchor's
+    judged documents from the release's `graded-lists`."""
     from datasets import Dataset
 
     texts = files / "sentence-transformers" / f"{TRAIN_SPLIT}.parquet"
     ids = pq.read_table(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
-    guard = row_documents(
-        ids["query_id"].to_pylist(),
-        [[p, *n] for p, n in zip(ids["positive_id"].to_pylist(), ids["negative_ids"].to_pylist())],
-        judged_positives(release, TRAIN_SPLIT, answer_level),
+    graded = pq.read_table(config("graded-lists").files(release, TRAIN_SPLIT), columns=["query_id", "docids", "labels"])
+    guard = build_guard(
+        ids,
+        graded,
+        profile.complexity.answer_level,
+        profile.training.negative_level,
+        between_out=profile.train.between_out,
     )
     return TrainingRows(Dataset.from_parquet(str(texts)), guard)
 
 
-def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dict[str, FalseNegativeCount]:
-    """The false negatives of one epoch's batches under file order, sentence-transformers' default (random) and
-    NO_DUPLICATES samplers, and the kit's."""
+def batchings(rows: TrainingRows, batch_size: int, seed: int) -> dict[str, list[list[int]]]:
+    """One epoch's batches under file order, sentence-transformers' default (random) and NO_DUPLICATES samplers,
+    and the kit's (with drop_last False, the trainer's default, and True)."""
     import torch
     from sentence_transformers.base.sampler import NoDuplicatesBatchSampler
     from torch.utils.data import BatchSampler, RandomSampler
 
     generator = torch.Generator().manual_seed(seed)
-    orders = {
+
+    def ours(drop_last: bool):
+        return rows.guard.batch_sampler(
+            rows.dataset, batch_size=batch_size, drop_last=drop_last, generator=torch.Generator(), seed=seed
+        )
+
+    return {
         "file order": sequential_batches(len(rows.guard), batch_size),
         "random (BATCH_SAMPLER)": as_batches(
             BatchSampler(RandomSampler(rows.dataset, generator=generator), batch_size, drop_last=False)
@@ -123,13 +121,13 @@ def false_negative_report(rows: TrainingRows, batch_size: int, seed: int) -> dic
                 rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed
             )
         ),
-        "judged positives kept out (ours)": as_batches(
-            rows.guard.batch_sampler(
-                rows.dataset, batch_size=batch_size, drop_last=False, generator=torch.Generator(), seed=seed
-            )
-        ),
+        "question apart (ours)": as_batches(ours(False)),
+        "question apart (ours), drop_last": as_batches(ours(True)),
     }
-    return {name: count_false_negatives(batches, rows.guard) for name, batches in orders.items()}
+
+
+def in_batch_report(rows: TrainingRows, batch_size: int, seed: int) -> dict[str, InBatchCount]:
+    return {name: count_in_batch(batches, rows.guard) for name, batches in batchings(rows, batch_size, seed).items()}
 
 
 def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
@@ -189,11 +187,11 @@ def train_and_measure(
     files = out / "training-files"
     progress(f"writing the trainers' files (researchy-subq training-files) -> {files}")
     written = write_training_files(release, texts, files)
-    rows = training_rows(release, files, answer_level)
+    rows = training_rows(release, files, profile)
     if not len(rows.dataset):
         raise ValueError(f"{release}: no hard-negatives row of the train split has all its documents' texts in {texts}")
     rows.left_out = written.left_out[TRAIN_SPLIT]
-    counts = false_negative_report(rows, settings.batch_size, settings.seed)
+    counts = in_batch_report(rows, settings.batch_size, settings.seed)
     db = build_lookup(texts_folder_for(release, texts), files, whole=False)
     lookup_texts = functools.partial(lookup, db)
     splits = [s for s in EVAL_SPLITS if s in present_splits(release)]

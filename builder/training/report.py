@@ -1,4 +1,4 @@
-"""The text `researchy-subq train` prints: the false-negative share of each batching, then base vs fine-tuned on
+"""The text `researchy-subq train` prints: what each batching puts among in-batch negatives, then base vs fine-tuned on
 each evaluation split, as Markdown tables (they paste into a model card or an issue)."""
 
 from __future__ import annotations
@@ -9,21 +9,24 @@ from generation.profiles import Profile
 
 def render_report(report, profile: Profile) -> str:
     settings = profile.train
+    total = report.rows
     lines = [
         f"Training rows: {report.rows:,} (train split's hard-negatives rows with every text; "
         f"{report.left_out:,} left out), {report.steps:,} steps in {report.seconds:,.0f} s",
         "",
-        f"In-batch false negatives at batch size {settings.batch_size} (a document judged >= "
-        f"{profile.complexity.answer_level} for the anchor among its negatives), one epoch:",
+        f"In-batch negatives at batch size {settings.batch_size}, one epoch: a false negative is a document judged >= "
+        f"{profile.complexity.answer_level} for the anchor; judged between: levels "
+        f"{profile.training.negative_level + 1}-{profile.complexity.answer_level - 1}:",
         "",
-        "| batching | false negatives | of in-batch negatives | share | rows hit | batches | rows a batch |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| batching | false negatives | judged between | of in-batch negatives | rows hit | same-question pairs "
+        "| batches | rows a batch | rows used |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, count in report.false_negatives.items():
+    for name, count in report.in_batch.items():
         lines.append(
-            f"| {name} | {count.false_negatives:,} | {count.negatives:,} | {count.share:.2%} | "
-            f"{count.rows_hit:,} of {count.rows:,} | {count.batches:,} | "
-            f"{count.rows / max(count.batches, 1):.1f} |"
+            f"| {name} | {count.false_negatives:,} | {count.between:,} | {count.negatives:,} | "
+            f"{count.rows_hit:,} of {count.rows:,} | {count.same_question_pairs:,} | {count.batches:,} | "
+            f"{count.rows_per_batch:.1f} | {count.rows / max(total, 1):.0%} |"
         )
     lines += [
         "",

@@ -86,6 +86,24 @@ def judged_docids(release: Path) -> pa.Table:
     return pa.table({"docid": pc.unique(ids)})
 
 
+def wanted_docids(release: Path, all_retrieved: bool = False) -> pa.Table:
+    """The documents `texts` brings: every judged one, every unjudged negative of the release's hard-negatives rows
+    (retrieved for the question or judged for another), and with `all_retrieved` every document of
+    `questions.retrieved_unjudged` (what `training-files` needs to re-derive rows with a larger k)."""
+    release = Path(release)
+    parts = [judged_docids(release)["docid"]]
+    for split in SPLITS:
+        for path in config("hard-negatives").files(release, split):
+            rows = pq.read_table(path, columns=["negative_document_ids"])
+            parts.append(pc.list_flatten(rows["negative_document_ids"]))
+        if all_retrieved:
+            for path in config("questions").files(release, split):
+                lists = pq.read_table(path, columns=["retrieved_unjudged"])["retrieved_unjudged"]
+                parts.append(pc.struct_field(pc.list_flatten(lists), "docid"))
+    ids = pa.chunked_array([p.cast(pa.string()) for p in parts if len(p)], pa.string())
+    return pa.table({"docid": pc.unique(ids)})
+
+
 def copy_kind(copy: Path) -> str:
     copy = Path(copy)
     if copy.is_file() and copy.suffix == ".parquet" or copy.is_dir() and any(copy.glob("corpus-*.parquet")):
@@ -100,15 +118,17 @@ def copy_kind(copy: Path) -> str:
     )
 
 
-def texts_config_hash(manifest: dict, context_words: int, kind: str) -> str:
-    """What a texts shard depends on: the release's corpus-ids files, the cut, the kind of copy (reading with or
-    without offsets gives the same rows, so a run may resume in the other mode)."""
+def texts_config_hash(manifest: dict, context_words: int, kind: str, all_retrieved: bool = False) -> str:
+    """What a texts shard depends on: the release files naming the documents (corpus-ids, hard-negatives, and with
+    `all_retrieved` the questions), the cut, the kind of copy (reading with or without offsets gives the same rows,
+    so a run may resume in the other mode)."""
+    folders = ("data/corpus_ids/", "data/hard_negatives/") + (("data/questions/",) if all_retrieved else ())
     ids = sorted(
         (name, entry.get("sha256"))
         for name, entry in manifest.get("files", {}).items()
-        if name.startswith("data/corpus_ids/") and isinstance(entry, dict)
+        if name.startswith(folders) and isinstance(entry, dict)
     )
-    blob = json.dumps([ids, context_words, kind], sort_keys=True).encode()
+    blob = json.dumps([ids, context_words, kind] + ([True] if all_retrieved else []), sort_keys=True).encode()
     return "texts-" + hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -187,7 +207,13 @@ class MissingList:
 
 
 def write_texts(
-    release: Path, copy: Path, out: Path, shard: Shard = Shard(), use_offsets: bool = True, progress=None
+    release: Path,
+    copy: Path,
+    out: Path,
+    shard: Shard = Shard(),
+    use_offsets: bool = True,
+    progress=None,
+    all_retrieved: bool = False,
 ) -> TextsSummary:
     release, copy, out = Path(release), Path(copy), Path(out)
     refuse_release_target(out, release)
@@ -195,7 +221,7 @@ def write_texts(
         raise ArgumentError(f"--from {copy}: no such file or folder")
     context_words, manifest = release_context_words(release)
     kind = copy_kind(copy)
-    output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind))
+    output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind, all_retrieved))
     summary = TextsSummary(shard.label)
     if skip_if_done(output, shard, summary):
         return summary
@@ -214,7 +240,7 @@ def write_texts(
         )
         + "\n",
     )
-    docs = judged_docids(release)
+    docs = wanted_docids(release, all_retrieved)
     found = (
         clueweb22_found(copy, docs, shard, summary, use_offsets)
         if kind == "clueweb22-txt"

@@ -1,0 +1,388 @@
+"""`hard-negatives` rows from `graded-lists` rows: one row per (sub-question, positive), every positive kept, its k
+negatives filled from the sources in `training.fill_order`, each negative's source named in `negative_sources`:
+
+- `judged`: the sub-question's documents judged <= negative_level, hardest first (the graded list's order: level
+  descending, then rerank rank, then BM25 rank, then docid);
+- `retrieved_unjudged`: documents the question's runs retrieved that no judgment covers
+  (`questions.retrieved_unjudged`, hardest first): unjudged, so a few may answer the sub-question;
+- `other_question`: documents judged <= negative_level for a sub-question of another question of the split, from a
+  fixed sample of OTHER_QUESTIONS questions (those with the smallest sha256(f"{SAMPLE_SALT}:{qid}")): unjudged for
+  this sub-question too.
+
+Rotation: the i-th positive of a sub-question (graded-list order) needing m documents when a source's turn comes
+takes candidates (i*m + j) mod n, j < min(m, n), of that source's n candidates, in candidate order, so a
+sub-question's positives do not all share one set of negatives. `other_question` walks the split's sample from
+(sha256(query_id) + i*m) mod its size, passing over documents judged for the question or retrieved for it. A
+positive that all the sources together cannot give k documents is left out and counted (`short_positives`).
+
+The build, `validate` and `training-files` all derive rows with `derive_rows`, chunk by chunk of whole questions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SOURCES = ("judged", "retrieved_unjudged", "other_question")
+OTHER_QUESTIONS = 1_024  # questions per split whose documents judged <= negative_level make the other-question pool
+SAMPLE_SALT = "other-question-negatives"
+
+
+def sha_numbers(keys: Sequence[str], prefix: str) -> np.ndarray:
+    """sha256(f"{prefix}:{key}")'s first 8 bytes as a big-endian unsigned integer, per key."""
+    return np.array(
+        [int.from_bytes(hashlib.sha256(f"{prefix}:{k}".encode()).digest()[:8], "big") for k in keys], np.uint64
+    )
+
+
+@dataclass(frozen=True)
+class NegativeRule:
+    answer_level: int
+    negative_level: int
+    negatives: int  # k
+    fill_order: tuple[str, ...] = SOURCES
+
+    @classmethod
+    def of(cls, training, answer_level: int) -> NegativeRule:
+        return cls(answer_level, training.negative_level, training.negatives, tuple(training.fill_order))
+
+
+@dataclass
+class NegativeCounts:
+    positives: int = 0
+    short_positives: int = 0  # left out: fewer than k documents from every source together
+    by_source: Counter = field(default_factory=Counter)
+
+    def add(self, other: NegativeCounts) -> None:
+        self.positives += other.positives
+        self.short_positives += other.short_positives
+        self.by_source.update(other.by_source)
+
+    def record(self) -> dict:
+        return {
+            "positives": self.positives,
+            "short_positives": self.short_positives,
+            "negatives_by_source": {s: self.by_source.get(s, 0) for s in SOURCES},
+        }
+
+
+def sampled_questions(qids: Sequence[str]) -> set[str]:
+    """The OTHER_QUESTIONS questions of `qids` (one split's) with the smallest sha256(f"{SAMPLE_SALT}:{qid}")."""
+    qids = sorted(set(qids))
+    if len(qids) <= OTHER_QUESTIONS:
+        return set(qids)
+    order = np.argsort(sha_numbers(qids, SAMPLE_SALT), kind="stable")[:OTHER_QUESTIONS]
+    return {qids[i] for i in order}
+
+
+class OtherQuestionPool:
+    """One split's documents judged <= negative_level for a sub-question of a sampled question, each once, ordered
+    by (sha256 of that question, docid), its first such question counting: what `other_question` negatives are
+    drawn from. A document judged for the row's own question is passed over, so no question draws its own."""
+
+    WINDOW = 8  # candidates looked at past the m wanted, before a positive falls back to walking the whole pool
+
+    def __init__(self, pairs: pa.Table):
+        pairs = pairs.group_by(["docid", "qid"], use_threads=False).aggregate([])
+        order = sha_numbers(pairs["qid"].to_pylist(), SAMPLE_SALT)
+        pairs = pairs.append_column("order", pa.array(order)).sort_by([("order", "ascending"), ("docid", "ascending")])
+        docids = pairs["docid"].combine_chunks()
+        codes = pc.dictionary_encode(docids).indices.to_numpy(zero_copy_only=False)
+        first = np.sort(np.unique(codes, return_index=True)[1]) if len(codes) else np.zeros(0, np.int64)
+        self.docids = docids.take(pa.array(first, pa.int64()))
+
+    def __len__(self) -> int:
+        return len(self.docids)
+
+    def take(self, start: int, m: int, excluded: set[str]) -> list[str]:
+        """Walking the pool from `start`, the first m documents not in `excluded`."""
+        taken: list[str] = []
+        n = len(self.docids)
+        for step in range(n):
+            if len(taken) == m:
+                break
+            docid = self.docids[(start + step) % n].as_py()
+            if docid not in excluded and docid not in taken:
+                taken.append(docid)
+        return taken
+
+
+def rotated(candidates: list[str], i: int, m: int) -> list[str]:
+    """The i-th positive's share of a source's candidates: (i*m + j) mod n for j < min(m, n), in candidate order."""
+    n = len(candidates)
+    if n == 0 or m <= 0:
+        return []
+    return [candidates[x] for x in sorted({(i * m + j) % n for j in range(min(m, n))})]
+
+
+@dataclass
+class RowLists:
+    """Per row of a chunk, its question's retrieved-unjudged docids: `docids[start[row]:stop[row]]`."""
+
+    docids: pa.Array
+    start: np.ndarray
+    stop: np.ndarray
+
+
+@dataclass
+class ChunkInputs:
+    """What `derive_rows` reads besides the graded lists: each row's sub-question text, its question's
+    retrieved-unjudged list, and the split's other-question pool."""
+
+    query_text: pa.Array
+    retrieved: RowLists | None
+    pool: OtherQuestionPool | None
+
+
+def derive_rows(lists: pa.Table, inputs: ChunkInputs, rule: NegativeRule) -> tuple[pa.Table, NegativeCounts]:
+    """The hard-negatives rows of a chunk of graded-lists rows (query_id, qid, docids, labels) holding whole
+    questions; their order: the chunk's, then each sub-question's positives in graded-list order."""
+    chunk = _Chunk(lists, inputs, rule)
+    chunk.fill()
+    k = rule.negatives
+    keep = chunk.filled == k
+    counts = NegativeCounts(len(keep), int((~keep).sum()))
+    codes = chunk.source[keep].ravel()
+    counts.by_source.update({SOURCES[c]: int(n) for c, n in enumerate(np.bincount(codes, minlength=len(SOURCES)))})
+    rows = pa.array(chunk.pos_row[keep], pa.int64())
+    n = int(keep.sum())
+    offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
+    documents = pa.concat_arrays([chunk.docids, *chunk.blocks])
+    table = pa.table(
+        {
+            "query_id": lists["query_id"].take(rows),
+            "query_text": inputs.query_text.take(rows),
+            "positive_document_ids": pa.ListArray.from_arrays(
+                pa.array(np.arange(n + 1, dtype=np.int32)), chunk.docids.take(pa.array(chunk.positive[keep]))
+            ),
+            "negative_document_ids": pa.ListArray.from_arrays(
+                offsets, documents.take(pa.array(chunk.chosen[keep].ravel()))
+            ),
+            "negative_sources": pa.ListArray.from_arrays(offsets, pa.array(SOURCES).take(pa.array(codes))),
+            "qid": lists["qid"].take(rows),
+        }
+    )
+    return table, counts
+
+
+def _combined(chunks: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return chunks.combine_chunks() if isinstance(chunks, pa.ChunkedArray) else chunks
+
+
+class _Chunk:
+    """The flattened graded lists of a chunk: element e is docid `docids[e]` with label `labels[e]` of row
+    `row_of[e]`; `positive` / `low`: elements at level >= answer_level / <= negative_level, in list order. Each
+    positive's negatives: `chosen`, indices into `docids` followed by `blocks` (the documents taken from outside the
+    lists); `source`, codes into SOURCES; `filled` of them. Every source is filled in numpy, for every positive at
+    once, in the fill order."""
+
+    def __init__(self, lists: pa.Table, inputs: ChunkInputs, rule: NegativeRule):
+        self.lists, self.inputs, self.rule = lists, inputs, rule
+        lengths = pc.list_value_length(lists["docids"]).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.list_start = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        self.docids = pc.list_flatten(_combined(lists["docids"]))
+        labels = pc.list_flatten(_combined(lists["labels"])).to_numpy(zero_copy_only=False)
+        self.row_of = np.repeat(np.arange(lists.num_rows), lengths)
+        self.positive = np.flatnonzero(labels >= rule.answer_level)
+        self.low = np.flatnonzero(labels <= rule.negative_level)
+        self.pos_row = self.row_of[self.positive]
+        self.index = np.arange(len(self.positive)) - np.searchsorted(self.pos_row, self.pos_row, "left")
+        self.low_count = np.bincount(self.row_of[self.low], minlength=lists.num_rows)
+        self.low_start = np.r_[0, np.cumsum(self.low_count)[:-1]].astype(np.int64)
+        n, k = len(self.positive), rule.negatives
+        self.chosen = np.zeros((n, k), np.int64)
+        self.source = np.zeros((n, k), np.int8)
+        self.filled = np.zeros(n, np.int64)
+        self.blocks: list[pa.Array] = []
+        self.size = len(self.docids)  # of `docids` and `blocks` together
+        self.qids: list[str] | None = None
+        self.graded_of: dict[str, set[str]] = {}
+
+    def fill(self) -> None:
+        for source in self.rule.fill_order:
+            if source == "other_question":
+                self._walk_pool()
+            else:
+                self._rotate(source)
+
+    def _rotate(self, source: str) -> None:
+        """Every positive short of k takes its rotated share of a source's candidates (its sub-question's low
+        documents, or its question's retrieved list): (i*m + j) mod n, j < min(m, n), in candidate order."""
+        k = self.rule.negatives
+        short = np.flatnonzero(self.filled < k)
+        row = self.pos_row[short]
+        if source == "judged":
+            start, count = self.low_start[row], self.low_count[row]
+        elif self.inputs.retrieved is not None:
+            start, count = (
+                self.inputs.retrieved.start[row],
+                self.inputs.retrieved.stop[row] - self.inputs.retrieved.start[row],
+            )
+        else:
+            return
+        m = k - self.filled[short]
+        take = np.minimum(m, count)
+        slots = np.arange(k)[None, :]
+        valid = slots < take[:, None]
+        offset = (self.index[short][:, None] * m[:, None] + slots) % np.maximum(count, 1)[:, None]
+        offset = np.sort(np.where(valid, offset, np.iinfo(np.int64).max), axis=1)
+        at = (start[:, None] + np.where(valid, offset, 0))[valid]
+        if not len(at):
+            return
+        if source == "judged":
+            where = self.low[at]
+        else:
+            unique, where = np.unique(at, return_inverse=True)
+            self.blocks.append(self.inputs.retrieved.docids.take(pa.array(unique)))
+            where = self.size + where
+            self.size += len(unique)
+        positives = np.repeat(short, take)
+        columns = (self.filled[short][:, None] + slots)[valid]
+        self.chosen[positives, columns] = where
+        self.source[positives, columns] = SOURCES.index(source)
+        self.filled[short] += take
+
+    def _walk_pool(self) -> None:
+        """Every positive short of k walks the other-question pool from (sha256(query_id) + i*m) mod n and takes
+        the first m documents not graded for its question nor in its retrieved list: a window of m + WINDOW
+        candidates in numpy, the whole pool in Python for the few whose window was not enough."""
+        pool, k = self.inputs.pool, self.rule.negatives
+        short = np.flatnonzero(self.filled < k)
+        if pool is None or not len(pool) or not len(short):
+            return
+        n, row, m = len(pool), self.pos_row[short], k - self.filled[short]
+        rows = np.unique(row)
+        start = np.zeros(self.lists.num_rows, np.uint64)
+        start[rows] = sha_numbers(self.lists["query_id"].take(pa.array(rows)).to_pylist(), SAMPLE_SALT) % np.uint64(n)
+        width = min(int(m.max()) + pool.WINDOW, n)
+        at = (start[row].astype(np.int64)[:, None] + (self.index[short] * m)[:, None] + np.arange(width)) % n
+        candidates = pool.docids.take(pa.array(at.ravel()))
+        near = [self.docids, *(self._listed(r) for r in rows)]
+        hit = pc.is_in(candidates, value_set=pa.concat_arrays(near)).to_numpy(zero_copy_only=False).reshape(at.shape)
+        valid = ~hit
+        for s, j in zip(*np.nonzero(hit)):  # graded or retrieved for some question of the chunk: is it this one's?
+            r = int(row[s])
+            valid[s, j] = candidates[int(s * width + j)].as_py() not in self._excluded(r)
+        pick = valid & (np.cumsum(valid, axis=1) <= m[:, None])
+        got = pick.sum(axis=1)
+        whole = (got == m) | (width == n)
+        chosen = np.flatnonzero((pick & whole[:, None]).ravel())
+        self._place(short[whole], np.repeat(short[whole], got[whole]), candidates.take(pa.array(chosen)), got[whole])
+        for p in short[~whole].tolist():
+            r, i, want = int(self.pos_row[p]), int(self.index[p]), int(k - self.filled[p])
+            taken = pool.take(int(start[r]) + i * want, want, self._excluded(r))
+            self._place(np.array([p]), np.full(len(taken), p), pa.array(taken, pa.string()), np.array([len(taken)]))
+
+    def _place(self, short: np.ndarray, positives: np.ndarray, documents: pa.Array, got: np.ndarray) -> None:
+        """Append other-question `documents` (in positive order, `got[i]` for positive `short[i]`)."""
+        if not len(documents):
+            return
+        columns = np.concatenate([self.filled[p] + np.arange(g) for p, g in zip(short, got)])
+        self.chosen[positives, columns] = self.size + np.arange(len(documents))
+        self.source[positives, columns] = SOURCES.index("other_question")
+        self.blocks.append(documents)
+        self.size += len(documents)
+        self.filled[short] += got
+
+    def _listed(self, row: int) -> pa.Array:
+        retrieved = self.inputs.retrieved
+        if retrieved is None:
+            return pa.array([], pa.string())
+        return retrieved.docids[int(retrieved.start[row]) : int(retrieved.stop[row])]
+
+    def _excluded(self, row: int) -> set[str]:
+        """Documents graded for any sub-question of this row's question (its rows sit together in the chunk), and
+        its retrieved list."""
+        if self.qids is None:
+            self.qids = self.lists["qid"].to_pylist()
+        qid = self.qids[row]
+        if qid not in self.graded_of:
+            first = last = row
+            while first > 0 and self.qids[first - 1] == qid:
+                first -= 1
+            while last + 1 < len(self.qids) and self.qids[last + 1] == qid:
+                last += 1
+            graded = self.docids[self.list_start[first] : self.list_start[last + 1]].to_pylist()
+            self.graded_of[qid] = set(graded) | set(self._listed(row).to_pylist())
+        return self.graded_of[qid]
+
+
+def rule_of_release(manifest: dict, negatives=None, negative_level=None, fill_order=None) -> NegativeRule:
+    """The release's own rule (manifest.training), with any of k, negative_level and fill_order replaced."""
+    stated = manifest.get("training") or {}
+    rule = NegativeRule(
+        stated["answer_level"],
+        stated["negative_level"] if negative_level is None else negative_level,
+        stated["negatives"] if negatives is None else negatives,
+        tuple(stated.get("fill_order") or SOURCES) if fill_order is None else tuple(fill_order),
+    )
+    unknown = sorted(set(rule.fill_order) - set(SOURCES))
+    if unknown or len(set(rule.fill_order)) != len(rule.fill_order) or not rule.fill_order:
+        raise ValueError(f"fill order {list(rule.fill_order)}: name each of {', '.join(SOURCES)} at most once")
+    if not 0 <= rule.negative_level < rule.answer_level:
+        raise ValueError(
+            f"negative level {rule.negative_level}: must be below the release's answer level {rule.answer_level}"
+        )
+    if rule.negatives < 1:
+        raise ValueError(f"negatives {rule.negatives}: at least 1")
+    return rule
+
+
+LIST_COLUMNS = ["query_id", "qid", "docids", "labels"]
+
+
+def release_rows(release, split: str, rule: NegativeRule, counts: NegativeCounts, batch_rows: int = 20_000):
+    """The hard-negatives rows of a release split under `rule`, re-derived from its `graded-lists`, `queries`,
+    `subquestions` and `questions.retrieved_unjudged` (chunks of whole questions, in the order the build writes
+    them); `counts` adds up what they hold."""
+    import pyarrow.parquet as pq
+
+    from builder.release.layout import config
+    from builder.release.retrieved import StoredRetrieved
+
+    lists = config("graded-lists").files(release, split)
+    queries = pq.read_table(config("queries").files(release, split), columns=["_id", "text"])
+    questions = pq.read_table(config("questions").files(release, split), columns=["qid", "retrieved_unjudged"])
+    retrieved = StoredRetrieved(questions["qid"], questions["retrieved_unjudged"])
+    pairs = []
+    asked = pq.read_table(config("subquestions").files(release, split), columns=["qid"])["qid"]
+    sampled = pa.array(sorted(sampled_questions(pc.unique(asked).to_pylist())), pa.string())
+    for path in lists:  # the other-question pool: a first pass over the split's graded lists
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=LIST_COLUMNS):
+            mine = batch.filter(pc.is_in(batch["qid"], value_set=sampled))
+            lengths = pc.list_value_length(mine["docids"]).fill_null(0)
+            flat = pa.table(
+                {
+                    "docid": pc.list_flatten(mine["docids"]),
+                    "qid": pc.take(mine["qid"], pa.array(np.repeat(np.arange(mine.num_rows), lengths.to_numpy()))),
+                    "label": pc.list_flatten(mine["labels"]),
+                }
+            )
+            pairs.append(flat.filter(pc.less_equal(flat["label"], rule.negative_level)).select(["docid", "qid"]))
+    pool = OtherQuestionPool(pa.concat_tables(pairs)) if pairs else None
+    carry = None
+    for path in lists:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=LIST_COLUMNS):
+            table = pa.Table.from_batches([batch])
+            if carry is not None:
+                table = pa.concat_tables([carry, table])
+            last = table["qid"][-1]
+            whole = pc.not_equal(table["qid"], last)
+            carry = table.filter(pc.invert(whole))
+            if pc.any(whole).as_py():
+                yield _derived(table.filter(whole), queries, retrieved, pool, rule, counts)
+    if carry is not None and carry.num_rows:
+        yield _derived(carry, queries, retrieved, pool, rule, counts)
+
+
+def _derived(table, queries, retrieved, pool, rule, counts) -> pa.Table:
+    text = queries["text"].take(pc.index_in(table["query_id"], value_set=queries["_id"]))
+    rows, chunk_counts = derive_rows(table, ChunkInputs(text, retrieved.of_rows(table["qid"]), pool), rule)
+    counts.add(chunk_counts)
+    return rows
