@@ -4,15 +4,20 @@ sub-questions and 24,316,320 judgments at scale 1), then, each in its own proces
 - the floor: a plain streaming pyarrow pass that reads the input shards in 262k-row batches and writes one
   zstd writer per level partition (what any release build must at least do),
 - `build-release` (package_release: data, statistics, complexity, card, manifest, training configs),
-- the training configs alone (`hard-negatives` and `graded-lists`, builder/release/training.py): the same
-  streaming pass with only their sorted runs fed, so their own cost shows apart from the build's,
+- `build-release` without the training configs (`hard-negatives`, `graded-lists`: their writer replaced by one that
+  does nothing), so what they cost shows as the ratio of the two builds,
+- the training configs alone (builder/release/training.py): the same streaming pass with only their rows fed,
 - `validate` (every check, with the load_dataset checks streaming one row per config and split),
 
 and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of each, with the ratios the
-goals are stated in (build <= 1.5x the floor's CPU, validate <= 1.5x build's, peak <= 1 GB) and the
-machine's load while it ran.
+goals are stated in (build <= 1.5x the floor's CPU, validate <= 1.5x build's, peak <= 1 GB, the training configs
+within ~1.3x of the build without them) and the machine's load while it ran; then the hard-negatives coverage of
+each scale (positives with a row, negatives by source). With `--runs-depth N` the synthetic questions also get
+BM25 and reranker runs of N documents (their pool first, then documents no pool holds), given to the build as
+`--runs`, so the `retrieved_unjudged` source is used.
 
-Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--subquestions 0.25] [--work DIR] [--keep]
+Usage: python scripts/bench_release.py [--scales 0.125,0.25,0.5,1] [--subquestions 0.25] [--runs-depth 100]
+       [--work DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -49,8 +54,29 @@ for writer in writers.values():
     writer.close()
 """
 BUILD = """
+{stub}
 from builder.release.package import package_release
-package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper", repo="org/researchy-subq-judgments")
+package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
+                repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}])
+"""
+WITHOUT_TRAINING = """
+import builder.release.build as build
+from builder.release.training import TrainingCounts
+
+class NoTrainingConfigs:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def add(self, rows, subquestion):
+        pass
+
+    def close(self, summary):
+        return TrainingCounts()
+
+    def retrieved_column(self, questions):
+        return None
+
+build.TrainingWriters = NoTrainingConfigs
 """
 TRAINING = """
 from builder.release.build import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
@@ -61,7 +87,8 @@ questions, subquestions = load_questions([Path(p) for p in {questions!r}])
 questions = with_dev_split(questions, profile.training)
 splits = present(questions)
 index = topic_index(questions, subquestions, splits)
-writers = TrainingWriters(Path({out!r}), subquestions, index.split_of_subquestions(), splits, profile, 5_000_000)
+writers = TrainingWriters(Path({out!r}), subquestions, index.split_of_subquestions(), splits, profile, 5_000_000,
+                          runs={runs!r} and [Path(p) for p in {runs!r}])
 for _, routed in route(judgment_inputs([Path({judgments!r})]), index):
     writers.add(routed.batch.table, routed.batch.subquestion)
 summary = ReleaseSummary()
@@ -108,35 +135,44 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     return cost
 
 
-def run_scale(work: Path, scale: float, subquestions: float | None = None) -> dict:
+def run_scale(work: Path, scale: float, subquestions: float | None = None, runs_depth: int = 0) -> dict:
     inputs = synthesize(
         work / "inputs",
         subquestions=int(PAPER_SUBQUESTIONS * (subquestions or scale)),
         judgments=int(PAPER_JUDGMENTS * scale),
         shards=8,
         seed=0,
+        runs_depth=runs_depth,
     )
     questions = [str(p) for p in inputs["questions"].values()]
+    runs = [str(inputs["runs"])] if runs_depth else []
+    judgments = str(inputs["judgments"])
     out = work / "release"
-    floor = timed(FLOOR.format(judgments=str(inputs["judgments"]), out=str(work / "floor")))
-    build = timed(BUILD.format(judgments=str(inputs["judgments"]), questions=questions, out=str(out)))
-    training = timed(
-        TRAINING.format(judgments=str(inputs["judgments"]), questions=questions, out=str(work / "training"))
+    floor = timed(FLOOR.format(judgments=judgments, out=str(work / "floor")))
+    build = timed(BUILD.format(stub="", judgments=judgments, questions=questions, out=str(out), runs=runs))
+    without = timed(
+        BUILD.format(
+            stub=WITHOUT_TRAINING, judgments=judgments, questions=questions, out=str(work / "without"), runs=runs
+        )
     )
+    shutil.rmtree(work / "without", ignore_errors=True)
+    training = timed(TRAINING.format(judgments=judgments, questions=questions, out=str(work / "training"), runs=runs))
     check = timed(VALIDATE.format(out=str(out)))
     import json
 
-    rows = json.loads((out / "manifest.json").read_text())["rows"]
+    manifest = json.loads((out / "manifest.json").read_text())
     return {
         "scale": scale,
         "judgments": inputs["judgments_total"],
         "subquestions": inputs["subquestions"],
         "floor": floor,
         "build": build,
+        "without": without,
         "validate": check,
         "release": out,
         "training": training,
-        "training_rows": tuple(sum(rows[c].values()) for c in ("hard-negatives", "graded-lists")),
+        "training_rows": tuple(sum(manifest["rows"][c].values()) for c in ("hard-negatives", "graded-lists")),
+        "coverage": manifest["training"],
     }
 
 
@@ -149,6 +185,9 @@ def main() -> None:
         default=None,
         help="hold the sub-questions at this fraction of the paper's while the judgments follow --scales "
         "(more candidates per question): memory against the judgments alone",
+    )
+    parser.add_argument(
+        "--runs-depth", type=int, default=0, help="also synthesize BM25 and reranker runs this deep, built with --runs"
     )
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
@@ -163,7 +202,7 @@ def main() -> None:
     rows = []
     for scale in (float(s) for s in args.scales.split(",")):
         work = root / f"scale-{scale:g}"
-        rows.append(run_scale(work, scale, args.subquestions))
+        rows.append(run_scale(work, scale, args.subquestions, args.runs_depth))
         if args.writer_cost and scale == max(float(x) for x in args.scales.split(",")):
             rows[-1]["writer_cost"] = parquet_write_cost(rows[-1]["release"], work / "rewrite")
         if not args.keep:
@@ -181,6 +220,8 @@ def main() -> None:
         "floor CPU s",
         "build CPU s",
         "build / floor",
+        "build without training configs CPU s",
+        "build / without",
         "validate CPU s",
         "validate / build",
         "peak MB floor / build / validate",
@@ -198,6 +239,8 @@ def main() -> None:
             f"{floor[1]:.1f}",
             f"{build[1]:.1f}",
             f"{build[1] / floor[1]:.2f}",
+            f"{r['without'][1]:.1f}",
+            f"{build[1] / r['without'][1]:.2f}",
             f"{check[1]:.1f}",
             f"{check[1] / build[1]:.2f}",
             f"{floor[2]:,.0f} / {build[2]:,.0f} / {check[2]:,.0f}",
@@ -206,6 +249,24 @@ def main() -> None:
             f"{r['training'][1]:.1f} / {r['training'][2]:,.0f}",
         )
     Console(width=200).print(table)
+    coverage = Table(title="hard-negatives: positives with a row, negatives by source (manifest.training)")
+    for column in ("scale", "runs", "positives", "with a row", "judged", "retrieved_unjudged", "other_question"):
+        coverage.add_column(column, justify="right")
+    for r in rows:
+        c = r["coverage"]
+        negatives = sum(c["negatives_by_source"].values()) or 1
+        kept = c["positives"] - c["short_positives"]
+        coverage.add_row(
+            f"{r['scale']:g}",
+            f"{args.runs_depth or 'none'}",
+            f"{c['positives']:,}",
+            f"{kept:,} ({kept / max(c['positives'], 1):.2%})",
+            *(
+                f"{n:,} ({n / negatives:.1%})"
+                for n in (c["negatives_by_source"][s] for s in ("judged", "retrieved_unjudged", "other_question"))
+            ),
+        )
+    Console(width=200).print(coverage)
     for r in rows:
         if "writer_cost" in r:
             files = Table(title=f"writing the judgment files of scale {r['scale']:g} again (read time included)")

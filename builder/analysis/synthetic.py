@@ -84,6 +84,7 @@ def synthesize(
     unparsed_share: float | None = None,
     profile: str | Profile = "paper",
     runs_depth: int = 0,
+    runs_pool_only_every: int = 0,
 ) -> dict:
     """Writes out/questions/{train,test}, out/judgments; returns the folders and the exact level counts.
     The judgment shards' completion records carry `profile`'s config hash, as if judged under it; levels, raw
@@ -189,7 +190,9 @@ def synthesize(
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
     if runs_depth:
-        folders["runs"] = write_runs(out / "runs", qids, doc_offsets, cand_per_q, n_docs, runs_depth, profile, rng)
+        folders["runs"] = write_runs(
+            out / "runs", qids, doc_offsets, cand_per_q, n_docs, runs_depth, profile, rng, runs_pool_only_every
+        )
     return {
         "questions": folders["questions"],
         "judgments": folders["judgments"],
@@ -209,16 +212,19 @@ def write_runs(
     depth: int,
     profile: Profile,
     rng: np.random.Generator,
+    pool_only_every: int = 0,
 ) -> Path:
     """`bm25` and `rerank` run shards as the retrieve and rerank stages write them: each question's BM25 run is its
-    candidates (ranks 1..n) then `depth - n` documents no pool holds (docids past the pools'), but every fifth
-    question's runs retrieve its pool only (nothing left unjudged); the reranker's run is the same documents in a
-    shuffled order."""
+    candidates (ranks 1..n) then `depth - n` documents no pool holds (docids past the pools'), but with
+    `pool_only_every` = e every e-th question's runs retrieve its pool only (nothing left unjudged); the reranker's
+    run is the same documents in a shuffled order."""
     from generation.stages.rerank import RerankStage
     from generation.stages.retrieve import RetrieveStage
 
     folder.mkdir(parents=True, exist_ok=True)
-    extra = np.where(np.arange(len(qids)) % 5 == 0, 0, np.maximum(depth - cand_per_q, 0))
+    extra = np.maximum(depth - cand_per_q, 0)
+    if pool_only_every:
+        extra[np.arange(len(qids)) % pool_only_every == 0] = 0
     fresh_start = n_docs + np.r_[0, np.cumsum(extra)[:-1]]
     per_q = np.minimum(cand_per_q, depth) + extra
     question = np.repeat(np.arange(len(qids)), per_q)

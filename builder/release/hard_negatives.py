@@ -12,7 +12,7 @@ negatives filled from the sources in `training.fill_order`, each negative's sour
 Rotation: the i-th positive of a sub-question (graded-list order) needing m documents when a source's turn comes
 takes candidates (i*m + j) mod n, j < min(m, n), of that source's n candidates, in candidate order, so a
 sub-question's positives do not all share one set of negatives. `other_question` walks the split's sample from
-(sha256(query_id) + i*m) mod its size, passing over documents judged for the question or retrieved for it. A
+(FNV-1a 64 of query_id + i*m) mod its size, passing over documents judged for the question or retrieved for it. A
 positive that all the sources together cannot give k documents is left out and counted (`short_positives`).
 
 The build, `validate` and `training-files` all derive rows with `derive_rows`, chunk by chunk of whole questions.
@@ -32,6 +32,24 @@ import pyarrow.compute as pc
 SOURCES = ("judged", "retrieved_unjudged", "other_question")
 OTHER_QUESTIONS = 1_024  # questions per split whose documents judged <= negative_level make the other-question pool
 SAMPLE_SALT = "other-question-negatives"
+
+
+FNV_OFFSET, FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+
+
+def fnv1a64(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """FNV-1a, 64-bit, of each string's UTF-8 bytes (Fowler, Noll, Vo: offset basis 0xcbf29ce484222325, prime
+    0x100000001b3), one byte position at a time for every string at once."""
+    strings = _combined(strings).cast(pa.large_string())
+    offsets = np.frombuffer(strings.buffers()[1], np.int64)[strings.offset : strings.offset + len(strings) + 1]
+    data = np.frombuffer(strings.buffers()[2], np.uint8) if len(strings) else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    hashes = np.full(len(strings), FNV_OFFSET, np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(int(lengths.max()) if len(strings) else 0):
+            live = np.flatnonzero(lengths > i)
+            hashes[live] = (hashes[live] ^ data[starts[live] + i].astype(np.uint64)) * FNV_PRIME
+    return hashes
 
 
 def sha_numbers(keys: Sequence[str], prefix: str) -> np.ndarray:
@@ -171,6 +189,10 @@ def derive_rows(lists: pa.Table, inputs: ChunkInputs, rule: NegativeRule) -> tup
     return table, counts
 
 
+def _pair(qids: pa.Array, docids: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(qids, docids, "\x1f")
+
+
 def _combined(chunks: pa.Array | pa.ChunkedArray) -> pa.Array:
     return chunks.combine_chunks() if isinstance(chunks, pa.ChunkedArray) else chunks
 
@@ -249,7 +271,7 @@ class _Chunk:
         self.filled[short] += take
 
     def _walk_pool(self) -> None:
-        """Every positive short of k walks the other-question pool from (sha256(query_id) + i*m) mod n and takes
+        """Every positive short of k walks the other-question pool from (fnv1a64(query_id) + i*m) mod n and takes
         the first m documents not graded for its question nor in its retrieved list: a window of m + WINDOW
         candidates in numpy, the whole pool in Python for the few whose window was not enough."""
         pool, k = self.inputs.pool, self.rule.negatives
@@ -259,16 +281,16 @@ class _Chunk:
         n, row, m = len(pool), self.pos_row[short], k - self.filled[short]
         rows = np.unique(row)
         start = np.zeros(self.lists.num_rows, np.uint64)
-        start[rows] = sha_numbers(self.lists["query_id"].take(pa.array(rows)).to_pylist(), SAMPLE_SALT) % np.uint64(n)
+        start[rows] = fnv1a64(self.lists["query_id"].take(pa.array(rows))) % np.uint64(n)
         width = min(int(m.max()) + pool.WINDOW, n)
         at = (start[row].astype(np.int64)[:, None] + (self.index[short] * m)[:, None] + np.arange(width)) % n
         candidates = pool.docids.take(pa.array(at.ravel()))
-        near = [self.docids, *(self._listed(r) for r in rows)]
-        hit = pc.is_in(candidates, value_set=pa.concat_arrays(near)).to_numpy(zero_copy_only=False).reshape(at.shape)
+        near = pa.concat_arrays([self.docids, self._listed_of(rows)])
+        hit = pc.is_in(candidates, value_set=near).to_numpy(zero_copy_only=False).reshape(at.shape)
         valid = ~hit
-        for s, j in zip(*np.nonzero(hit)):  # graded or retrieved for some question of the chunk: is it this one's?
-            r = int(row[s])
-            valid[s, j] = candidates[int(s * width + j)].as_py() not in self._excluded(r)
+        if hit.any():  # graded or retrieved for some question of the chunk: is it this row's question?
+            flat = np.flatnonzero(hit.ravel())
+            np.put(valid, flat, ~self._judged_or_listed(row[flat // width], candidates.take(pa.array(flat))))
         pick = valid & (np.cumsum(valid, axis=1) <= m[:, None])
         got = pick.sum(axis=1)
         whole = (got == m) | (width == n)
@@ -283,12 +305,40 @@ class _Chunk:
         """Append other-question `documents` (in positive order, `got[i]` for positive `short[i]`)."""
         if not len(documents):
             return
-        columns = np.concatenate([self.filled[p] + np.arange(g) for p, g in zip(short, got)])
+        columns = np.repeat(self.filled[short], got) + np.arange(len(positives)) - np.repeat(np.cumsum(got) - got, got)
         self.chosen[positives, columns] = self.size + np.arange(len(documents))
         self.source[positives, columns] = SOURCES.index("other_question")
         self.blocks.append(documents)
         self.size += len(documents)
         self.filled[short] += got
+
+    def _judged_or_listed(self, rows: np.ndarray, docids: pa.Array) -> np.ndarray:
+        """Per (row, docid): graded for a sub-question of the row's question, or in its retrieved list."""
+        qids = _combined(self.lists["qid"])
+        wanted = pc.is_in(self.docids, value_set=docids).to_numpy(zero_copy_only=False)
+        elements = np.flatnonzero(wanted)
+        known = [_pair(qids.take(pa.array(self.row_of[elements])), self.docids.take(pa.array(elements)))]
+        retrieved = self.inputs.retrieved
+        if retrieved is not None:
+            near = np.unique(rows)
+            counts = retrieved.stop[near] - retrieved.start[near]
+            known.append(_pair(qids.take(pa.array(np.repeat(near, counts))), self._listed_of(near)))
+        return pc.is_in(_pair(qids.take(pa.array(rows)), docids), value_set=pa.concat_arrays(known)).to_numpy(
+            zero_copy_only=False
+        )
+
+    def _listed_of(self, rows: np.ndarray) -> pa.Array:
+        """The retrieved lists of these rows, end to end."""
+        retrieved = self.inputs.retrieved
+        if retrieved is None or not len(rows):
+            return pa.array([], pa.string())
+        counts = retrieved.stop[rows] - retrieved.start[rows]
+        at = (
+            np.repeat(retrieved.start[rows], counts)
+            + np.arange(counts.sum())
+            - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        return retrieved.docids.take(pa.array(at, pa.int64()))
 
     def _listed(self, row: int) -> pa.Array:
         retrieved = self.inputs.retrieved

@@ -10,12 +10,12 @@
   level >= `complexity.answer_level`), its k negatives from the sources of `training.fill_order`, derived from the
   graded lists (builder/release/hard_negatives.py).
 
-Rows are grouped with the release's sorted runs (generation/spill.py `TableRuns`), keyed by (the sub-question's
-place in the output order, arrival), so memory stays bounded however many judgments there are. The output order
-is question by question (a question at the place of its first sub-question in the `subquestions` tables), each
-question's sub-questions in table order, so every chunk holds whole questions and `validate` re-derives the same
-rows in the same order. With `runs` (builder/release/retrieved.py), the questions' retrieved-unjudged lists are
-derived in the same merge.
+Rows are grouped in sorted runs on disk (builder/release/natural_runs.py), keyed by (the question's place in the
+output order, arrival), so memory stays bounded however many judgments there are. The output order is question by
+question (a question at the place of its first sub-question in the `subquestions` tables), each question's
+sub-questions in table order, so every chunk holds whole questions and `validate` re-derives the same rows in the
+same order. With `runs` (builder/release/retrieved.py), the questions' retrieved-unjudged lists are derived beside
+them.
 """
 
 from __future__ import annotations
@@ -38,15 +38,14 @@ from builder.release.hard_negatives import (
     derive_rows,
     sampled_questions,
 )
+from builder.release.natural_runs import NaturalRuns
 from builder.release.retrieved import HARDNESS, RunsOfQuestions, StoredRetrieved, lists_by_row
 from generation.schema import arrow_schema
-from generation.spill import TableRuns
 
 CONFIGS = {"hard-negatives": "hard_negatives", "graded-lists": "graded_lists"}  # config -> schema table
 COLUMNS = ["docid", "level", "bm25_rank", "rerank_rank", "expected", "probs"]  # of the judgments it reads
-RUN_ROWS = 250_000  # judgments buffered before a sorted run goes to disk (~20 MB)
-MERGE_BLOCK_ROWS = 8_192  # rows of each run in hand while merging: ~100 runs at the paper's scale, ~800k rows
 SERIAL_BITS = 36  # the key's low bits: arrival order, unique per judgment (64G judgments)
+GROUP_ROWS = 262_144  # merged rows handled at once (~15 MB): fewer, larger chunks cost less than many small ones
 TRAIN = "train"
 DEV = "dev"
 
@@ -73,20 +72,6 @@ def with_dev_split(questions: pa.Table, training) -> pa.Table:
         return questions
     new = pc.if_else(pa.array(moved), DEV, split)
     return questions.set_column(questions.schema.get_field_index("split"), questions.schema.field("split"), new)
-
-
-class JudgmentRuns(TableRuns):
-    """`TableRuns` whose runs are written, and so read back while merging, in blocks of MERGE_BLOCK_ROWS rows (a
-    run file's record batches are the sorted table's chunks, cut to at most spill.RUN_BATCH_ROWS): with a hundred
-    runs of judgments, the merge holds a hundred small blocks rather than a hundred of spill.py's 32k rows."""
-
-    def _sorted_buffer(self) -> pa.Table | None:
-        table = super()._sorted_buffer()
-        return (
-            None
-            if table is None
-            else pa.Table.from_batches(table.to_batches(max_chunksize=MERGE_BLOCK_ROWS), table.schema)
-        )
 
 
 @dataclass
@@ -121,7 +106,6 @@ class TrainingRows:
         subq_split: np.ndarray,
         answer_level: int,
         training,
-        memory: int | None = None,
         retrieved=None,
     ):
         self.ids, self.qids, self.texts = subquestions["subq_id"], subquestions["qid"], subquestions["text"]
@@ -129,7 +113,8 @@ class TrainingRows:
         self.rule = NegativeRule.of(training, answer_level)
         self.place, self.question_place = output_order(self.qids)
         self.position_of_place = np.argsort(self.place)
-        self.runs = JudgmentRuns("key", memory or RUN_ROWS)
+        self.question_of_place = self.question_place[self.position_of_place]
+        self.runs = NaturalRuns("key")
         self.retrieved = retrieved
         self.serial = 0
         self.counts = TrainingCounts()
@@ -143,19 +128,19 @@ class TrainingRows:
         table = rows.select(COLUMNS) if graded.all() else rows.select(COLUMNS).filter(pa.array(graded))
         position = subquestion[graded]
         self.pools.add(table, position, self.rule.negative_level)
-        key = (self.place[position].astype(np.uint64) << np.uint64(SERIAL_BITS)) + np.arange(
+        place = self.place[position]
+        key = (self.question_of_place[place].astype(np.uint64) << np.uint64(SERIAL_BITS)) + np.arange(
             self.serial, self.serial + n, dtype=np.uint64
         )
         self.serial += n
-        self.runs.add(table.append_column("key", pa.array(key, pa.uint64())))
+        self.runs.add(table.append_column("place", pa.array(place)).append_column("key", pa.array(key, pa.uint64())))
 
     def groups(self) -> Iterator[pa.Table]:
         """Chunks of whole questions, in output order, with `place` and `question` (its first place) columns."""
         carry = None
-        for chunk in self.runs.merged():
-            place = pc.shift_right(chunk["key"], SERIAL_BITS).to_numpy(zero_copy_only=False).astype(np.int64)
-            question = self.question_place[self.position_of_place[place]]
-            chunk = chunk.append_column("place", pa.array(place)).append_column("question", pa.array(question))
+        for chunk in _gathered(self.runs.merged(), GROUP_ROWS):
+            question = pc.shift_right(chunk["key"], SERIAL_BITS).to_numpy(zero_copy_only=False).astype(np.int64)
+            chunk = chunk.append_column("question", pa.array(question))
             if carry is not None:
                 chunk = pa.concat_tables([carry, chunk])
             last = chunk["question"][-1]
@@ -278,6 +263,19 @@ class OtherQuestionPools:
         return {code: OtherQuestionPool(pa.concat_tables(parts)) for code, parts in self.parts.items()}
 
 
+def _gathered(chunks: Iterator[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """Consecutive chunks joined until they hold `rows` rows: each chunk handed on costs a fixed overhead."""
+    held, count = [], 0
+    for chunk in chunks:
+        held.append(chunk)
+        count += chunk.num_rows
+        if count >= rows:
+            yield pa.concat_tables(held).combine_chunks()
+            held, count = [], 0
+    if held:
+        yield pa.concat_tables(held).combine_chunks()
+
+
 def _no_pairs() -> pa.Table:
     return pa.table({"question": pa.array([], pa.int64()), "docid": pa.array([], pa.string())})
 
@@ -321,7 +319,6 @@ class TrainingWriters:
         splits: list[str],
         profile,
         rows_per_file: int,
-        memory: int | None = None,
         runs: list[Path] | None = None,
     ):
         from builder.release.layout import config
@@ -341,7 +338,7 @@ class TrainingWriters:
             )
             retrieved = RunsOfQuestions(qids, question_key, training.retrieved_kept)
             retrieved.add_files(run_files(runs, profile))
-        self.rows = TrainingRows(subquestions, subq_split, answer_level, training, memory, retrieved)
+        self.rows = TrainingRows(subquestions, subq_split, answer_level, training, retrieved)
         self.rows.counts.retrieved = "runs" if runs else "none"
         self.splits = splits
         self.writers = {
