@@ -211,6 +211,10 @@ class TableRuns:
                 blocks = [(r, b) for r, b in blocks if b is not None and b.num_rows]
                 if not blocks:
                     return
+                if len(blocks) == 1:  # one run left: its rows are sorted and above every key handed on
+                    reader, block = blocks[0]
+                    yield reader.take(block.num_rows)
+                    continue
                 bound = min(b[self.key][-1].as_py() for _, b in blocks)
                 taken = []
                 for reader, _ in blocks:  # every row up to the bound, from the next blocks too

@@ -19,6 +19,7 @@ from builder.release.package import package_release
 from builder.training.files import write_training_files
 from builder.training.recipe import in_batch_report, training_rows
 from builder.training.sampler import QuestionApartBatchSampler, count_in_batch
+from builder.training.shaped import paper_shaped_guard
 from builder.training.texts import judged_docids, write_texts
 from generation.profiles import load_profile
 from generation.schema import conform
@@ -152,13 +153,22 @@ def test_our_batches_keep_questions_apart_and_judged_documents_out_and_fill(rele
 def test_drop_last_drops_the_short_batches_and_says_how_many_rows(rows, caplog):
     import torch
 
-    sampler = rows.guard.batch_sampler(rows.dataset, batch_size=16, drop_last=True, generator=torch.Generator(), seed=0)
+    sampler = rows.guard.batch_sampler(rows.dataset, batch_size=8, drop_last=True, generator=torch.Generator(), seed=0)
     with caplog.at_level("WARNING", logger="builder.training.sampler"):
         batches = list(sampler)
     used = sum(len(b) for b in batches)
-    assert all(len(b) == 16 for b in batches) and len(sampler) == len(batches)
+    assert all(len(b) == 8 for b in batches) and len(sampler) == len(batches)
     assert sampler.rows_left_out == len(rows.guard) - used > 0
     assert f"{sampler.rows_left_out} of {len(rows.guard)} rows" in caplog.text
+
+
+def test_drop_last_refuses_when_no_batch_can_fill(rows):
+    import torch
+
+    questions = len(set(rows.guard.questions.tolist()))
+    sampler = rows.guard.batch_sampler(rows.dataset, questions + 1, True, generator=torch.Generator(), seed=0)
+    with pytest.raises(ValueError, match=f"fewer than {questions + 1}; lower the batch size or keep drop_last=False"):
+        len(sampler)
 
 
 def test_between_out_off_lets_documents_judged_between_in(release, rows):
@@ -174,41 +184,6 @@ def test_between_out_off_lets_documents_judged_between_in(release, rows):
     batches = list(loose.batch_sampler(rows.dataset, 16, False, generator=torch.Generator(), seed=0))
     high, middle, same = judged_in_batch(batches, loose, levels(release))
     assert (high, same) == (0, 0) and middle > 0
-
-
-def paper_shaped_guard(questions: int, seed: int = 0):
-    """Rows shaped as the paper's: 14 sub-questions a question over a pool of 19 documents, levels drawn from
-    Table 1's mix, one row per positive with 3 negatives: the sub-question's low ones, then the next question's."""
-    from builder.analysis.synthetic import TABLE1
-    from builder.training.sampler import Csr, FalseNegativeGuard
-
-    rng = np.random.default_rng(seed)
-    weights = np.array([TABLE1[k] for k in range(6)], float)
-    anchors, question_of, documents, high_keys, high_docs, mid_keys, mid_docs = [], [], [], [], [], [], []
-    for q in range(questions):
-        pool = q * 19 + np.arange(19)
-        for s in range(14):
-            anchor = q * 14 + s
-            level = rng.choice(6, size=19, p=weights / weights.sum())
-            low = pool[level <= 1]
-            fill = (q + 1) * 19 + np.arange(3)  # short of low documents: another question's, as other_question
-            for p in pool[level >= 4]:
-                negatives = np.r_[low, fill][:3]
-                anchors.append(anchor)
-                question_of.append(q)
-                documents.append([p, *negatives])
-            high_keys += [anchor] * int((level >= 4).sum())
-            high_docs += pool[level >= 4].tolist()
-            mid_keys += [anchor] * int(((level > 1) & (level < 4)).sum())
-            mid_docs += pool[(level > 1) & (level < 4)].tolist()
-    size = questions * 14
-    return FalseNegativeGuard(
-        np.array(anchors),
-        np.array(question_of),
-        np.array(documents),
-        Csr(np.array(high_keys), np.array(high_docs), size),
-        Csr(np.array(mid_keys), np.array(mid_docs), size),
-    )
 
 
 def test_batches_fill_on_paper_shaped_rows():

@@ -15,14 +15,15 @@ sub-question's positives do not all share one set of negatives. `other_question`
 (FNV-1a 64 of query_id + i*m) mod its size, passing over documents judged for the question or retrieved for it. A
 positive that all the sources together cannot give k documents is left out and counted (`short_positives`).
 
-The build, `validate` and `training-files` all derive rows with `derive_rows`, chunk by chunk of whole questions.
+The build, `validate` and `training-files` (builder/training/rows.py) all derive rows with `derive_rows`, chunk by
+chunk of whole questions.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -363,76 +364,16 @@ class _Chunk:
         return self.graded_of[qid]
 
 
-def rule_of_release(manifest: dict, negatives=None, negative_level=None, fill_order=None) -> NegativeRule:
-    """The release's own rule (manifest.training), with any of k, negative_level and fill_order replaced."""
-    stated = manifest.get("training") or {}
-    rule = NegativeRule(
-        stated["answer_level"],
-        stated["negative_level"] if negative_level is None else negative_level,
-        stated["negatives"] if negatives is None else negatives,
-        tuple(stated.get("fill_order") or SOURCES) if fill_order is None else tuple(fill_order),
-    )
-    unknown = sorted(set(rule.fill_order) - set(SOURCES))
-    if unknown or len(set(rule.fill_order)) != len(rule.fill_order) or not rule.fill_order:
-        raise ValueError(f"fill order {list(rule.fill_order)}: name each of {', '.join(SOURCES)} at most once")
-    if not 0 <= rule.negative_level < rule.answer_level:
-        raise ValueError(
-            f"negative level {rule.negative_level}: must be below the release's answer level {rule.answer_level}"
-        )
-    if rule.negatives < 1:
-        raise ValueError(f"negatives {rule.negatives}: at least 1")
-    return rule
-
-
-LIST_COLUMNS = ["query_id", "qid", "docids", "labels"]
-
-
-def release_rows(release, split: str, rule: NegativeRule, counts: NegativeCounts, batch_rows: int = 20_000):
-    """The hard-negatives rows of a release split under `rule`, re-derived from its `graded-lists`, `queries`,
-    `subquestions` and `questions.retrieved_unjudged` (chunks of whole questions, in the order the build writes
-    them); `counts` adds up what they hold."""
-    import pyarrow.parquet as pq
-
-    from builder.release.layout import config
-    from builder.release.retrieved import StoredRetrieved
-
-    lists = config("graded-lists").files(release, split)
-    queries = pq.read_table(config("queries").files(release, split), columns=["_id", "text"])
-    questions = pq.read_table(config("questions").files(release, split), columns=["qid", "retrieved_unjudged"])
-    retrieved = StoredRetrieved(questions["qid"], questions["retrieved_unjudged"])
-    pairs = []
-    asked = pq.read_table(config("subquestions").files(release, split), columns=["qid"])["qid"]
-    sampled = pa.array(sorted(sampled_questions(pc.unique(asked).to_pylist())), pa.string())
-    for path in lists:  # the other-question pool: a first pass over the split's graded lists
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=LIST_COLUMNS):
-            mine = batch.filter(pc.is_in(batch["qid"], value_set=sampled))
-            lengths = pc.list_value_length(mine["docids"]).fill_null(0)
-            flat = pa.table(
-                {
-                    "docid": pc.list_flatten(mine["docids"]),
-                    "qid": pc.take(mine["qid"], pa.array(np.repeat(np.arange(mine.num_rows), lengths.to_numpy()))),
-                    "label": pc.list_flatten(mine["labels"]),
-                }
-            )
-            pairs.append(flat.filter(pc.less_equal(flat["label"], rule.negative_level)).select(["docid", "qid"]))
-    pool = OtherQuestionPool(pa.concat_tables(pairs)) if pairs else None
+def whole_groups(chunks: Iterator[pa.Table], column: str) -> Iterator[pa.Table]:
+    """The rows of sorted `chunks` cut so that no value of `column` spans two tables (the last value's rows wait
+    for the next chunk)."""
     carry = None
-    for path in lists:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=LIST_COLUMNS):
-            table = pa.Table.from_batches([batch])
-            if carry is not None:
-                table = pa.concat_tables([carry, table])
-            last = table["qid"][-1]
-            whole = pc.not_equal(table["qid"], last)
-            carry = table.filter(pc.invert(whole))
-            if pc.any(whole).as_py():
-                yield _derived(table.filter(whole), queries, retrieved, pool, rule, counts)
+    for chunk in chunks:
+        if carry is not None:
+            chunk = pa.concat_tables([carry, chunk])
+        whole = pc.not_equal(chunk[column], chunk[column][-1])
+        carry = chunk.filter(pc.invert(whole))
+        if pc.any(whole).as_py():
+            yield chunk.filter(whole)
     if carry is not None and carry.num_rows:
-        yield _derived(carry, queries, retrieved, pool, rule, counts)
-
-
-def _derived(table, queries, retrieved, pool, rule, counts) -> pa.Table:
-    text = queries["text"].take(pc.index_in(table["query_id"], value_set=queries["_id"]))
-    rows, chunk_counts = derive_rows(table, ChunkInputs(text, retrieved.of_rows(table["qid"]), pool), rule)
-    counts.add(chunk_counts)
-    return rows
+        yield carry

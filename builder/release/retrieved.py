@@ -101,7 +101,7 @@ class RunsOfQuestions:
             parts.append(chunk)
         table = pa.concat_tables(parts) if parts else None
         if table is None or not table.num_rows:
-            return _empty_runs()
+            return RUN_ROWS.empty_table()
         question = pc.shift_right(table["key"], SERIAL_BITS)
         if last is not None:
             later = pc.greater(question, last)
@@ -113,7 +113,7 @@ class RunsOfQuestions:
         """Per question of `runs`, its documents no graded judgment of the question covers, hardest first, at most
         `kept`: (question, docid, bm25_rank, rerank_rank). `graded`: (question, docid) of the chunk's judgments."""
         if not runs.num_rows:
-            return _empty_lists()
+            return KEPT.empty_table()
         merged = runs.group_by(["question", "docid"], use_threads=False).aggregate(
             [("bm25_rank", "min"), ("rerank_rank", "min")]
         )
@@ -130,7 +130,7 @@ class RunsOfQuestions:
     def column(self, question_of_qid: np.ndarray) -> pa.Array:
         """`retrieved_unjudged` for the questions table: row i holds the list of question key
         `question_of_qid[i]` (an empty list where the runs retrieved nothing unjudged)."""
-        table = pa.concat_tables(self.lists) if self.lists else _empty_lists()
+        table = pa.concat_tables(self.lists) if self.lists else KEPT.empty_table()
         table = table.take(pc.sort_indices(table, [("question", "ascending")]))  # stable: keeps hardness order
         question = table["question"].to_numpy(zero_copy_only=False).astype(np.int64)
         start = np.searchsorted(question, question_of_qid, "left")
@@ -152,27 +152,13 @@ def _pair_key(question, docid) -> pa.Array:
     return pc.binary_join_element_wise(pc.cast(question, pa.string()), docid, "\x1f")
 
 
-def _empty_runs() -> pa.Table:
-    return pa.table(
-        {
-            "key": pa.array([], pa.uint64()),
-            "docid": pa.array([], pa.string()),
-            "bm25_rank": pa.array([], pa.int32()),
-            "rerank_rank": pa.array([], pa.int32()),
-            "question": pa.array([], pa.uint64()),
-        }
-    )
-
-
-def _empty_lists() -> pa.Table:
-    return pa.table(
-        {
-            "question": pa.array([], pa.uint64()),
-            "docid": pa.array([], pa.string()),
-            "bm25_rank": pa.array([], pa.int32()),
-            "rerank_rank": pa.array([], pa.int32()),
-        }
-    )
+RUN_ROWS = pa.schema(
+    [("key", pa.uint64()), ("docid", pa.string()), ("bm25_rank", pa.int32()), ("rerank_rank", pa.int32()),
+     ("question", pa.uint64())]
+)  # fmt: skip
+KEPT = pa.schema(
+    [("question", pa.uint64()), ("docid", pa.string()), ("bm25_rank", pa.int32()), ("rerank_rank", pa.int32())]
+)
 
 
 def lists_by_row(question: np.ndarray, docids: pa.Array, row_key: np.ndarray) -> RowLists:

@@ -37,6 +37,7 @@ from builder.release.hard_negatives import (
     OtherQuestionPool,
     derive_rows,
     sampled_questions,
+    whole_groups,
 )
 from builder.release.natural_runs import NaturalRuns
 from builder.release.retrieved import HARDNESS, RunsOfQuestions, StoredRetrieved, lists_by_row
@@ -137,19 +138,11 @@ class TrainingRows:
 
     def groups(self) -> Iterator[pa.Table]:
         """Chunks of whole questions, in output order, with `place` and `question` (its first place) columns."""
-        carry = None
-        for chunk in _gathered(self.runs.merged(), GROUP_ROWS):
-            question = pc.shift_right(chunk["key"], SERIAL_BITS).to_numpy(zero_copy_only=False).astype(np.int64)
-            chunk = chunk.append_column("question", pa.array(question))
-            if carry is not None:
-                chunk = pa.concat_tables([carry, chunk])
-            last = chunk["question"][-1]
-            whole = pc.not_equal(chunk["question"], last)
-            carry = chunk.filter(pc.invert(whole))
-            if pc.any(whole).as_py():
-                yield chunk.filter(whole)
-        if carry is not None and carry.num_rows:
-            yield carry
+        chunks = (
+            chunk.append_column("question", pc.cast(pc.shift_right(chunk["key"], SERIAL_BITS), pa.int64()))
+            for chunk in _gathered(self.runs.merged(), GROUP_ROWS)
+        )
+        yield from whole_groups(chunks, "question")
 
     def tables(self) -> Iterator[tuple[int, str, pa.Table]]:
         pools = self.pools.result()

@@ -282,6 +282,22 @@ GENERATE_FAULTS = {
         {"training"},
         "training",
     ),
+    "hard-negatives: a negative's source named wrong": (
+        sealed(
+            lambda r: rewrite(
+                data_file(r, "hard_negatives"),
+                lambda t: set_first(
+                    t,
+                    "negative_sources",
+                    first_list(
+                        t, "negative_sources", lambda s: ["other_question" if s[0] == "judged" else "judged", *s[1:]]
+                    ),
+                ),
+            )
+        ),
+        {"training"},
+        "training",
+    ),
     "hard-negatives row dropped": (
         sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
         {"training"},

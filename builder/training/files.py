@@ -30,10 +30,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from builder.release.hard_negatives import NegativeCounts, NegativeRule, release_rows, rule_of_release
+from builder.release.hard_negatives import NegativeCounts, NegativeRule
 from builder.release.layout import SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, TrainingRow
+from builder.training.rows import release_rows, rule_of_release
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError, InputError
 from generation.storage import commit, tmp_path, write_text_atomic

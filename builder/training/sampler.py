@@ -27,6 +27,7 @@ they are dropped, as `NoDuplicatesBatchSampler` drops them, and a warning says h
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -194,6 +195,12 @@ class QuestionApartBatchSampler(DefaultBatchSampler):
             batches = self._batches(self.seed + self.epoch)
             kept = [b for b in batches if len(b) == self.batch_size] if self.drop_last else batches
             left_out = sum(len(b) for b in batches) - sum(len(b) for b in kept)
+            if batches and not kept:
+                raise ValueError(
+                    f"drop_last=True leaves no batch: the question and judged-document rules fit at most "
+                    f"{max(len(b) for b in batches)} of these {len(self.guard):,} rows in one batch, fewer than "
+                    f"{self.batch_size}; lower the batch size or keep drop_last=False"
+                )
             if left_out:
                 logger.warning(
                     "drop_last=True: %d of %d rows sit in batches the question and judged-document rules leave "
@@ -267,18 +274,18 @@ def count_in_batch(batches: Iterable[Sequence[int]], guard: FalseNegativeGuard) 
     count = InBatchCount()
     for batch in batches:
         count.batches += 1
-        columns = [d for row in batch for d in guard.documents[row].tolist()]
+        columns = Counter(d for row in batch for d in guard.documents[row].tolist())
         _, per_question = np.unique(guard.questions[list(batch)], return_counts=True)
         count.same_question_pairs += int((per_question * (per_question - 1) // 2).sum())
+        width = sum(columns.values())
         for row in batch:
-            anchor = int(guard.anchors[row])
+            anchor, positive = int(guard.anchors[row]), int(guard.documents[row][0])
             high, middle = set(guard.high.of(anchor)), set(guard.middle.of(anchor))
-            negatives = list(columns)
-            negatives.remove(int(guard.documents[row][0]))  # the anchor's own positive is its target, not a negative
-            hits = sum(d in high for d in negatives)
-            count.negatives += len(negatives)
+            # every document column of the batch but the anchor's own positive (its target) is a negative
+            hits = sum(columns[d] for d in high) - (positive in high)
+            count.negatives += width - 1
             count.false_negatives += hits
-            count.between += sum(d in middle for d in negatives)
+            count.between += sum(columns[d] for d in middle) - (positive in middle)
             count.rows += 1
             count.rows_hit += hits > 0
     return count
