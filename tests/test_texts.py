@@ -175,7 +175,7 @@ def test_cli_texts(release, copy, tmp_path):
 
     result = CliRunner().invoke(app, ["texts", str(release), "--from", str(copy["root"]), "--out", str(tmp_path / "t")])
     assert result.exit_code == 0, result.output
-    assert f"{texts_table_rows(copy):,} of {len(copy['docids']):,} judged documents written" in result.stdout
+    assert f"{texts_table_rows(copy):,} of {len(copy['docids']):,} documents written" in result.stdout
     refused = CliRunner().invoke(app, ["texts", str(release), "--from", str(copy["root"]), "--out", str(release)])
     assert refused.exit_code == 1 and "inside the release folder" in refused.output
     bad = CliRunner().invoke(
