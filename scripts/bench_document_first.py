@@ -3,6 +3,7 @@ seconds per pair, pairs/s and peak memory, for random-weight Llama-shaped models
 
     python scripts/bench_document_first.py                                  (CPU: two small shapes, the sample's lengths)
     python scripts/bench_document_first.py --device cuda --shape llama-70b llama-8b --layers 16 --words 2048
+    python scripts/bench_document_first.py --vllm      (in .venv-vllm: the share of prompt tokens vLLM found cached)
 
 Pairs are the cross product the judge stage makes: `--questions` questions, each with `--documents` documents and
 `--subquestions` sub-questions (about 14 in the paper: 1,288,976 sub-questions over ~90k questions). Documents take
@@ -104,6 +105,69 @@ def measure(args) -> dict:
     }
 
 
+def vllm_rows(args) -> list[dict]:
+    """Both prompts through the kit's vLLM adapter (a tiny saved Llama: vLLM loads from a folder), with automatic
+    prefix caching: the share of prompt tokens each found cached (`RequestOutput.num_cached_tokens`)."""
+    import tempfile
+    import time
+
+    from transformers import AutoTokenizer
+
+    from builder.standins.models import save_tiny_causal_lm
+    from generation.backends.vllm_adapter import VllmJudgeBackend
+    from generation.judging.judges import LLMJudge
+    from generation.profiles import load_profile
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
+    save_tiny_causal_lm(folder, "LlamaConfig", "LlamaForCausalLM", 5, chat="llama3", head_dim=32)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    by_subquestion, by_document = bench_pairs(args)
+    rows = []
+    for mode in args.mode:
+        for prompt, pairs in zip(PROMPTS, (by_subquestion, by_document)):
+            config = load_profile("paper").judge.model_copy(
+                update={"model": str(folder), "prompt": prompt, "mode": mode, "dtype": "float32", "max_model_len": 2048}
+            )
+            config = config.model_copy(update={"tensor_parallel_size": 1, "engine_args": {"enforce_eager": True}})
+            backend = VllmJudgeBackend(str(folder), config)
+            judge = LLMJudge(config, backend, tokenizer, "tiny")
+            start = time.perf_counter()
+            judge.grade(pairs)
+            seconds = time.perf_counter() - start
+            rows.append(
+                {
+                    "mode": mode,
+                    "prompt": prompt,
+                    "pairs": len(pairs),
+                    "prompt_tokens": backend.prompt_tokens,
+                    "cached_tokens": backend.cached_tokens,
+                    "block": backend.llm.llm_engine.vllm_config.cache_config.block_size,
+                    "pairs_per_s": len(pairs) / seconds,
+                }
+            )
+            del judge, backend
+    return rows
+
+
+def vllm_table(rows: list[dict], args) -> str:
+    import vllm
+
+    lines = [
+        f"vLLM {vllm.__version__} ({'CPU build' if not torch.cuda.is_available() else 'GPU'}), a tiny random Llama "
+        f"(Llama-3.3 chat template); {args.questions} questions x {args.documents} documents x {args.subquestions} "
+        "sub-questions",
+        "",
+        "| mode | prompt | pairs | prompt tokens | found cached | share cached | block | pairs/s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['mode']} | {r['prompt']} | {r['pairs']:,} | {r['prompt_tokens']:,} | {r['cached_tokens']:,} | "
+            f"{r['cached_tokens'] / r['prompt_tokens']:.1%} | {r['block']} | {r['pairs_per_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict], args) -> str:
     import transformers
 
@@ -147,12 +211,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--vllm", action="store_true", help="vLLM's prefix cache hits instead (needs vllm)")
     parser.add_argument("--one", nargs=3, metavar=("SHAPE", "PROMPT", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.corpus is None:
         from generation.sample import CLUEWEB22
 
         args.corpus = CLUEWEB22
+    if args.vllm:
+        print(vllm_table(vllm_rows(args), args))
+        return
     if args.one:
         args.shape, args.prompt, args.mode = args.one
         print(json.dumps(measure(args)))
