@@ -90,6 +90,7 @@ def measure(args) -> dict:
     )
     seconds, peak = timed(lambda: judge.grade(pairs), args.device, args.repeats)
     per_run = sum(computed) / (args.repeats + 1)  # the warm-up and each repeat compute the same
+    encoding, _ = timed(lambda: judge._encode_all(pairs), "cpu", args.repeats)  # the prompts' tokenization alone
     prompt_tokens = sum(len(judge.encode_pair(p)[0]) for p in pairs)
     return {
         "shape": shape.name,
@@ -99,6 +100,7 @@ def measure(args) -> dict:
         "prompt_tokens_per_pair": prompt_tokens / len(pairs),
         "computed_per_pair": per_run / len(pairs),
         "seconds_per_pair": seconds / len(pairs),
+        "encode_seconds_per_pair": encoding / len(pairs),
         "pairs_per_s": len(pairs) / seconds,
         "peak_memory_gib": peak,
         "device": device_name(args.device),
@@ -176,9 +178,9 @@ def table(rows: list[dict], args) -> str:
         f"{args.questions} questions x {args.documents} documents x {args.subquestions} sub-questions; documents "
         + (f"of {args.words} words" if args.words else f"of {args.corpus}'s lengths, cut at 2,048 words"),
         "",
-        "| shape | mode | prompt | pairs | prompt tokens / pair | tokens computed / pair | s / pair | pairs/s | "
-        "peak memory GiB | computed: paper / variant | time: paper / variant |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| shape | mode | prompt | pairs | prompt tokens / pair | tokens computed / pair | s / pair | of which "
+        "tokenizing | pairs/s | peak memory GiB | computed: paper / variant | time: paper / variant |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         paper = next(r for r in rows if (r["shape"], r["mode"], r["prompt"]) == (row["shape"], row["mode"], PROMPTS[0]))
@@ -191,6 +193,7 @@ def table(rows: list[dict], args) -> str:
         lines.append(
             f"| {row['shape']} | {row['mode']} | {row['prompt']} | {row['pairs']:,} | "
             f"{row['prompt_tokens_per_pair']:,.0f} | {row['computed_per_pair']:,.0f} | {row['seconds_per_pair']:.4f} | "
+            f"{row['encode_seconds_per_pair']:.4f} | "
             f"{row['pairs_per_s']:.2f} | {row['peak_memory_gib']:.2f} | {ratios} |"
         )
     return "\n".join(lines)

@@ -21,7 +21,7 @@ from generation.planning.plan import Plan, Scenario
 
 # The document-first prompt's suffixes (a sub-question's ~20 tokens against a cached document) run as short batches
 # whose weight reads dominate: priced at the calibration's `suffix` share, else at this assumption.
-SUFFIX_SHARE_ASSUMED = 0.05
+SUFFIX_SHARE_ASSUMED = 0.10  # the H100 reference measured 10.4% (scripts/bench_document_first.py, 2026-11-26)
 RERANK_TOKENS_ASSUMED = 2800  # the H100 calibration of 2026-11-23 measured the rerank path at ~2,800 tokens a document
 NODE_GPUS = 4
 
