@@ -115,13 +115,13 @@ def vllm_rows(args) -> list[dict]:
 
     from transformers import AutoTokenizer
 
-    from builder.standins.models import save_tiny_causal_lm
+    from builder.standins.models import save_vllm_chat_model
     from generation.backends.vllm_adapter import VllmJudgeBackend
     from generation.judging.judges import LLMJudge
     from generation.profiles import load_profile
 
     folder = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
-    save_tiny_causal_lm(folder, "LlamaConfig", "LlamaForCausalLM", 5, chat="llama3", head_dim=32)
+    save_vllm_chat_model(folder, "llama3", 5, 2048)
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     by_subquestion, by_document = bench_pairs(args)
     rows = []

@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from generation.backends.hf import TransformersBackend
 from generation.backends.prefix_groups import GroupBatches, SharedPrefixCache, shared_prefix_length
-from generation.judging.judges import LLMJudge, Pair
+from generation.judging.judges import Pair
 from generation.profiles import load_profile
+from tests.test_token_batches import judge
 
 WORDS = "bee hive varroa mite pollen nectar queen drone colony winter loss forage comb brood swarm".split()
 
@@ -24,22 +24,8 @@ def grouped_pairs(documents=4, subquestions=(5, 1, 7, 3), seed=5):
     return [Pair(questions[(d + k) % 8], doc) for d, doc in enumerate(docs) for k in range(subquestions[d])]
 
 
-def judge_of(model_dir, mode, prompt="crux-paper-document-first", batch_size=4, max_batch_tokens=None):
-    config = load_profile("paper").judge.model_copy(
-        update={
-            "backend": "transformers",
-            "model": str(model_dir),
-            "prompt": prompt,
-            "mode": mode,
-            "dtype": "float32",
-            "device": "cpu",
-            "max_model_len": 1024,
-            "batch_size": batch_size,
-            "max_batch_tokens": max_batch_tokens,
-        }
-    )
-    backend = TransformersBackend.from_config(model_dir, config, "judge")
-    return LLMJudge(config, backend, backend.tokenizer, "tiny"), backend
+def judge_of(model_dir, mode, prompt="crux-paper-document-first", batch_size=4):
+    return judge(model_dir, mode, batch_size, prompt=prompt)
 
 
 class CountingForwards(torch.nn.Module):

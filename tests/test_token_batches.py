@@ -86,11 +86,12 @@ def judge_pairs(n_questions=3, n_documents=7):
     return [Pair(f"why do bees {rng.choice(words)} number {q}?", d) for q in range(n_questions) for d in docs]
 
 
-def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None):
+def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None, prompt="crux-paper"):
     config = load_profile("paper").judge.model_copy(
         update={
             "backend": "transformers",
             "model": str(model_dir),
+            "prompt": prompt,
             "mode": mode,
             "dtype": "float32",
             "device": "cpu",

@@ -10,43 +10,26 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from builder.standins.models import save_tiny_causal_lm  # noqa: E402
+from builder.standins.models import save_vllm_chat_model  # noqa: E402
 from generation.backends.prefix_groups import shared_prefix_length  # noqa: E402
 from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.judges import LLMJudge  # noqa: E402
-from generation.profiles import load_profile  # noqa: E402
 from tests.test_prefix_groups import grouped_pairs  # noqa: E402
+from tests.test_vllm_backends import ENGINE_ARGS, MAX_MODEL_LEN, judge_config  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-MAX_MODEL_LEN = 1024
 
 
 @pytest.fixture(scope="module")
 def chat_llama_32(tmp_path_factory):
     """A tiny Llama with the Llama-3.3 chat template and a head size vLLM's CPU attention takes (32)."""
-    return save_tiny_causal_lm(
-        tmp_path_factory.mktemp("vllm-prefix-llama"),
-        "LlamaConfig",
-        "LlamaForCausalLM",
-        seed=5,
-        chat="llama3",
-        head_dim=32,
-        max_position_embeddings=MAX_MODEL_LEN,
-    )
+    return save_vllm_chat_model(tmp_path_factory.mktemp("vllm-prefix-llama"), "llama3", 5, MAX_MODEL_LEN)
 
 
 def config(model, mode, caching):
-    return load_profile("paper-document-first").judge.model_copy(
-        update={
-            "backend": "vllm",
-            "model": str(model),
-            "mode": mode,
-            "dtype": "float32",
-            "tensor_parallel_size": 1,
-            "max_model_len": MAX_MODEL_LEN,
-            "enable_prefix_caching": caching,
-            "engine_args": {"enforce_eager": True, "max_num_seqs": 8},
-        }
+    """test_vllm_backends' judge under the document-first prompt, prefix caching on or off."""
+    return judge_config(model, mode).model_copy(
+        update={"prompt": "crux-paper-document-first", "enable_prefix_caching": caching, "engine_args": ENGINE_ARGS}
     )
 
 
