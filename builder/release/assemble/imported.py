@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.lineage import judgment_records
+from builder.release.assemble.lineage import judgment_records
 from generation.schema import IMPORTED_STATUSES
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
