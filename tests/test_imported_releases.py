@@ -158,8 +158,8 @@ def resealed(release: Path, tmp_path: Path, edit) -> Path:
     ],
 )
 def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, finding):
-    from builder.release.assemble.imported import CHECK
     from builder.release.validate.folder import validate
+    from builder.release.validate.imported import CHECK
 
     report = validate(resealed(release, tmp_path, edit), load=False)
     check = next(c for c in report.checks if c.name == CHECK)

@@ -1,18 +1,13 @@
 """A release of imported labels (`import-labels`, generation/stages/import_labels.py): what the import recorded,
-gathered from the judgment shards' completion records into the manifest and the card, and checked by `validate`
-against the data (`check_import`)."""
+gathered from the judgment shards' completion records into the manifest and the card (`validate` checks it against
+the data: builder/release/validate/imported.py)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from builder.release.assemble.lineage import judgment_records
-from generation.schema import IMPORTED_STATUSES
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
 NOT_PRODUCED = (
@@ -22,7 +17,8 @@ NOT_PRODUCED = (
 )
 
 
-def _sum(counters) -> dict:
+def summed(counters) -> dict:
+    """Count dicts (None for none) added up, keys sorted."""
     total = Counter()
     for counter in counters:
         total.update(counter or {})
@@ -61,9 +57,9 @@ def import_record(folders: list[Path]) -> dict | None:
         "files": sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
         "rows": sum(r["rows"] for r in imports),
         "duplicates": sum(r["duplicates"] for r in imports),
-        "rejected": _sum(r["rejected"] for r in imports),
-        "statuses": _sum(r["statuses"] for r in imports),
-        "documents": _sum(r["documents"] for r in imports),
+        "rejected": summed(r["rejected"] for r in imports),
+        "statuses": summed(r["statuses"] for r in imports),
+        "documents": summed(r["documents"] for r in imports),
         "clicked_unknown": sum(r["clicked_unknown"] for r in imports),
         "incomplete_documents": sum(r["incomplete_documents"] for r in imports),
         "graded_on_other_text": other_text_account(imports),
@@ -75,7 +71,7 @@ def other_text_account(imports: list[dict]) -> dict | None:
     """The authors' clicked-pass defect as the imports found it (generation/labels/authors_pass.py), summed over shards;
     None when no import checked it (not crux-ratings, or no --corpus)."""
     found = [r["graded_on_other_text"] for r in imports if r.get("graded_on_other_text") is not None]
-    return _sum(found) if found else None
+    return summed(found) if found else None
 
 
 def imported_line(imported: dict) -> str:
@@ -85,55 +81,3 @@ def imported_line(imported: dict) -> str:
         f"Labels imported ({', '.join(imported.get('formats', []))}; no prompt, no pool provenance) from {files}, "
         f"judge: {'; '.join(imported.get('judges', []))}."
     )
-
-
-CHECK = (
-    "imported labels: status `imported` only where manifest.json records an import, with a level; the rows, "
-    "statuses, files and judges the import recorded"
-)
-
-
-def check_import(release: Path, manifest: dict, stats: dict, judgment_files: list[Path], card_body: str, check) -> None:
-    """A release that records no import has no `imported` status; one that does has exactly the rows and statuses
-    its import recorded, no `imported` row without a level, and a card naming the files and judges."""
-    statuses = _sum(s["counts"]["status"] for s in stats.values())
-    imported = manifest.get("imported")
-    if imported is None:
-        for status in IMPORTED_STATUSES:
-            if statuses.get(status):
-                check.fail(
-                    f"{statuses[status]:,} judgments have status {status!r}, but manifest.json records no import",
-                    statuses[status],
-                )
-        return
-    files = imported.get("files") if isinstance(imported, dict) else None
-    if not isinstance(files, list) or not all(
-        isinstance(f, dict) and isinstance(f.get("rows"), int) and isinstance(f.get("sha256"), str) for f in files
-    ):
-        check.fail("manifest.json: `imported` needs `files`, each with its name, sha256 and rows")
-        return
-    left_out = imported.get("left_out") or {}  # build-release --leave-out-other-text
-    judgments = sum(s["judgments"] for s in stats.values())
-    kept = sum(f["rows"] for f in files) - sum(left_out.values())
-    if kept != judgments or imported.get("rows") != kept + sum(left_out.values()):
-        check.fail(
-            f"the import recorded {imported.get('rows')!r} rows ({sum(f['rows'] for f in files):,} over its "
-            f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
-            f"{judgments:,} judgments"
-        )
-    statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
-    if imported.get("statuses") != statuses:
-        differ = sorted(
-            k
-            for k in set(statuses) | set(imported.get("statuses") or {})
-            if statuses.get(k) != (imported.get("statuses") or {}).get(k)
-        )
-        check.fail(f"statuses differ from what the import recorded: {differ}")
-    for path in (p for p in judgment_files if p.parent.name == "unparsed"):
-        table = pq.read_table(path, columns=["status"])
-        n = pc.sum(pc.is_in(table["status"], value_set=pa.array(IMPORTED_STATUSES))).as_py() or 0
-        if n:
-            check.fail(f"{path.relative_to(release)}: {n:,} rows with an imported status and no level", n)
-    for name in [*imported.get("judges", []), *(f["sha256"] for f in files), *(f.get("name", "") for f in files)]:
-        if name not in card_body:
-            check.fail(f"the card does not name the import's {name!r}")

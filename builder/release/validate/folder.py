@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.release.assemble.configs import binary_threshold
-from builder.release.assemble.imported import CHECK as IMPORT_CHECK
-from builder.release.assemble.imported import check_import
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
 from builder.release.validate.derived import DerivedPrints, check_derived
+from builder.release.validate.imported import CHECK as IMPORT_CHECK
+from builder.release.validate.imported import check_import
 from builder.release.validate.load import check_loads
 from builder.release.validate.manifest import (
     check_files,
