@@ -48,7 +48,7 @@ def shapes(layers: int) -> dict:
 
 def bench_pairs(args):
     """The judge stage's cross product, by sub-question (the paper's layout) or by document (the variant's)."""
-    from builder.analysis.gpu_bench import document_words
+    from builder.standins.gpu_bench import document_words
     from generation.judging.judges import Pair
 
     rng = random.Random(args.seed)
@@ -66,7 +66,7 @@ def bench_pairs(args):
 
 def measure(args) -> dict:
     """One (shape, prompt, mode) in this process."""
-    from builder.analysis.gpu_bench import device_name, timed
+    from builder.standins.gpu_bench import device_name, timed
     from builder.standins.models import build_model, chat_tokenizer
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
