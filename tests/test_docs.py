@@ -282,7 +282,7 @@ def test_the_path_check_finds_a_missing_file_glob_and_function(tmp_path, monkeyp
 
 
 def test_the_readme_cites_the_paper_as_the_release_card_does():
-    from builder.release.snippets import PAPER_BIBTEX
+    from builder.release.assemble.snippets import PAPER_BIBTEX
 
     readme = (ROOT / "README.md").read_text()
     assert f"```bibtex\n{PAPER_BIBTEX}\n```" in readme
