@@ -3,10 +3,10 @@ sub-questions and 24,316,320 judgments at scale 1), then, each in its own proces
 
 - the floor: a plain streaming pyarrow pass that reads the input shards in 262k-row batches and writes one
   zstd writer per level partition (what any release build must at least do),
-- `build-release` (package_release: data, statistics, complexity, card, manifest, training configs),
+- `build-release` (build_release: data, statistics, complexity, card, manifest, training configs),
 - `build-release` without the training configs (`hard-negatives`, `graded-lists`: their writer replaced by one that
   does nothing), so what they cost shows as the ratio of the two builds,
-- the training configs alone (builder/release/training.py): the same streaming pass with only their rows fed,
+- the training configs alone (builder/release/assemble/training_configs.py): the same streaming pass with only their rows fed,
 - `validate` (every check, with the load_dataset checks streaming one row per config and split),
 
 and print CPU seconds (user + system), wall seconds and peak memory (VmHWM) of each, with the ratios the
@@ -33,7 +33,7 @@ from bench_common import timed
 from rich.console import Console
 from rich.table import Table
 
-from builder.analysis.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
+from builder.standins.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
 FLOOR = """
 import pyarrow.compute as pc, pyarrow.parquet as pq
@@ -55,13 +55,13 @@ for writer in writers.values():
 """
 BUILD = """
 {stub}
-from builder.release.package import package_release
-package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
+from builder.release.assemble.folder import build_release
+build_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
                 repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}])
 """
 WITHOUT_TRAINING = """
-import builder.release.build as build
-from builder.release.training import TrainingCounts
+import builder.release.assemble.data_files as data_files
+from builder.release.assemble.training_configs import TrainingCounts
 
 class NoTrainingConfigs:
     def __init__(self, *args, **kwargs):
@@ -76,11 +76,11 @@ class NoTrainingConfigs:
     def retrieved_column(self, questions):
         return None
 
-build.TrainingWriters = NoTrainingConfigs
+data_files.TrainingWriters = NoTrainingConfigs
 """
 TRAINING = """
-from builder.release.build import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
-from builder.release.training import TrainingWriters, with_dev_split
+from builder.release.assemble.data_files import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
+from builder.release.assemble.training_configs import TrainingWriters, with_dev_split
 from generation.profiles import load_profile
 profile = load_profile("paper")
 questions, subquestions = load_questions([Path(p) for p in {questions!r}])
@@ -96,7 +96,7 @@ writers.close(summary)
 print("ROWS", sum(summary.rows["hard-negatives"].values()), sum(summary.rows["graded-lists"].values()))
 """
 VALIDATE = """
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 report = validate(Path({out!r}))
 bad = [(c.name, c.examples) for c in report.checks if not c.ok]
 if bad:

@@ -1,4 +1,4 @@
-"""Tries the kit as a hostile user would and prints the figures of docs/reliability.md:
+"""Tries the kit as a hostile user would and prints the figures of docs/benchmarks.md:
 bad inputs tried / answered with one clear line (or rejects that let the run go on), SIGKILLs survived (the
 re-run's output equals an uninterrupted run's, nothing left behind), races handled (a second worker on a
 shard is refused and told who holds it; shards finishing together), release corruptions caught by `validate`.
@@ -34,8 +34,8 @@ def setup(w: Path) -> dict:
     release of synthetic judgments, and profiles differing in one section."""
     import pyarrow.compute as pc
 
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
     from generation.profiles import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
     from generation.stages.corpus import build_corpus, write_url_map
@@ -78,7 +78,7 @@ def setup(w: Path) -> dict:
         w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1, unparsed_share=0.004
     )
     release = w / "release"
-    package_release(
+    build_release(
         [synthetic["judgments"]],
         list(synthetic["questions"].values()),
         release,
@@ -98,7 +98,7 @@ def setup(w: Path) -> dict:
         unparsed_share=0.004,
         profile=distribution,
     )
-    package_release(
+    build_release(
         [judged["judgments"]],
         list(judged["questions"].values()),
         w / "distribution-release",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from builder.release.hard_negatives import NegativeCounts, NegativeRule
+from builder.release.assemble.hard_negatives import NegativeCounts, NegativeRule
 from builder.release.layout import SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, TrainingRow

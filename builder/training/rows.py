@@ -1,5 +1,5 @@
 """The hard-negatives rows `training-files` writes: re-derived from a release's `graded-lists`, `queries`,
-`subquestions` and `questions.retrieved_unjudged` with builder/release/hard_negatives.py's `derive_rows`, under the
+`subquestions` and `questions.retrieved_unjudged` with builder/release/assemble/hard_negatives.py's `derive_rows`, under the
 release's rule or another k, negative level or fill order, so no rebuild is needed."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release import hard_negatives as hn
+from builder.release.assemble import hard_negatives as hn
+from builder.release.assemble.retrieved import StoredRetrieved
 from builder.release.layout import config
-from builder.release.retrieved import StoredRetrieved
 
 
 def rule_of_release(manifest: dict, negatives=None, negative_level=None, fill_order=None) -> hn.NegativeRule:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from builder.analysis.synthetic import TABLE1
+from builder.standins.synthetic import TABLE1
 from builder.training.sampler import Csr, FalseNegativeGuard
 
 SUBQUESTIONS, POOL, NEGATIVES = 14, 19, 3  # the paper's ~13.4 sub-questions and ~18.9 judged documents a question

@@ -1,0 +1,182 @@
+"""`build-release`: data files, then the card, plot and manifest that describe them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from builder.analysis.agreement import agreement_markdown, read_agreement
+from builder.release.assemble.card import PLOT, plot_levels, render_card
+from builder.release.assemble.configs import binary_threshold
+from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
+from builder.release.assemble.failed_pairs import failed_pairs
+from builder.release.assemble.imported import import_record
+from builder.release.assemble.lineage import release_profile
+from builder.release.assemble.training_configs import settings_record
+from builder.release.layout import CONFIGS, MANIFEST
+from generation import __version__
+from generation.errors import InputError
+from generation.judging.prompts import get_prompt
+from generation.profiles import Profile, load_profile
+from generation.schema import OTHER_TEXT_STATUS, features
+from generation.storage import refuse_links
+
+
+def rubric(prompt_text: str) -> list[tuple[int, str]]:
+    """The prompt's guideline lines ("- 5: The context is ...") as (level, text), highest first."""
+    return [(int(m[1]), m[2].strip()) for m in re.finditer(r"^- (\d): (.+)$", prompt_text, re.MULTILINE)]
+
+
+def differences(profile: Profile, imported: dict | None = None) -> str:
+    """Every knob where this release's profile differs from the paper's, then what always differs."""
+    paper = load_profile("paper").model_dump()
+    ours = profile.model_dump()
+    lines = (
+        [
+            "- The labels were imported, not judged by this kit: the profile's BM25, reranker, pool and judge settings "
+            "below describe the profile the import named, not how these labels were made."
+        ]
+        if imported
+        else []
+    )
+    for section in ("bm25", "rerank", "pool", "judge"):
+        for key, value in ours[section].items():
+            if paper[section].get(key) != value:
+                lines.append(
+                    f"- `{section}.{key}`: {value!r} here, {paper[section].get(key)!r} in the `paper` profile."
+                )
+    lines += [
+        "- The paper reports 24,316,320 judgments over 1,288,976 sub-questions: 18.86 per sub-question (it prints "
+        "18.87). Its stated "
+        "pool (top 20 BM25 + top 20 reranked + clicked documents, each judged for every sub-question of its question) "
+        "gives every sub-question at least 20 judgments (the 20 BM25 documents alone), so the average cannot be below "
+        "20: the paper's data did not follow its stated rule exactly.",
+        '- Parsing follows the authors\' rule (`re.findall(r"\\d|-\\d", output + "-1")[0]`), which gives every output '
+        'an integer; the paper\'s 13 "Other" outputs are those off the 0-5 scale. Here such a judgment keeps a null '
+        "level and its `status` says why (no_digit, negative, out_of_scale, request_failed).",
+        "- Documents are identified by ClueWeb22-ID and URL-hash; the paper does not say which key it used.",
+    ]
+    return "\n".join(lines)
+
+
+def judge_precision(profile: Profile) -> str:
+    """What the judge's weights and activations were: fp8 (quantized) or its dtype."""
+    if profile.judge.quantization == "fp8":
+        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
+    return profile.judge.dtype
+
+
+WITHHELD_ENDPOINT = "http://endpoint.withheld"
+
+
+def withhold_endpoint(profile: Profile) -> Profile:
+    """The profile as a release publishes it: an `openai` server's address (an internal host) replaced; it is not in
+    the config hash, so the profile hash stays the judgments' own."""
+    server = profile.judge.openai
+    if server is None:
+        return profile
+    judge = profile.judge.model_copy(update={"openai": server.model_copy(update={"endpoint": WITHHELD_ENDPOINT})})
+    return profile.model_copy(update={"judge": judge})
+
+
+def build_release(
+    judgments: list[Path],
+    questions: list[Path],
+    out: Path,
+    profile_name: str | Path | Profile | None,
+    repo: str = "ORG/researchy-subq-judgments",
+    rows_per_file: int | None = None,
+    progress=None,
+    agreement: Path | None = None,
+    shards_revision: str | None = None,
+    leave_out_other_text: bool = False,
+    allow_failed_pairs: bool = False,
+    runs: list[Path] | None = None,
+) -> tuple[ReleaseSummary, Path]:
+    refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
+    failed = failed_pairs(judgments, allow_failed_pairs)
+    profile, judges = release_profile(judgments, profile_name)
+    profile = withhold_endpoint(profile)
+    imported = import_record(judgments)
+    if leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
+        raise InputError(
+            "--leave-out-other-text",
+            0,
+            "no import of these judgments checked the authors' clicked pass "
+            "(import-labels --format crux-ratings --corpus): there is nothing to leave out",
+        )
+    leave_out = (OTHER_TEXT_STATUS,) if leave_out_other_text else ()
+    agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
+    # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
+    prompt = get_prompt(profile.judge.prompt)
+    table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
+    kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
+    summary = build_release_data(
+        judgments, questions, out, profile, progress=progress, leave_out=leave_out, runs=runs, **kwargs
+    )
+    if imported and leave_out:
+        imported["left_out"] = summary.left_out
+    judge = "; ".join(judges) or profile.judge.model
+    splits = list(summary.stats)
+    reranker = (
+        None
+        if imported
+        else profile.rerank.model
+        + (
+            " (stand-in: MiniLM bi-encoder cosine)"
+            if profile.rerank.backend == "bi-encoder"
+            else f" ({profile.rerank.backend})"
+        )
+    )
+    context = {
+        "repo": repo,
+        "profile": profile,
+        "profile_hash": profile.config_hash(),
+        "code_version": __version__,
+        "judge": judge,
+        "server_template": any("request shape chat" in j for j in judges),
+        "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
+        "reranker": reranker,
+        "judge_precision": judge_precision(profile),
+        "prompt": {
+            "id": prompt.id,
+            "source": prompt.source,
+            "sha256": prompt.sha256,
+            "max_level": prompt.max_level,
+            "text": prompt.render("{question}", "{context}"),
+        },
+        "differences": differences(profile, imported),
+        "binary_threshold": binary_threshold(profile),
+        "imported": imported,
+        "rubric": rubric(prompt.user),
+        "agreement": agreement_section,
+        "features": table_features,
+        "training": settings_record(profile, summary.training),
+        "failed_pairs": failed,
+    }
+    plot_levels(out, summary.stats)
+    card = render_card(out, summary.rows, summary.stats, splits, context)
+    manifest = {
+        "repo": repo,
+        "code_version": __version__,
+        "profile": profile.model_dump(),
+        "profile_hash": profile.config_hash(),
+        "models": {
+            "reranker": reranker,
+            "judge": judge,
+            **({} if imported else {"judge_precision": judge_precision(profile)}),
+        },
+        "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
+        "rows": summary.rows,
+        "stats": summary.stats,
+        "splits": splits,
+        "files": file_manifest(out),
+        "training": context["training"],  # the training configs' settings and what they left out
+        "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
+        **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
+        **(
+            {"failed_pairs": failed} if failed else {}
+        ),  # published with --allow-failed-pairs: no level, status request_failed
+    }
+    write_json(Path(out) / MANIFEST, manifest)
+    return summary, card

@@ -1,0 +1,71 @@
+"""`validate`'s checks of the level shares: the unparsed ('Other') share under its bound, and each split's per-level
+shares within the bounds of `--expect` (expectations/) or within a tolerance of a previous release's (`--against`);
+a split under `min_judgments` is not held to the bounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builder.release.layout import MANIFEST
+from builder.release.validate.expectations import load_expectations
+
+DEFAULT_UNPARSED_MAX = 0.01
+DEFAULT_TOLERANCE = 0.02
+
+
+def previous_shares(release: Path, check) -> dict:
+    """split -> level -> share stated by a previous release's manifest; what it lacks is a report line."""
+    try:
+        stated = json.loads((release / MANIFEST).read_text()).get("stats")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        check.fail(f"--against {release}: {MANIFEST} is not readable ({e})")
+        return {}
+    if not isinstance(stated, dict):
+        check.fail(f"--against {release}: {MANIFEST} states no statistics")
+        return {}
+    return {
+        split: s["level_share"]
+        for split, s in stated.items()
+        if isinstance(s, dict) and isinstance(s.get("level_share"), dict)
+    }
+
+
+def check_shares(stats: dict, expect: Path | None, against: Path | None, report) -> None:
+    bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
+    unparsed = report.check("unparsed ('Other') share under its bound")
+    limit = float(bounds.get("unparsed_max", DEFAULT_UNPARSED_MAX))
+    for split, s in stats.items():
+        share = s["level_share"]["unparsed"]
+        if share > limit:
+            unparsed.fail(f"{split}: {share:.4%} > {limit:.4%}")
+    shares = report.check("per-level shares within the expected bounds or the previous release")
+    tolerance = float(bounds.get("tolerance", DEFAULT_TOLERANCE))
+    reference = {}
+    if against:
+        previous = previous_shares(Path(against), shares)
+        reference = {
+            split: {lv: (v - tolerance, v + tolerance) for lv, v in s.items()} for split, s in previous.items()
+        }
+        for split in sorted(set(stats) - set(previous)) if not bounds.get("levels") else ():
+            shares.fail(
+                f"{split}: --against {against} has no {split} split (or no level shares for it): nothing to "
+                "compare this split's shares with; give --expect bounds for it"
+            )
+    too_small = [
+        f"{split} ({s['judgments']:,} judgments)"
+        for split, s in stats.items()
+        if s["judgments"] < bounds.get("min_judgments", 0)
+    ]
+    for split, s in stats.items():
+        if s["judgments"] < bounds.get("min_judgments", 0):
+            continue
+        wanted = dict(bounds.get("levels") or {}) or reference.get(split, {})
+        for level, (low, high) in wanted.items():
+            share = s["level_share"].get(str(level), 0.0)
+            if not low <= share <= high:
+                shares.fail(f"{split}: level {level} share {share:.2%} outside [{low:.2%}, {high:.2%}]")
+    if not bounds.get("levels") and not against:
+        shares.note = "no bounds given (--expect or --against)"
+    elif too_small:
+        shares.note = f"not held to the bounds, under min_judgments {bounds['min_judgments']:,}: {', '.join(too_small)}"
