@@ -9,7 +9,7 @@ import yaml
 
 from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
 from generation.errors import ArgumentError
-from generation.pilot.sample import SAMPLE_FILE, SampleRequest, quotas, read_sample
+from generation.pilot.sample import SAMPLE_FILE, Population, SampleRequest, draw, quotas, read_sample
 from generation.pilot.settings import load_setting
 from tests.helpers import assert_one_line_error, cli, cli_one_line
 
@@ -28,33 +28,58 @@ def inputs(small_pipeline, out):
     return PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], out)
 
 
+def pilot_args(profile, pipeline, out, *more):
+    return [
+        "pilot",
+        "--a", profile,
+        "--b", profile,
+        "--b-set", B_CUTS,
+        "--subquestions", pipeline["questions"],
+        "--candidates", pipeline["candidates"],
+        "--index", pipeline["index"],
+        "--out", out,
+        "--pairs", 150,
+        "--questions", 2,
+        "--resamples", 100,
+        *more,
+    ]  # fmt: skip
+
+
 def test_quotas_share_equally_and_pass_on_what_a_small_question_leaves():
     assert quotas([100, 100, 100], 30) == [10, 10, 10]
     assert quotas([4, 100, 100], 30) == [4, 13, 13]
-    assert quotas([4, 100, 100], 31) == [4, 14, 13] or quotas([4, 100, 100], 31) == [4, 13, 14]
-    assert sum(quotas([4, 100, 100], 31)) == 31
+    assert quotas([4, 100, 100], 31) == [4, 14, 13]  # 4, then ceil(27 / 2) = 14, then the 13 left
     assert quotas([2, 3], 50) == [2, 3]
+
+
+def test_the_draw_takes_whole_questions_then_pairs_within_them_whatever_the_input_order():
+    subqs = {f"q{i}": [f"q{i}-{k}" for k in range(i + 1)] for i in range(6)}
+    docs = {f"q{i}": [f"d{i}-{j}" for j in range(3)] for i in range(6)}
+    population = Population(subqs, docs, {})
+    reordered = Population(dict(reversed(subqs.items())), dict(reversed(docs.items())), {})
+    table, definition = draw(population, SampleRequest(pairs=20, questions=4, seed=5))
+    assert draw(reordered, SampleRequest(pairs=20, questions=4, seed=5))[0].equals(table)
+    rows = table.to_pylist()
+    drawn = sorted({r["qid"] for r in rows})
+    shares = quotas([len(subqs[q]) * 3 for q in drawn], 20)
+    assert len(drawn) == 4 and definition["taken"] == {
+        "questions": 4,
+        "pairs": 20,
+        "pairs_per_question": {"min": min(shares), "max": max(shares)},
+    }
+    for row in rows:  # every pair is a (sub-question, candidate) of its own question, and none twice
+        assert row["subq_id"] in subqs[row["qid"]] and row["docid"] in docs[row["qid"]]
+    assert len({(r["subq_id"], r["docid"]) for r in rows}) == 20
+    assert [sum(r["qid"] == q for r in rows) for q in drawn] == shares
 
 
 def test_two_stand_in_settings_end_to_end(small_pipeline, profile_file, tmp_path):
     out = tmp_path / "pilot"
-    code, output = cli(
-        "pilot",
-        "--a", profile_file,
-        "--b", profile_file,
-        "--b-set", B_CUTS,
-        "--subquestions", small_pipeline["questions"],
-        "--candidates", small_pipeline["candidates"],
-        "--index", small_pipeline["index"],
-        "--out", out,
-        "--pairs", 120,
-        "--questions", 2,
-        "--resamples", 200,
-    )  # fmt: skip
+    code, output = cli(*pilot_args(profile_file, small_pipeline, out))
     assert code == 0, output
     record = json.loads((out / "pilot.json").read_text())
     sample, _ = read_sample(out / SAMPLE_FILE)
-    assert sample.num_rows == record["sample"]["taken"]["pairs"] == 120
+    assert sample.num_rows == record["sample"]["taken"]["pairs"] == 150
     assert record["sample"]["taken"]["questions"] == 2 == len(set(sample["qid"].to_pylist()))
     judged = {
         side: pq.read_table(out / side / "pilot-judgments-00000-of-00001.parquet").to_pylist() for side in ("a", "b")
@@ -68,8 +93,8 @@ def test_two_stand_in_settings_end_to_end(small_pipeline, profile_file, tmp_path
     exact = sum(a[p] == b[p] for p in pairs) / len(pairs)
     agreement = record["agreement"]
     assert agreement["measures"]["exact_agreement"] == pytest.approx(exact)
-    assert agreement["measures"]["within_one_level"] == pytest.approx(sum(abs(a[p] - b[p]) <= 1 for p in pairs) / 120)
-    assert sum(map(sum, agreement["confusion"]["rows_a_columns_b"])) == 120
+    assert agreement["measures"]["within_one_level"] == pytest.approx(sum(abs(a[p] - b[p]) <= 1 for p in pairs) / 150)
+    assert sum(map(sum, agreement["confusion"]["rows_a_columns_b"])) == 150
     assert agreement["confusion"]["levels"] == [0, 1, 2, 3, 4, 5]
     assert 0 < exact < 1, "lower cut points move some pairs up a level"
     answers_a = {p for p in pairs if a[p] >= 4}
@@ -119,23 +144,6 @@ def test_settings_on_different_scales_are_refused(tmp_path):
     code, output = cli_one_line("pilot", "--a", "paper", "--b", "paper", "--b-set", "judge.prompt", *folders)
     assert_one_line_error(code, output, "--b-set 'judge.prompt': expected SECTION.KEY=VALUE")
     assert not (tmp_path / "out").exists(), "nothing is written before the settings are checked"
-
-
-def pilot_args(profile, pipeline, out, *more):
-    return [
-        "pilot",
-        "--a", profile,
-        "--b", profile,
-        "--b-set", B_CUTS,
-        "--subquestions", pipeline["questions"],
-        "--candidates", pipeline["candidates"],
-        "--index", pipeline["index"],
-        "--out", out,
-        "--pairs", 150,
-        "--questions", 2,
-        "--resamples", 100,
-        *more,
-    ]  # fmt: skip
 
 
 def test_killed_mid_run_then_sharded_resume_gives_the_uninterrupted_record(small_pipeline, tmp_path):

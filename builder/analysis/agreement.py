@@ -5,7 +5,6 @@ rankings (Kendall tau between run orderings scored with each label set)."""
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ import pyarrow.compute as pc
 from scipy import stats as sps
 
 from builder.analysis.labels import apply_mapping, read_labels, read_trec_run
-from generation.errors import InputError
+from generation.errors import InputError, read_json_file
 
 
 @dataclass
@@ -217,16 +216,7 @@ def mapped(grades: pa.ChunkedArray, mapping, binary_at: int | None, path: Path, 
 def read_agreement(path: Path) -> dict:
     """The JSON `agreement --json` wrote, for the card's section; anything else is an InputError naming the file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(path, 0, f"cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(
-            path, e.lineno, f"not JSON ({e.msg}); pass the file `researchy-subq agreement --json` wrote"
-        ) from None
+    data = read_json_file(path, "the file `researchy-subq agreement --json` wrote")
     needed = ("a", "b", "coverage", "measures")
     missing = [k for k in needed if k not in data] if isinstance(data, dict) else list(needed)
     if missing:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from builder.analysis.pilot_measures import measure_agreement, paper_bill, read_setting, saving, verdict
 from builder.analysis.pilot_record import PILOT_RECORD, record_json, setting_record
+from builder.pasteable import profile_argument
 from generation import __version__
 from generation.errors import ArgumentError
 from generation.notices import warn
@@ -68,6 +69,7 @@ class Pilot:
         self.settings, self.inputs, self.options, self.shard = (a, b), inputs, options, shard
         self.notes = check_settings(a, b, options)
         self.summaries: dict[str, StageSummary] = {}
+        self.profiles: dict[str, str] = {}
         self.definition: dict = {}
         self.sample: Path | None = None
         self.waiting: str | None = None
@@ -94,7 +96,10 @@ class Pilot:
         )
 
     def judge(self, setting: Setting, progress=None) -> StageSummary:
+        """This shard of the sample judged under `setting`; its profile written beside its judgments (the `--profile`
+        of `judge` and `build-release` for these settings: `profiles`)."""
         self.summaries[setting.label] = summary = self.stage(setting).run(self.shard, progress)
+        self.profiles[setting.label] = profile_argument(setting.profile, self.inputs.out / setting.folder)
         return summary
 
     def finish(self) -> dict | None:

@@ -22,7 +22,7 @@ import json
 import math
 from pathlib import Path
 
-from generation.errors import InputError
+from generation.errors import InputError, read_json_file
 from generation.pilot.settings import Setting
 
 PILOT_RECORD = "pilot.json"
@@ -32,11 +32,12 @@ NEEDED = ("settings", "sample", "agreement", "gpu_hours", "verdict")
 
 def setting_record(setting: Setting) -> dict:
     from builder.release.package import withhold_endpoint
+    from generation.profiles import looks_like_path
     from generation.stages.judge import JudgeStage, judge_description
 
     profile, prompt = setting.profile, setting.prompt
     return {
-        "given": setting.given,
+        "given": Path(setting.given).name if looks_like_path(setting.given) else setting.given,  # no local path
         "overrides": list(setting.overrides),
         "profile": withhold_endpoint(profile).model_dump(),
         "profile_hash": profile.config_hash(),
@@ -71,16 +72,7 @@ def record_json(record: dict) -> str:
 def read_pilot_record(path: Path) -> dict:
     """A pilot record, or an InputError naming the file and what is wrong with it."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(path, 0, f"cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(
-            path, e.lineno, f"not JSON ({e.msg}); pass the pilot.json `researchy-subq pilot` wrote"
-        ) from None
+    data = read_json_file(path, f"the {PILOT_RECORD} `researchy-subq pilot` wrote")
     if not isinstance(data, dict) or data.get("record") != KIND:
         raise InputError(path, 0, f'not a pilot record (no "record": "{KIND}"); pass OUT/{PILOT_RECORD} of a pilot')
     missing = [k for k in NEEDED if k not in data]

@@ -26,7 +26,6 @@ from generation.progress import results as results_console
 from generation.storage import refuse_links
 
 app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
-app.command()(pilot)
 
 
 @app.command()
@@ -238,4 +237,5 @@ def evaluate(
         )
 
 
+app.command()(pilot)
 guard_commands(app)

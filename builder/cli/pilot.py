@@ -22,7 +22,7 @@ from builder.cli.support import (
 )
 from generation.progress import results
 
-SET_HELP = "a judge key of setting {label}'s profile, SECTION.KEY=VALUE (e.g. judge.quantization=fp8); repeatable"
+SET_HELP = "a key of setting {label}'s profile, SECTION.KEY=VALUE (e.g. judge.quantization=fp8); repeatable"
 
 
 def pilot(
@@ -79,7 +79,10 @@ def pilot(
     if emit_json(finite(record), json_out):
         return
     print_pilot(record)
-    notice(f"pilot record -> {out / 'pilot.json'} (build-release --pilot takes it)")
+    notice(
+        f"pilot record -> {out / 'pilot.json'}; judge every pair with a setting's --profile ({run.profiles['A']} or "
+        f"{run.profiles['B']}), then `build-release --pilot {out / 'pilot.json'}` puts the record in the release"
+    )
 
 
 def print_pilot(record: dict) -> None:

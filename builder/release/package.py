@@ -12,8 +12,10 @@ from builder.release.configs import binary_threshold
 from builder.release.failed_pairs import failed_pairs
 from builder.release.imported import import_record
 from builder.release.layout import CONFIGS
-from builder.release.lineage import release_profile
+from builder.release.lineage import judgment_config_hash, release_profile
+from builder.release.pilot import pilot_for_release, pilot_markdown
 from builder.release.training import settings_record
+from builder.release.validate_pilot import named_prompts
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
@@ -81,6 +83,19 @@ def withhold_endpoint(profile: Profile) -> Profile:
     return profile.model_copy(update={"judge": judge})
 
 
+def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path]) -> None:
+    """The judgment records' judges name no prompt but the profile's (one config hash holds one prompt: records that
+    name two were edited or merged by hand)."""
+    other = sorted(named_prompts(judges) - {prompt_id})
+    if other:
+        raise InputError(
+            ", ".join(map(str, folders)),
+            0,
+            f"the judgment records name the prompt{'s' if len(other) > 1 else ''} {', '.join(other)} beside "
+            f"{prompt_id}, under one config: one release holds one prompt's labels",
+        )
+
+
 def package_release(
     judgments: list[Path],
     questions: list[Path],
@@ -93,6 +108,7 @@ def package_release(
     shards_revision: str | None = None,
     leave_out_other_text: bool = False,
     allow_failed_pairs: bool = False,
+    pilot: Path | None = None,
 ) -> tuple[ReleaseSummary, Path]:
     refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
     failed = failed_pairs(judgments, allow_failed_pairs)
@@ -110,6 +126,9 @@ def package_release(
     agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
+    if not imported:
+        refuse_other_prompts(judges, prompt.id, judgments)
+    made_by = pilot_for_release(pilot, judgment_config_hash(profile), prompt, bool(imported)) if pilot else None
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release_data(judgments, questions, out, profile, progress=progress, leave_out=leave_out, **kwargs)
@@ -149,6 +168,8 @@ def package_release(
         "imported": imported,
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
+        "pilot": pilot_markdown(made_by) if made_by else None,
+        "pilot_precisions": sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
         "features": table_features,
         "training": settings_record(profile, summary.training),
         "failed_pairs": failed,
@@ -173,6 +194,7 @@ def package_release(
         "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
+        **({"pilot": made_by} if made_by else {}),  # build-release --pilot: the record, and which setting made these
         **(
             {"failed_pairs": failed} if failed else {}
         ),  # published with --allow-failed-pairs: no level, status request_failed

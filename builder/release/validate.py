@@ -5,7 +5,8 @@ This module is the command's driver (the checks in their report order) and the d
 validate_manifest.py (the folder against manifest.json), validate_data.py (reading the data files),
 validate_rows.py (the pass over their rows), trec.py (the TREC qrels files), validate_derived.py and
 validate_training.py (the derived configs), validate_card.py (the card), validate_load.py (load_dataset),
-imported.py (imported labels) and validate_shares.py (the level shares).
+imported.py (imported labels), validate_pilot.py (one prompt, and the pilot record) and validate_shares.py (the level
+shares).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from builder.release.configs import binary_threshold
 from builder.release.imported import CHECK as IMPORT_CHECK
 from builder.release.imported import check_import
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
+from builder.release.lineage import judgment_config_hash
 from builder.release.no_text import text_files
 from builder.release.rederive import Rederivation
 from builder.release.trec import compare_trec_qrels
@@ -31,6 +33,7 @@ from builder.release.validate_manifest import (
     manifest_profile,
     read_manifest,
 )
+from builder.release.validate_pilot import ONE_PROMPT, PILOT, check_one_prompt, check_pilot
 from builder.release.validate_rows import (
     compare_complexity,
     find_duplicates,
@@ -122,14 +125,17 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         load,
         report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features"),
     )
+    body = read_card(release)[1]
     check_import(
         release,
         manifest,
         stats,
         [p for s in splits for p in files.of("judgments", s)],
-        read_card(release)[1],
+        body,
         report.check(IMPORT_CHECK),
     )
+    check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
+    check_pilot(body, manifest, judgment_config_hash(profile) if profile else None, report.check(PILOT))
     check_shares(stats, expect, against, report)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):

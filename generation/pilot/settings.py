@@ -67,10 +67,17 @@ class Setting:
 
 
 def load_setting(label: str, given: str, overrides: list[str] | tuple[str, ...] = ()) -> Setting:
-    """Setting `label` from a profile name or path and its overrides (a ProfileError names what is wrong)."""
+    """Setting `label` from a profile name or path and its overrides (a ProfileError names what is wrong). A profile
+    with overrides is a profile of its own: named `NAME-pilot-a` (or -b), its description saying what was set."""
     profile = load_profile(given)
     if overrides:
         profile = with_overrides(profile, list(overrides), origin=f"--{label.lower()}-set")
+        profile = profile.model_copy(
+            update={
+                "name": f"{profile.name}-pilot-{label.lower()}",
+                "description": f"{profile.description} Pilot setting {label}: {' '.join(overrides)}.",
+            }
+        )
     return Setting(label, profile, given, tuple(overrides))
 
 
