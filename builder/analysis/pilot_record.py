@@ -31,8 +31,7 @@ NEEDED = ("settings", "sample", "agreement", "gpu_hours", "verdict")
 
 
 def setting_record(setting: Setting) -> dict:
-    from builder.release.package import withhold_endpoint
-    from generation.profiles import looks_like_path
+    from generation.profiles import looks_like_path, withhold_endpoint
     from generation.stages.judge import JudgeStage, judge_description
 
     profile, prompt = setting.profile, setting.prompt

@@ -19,7 +19,7 @@ from builder.release.validate_pilot import named_prompts
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
-from generation.profiles import Profile, load_profile
+from generation.profiles import Profile, load_profile, withhold_endpoint
 from generation.schema import OTHER_TEXT_STATUS, features
 from generation.storage import refuse_links
 
@@ -68,19 +68,6 @@ def judge_precision(profile: Profile) -> str:
     if profile.judge.quantization == "fp8":
         return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
     return profile.judge.dtype
-
-
-WITHHELD_ENDPOINT = "http://endpoint.withheld"
-
-
-def withhold_endpoint(profile: Profile) -> Profile:
-    """The profile as a release publishes it: an `openai` server's address (an internal host) replaced; it is not in
-    the config hash, so the profile hash stays the judgments' own."""
-    server = profile.judge.openai
-    if server is None:
-        return profile
-    judge = profile.judge.model_copy(update={"openai": server.model_copy(update={"endpoint": WITHHELD_ENDPOINT})})
-    return profile.model_copy(update={"judge": judge})
 
 
 def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path]) -> None:
