@@ -261,3 +261,25 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     assert saved["a"] == record["gpu_hours"]["A"]["headline"]["cached_hours"]
     assert saved["saved"] == pytest.approx(saved["a"] - saved["b"])
     assert record["verdict"]["line"] in output
+
+
+def test_a_ray_actor_rebuilds_the_same_sampled_job_from_its_recipe(small_pipeline, profile_file, tmp_path):
+    """What generation/executors/ray.py's ChunkActor does with a job's recipe gives the same pairs, sample included."""
+    from pathlib import Path
+
+    from generation.profiles import Profile
+    from generation.shards import Shard
+    from generation.stages.pilot_judge import PilotJudgeStage
+
+    a = load_setting("A", str(profile_file))
+    b = load_setting("B", str(profile_file), [B_CUTS])
+    pilot, _ = run_pilot(a, b, inputs(small_pipeline, tmp_path / "p"), PilotOptions(SampleRequest(30, 2), resamples=0))
+    stage = pilot.stage(b)
+    stage.check_inputs()
+    job = stage.chunk_work(Shard(1, 3))
+    stage_class, arguments, index, count = job.recipe()
+    profile = Profile.model_validate_json(arguments.pop("profile_json"))
+    rebuilt = stage_class(profile, Path(arguments.pop("out")), **{k: Path(v) for k, v in arguments.items()})
+    rebuilt.check_inputs()
+    assert stage_class is PilotJudgeStage and (index, count) == (1, 3)
+    assert rebuilt.chunk_work(Shard(index, count)).pairs == job.pairs and 0 < len(job.pairs) < 30

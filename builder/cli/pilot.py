@@ -71,7 +71,10 @@ def pilot(
     for setting in settings:
         label = f"pilot: setting {setting.label} on shard {run.shard.label}"
         summary = run_stage(label, "pairs", lambda advance, s=setting: run.judge(s, advance))
-        say(f"{setting.label} ({setting.describe()}): " + stage_report(summary, setting.profile, out / setting.folder))
+        line = f"{setting.label} ({setting.describe()}): " + stage_report(
+            summary, setting.profile, out / setting.folder
+        )
+        (notice if str(json_out) == "-" else say)(line)  # `--json -`: stdout is the record alone
     record = run_stage("pilot: agreement and plan", "steps", lambda advance: run.finish())
     if record is None:
         notice(f"pilot: shard {run.shard.label} done; {run.waiting}")
