@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
-from builder.release.package import package_release
-from builder.release.pilot import PILOT_HEADING, pilot_markdown
-from builder.release.validate import validate
-from builder.release.validate_pilot import ONE_PROMPT, PILOT
+from builder.release.assemble.folder import build_release
+from builder.release.assemble.pilot import PILOT_HEADING, pilot_markdown
+from builder.release.validate.folder import validate
+from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
 from generation.pilot.sample import SampleRequest
 from generation.pilot.settings import load_setting
@@ -36,7 +36,7 @@ def piloted(small_pipeline, tmp_path_factory):
     assert judge_profile == b.profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
-    package_release([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"], repo="o/r",
+    build_release([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"], repo="o/r",
                     pilot=root / "p" / "pilot.json")  # fmt: skip
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
 
@@ -141,7 +141,7 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
     other.write_text(json.dumps(record))
     inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
     with pytest.raises(InputError, match="the record is not about these labels"):
-        package_release(*inputs, pilot=other)
+        build_release(*inputs, pilot=other)
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
-        package_release(*inputs, pilot=other)
+        build_release(*inputs, pilot=other)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.analysis.pilot_measures import measure_agreement, paper_bill, read_setting, saving, verdict
-from builder.analysis.pilot_record import PILOT_RECORD, record_json, setting_record
+from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving, verdict
+from builder.analysis.pilot_record import KIND, PILOT_RECORD, record_json, setting_record
 from builder.pasteable import profile_argument
 from generation import __version__
 from generation.errors import ArgumentError
@@ -48,6 +48,8 @@ class PilotOptions:
     def __post_init__(self) -> None:
         if not 0 < self.threshold <= 1:
             raise ArgumentError(f"--threshold {self.threshold}: a weighted kappa in (0, 1]")
+        if self.weights not in WEIGHTS:
+            raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
 
 
 def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:
@@ -149,7 +151,7 @@ def pilot_record(
         for s in (a, b)
     }
     return {
-        "record": "researchy-subq pilot",
+        "record": KIND,
         "schema_version": 1,
         "code_version": __version__,
         "settings": {s.label: setting_record(s) for s in (a, b)},

@@ -52,13 +52,10 @@ def pilot(
     """Judge one question-stratified sample of pairs under two judge settings; print their agreement, both
     settings' paper-scale GPU-hours from `plan`, and a verdict; write the pilot record (OUT/pilot.json)."""
     from builder.analysis.pilot import Pilot, PilotInputs, PilotOptions
-    from builder.analysis.pilot_measures import WEIGHTS
     from builder.analysis.pilot_record import finite
     from generation.pilot.sample import SampleRequest
     from generation.pilot.settings import load_setting
 
-    if weights not in WEIGHTS:
-        raise typer.BadParameter(f"{weights!r}: one of {', '.join(WEIGHTS)}", param_hint="--weights")
     check_folder_arg(out, "--out")
     check_writable_file(json_out, "--json")
     for folder, option in ((subquestions, "--subquestions"), (candidates, "--candidates"), (index, "--index")):

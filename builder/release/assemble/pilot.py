@@ -1,12 +1,13 @@
 """A pilot record in a release (`build-release --pilot OUT/pilot.json`): checked to be about these labels, held
 by the manifest (`pilot`: which setting made the labels, and the record), and stated by the card (`pilot_markdown`),
-which `validate` renders again from the manifest and finds in the card verbatim (builder/release/validate_pilot.py).
+which `validate` renders again from the manifest and finds in the card verbatim (validate/pilot.py).
 
 A record is about these labels when one of its settings has the judge config hash of the judgment shards and the
 prompt (id and sha256) the release names. Its other setting names another prompt or precision; the card says so."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from builder.analysis.pilot_record import labels_setting, read_pilot_record
@@ -14,7 +15,14 @@ from generation.errors import InputError
 from generation.judging.prompts import Prompt
 
 PILOT_HEADING = "### The pilot before judging"
+# generation/stages/judge.py `judge_description`: "{model} ({backend}, prompt {id}, mode {mode})"
+PROMPT_IN_JUDGE = re.compile(r"\bprompt ([A-Za-z0-9][\w.-]*?)(?=[,;)\s]|$)")
 ROLES = {"A": "the reference", "B": "the candidate"}
+
+
+def named_prompts(judges) -> set[str]:
+    """The prompt ids a list of judge descriptions names."""
+    return {m for judge in judges for m in PROMPT_IN_JUDGE.findall(str(judge))}
 
 
 def pilot_for_release(path: Path, judgment_hash: str, prompt: Prompt, imported: bool) -> dict:

@@ -2,33 +2,25 @@
 
 How a release could come to hold two prompts' labels in one config, and what catches each:
 - judgment shards judged under two prompts: their config hashes differ (the prompt is in the judge section), so
-  build-release refuses them (builder/release/lineage.py); shards or records merged by hand then name two prompts in
+  build-release refuses them (assemble/lineage.py); shards or records merged by hand then name two prompts in
   their judges (`judge_description` writes "prompt ID"), which build-release refuses and `check_one_prompt` catches
   in the manifest's judges;
 - imported labels have no prompt of their own, but OpenAI Batch answers were parsed with a prompt's parser: that
   parser must be the profile's prompt, and only one (`imported.parsers`);
 - a pilot record (`build-release --pilot`): the setting that made the labels must name the release's prompt and
   judge config; its other setting's prompt is said in the card's pilot section, which must be the record's
-  (`check_pilot`, rendered again by builder/release/pilot.py).
+  (`check_pilot`, rendered again by assemble/pilot.py).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
-from builder.release.pilot import PILOT_HEADING, pilot_markdown
+from builder.release.assemble.pilot import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
 
-# generation/stages/judge.py `judge_description`: "{model} ({backend}, prompt {id}, mode {mode})"
-PROMPT_IN_JUDGE = re.compile(r"\bprompt ([A-Za-z0-9][\w.-]*?)(?=[,;)\s]|$)")
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
 PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
-
-
-def named_prompts(judges) -> set[str]:
-    """The prompt ids a list of judge descriptions names."""
-    return {m for judge in judges for m in PROMPT_IN_JUDGE.findall(str(judge))}
 
 
 def check_one_prompt(manifest: dict, profile, check) -> None:
