@@ -122,9 +122,12 @@ def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 
         return {"precision": setting.precision, "rows": [], "headline": None, "notes": [str(e)]}
     planned = plan_json(measure(profile, subquestions, candidates, index, sample), costing, profile, 0)
     rows = [
-        {k: row[k] for k in ("label", "items", "tokens", "share", "source", "hours", "cached_hours")}
+        {k: row[k] for k in ("label", "prompt", "items", "tokens", "share", "source", "hours", "cached_hours")}
         for row in planned["rows"]
-        if row["stage"] == "judge" and row["label"].startswith("paper") and row["precision"] == setting.precision
+        if row["stage"] == "judge"
+        and row["label"].startswith("paper")
+        and row["precision"] == setting.precision
+        and row.get("prompt", profile.judge.prompt) == profile.judge.prompt  # its own prompt's rows, not the twin's
     ]
     headline = next((r for r in rows if r["label"] == HEADLINE_ROW), rows[0] if rows else None)
     notes = list(stand_ins)
