@@ -6,9 +6,10 @@ How it is drawn (`SAMPLE_RULE`, also in the file and the pilot record):
 2. `questions` of them are drawn uniformly without replacement: `random.Random(seed).sample`.
 3. Each drawn question gets an equal share of `pairs`, capped at the pairs it has; what a small question leaves is
    shared equally among the larger ones (questions taken from the smallest up).
-4. Within a question its share is drawn uniformly without replacement from its pairs, numbered as `judge` orders
-   them (sub-questions in file order, then candidates in pool order), with `random.Random(f"{seed}:{qid}")`, so
-   one question's pairs do not depend on which others were drawn.
+4. Within a question its share is drawn uniformly without replacement from its pairs, with
+   `random.Random(f"{seed}:{qid}")`, so one question's pairs do not depend on which others were drawn. The pairs are
+   numbered sub-question by sub-question (file order), candidates in pool order within each: one numbering for both
+   settings, whatever order each judges them in (a document-first prompt judges them by document).
 
 The file holds the pairs (qid, subq_id, docid), and the definition (the rule, the seed, what was asked and what was
 taken, the population, and the sha256 of the inputs it was drawn from) as JSON in its Parquet metadata. It is
@@ -40,7 +41,7 @@ SAMPLE_RULE = (
     "whole questions drawn uniformly without replacement from the questions with pairs (ids sorted; "
     "random.Random(seed).sample); each an equal share of the pairs, capped at its own, what a small question "
     "leaves shared among the rest; within a question, its share drawn uniformly without replacement from its pairs "
-    "in judge order (random.Random(f'{seed}:{qid}'))"
+    "numbered by sub-question then candidate (random.Random(f'{seed}:{qid}'))"
 )
 
 
@@ -58,7 +59,7 @@ class SampleRequest:
 
 @dataclass(frozen=True)
 class Population:
-    """Per question, in sorted id order: its sub-question ids and its candidates' docids, in judge order."""
+    """Per question, in sorted id order: its sub-question ids (file order) and its candidates' docids (pool order)."""
 
     subquestions: dict[str, list[str]]
     candidates: dict[str, list[str]]
