@@ -248,6 +248,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
         ),
         Column("qid", pa.string(), "the question: rows of one qid are siblings sharing one judged pool", False),
     ),
+    # `researchy-subq pilot`'s sample (generation/pilot/sample.py): the pairs both settings judge.
+    "pilot_sample": (
+        Column("qid", pa.string(), "a question drawn whole into the sample", False),
+        Column("subq_id", pa.string(), "a sub-question of that question", False),
+        Column("docid", pa.string(), "a candidate of that question's pool (ClueWeb22-ID)", False),
+    ),
     # Per sub-question, every graded judgment, for listwise and distillation losses.
     "graded_lists": (
         Column("query_id", pa.string(), "sub-question id (subq_id)", False),

@@ -214,6 +214,7 @@ REPORTS = {
     "judge-budgeted": report_judge,
     "import-labels": report_import,
     "judge-limited": report_limited_judge,
+    "pilot-judge": report_judge,
 }
 
 
