@@ -8,7 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
+from builder.standins.models import save_digit_llama, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,16 +63,7 @@ def sample_questions(tmp_path_factory):
 @pytest.fixture(scope="session")
 def chat_llama(tmp_path_factory):
     """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, answering with a digit."""
-    directory = save_tiny_causal_lm(
-        tmp_path_factory.mktemp("chat-llama"),
-        "LlamaConfig",
-        "LlamaForCausalLM",
-        2,
-        chat="llama3",
-        max_position_embeddings=4096,
-    )
-    answer_with_digits(directory)
-    return directory
+    return save_digit_llama(tmp_path_factory.mktemp("chat-llama"))
 
 
 @pytest.fixture(scope="session")
@@ -185,27 +176,10 @@ def server_profile(tmp_path, small_pipeline, chat_llama):
     """The small pipeline's profile with the paper's prompt on the tiny chat Llama, served as `standin-judge`."""
     import yaml
 
-    from generation.profiles import load_profile
+    from builder.standins.openai_server import served_judge_profile
 
-    data = small_pipeline["profile"].model_dump()
-    paper = load_profile("paper").judge.model_dump()
-    data["judge"] = {
-        **paper,
-        "backend": "openai",
-        "model": str(chat_llama),
-        "max_model_len": 512,
-        "context_words": 120,
-        "chunk_size": 16,
-        "openai": {
-            "endpoint": "http://127.0.0.1:9/v1",
-            "request_shape": "chat",
-            "served_model": "standin-judge",
-            "retry_backoff_s": 0.01,
-        },
-    }
-    data["name"] = "served"
     path = tmp_path / "served.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(served_judge_profile(small_pipeline["profile"].model_dump(), chat_llama)))
     return path
 
 
