@@ -13,6 +13,17 @@ from builder.standins.models import save_digit_llama, save_tiny_causal_lm  # noq
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The fixtures that start Java: Anserini indexes the sample (`sample_index`, and `small_pipeline` over it). A test
+# using one, directly or through another fixture, is marked `java`, so `make test-fast` leaves it out.
+JAVA_FIXTURES = {"sample_index"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if JAVA_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.java)
+
+
 @pytest.fixture(scope="session")
 def doc_pages() -> list[Path]:
     """The README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not yet placed."""

@@ -204,6 +204,7 @@ def test_mteb_reads_qrels_and_queries_by_itself_and_only_wants_the_texts(release
         loader.load()  # qrels first (mteb 2.26 `load`), then the corpus
 
 
+@pytest.mark.subprocess
 def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     """The card's mteb task, run as a user runs it: in a fresh process, a `texts` folder of the judged documents' texts
     (as `researchy-subq texts` writes it: texts-*.parquet with docid and text), the MiniLM weights of
@@ -236,6 +237,7 @@ def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     assert all(0 < float(v) <= 1 for v in scores.values())
 
 
+@pytest.mark.java
 def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(release, tmp_path):
     """The card's trec_eval commands, run with the real trec_eval (Anserini's jar bundles it, as Pyserini runs it),
     on the release's TREC qrels file: the same scores as pytrec_eval over the qrels config's Parquet files."""

@@ -52,6 +52,7 @@ def run_file(release, tmp_path_factory):
     return path
 
 
+@pytest.mark.subprocess
 def test_profile_printed_as_its_file_loads_as_a_profile(tmp_path):
     """`researchy-subq profiles paper > mine.yaml` gives the bundled file byte for byte: copying and editing it is
     how a profile is made. The line saying which file it is goes to stderr."""

@@ -38,6 +38,7 @@ def error_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.strip() and not line.startswith(spinner)]
 
 
+@pytest.mark.subprocess
 def test_ray_with_a_missing_model_fails_in_one_line_before_ray_starts(small_pipeline, tmp_path):
     ray = pytest.importorskip("ray")
     profile = with_judge(
@@ -85,6 +86,8 @@ print(json.dumps({"exit_code": result.exit_code, "stdout": result.stdout, "stder
 """
 
 
+@pytest.mark.ray
+@pytest.mark.subprocess
 def test_ray_refuses_gpus_it_cannot_place_before_any_actor(small_pipeline, tmp_path):
     """Ray runs in a process of its own: started in the test process, it leaves the JVM of later Lucene tests
     crashing (pyjnius reads segfaulted after an in-process ray.init/shutdown, 2026-11-25)."""

@@ -26,6 +26,9 @@ import yaml
 from builder.release.hub_errors import PublishRefused
 from builder.release.publish import plan_publish, publish
 
+# an olah server, and the Hub's clients in their own processes
+pytestmark = pytest.mark.subprocess
+
 REPO = "org/researchy-subq-judgments"
 LOOPBACK = "127.0.0.1"
 

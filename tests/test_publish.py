@@ -12,6 +12,9 @@ from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFile
 from builder.release.publish import PublishRefused, git_blob_sha1, publish, release_files
 from generation.shards import sha256_file
 
+# each test validates the release, loading every config, then publishes it
+pytestmark = pytest.mark.slow
+
 TOKEN = "hf_ThisTokenMustNeverBePrinted0123456789"
 
 

@@ -303,6 +303,7 @@ def symlink_out(path):
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.slow
 def test_validate_names_each_injected_fault(release, tmp_path, fault):
     broken = tmp_path / "researchy-subq-judgments"
     shutil.copytree(release, broken)
@@ -318,6 +319,7 @@ def test_validate_names_each_injected_fault(release, tmp_path, fault):
         assert [c.name for c in failed] == [CHECKS["trec"]], [(c.name, c.examples) for c in failed]
 
 
+@pytest.mark.subprocess
 def test_validate_prints_its_report_and_not_the_datasets_reader_log(release, tmp_path):
     """A truncated file: `datasets` logs `Failed to read file ... ArrowInvalid` while loading it; validate keeps that
     line out of the output (the load check reports the same failure) and prints its own report."""

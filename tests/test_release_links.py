@@ -113,6 +113,7 @@ def test_validate_refuses_a_link_out_of_the_release(built, tmp_path, name):
     assert failed[0].examples == [f"{name}: a link to {outside}, outside the release"]
 
 
+@pytest.mark.slow
 def test_validate_and_publish_on_a_release_missing_a_data_file_say_so_in_one_line(built, tmp_path):
     _, release = built
     copy = copy_of(release, tmp_path)

@@ -82,11 +82,13 @@ def caught_by_the_semantic_check_alone(release, tmp_path, fault):
 
 
 @pytest.mark.parametrize("name", sorted(GENERATE_FAULTS))
+@pytest.mark.slow
 def test_validate_catches_each_resealed_corruption(generate_release, tmp_path, name):
     caught_by_the_semantic_check_alone(generate_release, tmp_path, GENERATE_FAULTS[name])
 
 
 @pytest.mark.parametrize("name", sorted(DISTRIBUTION_FAULTS))
+@pytest.mark.slow
 def test_validate_catches_each_resealed_distribution_corruption(distribution_release, tmp_path, name):
     caught_by_the_semantic_check_alone(distribution_release, tmp_path, DISTRIBUTION_FAULTS[name])
 

@@ -152,6 +152,7 @@ def test_the_kits_corpus_parquet_as_the_copy_gives_the_same_texts(release, copy,
     assert set(missing_of(tmp_path / "from-parquet")) == copy["short"] | copy["empty"]
 
 
+@pytest.mark.slow
 def test_refuses_a_release_folder_and_validate_and_publish_refuse_a_release_holding_text(release, copy, tmp_path):
     with pytest.raises(ArgumentError, match="inside the release folder"):
         write_texts(release, copy["root"], release / "texts")

@@ -182,6 +182,7 @@ def trained(release, texts, tmp_path_factory):
     return root / "model", result
 
 
+@pytest.mark.slow
 def test_train_command_end_to_end(trained):
     """The before/after table for dev and test on stdout, the report, the saved model."""
     from sentence_transformers import SentenceTransformer
@@ -200,6 +201,7 @@ def test_train_command_end_to_end(trained):
     assert SentenceTransformer(str(out)).encode(["why do cats purr"]).shape == (1, 384)
 
 
+@pytest.mark.subprocess
 def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, tmp_path):
     """The release card's mteb snippet, as a user runs it in a fresh process, on the model `train` wrote."""
     import os

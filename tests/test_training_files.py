@@ -67,6 +67,7 @@ def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):
         assert files["summary"].left_out[split] == len(hard_negative_rows(release, split)) - len(expected)
 
 
+@pytest.mark.slow
 def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path):
     from sentence_transformers import (
         SentenceTransformer,
