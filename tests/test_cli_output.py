@@ -28,13 +28,13 @@ def invoke(*args):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     root = tmp_path_factory.mktemp("output")
     inputs = synthesize(root / "in", subquestions=120, judgments=2400, shards=1, seed=3)
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
     return out
 
 
@@ -78,6 +78,7 @@ def test_listing_and_errors_go_where_they_belong():
         "crux-code",
         "demo",
         "paper",
+        "paper-document-first",
     }
     missing = runner.invoke(app, ["profiles", "no-such-profile"])
     assert missing.exit_code == 1 and missing.stdout == "" and "no bundled profile 'no-such-profile'" in missing.stderr

@@ -1,6 +1,7 @@
-"""Training commands of `researchy-subq`: texts (the judged documents' texts from the user's own licensed copy) and
-training-files (what sentence-transformers, FlagEmbedding, BEIR and Tevatron read), both written locally, never into
-a release folder; train (the fine-tuning recipe over them, builder/training/recipe.py)."""
+"""The retriever commands of `researchy-subq`, from a release to a fine-tuned retriever: texts (the judged documents'
+texts from the user's own licensed copy) and training-files (what sentence-transformers, FlagEmbedding, BEIR and
+Tevatron read), both written locally, never into a release folder; train (the fine-tuning recipe over them,
+builder/training/recipe.py)."""
 
 from __future__ import annotations
 
