@@ -11,6 +11,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from builder.standins.models import save_digit_llama, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
 
 ROOT = Path(__file__).resolve().parents[1]
+RELEASE_REPO = "org/researchy-subq-judgments"
 
 
 # The fixtures that start Java: Anserini indexes the sample (`sample_index`, and `small_pipeline` over it). A test
@@ -28,6 +29,49 @@ def pytest_collection_modifyitems(items):
 def doc_pages() -> list[Path]:
     """The README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not yet placed."""
     return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_incoming" not in p.parts)]
+
+
+@pytest.fixture(scope="session")
+def synthetic_release(tmp_path_factory):
+    """Releases built from synthetic judgments, as `researchy-subq build-release` builds them from real ones.
+
+    `synthetic_release(name, profile, edit=None, **options)` synthesizes the inputs in a new folder `name`
+    (builder/standins/synthetic.py), lets `edit(inputs)` change them, and builds the release beside them. It returns
+    the release folder and synthesize's inputs. `repo`, `rows_per_file` and `shards_revision` go to build_release;
+    every other option goes to synthesize."""
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
+
+    def make(name, profile="paper", edit=None, repo=RELEASE_REPO, rows_per_file=None, shards_revision=None, **options):
+        root = tmp_path_factory.mktemp(name)
+        inputs = synthesize(root / "in", profile=profile, **options)
+        if edit is not None:
+            edit(inputs)
+        out = root / "researchy-subq-judgments"
+        questions = list(inputs["questions"].values())
+        build_release(
+            [inputs["judgments"]], questions, out, profile, repo, rows_per_file, shards_revision=shards_revision
+        )
+        return out, inputs
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def built_release(request, synthetic_release):
+    """The release a test module describes in its SYNTHETIC_RELEASE (synthetic_release's arguments; the folder is
+    named after the module), with its inputs."""
+    return synthetic_release(**{"name": request.module.__name__.rsplit(".", 1)[-1], **request.module.SYNTHETIC_RELEASE})
+
+
+@pytest.fixture(scope="module")
+def release(built_release):
+    return built_release[0]
+
+
+@pytest.fixture(scope="module")
+def release_inputs(built_release):
+    return built_release[1]
 
 
 @pytest.fixture

@@ -26,16 +26,7 @@ def invoke(*args):
     return result
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    root = tmp_path_factory.mktemp("output")
-    inputs = synthesize(root / "in", subquestions=120, judgments=2400, shards=1, seed=3)
-    out = root / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
-    return out
+SYNTHETIC_RELEASE = dict(repo="ORG/researchy-subq-judgments", subquestions=120, judgments=2400, shards=1, seed=3)
 
 
 @pytest.fixture(scope="module")

@@ -68,16 +68,7 @@ def remote_copy_of(release):
     return files
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    tmp_path = tmp_path_factory.mktemp("publish")
-    inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
-    out = tmp_path / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
-    return out
+SYNTHETIC_RELEASE = dict(repo="org/rsj", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
 
 
 def test_new_repository(release, monkeypatch, capsys):

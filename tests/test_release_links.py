@@ -15,16 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    tmp = tmp_path_factory.mktemp("links")
-    inputs = synthesize(tmp / "in", subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
-    release = tmp / "release"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/rsj", rows_per_file=400
-    )
+def built(synthetic_release):
+    options = dict(subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
+    release, inputs = synthetic_release("links", repo="org/rsj", rows_per_file=400, **options)
     return inputs, release
 
 
