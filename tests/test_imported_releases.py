@@ -212,6 +212,7 @@ def test_the_documented_import_commands_run(questions, tmp_path):
     assert (tmp_path / "imported-release" / "manifest.json").is_file()
 
 
+@pytest.mark.subprocess
 def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shard(questions, tmp_path):
     lines = [
         json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]}) for i in range(60_000)

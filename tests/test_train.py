@@ -13,8 +13,6 @@ import yaml
 from typer.testing import CliRunner
 
 from builder.analysis.evaluate import judgment_files
-from builder.release.assemble.folder import build_release
-from builder.standins.synthetic import synthesize
 from builder.training.files import write_training_files
 from builder.training.recipe import false_negative_report, training_rows
 from builder.training.sampler import JudgedPositivesBatchSampler, count_false_negatives
@@ -25,21 +23,9 @@ from generation.schema import conform
 WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration", "tiger", "lion", "domestic", "wild")
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train-release")
-    profile = load_profile("demo")
-    inputs = synthesize(
-        root / "in",
-        subquestions=320,
-        judgments=6000,
-        test_share=0.25,
-        shards=1,
-        seed=5,
-        unparsed_share=0.0,
-        profile=profile,
-    )
-    for folder in inputs["questions"].values():  # synthetic sub-questions all read "sub-question?": make each its own
+def own_subquestion_texts(inputs):
+    """Synthetic sub-questions all read "sub-question?": make each its own."""
+    for folder in inputs["questions"].values():
         path = folder / "subquestions.parquet"
         table = pq.read_table(path)
         texts = [
@@ -47,11 +33,10 @@ def release(tmp_path_factory):
             for i, subq in enumerate(table["subq_id"].to_pylist())
         ]
         pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), path)
-    out = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
-    )
-    return out
+
+
+SAMPLE = dict(subquestions=320, judgments=6000, test_share=0.25, shards=1, seed=5, unparsed_share=0.0)
+SYNTHETIC_RELEASE = dict(profile=load_profile("demo"), edit=own_subquestion_texts, **SAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +167,7 @@ def trained(release, texts, tmp_path_factory):
     return root / "model", result
 
 
+@pytest.mark.slow
 def test_train_command_end_to_end(trained):
     """The before/after table for dev and test on stdout, the report, the saved model."""
     from sentence_transformers import SentenceTransformer
@@ -200,6 +186,7 @@ def test_train_command_end_to_end(trained):
     assert SentenceTransformer(str(out)).encode(["why do cats purr"]).shape == (1, 384)
 
 
+@pytest.mark.subprocess
 def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, tmp_path):
     """The release card's mteb snippet, as a user runs it in a fresh process, on the model `train` wrote."""
     import os

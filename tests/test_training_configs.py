@@ -13,12 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.assemble.folder import build_release
 from builder.release.assemble.training_configs import TrainingRows, dev_questions
 from builder.release.layout import config
 from builder.release.validate.folder import validate
 from builder.standins.release_faults import data_file, rewrite
-from builder.standins.synthetic import synthesize
 from generation.profiles import Profile, load_profile
 
 REPO = "org/researchy-subq-judgments"
@@ -37,24 +35,8 @@ def profile() -> Profile:
     )
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    root = tmp_path_factory.mktemp("training")
-    inputs = synthesize(
-        root / "in",
-        subquestions=600,
-        judgments=12_000,
-        test_share=0.25,
-        shards=2,
-        seed=5,
-        unparsed_share=0.004,
-        profile=profile(),
-    )
-    out = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), out, profile(), repo=REPO, rows_per_file=2000
-    )
-    return out
+SAMPLE = dict(subquestions=600, judgments=12_000, test_share=0.25, shards=2, seed=5, unparsed_share=0.004)
+SYNTHETIC_RELEASE = dict(profile=profile(), rows_per_file=2000, **SAMPLE)
 
 
 def judgments(release, split):
