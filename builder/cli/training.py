@@ -60,12 +60,18 @@ def texts(
     if summary.skipped:
         notice("shard already complete under this release and copy: skipped (delete its _done record to redo it)")
         return
+    for offsets, why in summary.wrong_offsets.items():
+        notice(f"{offsets}: wrong ({why}); its ClueWeb22 file was read by streaming instead")
     missing = sum(summary.missing.values())
     reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(summary.missing.items())) or "none"
+    read = (
+        f"{summary.files_opened:,} ClueWeb22 files"
+        if summary.copy_kind == "clueweb22-txt"
+        else f"the corpus Parquet {copy}"
+    )
     results.print(
         f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} judged documents written, "
-        f"{missing:,} missing ({reasons}) from {summary.files_opened:,} ClueWeb22 files -> "
-        f"{summary.outputs[0]}; missing list {summary.outputs[1]}",
+        f"{missing:,} missing ({reasons}) from {read} -> {summary.outputs[0]}; missing list {summary.outputs[1]}",
         highlight=False,
         markup=False,
     )
