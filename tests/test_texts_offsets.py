@@ -1,4 +1,4 @@
-"""`researchy-subq texts` over damaged `.offset` files (issue 36, item 7): each record read at an offset is checked
+"""`researchy-subq texts` over damaged `.offset` files: each record read at an offset is checked
 against the ClueWeb22-ID expected there; on a mismatch the file is read by streaming and the offset file is named as
 wrong. A damaged gzip member of the data is blamed on the data file, not on the offset file.
 

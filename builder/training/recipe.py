@@ -34,6 +34,7 @@ from builder.training.sampler import (
     sequential_batches,
 )
 from generation.profiles import Profile
+from generation.storage import prepare_output_folder
 
 TRAIN_SPLIT = "train"
 EVAL_SPLITS = ("dev", "test")
@@ -186,6 +187,7 @@ def train_and_measure(
     from generation.models import resolve_model
 
     settings, answer_level = profile.train, profile.complexity.answer_level
+    prepare_output_folder(out)  # before the long work: no file written through a link, none left by a killed run
     files = out / "training-files"
     progress(f"writing the trainers' files (researchy-subq training-files) -> {files}")
     written = write_training_files(release, texts, files)

@@ -32,7 +32,7 @@ from generation.errors import ArgumentError, InputError
 from generation.profiles import Profile
 from generation.schema import columns
 from generation.shards import Shard, StageOutput, skip_if_done
-from generation.storage import ParquetSink, clean_stale_tmp, commit, tmp_path, write_text_atomic
+from generation.storage import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
 
 NAME = "texts"
 ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWeb22 pages run to ~100 KB)
@@ -201,6 +201,7 @@ def write_texts(
 ) -> TextsSummary:
     release, copy, out = Path(release), Path(copy), Path(out)
     refuse_release_target(out, release)
+    prepare_output_folder(out)
     if not copy.exists():
         raise ArgumentError(f"--from {copy}: no such file or folder")
     context_words, manifest = release_context_words(release)
@@ -230,7 +231,6 @@ def write_texts(
         if kind == "clueweb22-txt"
         else parquet_found(copy, docs, shard)
     )
-    clean_stale_tmp(out, [f"missing-{shard.label}.tsv"])  # a killed writer's; its texts tmp is cleaned by start()
     missing = MissingList(out / f"missing-{shard.label}.tsv")
     with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
         for item in found:
