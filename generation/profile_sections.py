@@ -206,9 +206,10 @@ class JudgeConfig(TransformersSettings):
         description="a Hub name already in the Hugging Face cache (`hf download NAME`: "
         "nothing downloads at run time) or a local folder",
     )
-    prompt: Literal["crux-paper", "crux-code", "umbrela", "r3a"] = Field(
-        description="crux-paper: the paper's Figure 2; crux-code: the authors' gen_ratings.py template; umbrela; r3a "
-        "(generation/judging/prompts.py)"
+    prompt: Literal["crux-paper", "crux-paper-document-first", "crux-code", "umbrela", "r3a"] = Field(
+        description="crux-paper: the paper's Figure 2; crux-paper-document-first: Figure 2 with the context before the "
+        "question (a document's prefix serves all its sub-questions); crux-code: the authors' gen_ratings.py "
+        "template; umbrela; r3a (generation/judging/prompts.py)"
     )
     mode: Literal["generate", "distribution"] = Field(
         description="generate: greedy text parsed by the authors' rule; distribution: one step, probabilities over "

@@ -4,6 +4,8 @@
 the bundled sample on a CPU. A profile is a bundled name, or a path when it looks like one (a .yaml/.yml
 suffix or a folder separator), so a folder named `demo` in the working directory never shadows `demo`.
 Strict: no coercion (`k1: true`, `depth: "100"`), no infinities or NaN, no duplicate keys, no unknown keys.
+A profile file may start from another (`base: paper`, a bundled name or a path relative to the file) and give only
+the keys it changes; `with_overrides` sets single keys (`judge.prompt=crux-paper-document-first`) from a command line.
 
 This module holds `Profile`, its config hash and the loading (YAML, the bundled names, the errors); the models of
 its sections are in generation/profile_sections.py, and are imported from here as before.
@@ -122,8 +124,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, UniqueKeyLoader.construct_mapping)
 
 
-def load_profile(name_or_path: str | Path) -> Profile:
-    path = profile_path(name_or_path)
+def read_profile_data(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The profile file's mapping, merged over its `base` profile's (recursively) when it names one."""
     try:
         with open(path, encoding="utf-8") as f:  # from a file, YAML errors name it
             data = yaml.load(f, Loader=UniqueKeyLoader)
@@ -135,6 +137,49 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise ProfileError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping of sections, got {type(data).__name__}")
+    if "base" not in data:
+        return data
+    base = data.pop("base")
+    if not isinstance(base, str) or not base:
+        raise ProfileError(f"{path}: key base: a bundled profile name or a profile path, got {base!r}")
+    base_path = profile_path(path.parent / base if looks_like_path(base) else base)
+    if base_path.resolve() in seen or base_path.resolve() == path.resolve():
+        raise ProfileError(f"{path}: key base: {base!r} leads back to itself")
+    return merged(read_profile_data(base_path, (*seen, path.resolve())), data)
+
+
+def merged(base: dict, changes: dict) -> dict:
+    """`changes` over `base`: mappings merge key by key, anything else (a list, a value) replaces."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    path = profile_path(name_or_path)
+    return validated(read_profile_data(path), str(path))
+
+
+def with_overrides(profile: Profile, assignments: list[str], origin: str = "--set") -> Profile:
+    """The profile with each `SECTION.KEY=VALUE` set (VALUE read as YAML: `fp8`, `512`, `null`), validated again."""
+    data = profile.model_dump()
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ProfileError(f"{origin} {assignment!r}: expected SECTION.KEY=VALUE, e.g. judge.quantization=fp8")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ProfileError(f"{origin} {assignment!r}: the value is not YAML ({' '.join(str(e).split())})") from None
+        merged_into = value
+        for part in reversed(key.strip().split(".")):
+            merged_into = {part: merged_into}
+        data = merged(data, merged_into)
+    return validated(data, f"{profile.name} with {origin} {' '.join(assignments)}")
+
+
+def validated(data: dict, origin: str) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as e:
@@ -145,7 +190,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
             value = (
                 "" if err["type"] in {"missing", "extra_forbidden", "value_error"} else f" (got {err.get('input')!r})"
             )
-            problems.append(f"{path}: key {key}: {message}{value}")
+            problems.append(f"{origin}: key {key}: {message}{value}")
         raise ProfileError("\n".join(problems)) from None
 
 

@@ -1,12 +1,53 @@
 import pytest
 
-from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path
+from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path, with_overrides
 
 
 def test_bundled_profiles_load():
-    assert bundled_profiles() == ["crux-code", "demo", "paper"]
+    assert bundled_profiles() == ["crux-code", "demo", "paper", "paper-document-first"]
     for name in bundled_profiles():
         assert load_profile(name).name == name
+
+
+def test_a_profile_with_a_base_changes_only_the_keys_it_gives():
+    paper, variant = load_profile("paper"), load_profile("paper-document-first")
+    assert variant.judge.prompt == "crux-paper-document-first"
+    as_paper = variant.model_dump() | {"name": "paper", "description": paper.description}
+    as_paper["judge"]["prompt"] = "crux-paper"
+    assert as_paper == paper.model_dump()
+    assert variant.config_hash("bm25", "rerank", "pool") == paper.config_hash("bm25", "rerank", "pool")
+    assert variant.config_hash("judge") != paper.config_hash("judge")
+
+
+def test_a_base_is_a_bundled_name_or_a_path_beside_the_file_and_never_itself(tmp_path):
+    (tmp_path / "mine.yaml").write_text("base: paper\nname: mine\njudge:\n  quantization: fp8\n")
+    (tmp_path / "yours.yaml").write_text("base: ./mine.yaml\nname: yours\npool:\n  bm25_top: 5\n")
+    yours = load_profile(tmp_path / "yours.yaml")
+    assert (yours.name, yours.judge.quantization, yours.pool.bm25_top, yours.pool.rerank_top) == ("yours", "fp8", 5, 20)
+    (tmp_path / "loop.yaml").write_text("base: ./loop2.yaml\nname: loop\n")
+    (tmp_path / "loop2.yaml").write_text("base: ./loop.yaml\nname: loop2\n")
+    with pytest.raises(ProfileError, match="leads back to itself"):
+        load_profile(tmp_path / "loop.yaml")
+    (tmp_path / "typo.yaml").write_text("base: paper\njudge:\n  promt: crux-code\n")
+    with pytest.raises(ProfileError, match=r"typo.yaml: key judge.promt: unknown key"):
+        load_profile(tmp_path / "typo.yaml")
+    (tmp_path / "nobase.yaml").write_text("base: papers\n")
+    with pytest.raises(ProfileError, match="no bundled profile 'papers'"):
+        load_profile(tmp_path / "nobase.yaml")
+
+
+def test_overrides_set_single_keys_as_yaml_values_and_are_validated():
+    paper = load_profile("paper")
+    changed = with_overrides(paper, ["judge.quantization=fp8", "judge.batch_size=16", "pool.include_clicked=false"])
+    assert (changed.judge.quantization, changed.judge.batch_size, changed.pool.include_clicked) == ("fp8", 16, False)
+    assert with_overrides(paper, []).model_dump() == paper.model_dump()
+    for bad, message in [
+        ("judge.quantization", "expected SECTION.KEY=VALUE"),
+        ("judge.prompt=crux-papr", "key judge.prompt"),
+        ("judge.batchsize=4", "key judge.batchsize: unknown key"),
+    ]:
+        with pytest.raises(ProfileError, match=message):
+            with_overrides(paper, [bad])
 
 
 def test_paper_and_code_differ_where_design_table_says():
@@ -64,7 +105,9 @@ def test_cut_points_must_increase(tmp_path):
 def test_broken_yaml_and_unknown_name(tmp_path):
     with pytest.raises(ProfileError, match="not valid YAML"):
         load_profile(write(tmp_path, "bm25: [unclosed\n"))
-    with pytest.raises(ProfileError, match=r"no bundled profile .papre. \(bundled: crux-code, demo, paper\)"):
+    with pytest.raises(
+        ProfileError, match=r"no bundled profile .papre. \(bundled: crux-code, demo, paper, paper-document-first\)"
+    ):
         load_profile("papre")
 
 

@@ -129,13 +129,24 @@ def test_system_turns_and_r3a_round_one():
 def test_scales_budgets_and_stable_distinct_hashes():
     assert [(p.id, p.max_level, p.max_new_tokens) for p in REGISTRY.values()] == [
         ("crux-paper", 5, 3),
+        ("crux-paper-document-first", 5, 3),
         ("crux-code", 5, 3),
         ("umbrela", 2, 1024),
         ("r3a", 2, 1024),
     ]
     hashes = {p.sha256 for p in REGISTRY.values()}
-    assert len(hashes) == 4 and all(len(h) == 64 for h in hashes)
+    assert len(hashes) == 5 and all(len(h) == 64 for h in hashes)
     assert get_prompt("crux-paper").sha256 == get_prompt("crux-paper").sha256
+
+
+def test_the_document_first_variant_is_figure_2_with_its_context_line_moved_before_its_question_line():
+    lines = CRUX_PAPER.split("\n")
+    question, context = lines.index(f"Question: {QUESTION}"), lines.index(f"Context: {CONTEXT}")
+    lines[question], lines[context] = lines[context], lines[question]
+    variant = get_prompt("crux-paper-document-first")
+    assert variant.render(QUESTION, CONTEXT) == "\n".join(lines)
+    assert variant.document_first and "Context line moved before its Question line" in variant.source
+    assert [p.id for p in REGISTRY.values() if p.document_first] == ["crux-paper-document-first"]
 
 
 def authors_value(output: str) -> int:

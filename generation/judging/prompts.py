@@ -1,6 +1,9 @@
 """The judge prompt registry: exact texts, a stable hash each, scale, parser and token budget.
 
 - crux-paper: Figure 2 of the paper (Ju et al., arXiv:2510.21733), verbatim.
+- crux-paper-document-first: Figure 2's lines, verbatim, with the "Context:" line moved before the "Question:"
+              line. Not the paper's prompt: its labels can differ. The document then opens the prompt, so one
+              document's prefix serves every sub-question of its question (generation/backends/prefix_groups.py).
 - crux-code:  the template of the authors' released code, character for character
               (DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39; the same text in
               gen_ratings_offload.py and gen_ratings_offload_qrel.py), not Figure 2 edited.
@@ -34,24 +37,14 @@ CRUX_INSTRUCTION = (
 )
 
 
-def _crux(guideline: list[str], ending: str) -> str:
-    return "\n".join(
-        [
-            CRUX_INSTRUCTION,
-            "",
-            "Guideline:",
-            *guideline,
-            "",
-            "Question: {question}",
-            "",
-            "Context: {context}",
-            "",
-            ending,
-        ]
-    )
+def _crux(guideline: list[str], ending: str, document_first: bool = False) -> str:
+    question, context = "Question: {question}", "Context: {context}"
+    first, second = (context, question) if document_first else (question, context)
+    return "\n".join([CRUX_INSTRUCTION, "", "Guideline:", *guideline, "", first, "", second, "", ending])
 
 
 CRUX_PAPER = _crux(CRUX_GUIDELINE, "Rating:")
+CRUX_PAPER_DOCUMENT_FIRST = _crux(CRUX_GUIDELINE, "Rating:", document_first=True)
 # DylanJoo/crux crux/augmentation/gen_ratings.py lines 24-39 (`prompt_template`), as the code has it: a new line
 # after "Instruction:", "context." with a full stop, "Rate the context on a scale" (no "with"), "Guideline: " with
 # its trailing space, guideline lines 5..1 ending " to the question", one new line between question and context,
@@ -156,6 +149,13 @@ class Prompt:
     question_text: Callable[[str], str] | None = None  # how the sub-question text enters the prompt
 
     @property
+    def document_first(self) -> bool:
+        """The document comes before anything of the sub-question: prompts of one document with different
+        sub-questions share every token up to the question (the template's head, the instruction, the document)."""
+        context, question = self.user.find("{context}"), self.user.find("{question}")
+        return not self.rounds and 0 <= context < question
+
+    @property
     def levels(self) -> list[int]:
         return list(range(self.max_level + 1))
 
@@ -186,6 +186,15 @@ class Prompt:
 
 REGISTRY: dict[str, Prompt] = {
     "crux-paper": Prompt("crux-paper", "Ju et al., arXiv:2510.21733, Figure 2", CRUX_PAPER, 5, parse_first_digit, 3),
+    "crux-paper-document-first": Prompt(
+        "crux-paper-document-first",
+        "Ju et al., arXiv:2510.21733, Figure 2, with its Context line moved before its Question line "
+        "(document first: not the paper's order; every line otherwise verbatim)",
+        CRUX_PAPER_DOCUMENT_FIRST,
+        5,
+        parse_first_digit,
+        3,
+    ),
     "crux-code": Prompt(
         "crux-code",
         "the authors' released code, crux/augmentation/gen_ratings.py",
