@@ -117,6 +117,7 @@ def test_the_import_flags_the_ratings_graded_on_another_documents_text(imported)
         "missing_clicked_documents": 1,
         "documents": 2,
         "ratings": 14,
+        "ratings_without_level": 0,
     }
     assert "graded 14 ratings of 2 documents on another document's text, after 1 clicked documents missing" in output
 
@@ -182,4 +183,57 @@ def test_the_release_counts_them_and_can_leave_them_out(imported, tmp_path, leav
     assert ("14 of them are left out of this release" in card) == leave_out
     (tmp_path / "bounds.yaml").write_text("unparsed_max: 1\n")
     report = validate(out, expect=tmp_path / "bounds.yaml", load=False)
+    assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
+
+
+def test_ratings_without_a_level_graded_on_another_text_are_flagged_and_counted(imported, tmp_path):
+    """Their -1 (no digit), -2 (request failed) and 7 (off the scale) were also answers about another document's
+    text: each rating of such a document is flagged, with or without a level, and the levelless ones are counted."""
+    root, _ = imported
+    ratings = tmp_path / "ratings.jsonl"
+    lists = {A: [5] * 7, B: [2, -1, -2, 7, 3, 1, 0], C: [-1] * 7}
+    ratings.write_text("".join(json.dumps({"id": "1051893", "docid": d, "rating": r}) + "\n" for d, r in lists.items()))
+    code, output = cli(
+        "import-labels",
+        ratings,
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "the authors' ratings",
+        "--subquestions",
+        root / "questions",
+        "--corpus",
+        root / "corpus",
+        "--out",
+        tmp_path / "judgments",
+    )
+    assert code == 0, output
+    rows = pq.read_table(next((tmp_path / "judgments").glob("judgments-*.parquet"))).to_pylist()
+    assert {r["status"] for r in rows if r["url_hash"] in (B, C)} == {"imported_other_text"}
+    assert sorted((r["level"] is None) for r in rows if r["url_hash"] == B) == [False] * 4 + [True] * 3
+    record = json.loads(next((tmp_path / "judgments" / "_done").glob("*.json")).read_text())
+    assert record["extra"]["imported"]["graded_on_other_text"] == {
+        "missing_clicked_documents": 1,
+        "documents": 2,
+        "ratings": 14,
+        "ratings_without_level": 10,
+    }
+    flat = " ".join(output.split())
+    assert "graded 14 ratings of 2 documents on another document's text (10 of them without a level" in flat
+    code, output = cli(
+        "build-release",
+        "--profile",
+        "crux-code",
+        "--judgments",
+        tmp_path / "judgments",
+        "--questions",
+        root / "questions",
+        "--out",
+        tmp_path / "release",
+    )
+    assert code == 0, output
+    (tmp_path / "bounds.yaml").write_text("unparsed_max: 1\n")
+    report = validate(tmp_path / "release", expect=tmp_path / "bounds.yaml", load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
