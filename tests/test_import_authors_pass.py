@@ -234,6 +234,8 @@ def test_ratings_without_a_level_graded_on_another_text_are_flagged_and_counted(
         tmp_path / "release",
     )
     assert code == 0, output
+    card = " ".join((tmp_path / "release" / "README.md").read_text().split())
+    assert "14 ratings of 2 (question, document) pairs graded on another document's text (10 of them without a" in card
     (tmp_path / "bounds.yaml").write_text("unparsed_max: 1\n")
     report = validate(tmp_path / "release", expect=tmp_path / "bounds.yaml", load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
