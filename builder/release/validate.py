@@ -130,7 +130,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         read_card(release)[1],
         report.check(IMPORT_CHECK),
     )
-    check_shares(stats, expect, against, report)
+    check_shares(stats, expect, against, report, manifest)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
