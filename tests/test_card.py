@@ -18,6 +18,7 @@ from builder.analysis.synthetic import synthesize
 from builder.release.card import template_text
 from builder.release.layout import config
 from builder.release.package import package_release
+from builder.release.snippets import card_snippets
 
 REPO = "org/researchy-subq-judgments"
 SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
@@ -51,8 +52,7 @@ def card(release):
     return yaml.safe_load(header), body
 
 
-def snippets(body):
-    return re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+snippets = card_snippets
 
 
 def shell_lines(body):
