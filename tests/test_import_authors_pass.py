@@ -54,6 +54,26 @@ def test_their_loop_grades_later_clicked_documents_on_the_next_ones_text(run):
     assert graded_on_other_text([A, C, D], corpus) == {}
 
 
+def import_ratings(ratings, root, out, *extra):
+    """`import-labels` of the authors' ratings for the fixture's questions (`extra`: `--corpus DIR` checks their
+    clicked pass)."""
+    return cli(
+        "import-labels",
+        ratings,
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "the authors' ratings",
+        "--subquestions",
+        root / "questions",
+        *extra,
+        "--out",
+        out,
+    )
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     root = tmp_path_factory.mktemp("authors-pass")
@@ -86,22 +106,7 @@ def imported(tmp_path_factory):
             json.dumps({"id": "1051893", "docid": d, "rating": [r] * 7}) + "\n" for d, r in ((A, 5), (B, 2), (C, 1))
         )
     )
-    code, output = cli(
-        "import-labels",
-        ratings,
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "the authors' ratings",
-        "--subquestions",
-        root / "questions",
-        "--corpus",
-        root / "corpus",
-        "--out",
-        root / "judgments",
-    )
+    code, output = import_ratings(ratings, root, root / "judgments", "--corpus", root / "corpus")
     assert code == 0, output
     return root, " ".join(output.split())
 
@@ -124,20 +129,7 @@ def test_the_import_flags_the_ratings_graded_on_another_documents_text(imported)
 
 def test_without_a_corpus_nothing_is_flagged_nor_claimed(imported, tmp_path):
     root, _ = imported
-    code, output = cli(
-        "import-labels",
-        root / "ratings.jsonl",
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "the authors' ratings",
-        "--subquestions",
-        root / "questions",
-        "--out",
-        tmp_path / "j",
-    )
+    code, output = import_ratings(root / "ratings.jsonl", root, tmp_path / "j")
     assert code == 0 and "another document's text" not in output
     record = json.loads(next((tmp_path / "j" / "_done").glob("*.json")).read_text())
     assert record["extra"]["imported"]["graded_on_other_text"] is None
@@ -193,22 +185,7 @@ def test_ratings_without_a_level_graded_on_another_text_are_flagged_and_counted(
     ratings = tmp_path / "ratings.jsonl"
     lists = {A: [5] * 7, B: [2, -1, -2, 7, 3, 1, 0], C: [-1] * 7}
     ratings.write_text("".join(json.dumps({"id": "1051893", "docid": d, "rating": r}) + "\n" for d, r in lists.items()))
-    code, output = cli(
-        "import-labels",
-        ratings,
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "the authors' ratings",
-        "--subquestions",
-        root / "questions",
-        "--corpus",
-        root / "corpus",
-        "--out",
-        tmp_path / "judgments",
-    )
+    code, output = import_ratings(ratings, root, tmp_path / "judgments", "--corpus", root / "corpus")
     assert code == 0, output
     rows = pq.read_table(next((tmp_path / "judgments").glob("judgments-*.parquet"))).to_pylist()
     assert {r["status"] for r in rows if r["url_hash"] in (B, C)} == {"imported_other_text"}

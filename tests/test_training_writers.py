@@ -67,9 +67,7 @@ def test_train_refuses_a_model_folder_holding_a_link_before_training(release, te
     out = tmp_path / "model"
     out.mkdir()
     (out / "1_Pooling").symlink_to(users_folder)
-    result = CliRunner().invoke(
-        app, ["train", str(release), "--texts", str(texts), "--out", str(out), "--profile", "paper"]
-    )
+    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(out)])
     assert result.exit_code == 1, result.output
     assert "1_Pooling: is a symbolic link" in result.output and "internal error" not in result.output
     assert untouched(users_folder) and sorted(p.name for p in out.iterdir()) == ["1_Pooling"]
@@ -130,3 +128,14 @@ def test_a_killed_training_files_leaves_no_temporary_file_once_rerun(release, te
     assert os.path.getsize(out / "sentence-transformers" / "train.parquet") == os.path.getsize(
         clean / "sentence-transformers" / "train.parquet"
     )
+
+
+def test_train_keeps_its_work_folder_out_of_the_model_folder(release, texts, tmp_path):  # noqa: F811
+    from builder.cli.main import app
+
+    out = tmp_path / "model"
+    result = CliRunner().invoke(
+        app, ["train", str(release), "--texts", str(texts), "--out", str(out), "--work", str(out / "work")]
+    )
+    assert result.exit_code == 1 and "is inside the model folder" in result.output, result.output
+    assert not out.exists()
