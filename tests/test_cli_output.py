@@ -77,6 +77,7 @@ def test_listing_and_errors_go_where_they_belong():
         "crux-code",
         "demo",
         "paper",
+        "paper-document-first",
     }
     missing = runner.invoke(app, ["profiles", "no-such-profile"])
     assert missing.exit_code == 1 and missing.stdout == "" and "no bundled profile 'no-such-profile'" in missing.stderr
