@@ -293,7 +293,7 @@ class Complexity(Strict):
 
 
 class TrainingConfigsSettings(Strict):
-    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/training.py)."""
+    """The release's training configs (`hard-negatives`, `graded-lists`) and its dev split (builder/release/assemble/training_configs.py)."""
 
     negative_level: int = Field(
         default=1,

@@ -57,7 +57,7 @@ JUDGMENT_STATUSES = (
 
 SOURCE_SPLITS = ("train", "test")  # Researchy Questions' own splits, what `questions --split` takes
 # A release's splits: Researchy's, plus `dev`, carved from train by a hash of the question id
-# (builder/release/training.py `dev_questions`), so a model is chosen without looking at test.
+# (builder/release/assemble/training_configs.py `dev_questions`), so a model is chosen without looking at test.
 SPLITS = ("train", "dev", "test")
 CORPUS = "corpus"  # the corpus stage's table, the name of its shard files
 JUDGMENTS = "judgments"  # the judge stage's table, the name of its shard files

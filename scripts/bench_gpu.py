@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from builder.analysis.gpu_bench import (
+from builder.standins.gpu_bench import (
     calibration,
     compiled,
     device_name,

@@ -3,7 +3,7 @@ disk per step, and the extrapolation to ClueWeb22-B's English part on a node of 
 
     nice python scripts/bench_index.py --docs 20000 --threads 2 --cores 32
 
-Input: a synthetic ClueWeb22 txt tree in the published format (builder/analysis/synthetic.py
+Input: a synthetic ClueWeb22 txt tree in the published format (builder/standins/synthetic.py
 `write_clueweb22_txt`). The anchor: the Anserini bundled with Pyserini has no ClueWeb22Collection, so it indexes the
 same documents as JsonCollection files ({"id", "contents", "url_hash", "url"}, gzip'd, one per txt file, written
 before the clock starts), with the kit's flags (no -storeRaw, -fields url_hash, the same stemmer, threads and heap).
@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from builder.analysis.synthetic import write_clueweb22_txt
+from builder.standins.synthetic import write_clueweb22_txt
 from generation.stages.index import index_collection_command
 
 ENGLISH_DOCS = 86_000_000  # ClueWeb22-B: ~200M pages, ~43% English

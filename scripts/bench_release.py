@@ -3,8 +3,8 @@ sub-questions and 24,316,320 judgments at scale 1), then, each in its own proces
 
 - the floor: a plain streaming pyarrow pass that reads the input shards in 262k-row batches and writes one
   zstd writer per level partition (what any release build must at least do),
-- `build-release` (package_release: data, statistics, complexity, card, manifest, training configs),
-- the training configs alone (`hard-negatives` and `graded-lists`, builder/release/training.py): the same
+- `build-release` (build_release: data, statistics, complexity, card, manifest, training configs),
+- the training configs alone (`hard-negatives` and `graded-lists`, builder/release/assemble/training_configs.py): the same
   streaming pass with only their sorted runs fed, so their own cost shows apart from the build's,
 - `validate` (every check, with the load_dataset checks streaming one row per config and split),
 
@@ -28,7 +28,7 @@ from bench_common import timed
 from rich.console import Console
 from rich.table import Table
 
-from builder.analysis.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
+from builder.standins.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synthesize
 
 FLOOR = """
 import pyarrow.compute as pc, pyarrow.parquet as pq
@@ -49,12 +49,12 @@ for writer in writers.values():
     writer.close()
 """
 BUILD = """
-from builder.release.package import package_release
-package_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper", repo="org/researchy-subq-judgments")
+from builder.release.assemble.folder import build_release
+build_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper", repo="org/researchy-subq-judgments")
 """
 TRAINING = """
-from builder.release.build import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
-from builder.release.training import TrainingWriters, with_dev_split
+from builder.release.assemble.data_files import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
+from builder.release.assemble.training_configs import TrainingWriters, with_dev_split
 from generation.profiles import load_profile
 profile = load_profile("paper")
 questions, subquestions = load_questions([Path(p) for p in {questions!r}])
@@ -69,7 +69,7 @@ writers.close(summary)
 print("ROWS", sum(summary.rows["hard-negatives"].values()), sum(summary.rows["graded-lists"].values()))
 """
 VALIDATE = """
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 report = validate(Path({out!r}))
 bad = [(c.name, c.examples) for c in report.checks if not c.ok]
 if bad:

@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from builder.release.trec import TrecQrelsWriter
-from builder.release.writer import RollingWriter
+from builder.release.assemble.trec import TrecQrelsWriter
+from builder.release.assemble.writer import RollingWriter
 from generation.labels.trec_qrels import read_trec_qrels
 
 BATCH = 262_144

@@ -34,8 +34,8 @@ def setup(w: Path) -> dict:
     release of synthetic judgments, and profiles differing in one section."""
     import pyarrow.compute as pc
 
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
     from generation.profiles import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
     from generation.stages.corpus import build_corpus, write_url_map
@@ -78,7 +78,7 @@ def setup(w: Path) -> dict:
         w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1, unparsed_share=0.004
     )
     release = w / "release"
-    package_release(
+    build_release(
         [synthetic["judgments"]],
         list(synthetic["questions"].values()),
         release,
@@ -98,7 +98,7 @@ def setup(w: Path) -> dict:
         unparsed_share=0.004,
         profile=distribution,
     )
-    package_release(
+    build_release(
         [judged["judgments"]],
         list(judged["questions"].values()),
         w / "distribution-release",

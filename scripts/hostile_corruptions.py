@@ -86,7 +86,7 @@ def links_out_of_the_release() -> dict:
 def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
     """The release corruptions: the first list edits files and leaves the seals broken (checksums, counts);
     release_faults' are re-sealed, so only a semantic check can catch them."""
-    from builder.release.validate import validate
+    from builder.release.validate.folder import validate
 
     def judgment_file(r, level="level_2", split="train"):
         return data_file(r, f"judgments/{level}", split)

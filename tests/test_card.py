@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.analysis.synthetic import synthesize
-from builder.release.card import template_text
+from builder.release.assemble.card import template_text
+from builder.release.assemble.folder import build_release
+from builder.release.assemble.snippets import card_snippets
 from builder.release.layout import config
-from builder.release.package import package_release
-from builder.release.snippets import card_snippets
+from builder.standins.synthetic import synthesize
 
 REPO = "org/researchy-subq-judgments"
 SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
@@ -34,7 +34,7 @@ def inputs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def release(inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("rel") / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]],
         list(inputs["questions"].values()),
         out,
@@ -124,7 +124,7 @@ def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipel
         tmp_path / "judgments",
     )
     out = tmp_path / "release"
-    package_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
+    build_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
     _, body = card(out)
     warning = [line for line in body.splitlines() if "STAND-IN" in line]
     assert warning == [
@@ -338,7 +338,7 @@ def test_derived_configs(release, inputs):
 
 
 def test_subtopics_do_not_need_contiguous_questions():
-    from builder.release.configs import subtopics
+    from builder.release.assemble.configs import subtopics
 
     table = pa.table({"subq_id": ["a-0", "b-0", "a-1", "b-1", "a-2"], "qid": ["a", "b", "a", "b", "a"]})
     assert subtopics(table)["subtopic"].to_pylist() == [1, 1, 2, 2, 3]
@@ -347,7 +347,7 @@ def test_subtopics_do_not_need_contiguous_questions():
 def test_manifest_and_commit_description_name_the_shards_revision(release):
     import json
 
-    from builder.release.publish import commit_description
+    from builder.release.publish.to_hub import commit_description
 
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["shards_revision"] == SHARDS
@@ -356,7 +356,7 @@ def test_manifest_and_commit_description_name_the_shards_revision(release):
 
 
 def test_judgment_of_an_unknown_subquestion_is_named():
-    from builder.release.configs import Subtopics, diversity_qrels
+    from builder.release.assemble.configs import Subtopics, diversity_qrels
     from generation.errors import InputError
 
     numbers = Subtopics(pa.table({"subq_id": ["a-0"], "qid": ["a"]}))

@@ -139,7 +139,7 @@ def test_the_cli_sits_on_top_of_the_import_graph():
         "builder.cli.main",
         "builder.cli.import_labels",
         "builder.cli.judge",
-        "builder.cli.training",
+        "builder.cli.retriever",
         "builder.cli.reference",
     }
     for path in [*root.glob("generation/**/*.py"), *root.glob("builder/**/*.py")]:

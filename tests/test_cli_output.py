@@ -28,13 +28,13 @@ def invoke(*args):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     root = tmp_path_factory.mktemp("output")
     inputs = synthesize(root / "in", subquestions=120, judgments=2400, shards=1, seed=3)
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
     return out
 
 

@@ -195,11 +195,11 @@ def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path):
             load_profile(bad)
         assert str(refused.value).startswith(f"{bad}: key judge") and message in str(refused.value)
 
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     inputs = synthesize(tmp_path / "in", subquestions=40, judgments=600, shards=1, seed=2, profile=str(mine))
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), tmp_path / "release", mine)
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), tmp_path / "release", mine)
     manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
     assert manifest["profile"]["judge"]["engine_args"] == {
         "gpu_memory_utilization": 0.85,

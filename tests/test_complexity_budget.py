@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.build import judgment_inputs, topic_index, with_complexity
-from builder.release.complexity import COLUMNS
+from builder.release.assemble.complexity import COLUMNS
+from builder.release.assemble.data_files import judgment_inputs, topic_index, with_complexity
 from generation.profiles import Complexity
 from generation.schema import arrow_schema, conform
 from generation.shards import Shard, StageOutput

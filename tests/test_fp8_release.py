@@ -5,9 +5,9 @@ import json
 
 import yaml
 
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
-from builder.release.validate import validate
+from builder.release.assemble.folder import build_release
+from builder.release.validate.folder import validate
+from builder.standins.synthetic import synthesize
 from generation.profiles import load_profile
 
 
@@ -18,7 +18,7 @@ def test_an_fp8_judge_is_named_in_the_manifest_and_the_card(tmp_path):
     profile.write_text(yaml.safe_dump(data))
     inputs = synthesize(tmp_path / "inputs", subquestions=60, judgments=1_000, shards=1, seed=3, profile=str(profile))
     out = tmp_path / "release"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, str(profile), repo="org/rsj")
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, str(profile), repo="org/rsj")
     manifest = json.loads((out / "manifest.json").read_text())
     precision = "fp8 weights and activations (dynamic per-tensor scales); dtype bfloat16"
     assert manifest["models"]["judge_precision"] == precision
@@ -35,7 +35,7 @@ def test_an_fp8_judge_is_named_in_the_manifest_and_the_card(tmp_path):
 def test_a_bf16_judge_gets_no_fp8_note(tmp_path):
     inputs = synthesize(tmp_path / "inputs", subquestions=60, judgments=1_000, shards=1, seed=3)
     out = tmp_path / "release"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
     assert json.loads((out / "manifest.json").read_text())["models"]["judge_precision"] == "bfloat16"
     card = (out / "README.md").read_text()
     assert "precision bfloat16;" in card and "fp8" not in card

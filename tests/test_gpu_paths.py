@@ -281,7 +281,7 @@ def test_plan_shows_no_figure_for_a_configuration_the_backend_refuses():
 
 
 def test_bench_documents_take_the_corpus_lengths_cut_at_the_limit():
-    from builder.analysis.gpu_bench import document_words
+    from builder.standins.gpu_bench import document_words
     from generation.sample import CLUEWEB22
 
     words = document_words(CLUEWEB22, 200, 100, seed=0)
@@ -290,7 +290,7 @@ def test_bench_documents_take_the_corpus_lengths_cut_at_the_limit():
 
 
 def test_bench_packed_rows_switch_attention_and_padded_rows_keep_the_default():
-    from builder.analysis.gpu_bench import with_attention
+    from builder.standins.gpu_bench import with_attention
     from builder.standins.models import build_model
     from generation.model_shapes import TINY
 
@@ -303,7 +303,7 @@ def test_bench_packed_rows_switch_attention_and_padded_rows_keep_the_default():
 
 def test_bench_calibration_keeps_each_precision_to_its_own_rows():
     """A bf16 rerank row faster than the fp8 one is not filed as fp8; the packed row (opt-in) is not the figure."""
-    from builder.analysis.gpu_bench import calibration as calibration_of
+    from builder.standins.gpu_bench import calibration as calibration_of
 
     row = {"shape": "Qwen3-Reranker-0.6B", "mode": "rerank", "batch": 16, "pairs_per_s": 1, "tflops": 100}
     rows = [

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.release.hub_errors import PublishRefused
-from builder.release.publish import plan_publish, publish
+from builder.release.publish.hub_errors import PublishRefused
+from builder.release.publish.to_hub import plan_publish, publish
 
 REPO = "org/researchy-subq-judgments"
 LOOPBACK = "127.0.0.1"
@@ -47,15 +47,15 @@ def git(*args, cwd):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     root = tmp_path_factory.mktemp("hub")
     inputs = synthesize(
         root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8, unparsed_share=0.01
     )
     out = root / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO)
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO)
     return out
 
 
@@ -262,7 +262,7 @@ def test_offline_and_unreachable_hub(release, monkeypatch):
     could not compare them with the Hub."""
     from huggingface_hub import HfApi
 
-    from builder.release.publish import release_files
+    from builder.release.publish.to_hub import release_files
 
     def unreachable():
         return HfApi(endpoint=f"http://{LOOPBACK}:{free_port()}", token="hf_test")

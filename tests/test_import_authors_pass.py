@@ -9,7 +9,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 from generation.labels.authors_pass import clicked_pass, graded_on_other_text
 from generation.stages.corpus import build_corpus, write_url_map
 from generation.stages.questions import read_researchy

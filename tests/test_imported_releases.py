@@ -126,7 +126,7 @@ def test_importing_twice_changes_nothing_and_other_files_are_refused(release, qu
 
 
 def test_judge_and_import_refuse_each_others_folders(release):
-    from builder.release.lineage import release_profile
+    from builder.release.assemble.lineage import release_profile
     from generation.stages.judge import JudgeStage
 
     with pytest.raises(ShardError, match="made under config imported-"):
@@ -158,8 +158,8 @@ def resealed(release: Path, tmp_path: Path, edit) -> Path:
     ],
 )
 def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, finding):
-    from builder.release.imported import CHECK
-    from builder.release.validate import validate
+    from builder.release.validate.folder import validate
+    from builder.release.validate.imported import CHECK
 
     report = validate(resealed(release, tmp_path, edit), load=False)
     check = next(c for c in report.checks if c.name == CHECK)
@@ -244,12 +244,12 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
 
 
 def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
-    from builder.release.package import package_release
-    from builder.release.publish import publish
+    from builder.release.assemble.folder import build_release
+    from builder.release.publish.to_hub import publish
     from tests.test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
-    package_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
+    build_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
     monkeypatch.setenv("HF_TOKEN", "hf_token")
     hub = RecordingHub(remote_files=None)
     publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.analysis.evaluate import RunWarning, read_run
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
-from builder.release.validate import validate
+from builder.release.assemble.folder import build_release
+from builder.release.validate.folder import validate
+from builder.standins.synthetic import synthesize
 from generation.errors import InputError
 from generation.shards import ShardError
 from generation.stages import read_stage
@@ -29,7 +29,7 @@ def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("judged")
     inputs = synthesize(root / "in", subquestions=200, judgments=3_600, test_share=0.3, shards=1, seed=21)
     release = root / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/researchy-subq-judgments"
     )
     return {**inputs, "release": release}

@@ -167,7 +167,7 @@ def test_the_papers_rule_cannot_give_its_18_86_judgments_per_subquestion():
     hits over ClueWeb22-B)."""
     import random
 
-    from builder.release.package import differences
+    from builder.release.assemble.folder import differences
 
     assert round(24_316_320 / 1_288_976, 2) == 18.86
     rule = load_profile("paper").pool

@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub.errors import RepositoryNotFoundError
 from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFile
 
-from builder.release.publish import PublishRefused, git_blob_sha1, publish, release_files
+from builder.release.publish.to_hub import PublishRefused, git_blob_sha1, publish, release_files
 from generation.shards import sha256_file
 
 TOKEN = "hf_ThisTokenMustNeverBePrinted0123456789"
@@ -67,13 +67,13 @@ def remote_copy_of(release):
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     tmp_path = tmp_path_factory.mktemp("publish")
     inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
     out = tmp_path / "researchy-subq-judgments"
-    package_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
+    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
     return out
 
 
@@ -134,7 +134,7 @@ def test_invalid_release_is_refused(release, tmp_path):
 def test_cli_never_prints_the_token(release, monkeypatch):
     from typer.testing import CliRunner
 
-    import builder.release.publish as publish_module
+    import builder.release.publish.to_hub as publish_module
     from builder.cli.main import app
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -181,6 +181,6 @@ def test_repo_id_is_checked_before_validating(release, monkeypatch, repo, messag
     def must_not_run(*args, **kwargs):
         raise AssertionError("validate ran before the repo id was checked")
 
-    monkeypatch.setattr("builder.release.validate.validate", must_not_run)
+    monkeypatch.setattr("builder.release.validate.folder.validate", must_not_run)
     with pytest.raises(PublishRefused, match=message):
         publish(release, repo, api=RecordingHub(remote_files=None), say=lambda line: None)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from builder.release.hub_errors import PublishRefused
+from builder.release.publish.hub_errors import PublishRefused
 from builder.training.push import TrainingTextFound, check_no_training_text, push_model
 from generation.models import resolve_model
 from tests.test_hub_loopback import StatusServer

@@ -10,11 +10,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from builder.analysis.synthetic import synthesize
-from builder.release.hf_builder import ResearchySubqJudgments
+from builder.release.assemble.folder import build_release
+from builder.release.assemble.hf_builder import ResearchySubqJudgments
 from builder.release.layout import CONFIGS, file_rows, trec_qrels_path
-from builder.release.package import package_release
-from builder.release.validate import CHECKS, validate
+from builder.release.validate.folder import CHECKS, validate
+from builder.standins.synthetic import synthesize
 from generation.schema import features
 
 
@@ -29,7 +29,7 @@ def inputs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def release(inputs, tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]],
         list(inputs["questions"].values()),
         out,

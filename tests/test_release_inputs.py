@@ -5,8 +5,8 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
+from builder.release.assemble.folder import build_release
+from builder.standins.synthetic import synthesize
 from generation.errors import InputError
 from generation.shards import ShardError
 
@@ -18,7 +18,7 @@ def inputs(tmp_path_factory):
 
 
 def build(inputs, out, questions=None, judgments=None, profile="paper"):
-    return package_release(
+    return build_release(
         judgments or [inputs["judgments"]],
         questions or list(inputs["questions"].values()),
         out,

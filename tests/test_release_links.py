@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.cli.main import app
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 from generation.storage import LinkRefused, refuse_links, replace_file
 
 runner = CliRunner()
@@ -16,13 +16,13 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from builder.analysis.synthetic import synthesize
-    from builder.release.package import package_release
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
 
     tmp = tmp_path_factory.mktemp("links")
     inputs = synthesize(tmp / "in", subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
     release = tmp / "release"
-    package_release(
+    build_release(
         [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/rsj", rows_per_file=400
     )
     return inputs, release

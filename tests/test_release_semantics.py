@@ -9,11 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
-from builder.release.rederive import Rederivation
-from builder.release.validate import Report, validate
+from builder.release.assemble.folder import build_release
+from builder.release.validate.folder import Report, validate
+from builder.release.validate.rederive import Rederivation
 from builder.standins.release_faults import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys
+from builder.standins.synthetic import synthesize
 from generation.judging.parsing import STAND_IN_RAW, r3a_raw
 from generation.judging.prompts import get_prompt
 from generation.profiles import load_profile
@@ -38,7 +38,7 @@ def make_release(root: Path, profile) -> Path:
         profile=profile,
     )
     out = root / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]],
         list(inputs["questions"].values()),
         out,

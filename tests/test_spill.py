@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from builder.release.configs import CorpusIds
+from builder.release.assemble.configs import CorpusIds
 from generation.spill import KeyRuns, TableRuns
 
 
@@ -88,7 +88,7 @@ def test_records_sorted_by_their_key_field_keep_equal_keys_in_the_order_added(mo
 
 
 def test_complexity_is_the_same_whether_its_pairs_spilled_or_not(monkeypatch):
-    from builder.release.complexity import ComplexityAccumulator
+    from builder.release.assemble.complexity import ComplexityAccumulator
 
     rng = np.random.default_rng(7)
     questions, subq_per_question = 300, 6

@@ -179,6 +179,31 @@ def test_a_package_s_own_modules_import_none_of_its_subpackages():
     assert not back_up, "arrows back up:\n" + "\n".join(back_up)
 
 
+# builder/release/'s groups, top first: each may import those after it, never one before it. publish validates
+# before it commits; validate reads a release with assemble's readers and rules (topic_index, configs, stats).
+RELEASE_GROUPS = ("builder.release.publish", "builder.release.validate", "builder.release.assemble")
+
+
+def test_the_release_groups_import_downward_only():
+    """Every subpackage of builder/release/ has its place in RELEASE_GROUPS, and no arrow runs back up it. Their
+    common ground, builder/release/'s own modules (layout.py, no_text.py), imports none of them (the test above)."""
+    arrows = package_imports()
+    subpackages = {
+        p.parent.relative_to(ROOT).as_posix().replace("/", ".") for p in ROOT.glob("builder/release/*/__init__.py")
+    }
+    assert subpackages == set(RELEASE_GROUPS)
+    back_up = [
+        f"{a} -> {b}: {', '.join(found)}"
+        for (a, b), found in sorted(arrows.items())
+        if a in RELEASE_GROUPS and b in RELEASE_GROUPS and RELEASE_GROUPS.index(a) > RELEASE_GROUPS.index(b)
+    ]
+    assert not back_up, "arrows back up builder/release/:\n" + "\n".join(back_up)
+    assert {
+        ("builder.release.publish", "builder.release.validate"),
+        ("builder.release.validate", "builder.release.assemble"),
+    } <= set(arrows)
+
+
 def test_generation_never_imports_builder_and_command_modules_import_no_other_command_module():
     graph = module_imports()
     assert not [

@@ -2,7 +2,7 @@
 
 The copy is a ClueWeb22 txt tree of the published shape (lemurproject/ClueWeb22 ClueWeb22Api.py: one gzip member a
 record, `.offset` files of '{:010d}\\n' entries), written by builder/standins/clueweb22_texts.py's `write_tree`; the release is a
-real one (`synthesize` + `package_release`)."""
+real one (`synthesize` + `build_release`)."""
 
 import gzip
 import json
@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
-from builder.release.publish import PublishRefused, publish
-from builder.release.validate import validate
+from builder.release.assemble.folder import build_release
+from builder.release.publish.to_hub import PublishRefused, publish
+from builder.release.validate.folder import validate
 from builder.standins.clueweb22_texts import write_release_stub, write_tree
+from builder.standins.synthetic import synthesize
 from builder.training.texts import judged_docids, write_texts
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
@@ -43,7 +43,7 @@ def release(tmp_path_factory):
         profile=profile,
     )
     out = root / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
     )
     return out

@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from builder.analysis.evaluate import judgment_files
-from builder.analysis.synthetic import synthesize
-from builder.release.package import package_release
+from builder.release.assemble.folder import build_release
+from builder.standins.synthetic import synthesize
 from builder.training.files import write_training_files
 from builder.training.recipe import false_negative_report, training_rows
 from builder.training.sampler import JudgedPositivesBatchSampler, count_false_negatives
@@ -48,7 +48,7 @@ def release(tmp_path_factory):
         ]
         pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), path)
     out = root / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
     )
     return out

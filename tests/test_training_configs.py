@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.analysis.synthetic import synthesize
+from builder.release.assemble.folder import build_release
+from builder.release.assemble.training_configs import TrainingRows, dev_questions
 from builder.release.layout import config
-from builder.release.package import package_release
-from builder.release.training import TrainingRows, dev_questions
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 from builder.standins.release_faults import data_file, rewrite
+from builder.standins.synthetic import synthesize
 from generation.profiles import Profile, load_profile
 
 REPO = "org/researchy-subq-judgments"
@@ -51,7 +51,7 @@ def release(tmp_path_factory):
         profile=profile(),
     )
     out = root / "researchy-subq-judgments"
-    package_release(
+    build_release(
         [inputs["judgments"]], list(inputs["questions"].values()), out, profile(), repo=REPO, rows_per_file=2000
     )
     return out

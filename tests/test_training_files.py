@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.release.layout import config
-from builder.release.validate import validate
+from builder.release.validate.folder import validate
 from builder.training.files import write_training_files
 from builder.training.texts import write_texts
 from generation.errors import ArgumentError

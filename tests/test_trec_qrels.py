@@ -1,5 +1,5 @@
 """The kit's one TREC qrels reader (generation/labels/trec_qrels.py), through both of its users: `agreement`'s labels
-(builder/analysis/labels.py) and `validate`'s check of a release's file (builder/release/trec.py)."""
+(builder/analysis/labels.py) and `validate`'s check of a release's file (builder/release/assemble/trec.py)."""
 
 from types import SimpleNamespace
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from builder.analysis.labels import read_trec_qrels
-from builder.release.trec import compare_trec_qrels
+from builder.release.validate.trec import compare_trec_qrels
 from generation.errors import InputError
 from generation.labels import trec_qrels
 

@@ -42,7 +42,7 @@ def installed(tmp_path_factory):
     purelib = Path(
         run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp, env=env).split()[0]
     )
-    assert (purelib / "builder" / "release" / "cards" / "dataset_card.md").is_file(), (
+    assert (purelib / "builder" / "release" / "assemble" / "cards" / "dataset_card.md").is_file(), (
         "the wheel was not installed into the venv"
     )
     (purelib / "shared-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -51,7 +51,7 @@ def installed(tmp_path_factory):
 
 def test_wheel_carries_the_card_template(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
-    assert "builder/release/cards/dataset_card.md" in names
+    assert "builder/release/assemble/cards/dataset_card.md" in names
     assert not any(n.startswith(("tests/", "scripts/", "expectations/")) for n in names)
 
 
@@ -68,7 +68,7 @@ def test_installed_wheel_builds_and_validates_a_release(installed):
         [
             python,
             "-c",
-            "from pathlib import Path; from builder.analysis.synthetic import synthesize; "
+            "from pathlib import Path; from builder.standins.synthetic import synthesize; "
             "synthesize(Path('inputs'), subquestions=200, judgments=3000, test_share=0.25, shards=1, seed=2)",
         ],
         cwd=work,

@@ -1,2 +1,2 @@
-"""Analysis over judgments and releases: label agreement, retrieval complexity, evaluation, simulation; and the
-GPU benchmark's measurements (gpu_bench.py)."""
+"""Analysis over judgments and releases: label agreement (agreement.py, labels.py), evaluation of runs
+(evaluate.py, alpha_ndcg.py) and simulation (simulate.py)."""

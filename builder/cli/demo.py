@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from builder.cli.reports import stage_report
 from builder.pasteable import executable, kit_command, profile_argument, python_command, shown_path
-from builder.release.snippets import MTEB_TITLE, card_snippets
+from builder.release.assemble.snippets import MTEB_TITLE, card_snippets
 from generation.models import ModelNotAvailable, resolve_model
 from generation.profiles import Profile, load_profile
 from generation.progress import console, counter, results
@@ -210,8 +210,8 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     """Build the sample's release, validate it, and load two configs the way a user would."""
     from datasets import load_dataset
 
-    from builder.release.package import package_release
-    from builder.release.validate import validate
+    from builder.release.assemble.folder import build_release
+    from builder.release.validate.folder import validate
 
     release = out / "release"
     judgments = [out / "judgments" / s for s in RESEARCHY]
@@ -225,7 +225,7 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
         + f" --out {release}"
     )
     with counter("build-release", unit="judgments") as advance:
-        summary, card = package_release(
+        summary, card = build_release(
             judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", progress=advance
         )
     step(f"researchy-subq validate {release}")

@@ -1,6 +1,6 @@
 """`researchy-subq`, the console entry: puts the stage commands (builder.cli.stages), the release commands
-(builder.cli.release), the analysis commands (builder.cli.analysis), the training commands (builder.cli.training) and `demo` under one
-name. It only wires; no library module imports it, and it is the only module that imports all the command modules."""
+(builder.cli.release), the analysis commands (builder.cli.analysis), the retriever commands (builder.cli.retriever)
+and `demo` under one name. It only wires; no library module imports it, and it is the only module that imports all the command modules."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from rich.table import Table
 
 from builder.cli import analysis as analysis_commands
 from builder.cli import release as release_commands
+from builder.cli import retriever as retriever_commands
 from builder.cli import stages as stage_commands
-from builder.cli import training as training_commands
 from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
 from generation.progress import results
 
@@ -52,7 +52,7 @@ def demo(
 
 
 guard_commands(app)
-for commands in (stage_commands, release_commands, analysis_commands, training_commands):
+for commands in (stage_commands, release_commands, analysis_commands, retriever_commands):
     app.add_typer(commands.app)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, notice, run_stage
-from builder.release.expectations import ExpectationError
+from builder.release.validate.expectations import ExpectationError
 from generation.progress import results
 from generation.storage import MARKER, OwnershipError, claim_folder
 
@@ -51,7 +51,8 @@ def build_release_command(
     ),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
-    from builder.release.package import MANIFEST, package_release
+    from builder.release.assemble.folder import build_release
+    from builder.release.layout import MANIFEST
 
     try:  # only a folder this command made (its manifest or marker is there) is rebuilt
         claim_folder(out, "release", owned_by=(MANIFEST, MARKER))
@@ -60,7 +61,7 @@ def build_release_command(
     summary, card = run_stage(
         "building release",
         "judgments",
-        lambda advance: package_release(
+        lambda advance: build_release(
             judgments,
             questions,
             out,
@@ -98,8 +99,8 @@ def validate(
 ) -> None:
     """Check a release folder; exit status 1 if any check fails."""
     from builder.cli.reports import print_validation
-    from builder.release.expectations import load_expectations
-    from builder.release.validate import validate as run_validate
+    from builder.release.validate.expectations import load_expectations
+    from builder.release.validate.folder import validate as run_validate
 
     existing_release(release)
     if against is not None:
@@ -128,8 +129,8 @@ def publish(
 ) -> None:
     """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login. Without
     --yes, a dry run: it lists what would be sent, and works offline (then every file is listed)."""
-    from builder.release.publish import PublishRefused
-    from builder.release.publish import publish as run_publish
+    from builder.release.publish.to_hub import PublishRefused
+    from builder.release.publish.to_hub import publish as run_publish
 
     existing_release(release)  # then publish checks the repo id before its full validate
     try:

@@ -12,6 +12,7 @@ from generation.schema import SPLITS  # noqa: F401 - the release's splits, impor
 
 LEVELS = tuple(range(6))
 PARTITIONS = tuple(f"level_{n}" for n in LEVELS) + ("unparsed",)
+MANIFEST = "manifest.json"  # at the top of every release: what it holds and how it was made (assemble/folder.py)
 FILE_NAME = re.compile(r"^(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.parquet$")
 
 
@@ -142,7 +143,7 @@ TREC_QRELS_SUFFIX = ".qrels.txt"
 
 
 def trec_qrels_path(release: Path, split: str) -> Path:
-    """The `qrels` config of a split as one TREC qrels file, beside its Parquet files (builder/release/trec.py)."""
+    """The `qrels` config of a split as one TREC qrels file, beside its Parquet files (builder/release/assemble/trec.py)."""
     return Path(release) / "data" / config("qrels").folders[0] / f"{split}{TREC_QRELS_SUFFIX}"
 
 

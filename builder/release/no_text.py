@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from builder.release.layout import MANIFEST
 from generation.errors import ArgumentError
 
 TEXTS_MARKER = "_document_texts.json"  # written at the top of every folder `texts` and `training-files` write
-MANIFEST = "manifest.json"  # builder/release/package.py writes it at the top of every release
 TEXT_TABLES = {b"document_texts", b"corpus", b"n_tuple"}  # schema-module tables that hold document text
 SKIPPED = {".git", ".cache"}
 

@@ -3,7 +3,7 @@ tests/test_texts.py and scripts/bench_texts.py.
 
 The tree has ClueWeb22's published shape (lemurproject/ClueWeb22, ClueWeb22Api.py): txt/en/en00/en0000/en0000-NN.json.gz,
 one record per line, each record its own gzip member, and `en0000-NN.offset` with one '{:010d}\\n' offset per
-record plus a closing one. Small on purpose; builder/analysis/synthetic.py's `write_clueweb22_txt` writes the large
+record plus a closing one. Small on purpose; builder/standins/synthetic.py's `write_clueweb22_txt` writes the large
 trees of the benchmarks, and both write their files with its `write_clueweb22_file`.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builder.analysis.synthetic import clueweb22_record, write_clueweb22_file
+from builder.standins.synthetic import clueweb22_record, write_clueweb22_file
 
 WORDS = (
     "the of and to in is that for on with as by at from this are be or an it was which have can not more "

@@ -2,8 +2,8 @@
 raw, a source, a derived config, the card's prompt or plot) and then RE-SEALS the release as a careless merge
 script or hand fix would: checksums, sizes and row counts in the manifest, the statistics in the manifest and
 the card, the YAML's counts and sizes and the plot are made consistent with the edited data again. What is left
-for `validate` is to re-derive the determined values (builder/release/rederive.py, validate_derived.py,
-validate_card.py).
+for `validate` is to re-derive the determined values (builder/release/validate/: rederive.py, derived.py,
+card.py).
 
 Used by scripts/hostile.py (the figures of docs/reliability.md), tests/test_release_semantics.py and
 tests/test_training_configs.py.
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-MANIFEST = "manifest.json"
+from builder.release.layout import MANIFEST
 
 
 def data_file(release: Path, folder: str, split: str = "train") -> Path:
@@ -62,8 +62,7 @@ def reseal(release: Path, plot: bool = True) -> None:
     file entries, the card's statistics section, configs table and YAML, and (with `plot`) the level plot."""
     from huggingface_hub import DatasetCard
 
-    from builder.release.build import file_manifest, write_json
-    from builder.release.card import (
+    from builder.release.assemble.card import (
         PRETTY_NAME,
         STATS_BEGIN,
         STATS_END,
@@ -72,8 +71,9 @@ def reseal(release: Path, plot: bool = True) -> None:
         plot_levels,
         stats_markdown,
     )
+    from builder.release.assemble.data_files import file_manifest, write_json
     from builder.release.layout import CONFIGS
-    from builder.release.validate import validate
+    from builder.release.validate.folder import validate
     from generation.schema import features
 
     report = validate(release, load=False)  # what the data gives, whatever it fails
@@ -132,7 +132,7 @@ def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
     states the true counts, so only its pixels are wrong."""
     from PIL import Image, PngImagePlugin
 
-    from builder.release.card import PLOT, plot_levels
+    from builder.release.assemble.card import PLOT, plot_levels
 
     stats = json.loads((release / MANIFEST).read_text())["stats"]
     with Image.open(release / PLOT) as image:
@@ -366,8 +366,8 @@ DISTRIBUTION_FAULTS = {
     ),
 }
 
-# The report's check names, by the short keys above (builder/release/rederive.py CHECKS, validate_derived.py CHECKS,
-# validate.py's card checks).
+# The report's check names, by the short keys above (builder/release/validate/: rederive.py CHECKS, derived.py CHECKS,
+# card.py's checks).
 CHECK_NAMES = {
     "level": "level and status are what the judge's rule gives",
     "distribution": "distribution mode: probs sum to 1",

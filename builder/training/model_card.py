@@ -22,7 +22,9 @@ from generation.storage import write_text_atomic
 # the sentence-transformers/all-MiniLM-L6-v2 model")
 SHIPPED = {MINILM: "sentence-transformers/all-MiniLM-L6-v2"}
 HUB_CACHE_FOLDER = re.compile(r"models--(?P<org>[^/]+)--(?P<name>[^/]+)/snapshots/")
-DATASET_LICENCE = "cdla-permissive-2.0"  # builder/release/card.py LICENSE: the release's (Researchy Questions')
+DATASET_LICENCE = (
+    "cdla-permissive-2.0"  # builder/release/assemble/card.py LICENSE: the release's (Researchy Questions')
+)
 SECTION = "## Training data and labels"
 
 

@@ -1,12 +1,12 @@
 """`researchy-subq train --push-to-hub ORG/NAME`: the model folder to the Hub, only once a scan of every file in it
 finds none of the training texts (builder/training/text_scan.py). The upload itself is huggingface_hub's
-`create_repo` and `upload_folder`, nothing more; its failures become one line (builder/release/hub_errors.py)."""
+`create_repo` and `upload_folder`, nothing more; its failures become one line (builder/release/publish/hub_errors.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from builder.release.hub_errors import PublishRefused, checked_repo_id, hub_errors
+from builder.release.publish.hub_errors import PublishRefused, checked_repo_id, hub_errors
 from builder.training.text_scan import MIN_WORDS, ScanResult, scan_folder
 from builder.training.texts import text_files
 

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.layout import SPLITS, config
-from builder.release.no_text import MANIFEST, TEXTS_MARKER, refuse_release_target
+from builder.release.layout import MANIFEST, SPLITS, config
+from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError

@@ -174,7 +174,7 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
     total = sum(weights)
     probs = [w / total for w in weights]
     # The argmax of the probabilities as they are stored (float32), the lowest level on a tie (numpy's first
-    # maximum), so a stored row determines its level: `validate` re-derives it (builder/release/rederive.py).
+    # maximum), so a stored row determines its level: `validate` re-derives it (builder/release/validate/rederive.py).
     level = levels[int(np.argmax(np.asarray(probs, np.float32)))]
     return probs, level, sum(p * lv for p, lv in zip(probs, levels))
 

@@ -1,5 +1,5 @@
 """The kit's one reader of TREC qrels files, for everything that reads them: `validate`'s check of a release's
-`data/qrels/SPLIT.qrels.txt` (builder/release/trec.py) and `agreement`'s labels (builder/analysis/labels.py), and
+`data/qrels/SPLIT.qrels.txt` (builder/release/assemble/trec.py) and `agreement`'s labels (builder/analysis/labels.py), and
 the rules `import-labels --format qrels` reads its lines by (`line_fields`, `is_relevance`).
 
 The format, as trec_eval reads it (usnistgov/trec_eval, get_qrels.c): one judgment a line, `qid iter docno rel`,

@@ -3,7 +3,7 @@
 
 It stands beside the pipeline, as the budgeted judge does: it writes what `judge` writes, from files instead of a
 model. Its shards carry the config hash `imported-` + the judge stage's under the profile, so neither stage mistakes
-the other's shards for its own, and `build-release` finds the profile the same way (builder/release/lineage.py).
+the other's shards for its own, and `build-release` finds the profile the same way (builder/release/assemble/lineage.py).
 Each completion record says where the labels came from: the files (name, sha256, lines, rows, duplicates), the
 format, the judge's name as the user gave it, the statuses and how the document ids were resolved. What the kit
 cannot know is null: the ranks and pool `source` (no pool provenance), `raw` where the file has no text, `probs`.

@@ -1,4 +1,4 @@
-"""`validate`'s checks of the configs derived from the judgments and sub-questions (builder/release/configs.py):
+"""`validate`'s checks of the configs derived from the judgments and sub-questions (builder/release/assemble/configs.py):
 
 - `qrels-binary` = (subq_id, docid, level >= the profile's answer level) of the graded judgments of its split;
 - `diversity-qrels` = the same graded judgments regrouped by question: query-id the sub-question's question,
@@ -10,7 +10,7 @@
 
 Multisets are compared by an order-free fingerprint (a sum of 64-bit row hashes of the ids' strings, mod 2^64)
 and their row counts, accumulated while the judgments stream by (`DerivedPrints`, fed by
-validate_rows.scan_judgments); the distinct documents are counted through sorted runs on disk
+rows.scan_judgments); the distinct documents are counted through sorted runs on disk
 (generation/spill.py), so memory stays flat. Only when a fingerprint differs are the rows looked at one by
 one, to name the first that is wrong.
 """
@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.configs import clicked_urls, subtopic_numbers, with_urls
-from builder.release.topic_index import MISSING, TopicIndex, mix, string_hashes
-from builder.release.validate_data import Readable, batches, fingerprint
+from builder.release.assemble.configs import clicked_urls, subtopic_numbers, with_urls
+from builder.release.assemble.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.release.validate.reading import Readable, batches, fingerprint
 from generation.spill import KeyRuns
 
 CHECKS = {

@@ -17,7 +17,7 @@ consistent again) still cannot state a level its judge's output does not give.
 Statuses no rule derives from `raw` are listed in UNDERIVABLE with what they require instead (`engine_error`:
 no level, no probabilities; `request_failed`: no level, the error in raw; `imported`: raw null). A release of
 imported labels (`import-labels`; the manifest's `imported`, checked against the import's own account by
-builder/release/imported.py) has no prompt of its own: its rows' text, where the files had some (OpenAI Batch
+builder/release/validate/imported.py) has no prompt of its own: its rows' text, where the files had some (OpenAI Batch
 answers), is re-derived with the profile prompt's parser the importer used, rows without text are not; and it
 carries no pool provenance (ranks and source null).
 
@@ -31,9 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.rederive_distribution import check_distribution
-from builder.release.rederive_findings import FileFindings, as_numpy
-from builder.release.rederive_provenance import check_provenance
+from builder.release.validate.rederive_distribution import check_distribution
+from builder.release.validate.rederive_findings import FileFindings, as_numpy
+from builder.release.validate.rederive_provenance import check_provenance
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
 from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, LEVEL_STATUSES, OTHER_TEXT_STATUS
@@ -143,7 +143,7 @@ class Rederivation:
             offset,
         )
         if self.imported:  # a labels file without text: nothing to re-derive (the import's account of them is
-            # checked by builder/release/imported.py)
+            # checked by builder/release/validate/imported.py)
             underivable = underivable | no_text
         self.findings.add(
             "level",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder.release.expectations import load_expectations
-from builder.release.package import MANIFEST
+from builder.release.layout import MANIFEST
+from builder.release.validate.expectations import load_expectations
 
 DEFAULT_UNPARSED_MAX = 0.01
 DEFAULT_TOLERANCE = 0.02

@@ -15,13 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.release.hub_errors import HubUnreachable, PublishRefused, checked_repo_id, hub_errors
-from builder.release.imported import imported_line
-from builder.release.layout import data_files
+from builder.release.assemble.imported import imported_line
+from builder.release.layout import MANIFEST, data_files
+from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, checked_repo_id, hub_errors
 from generation.shards import sha256_file
 
 ROOT_FILES = ("README.md", "manifest.json", "level_distribution.png")
-MANIFEST = "manifest.json"
 __all__ = ["PublishRefused", "PublishPlan", "plan_publish", "publish", "check_repo_id", "commit_description"]
 
 
@@ -228,7 +227,7 @@ def publish(
 ) -> PublishPlan:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
-    from builder.release.validate import validate
+    from builder.release.validate.folder import validate
 
     release = Path(release)
     manifest = check_repo_id(release, repo)

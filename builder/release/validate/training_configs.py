@@ -1,8 +1,8 @@
-"""`validate`'s checks of the training configs and the dev split (builder/release/training.py):
+"""`validate`'s checks of the training configs and the dev split (builder/release/assemble/training_configs.py):
 
 - the dev split is the rule's: every dev question is a train question the manifest's `training.seed` and
   `dev_share` pick, and no train question is one they pick (that a question sits in one split only is
-  validate_rows.py's check);
+  rows.py's check);
 - `hard-negatives` and `graded-lists` are re-derived from the release's own judgments and sub-questions with the
   manifest's settings, row by row in order, and must equal what is stored (the first differing row is named);
 - `manifest.training` states the profile's settings and the counts the re-derivation gives.
@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builder.release.layout import config
-from builder.release.topic_index import MISSING, IdIndex
-from builder.release.training import (
+from builder.release.assemble.topic_index import MISSING, IdIndex
+from builder.release.assemble.training_configs import (
     COLUMNS,
     CONFIGS,
     DEV,
@@ -29,8 +28,9 @@ from builder.release.training import (
     dev_questions,
     settings_record,
 )
-from builder.release.validate_data import Readable, batches, read_all
-from builder.release.validate_derived import Cursor, where
+from builder.release.layout import config
+from builder.release.validate.derived import Cursor, where
+from builder.release.validate.reading import Readable, batches, read_all
 
 STORED_BATCH_ROWS = 16_384
 CHECKS = {
@@ -86,7 +86,7 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
         for path in files.of("judgments", split):
             for table in batches(path, ["subq_id", *COLUMNS], check, release):
                 position = index.get_indexer(table["subq_id"])
-                known = position != MISSING  # orphans are validate_rows.py's finding
+                known = position != MISSING  # orphans are rows.py's finding
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]
                 rows.add(table, position)

@@ -2,7 +2,7 @@
 unreadable file or another schema is a report line, never a traceback, and its rows are left out), then read in
 record batches; with the helpers every pass over the rows uses: NaN counts of float columns, the order-free
 fingerprint of a multiset of rows, and the row counts of each config and split. The passes themselves are in
-validate_rows.py, validate_derived.py and validate_training.py."""
+rows.py, derived.py and training_configs.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from builder.release.assemble.topic_index import mix
 from builder.release.layout import CONFIGS
-from builder.release.topic_index import mix
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144

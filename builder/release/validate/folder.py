@@ -1,11 +1,11 @@
 """`validate`: every promise of a release folder, checked against its own data. Each failed check is
 named with a count and examples; a release passes only when every check does.
 
-This module is the command's driver (the checks in their report order) and the data checks' names. The checks:
-validate_manifest.py (the folder against manifest.json), validate_data.py (reading the data files),
-validate_rows.py (the pass over their rows), trec.py (the TREC qrels files), validate_derived.py and
-validate_training.py (the derived configs), validate_card.py (the card), validate_load.py (load_dataset),
-imported.py (imported labels) and validate_shares.py (the level shares).
+This module is the command's driver (the checks in their report order) and the data checks' names. The checks,
+beside it in builder/release/validate/: manifest.py (the folder against manifest.json), reading.py (reading the
+data files), rows.py (the pass over their rows), trec.py (the TREC qrels files), derived.py and training_configs.py
+(the derived configs), card.py (the card), load.py (load_dataset), imported.py (imported labels) and shares.py
+(the level shares).
 """
 
 from __future__ import annotations
@@ -13,25 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.release.configs import binary_threshold
-from builder.release.imported import CHECK as IMPORT_CHECK
-from builder.release.imported import check_import
+from builder.release.assemble.configs import binary_threshold
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
 from builder.release.no_text import text_files
-from builder.release.rederive import Rederivation
-from builder.release.trec import compare_trec_qrels
-from builder.release.validate_card import check_card, read_card
-from builder.release.validate_data import data_rows, open_files
-from builder.release.validate_derived import DerivedPrints, check_derived
-from builder.release.validate_load import check_loads
-from builder.release.validate_manifest import (
+from builder.release.validate.card import check_card, read_card
+from builder.release.validate.derived import DerivedPrints, check_derived
+from builder.release.validate.imported import CHECK as IMPORT_CHECK
+from builder.release.validate.imported import check_import
+from builder.release.validate.load import check_loads
+from builder.release.validate.manifest import (
     check_files,
     check_links,
     check_manifest_numbers,
     manifest_profile,
     read_manifest,
 )
-from builder.release.validate_rows import (
+from builder.release.validate.reading import data_rows, open_files
+from builder.release.validate.rederive import Rederivation
+from builder.release.validate.rows import (
     compare_complexity,
     find_duplicates,
     recomputed_questions,
@@ -40,8 +39,9 @@ from builder.release.validate_rows import (
     scan_topics,
     split_summaries,
 )
-from builder.release.validate_shares import check_shares
-from builder.release.validate_training import check_training
+from builder.release.validate.shares import check_shares
+from builder.release.validate.training_configs import check_training
+from builder.release.validate.trec import compare_trec_qrels
 
 
 @dataclass

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from builder.release.layout import CONFIGS, FILE_NAME, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
-from builder.release.package import MANIFEST
+from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
 from generation.profiles import Profile
 from generation.shards import sha256_file
 

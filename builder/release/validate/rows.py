@@ -1,4 +1,4 @@
-"""`validate`'s pass over the rows of the data files (opened by validate_data.py): one streaming pass per file set
+"""`validate`'s pass over the rows of the data files (opened by reading.py): one streaming pass per file set
 that recomputes what the card and manifest state and checks every row.
 
 Per judgments batch: positions of qid and subq_id (orphans, a sub-question of another question, a question
@@ -17,12 +17,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.complexity import ComplexityAccumulator, add_columns
-from builder.release.complexity import summary as complexity_summary
+from builder.release.assemble.complexity import ComplexityAccumulator, add_columns
+from builder.release.assemble.complexity import summary as complexity_summary
+from builder.release.assemble.stats import Batch, SplitStats
+from builder.release.assemble.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from builder.release.layout import PARTITIONS
-from builder.release.stats import Batch, SplitStats
-from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
-from builder.release.validate_data import Readable, batches, fingerprint, nan_count, read_all
+from builder.release.validate.reading import Readable, batches, fingerprint, nan_count, read_all
 from generation.profiles import Complexity, Profile
 from generation.spill import KeyRuns
 
@@ -108,8 +108,8 @@ def scan_judgments(
     rederive=None,
     derived=None,
 ) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
-    """The one pass over the judgment files; `rederive` (builder/release/rederive.py) sees every batch, `derived`
-    (builder/release/validate_derived.py) its rows of known sub-questions."""
+    """The one pass over the judgment files; `rederive` (builder/release/validate/rederive.py) sees every batch, `derived`
+    (builder/release/validate/derived.py) its rows of known sub-questions."""
     settings = profile.complexity if profile is not None else Complexity()
     pool = profile.pool if profile is not None else None
     complexity = ComplexityAccumulator(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.release.lineage import judgment_records
+from builder.release.assemble.lineage import judgment_records
 from generation.errors import InputError
 
 

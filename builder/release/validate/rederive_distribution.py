@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.rederive_findings import as_numpy
+from builder.release.validate.rederive_findings import as_numpy
 
 TOLERANCE = 1e-4  # |sum(probs) - 1| and |expected - sum p x level|: float32 storage is ~1e-7 off
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder.release.card import published_configs
+from builder.release.assemble.card import published_configs
 from generation.schema import features
 
 

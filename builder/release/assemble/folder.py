@@ -6,22 +6,20 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.build import ReleaseSummary, build_release_data, file_manifest, write_json
-from builder.release.card import PLOT, plot_levels, render_card
-from builder.release.configs import binary_threshold
-from builder.release.failed_pairs import failed_pairs
-from builder.release.imported import import_record
-from builder.release.layout import CONFIGS
-from builder.release.lineage import release_profile
-from builder.release.training import settings_record
+from builder.release.assemble.card import PLOT, plot_levels, render_card
+from builder.release.assemble.configs import binary_threshold
+from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
+from builder.release.assemble.failed_pairs import failed_pairs
+from builder.release.assemble.imported import import_record
+from builder.release.assemble.lineage import release_profile
+from builder.release.assemble.training_configs import settings_record
+from builder.release.layout import CONFIGS, MANIFEST
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
 from generation.profiles import Profile, load_profile
 from generation.schema import OTHER_TEXT_STATUS, features
 from generation.storage import refuse_links
-
-MANIFEST = "manifest.json"
 
 
 def rubric(prompt_text: str) -> list[tuple[int, str]]:
@@ -81,7 +79,7 @@ def withhold_endpoint(profile: Profile) -> Profile:
     return profile.model_copy(update={"judge": judge})
 
 
-def package_release(
+def build_release(
     judgments: list[Path],
     questions: list[Path],
     out: Path,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.rederive_findings import as_numpy
+from builder.release.validate.rederive_findings import as_numpy
 from generation.provenance import admitted_by
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from builder.release.card import (
+from builder.release.assemble.card import (
     PLOT,
     PLOT_COUNTS,
     STATS_BEGIN,

@@ -10,8 +10,8 @@ from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
-from builder.release.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
@@ -25,7 +25,7 @@ PRETTY_NAME = "Researchy Questions sub-question judgments"
 
 
 def template_text() -> str:
-    return resources.files("builder.release").joinpath(*TEMPLATE).read_text(encoding="utf-8")
+    return resources.files("builder.release.assemble").joinpath(*TEMPLATE).read_text(encoding="utf-8")
 
 
 def splits_with_rows(rows: dict, config_name: str, splits: list[str]) -> list[str]:

@@ -1,6 +1,7 @@
-"""Training commands of `researchy-subq`: texts (the judged documents' texts from the user's own licensed copy) and
-training-files (what sentence-transformers, FlagEmbedding, BEIR and Tevatron read), both written locally, never into
-a release folder; train (the fine-tuning recipe over them, builder/training/recipe.py, and its push to the Hub)."""
+"""The retriever commands of `researchy-subq`, from a release to a fine-tuned retriever: texts (the judged documents'
+texts from the user's own licensed copy) and training-files (what sentence-transformers, FlagEmbedding, BEIR and
+Tevatron read), both written locally, never into a release folder; train (the fine-tuning recipe over them,
+builder/training/recipe.py, and its push to the Hub)."""
 
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def train(
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
     batches that keep judged positives out of each anchor's negatives), keep the checkpoint with the best dev
     nDCG@10, and measure it once on test."""
-    from builder.release.hub_errors import PublishRefused, checked_repo_id
+    from builder.release.publish.hub_errors import PublishRefused, checked_repo_id
     from builder.training.push import push_model
     from builder.training.recipe import train_and_measure
     from builder.training.report import render_report

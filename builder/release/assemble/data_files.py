@@ -19,15 +19,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.complexity import ComplexityAccumulator, add_columns
-from builder.release.complexity import summary as complexity_summary
-from builder.release.configs import CorpusIds, Subtopics, binary_qrels, binary_threshold, diversity_qrels, queries
+from builder.release.assemble.complexity import ComplexityAccumulator, add_columns
+from builder.release.assemble.complexity import summary as complexity_summary
+from builder.release.assemble.configs import (
+    CorpusIds,
+    Subtopics,
+    binary_qrels,
+    binary_threshold,
+    diversity_qrels,
+    queries,
+)
+from builder.release.assemble.stats import Batch, SplitStats
+from builder.release.assemble.topic_index import MISSING, TopicIndex, string_hashes
+from builder.release.assemble.training_configs import TrainingWriters, with_dev_split
+from builder.release.assemble.trec import QrelsWriter
+from builder.release.assemble.writer import RollingWriter
 from builder.release.layout import PARTITIONS, SPLITS, config_of_partition, data_files, file_rows
-from builder.release.stats import Batch, SplitStats
-from builder.release.topic_index import MISSING, TopicIndex, string_hashes
-from builder.release.training import TrainingWriters, with_dev_split
-from builder.release.trec import QrelsWriter
-from builder.release.writer import RollingWriter
 from generation.errors import InputError
 from generation.profiles import Complexity, TrainingConfigsSettings
 from generation.schema import SOURCE_SPLITS, conform
@@ -44,7 +51,7 @@ UNPARSED = len(PARTITIONS) - 1  # partition code of a null level; levels 0-5 are
 class ReleaseSummary:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
     stats: dict = field(default_factory=dict)  # split -> SplitStats.summary()
-    training: object = None  # builder/release/training.py TrainingCounts
+    training: object = None  # builder/release/assemble/training_configs.py TrainingCounts
     files: list[Path] = field(default_factory=list)
     left_out: dict = field(default_factory=dict)  # status -> judgments left out (build-release --leave-out-other-text)
 
@@ -210,7 +217,7 @@ def qrels_of(graded: pa.Table) -> pa.Table:
 
 
 class DerivedConfigs:
-    """`queries`, `qrels-binary`, `diversity-qrels` and `corpus-ids` (builder/release/configs.py), written from the
+    """`queries`, `qrels-binary`, `diversity-qrels` and `corpus-ids` (builder/release/assemble/configs.py), written from the
     same batches as the judgments, so the build never reads the release back."""
 
     NAMES = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")

@@ -69,7 +69,7 @@ def variable(name: str) -> str:
 def loading_snippets(repo: str, published: list[str], splits: list[str], threshold: int) -> list[dict]:
     """[{"title", "code", "note"?, "language"?}]: every published config, a split slice and streaming, ir-measures
     and BEIR-style dicts over `qrels` with the binary threshold, an mteb task, trec_eval on the TREC qrels files
-    (builder/release/trec.py; shell, the one snippet that is not Python), and alpha-nDCG over the diversity qrels.
+    (builder/release/assemble/trec.py; shell, the one snippet that is not Python), and alpha-nDCG over the diversity qrels.
 
     The loaders the notes describe, as their code reads: BEIR beir/datasets/data_loader_hf.py (`HFDataLoader`:
     qrels `load_dataset(hf_repo + "-qrels")[split]`, `corpus` and `queries` configs), MTEB 1.x

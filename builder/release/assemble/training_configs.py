@@ -268,8 +268,8 @@ class TrainingWriters:
         rows_per_file: int,
         memory: int | None = None,
     ):
+        from builder.release.assemble.writer import RollingWriter
         from builder.release.layout import config
-        from builder.release.writer import RollingWriter
         from generation.profiles import Complexity, TrainingConfigsSettings
 
         training = profile.training if profile is not None else TrainingConfigsSettings()

@@ -14,8 +14,8 @@ from pathlib import Path
 import datasets
 import pyarrow.compute as pc
 
-from builder.release import configs, training
-from builder.release.build import (
+from builder.release.assemble import configs, training_configs
+from builder.release.assemble.data_files import (
     judgment_inputs,
     load_questions,
     present,
@@ -58,7 +58,7 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
     def _questions(self):
         """The question tables with the dev split carved from train, as `build-release` does."""
         questions, subquestions = load_questions([Path(p) for p in self.config.questions])
-        return training.with_dev_split(questions, load_profile(self.config.profile).training), subquestions
+        return training_configs.with_dev_split(questions, load_profile(self.config.profile).training), subquestions
 
     def _generate_tables(self, split: str):
         spec = config(self.config.name)
@@ -80,7 +80,7 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             yield from self._derived_tables(spec, split, questions, subquestions, index, files)
             return
         key, code = 0, splits.index(split)
-        if spec.name in training.CONFIGS:
+        if spec.name in training_configs.CONFIGS:
             yield from self._training_tables(spec, code, subquestions, index, files)
             return
         # One pass per partition, so rows come in the order the release's files are read.
@@ -95,16 +95,16 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
                     key += 1
 
     def _training_tables(self, spec, code: int, subquestions, index, files):
-        """As `build-release` writes them (`training.TrainingWriters`)."""
+        """As `build-release` writes them (`training_configs.TrainingWriters`)."""
         profile = load_profile(self.config.profile)
-        rows = training.TrainingRows(
+        rows = training_configs.TrainingRows(
             subquestions, index.split_of_subquestions(), profile.complexity.answer_level, profile.training
         )
         for _, routed in route(files, index):
             rows.add(routed.batch.table, routed.batch.subquestion)
         for key, (split_code, name, table) in enumerate(rows.tables()):
             if split_code == code and name == spec.name:
-                yield key, training.conformed(name, table)
+                yield key, training_configs.conformed(name, table)
 
     def _derived_tables(self, spec, split: str, questions, subquestions, index, files):
         """As `build-release` writes them (`release.DerivedConfigs`)."""

@@ -1,0 +1,64 @@
+"""`validate`'s check of a release of imported labels against what its import recorded (builder/release/assemble/imported.py
+gathers the record into the manifest and the card)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from builder.release.assemble.imported import summed
+from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
+
+CHECK = (
+    "imported labels: status `imported` only where manifest.json records an import, with a level; the rows, "
+    "statuses, files and judges the import recorded"
+)
+
+
+def check_import(release: Path, manifest: dict, stats: dict, judgment_files: list[Path], card_body: str, check) -> None:
+    """A release that records no import has no `imported` status; one that does has exactly the rows and statuses
+    its import recorded, no `imported` row without a level, and a card naming the files and judges."""
+    statuses = summed(s["counts"]["status"] for s in stats.values())
+    imported = manifest.get("imported")
+    if imported is None:
+        for status in IMPORTED_STATUSES:
+            if statuses.get(status):
+                check.fail(
+                    f"{statuses[status]:,} judgments have status {status!r}, but manifest.json records no import",
+                    statuses[status],
+                )
+        return
+    files = imported.get("files") if isinstance(imported, dict) else None
+    if not isinstance(files, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("rows"), int) and isinstance(f.get("sha256"), str) for f in files
+    ):
+        check.fail("manifest.json: `imported` needs `files`, each with its name, sha256 and rows")
+        return
+    left_out = imported.get("left_out") or {}  # build-release --leave-out-other-text
+    judgments = sum(s["judgments"] for s in stats.values())
+    kept = sum(f["rows"] for f in files) - sum(left_out.values())
+    if kept != judgments or imported.get("rows") != kept + sum(left_out.values()):
+        check.fail(
+            f"the import recorded {imported.get('rows')!r} rows ({sum(f['rows'] for f in files):,} over its "
+            f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
+            f"{judgments:,} judgments"
+        )
+    statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
+    if imported.get("statuses") != statuses:
+        differ = sorted(
+            k
+            for k in set(statuses) | set(imported.get("statuses") or {})
+            if statuses.get(k) != (imported.get("statuses") or {}).get(k)
+        )
+        check.fail(f"statuses differ from what the import recorded: {differ}")
+    for path in (p for p in judgment_files if p.parent.name == "unparsed"):
+        table = pq.read_table(path, columns=["status"])
+        n = pc.sum(pc.equal(table["status"], IMPORTED_STATUS)).as_py() or 0  # imported_other_text may lack one
+        if n:
+            check.fail(f"{path.relative_to(release)}: {n:,} rows with status {IMPORTED_STATUS} and no level", n)
+    for name in [*imported.get("judges", []), *(f["sha256"] for f in files), *(f.get("name", "") for f in files)]:
+        if name not in card_body:
+            check.fail(f"the card does not name the import's {name!r}")
