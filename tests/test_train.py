@@ -307,4 +307,8 @@ def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release,
     assert not card.data.get("widget") and "* Samples:" not in card.text
     assert "## Training data and labels" in card.text and "stand-in judge" in card.text
     assert "Chosen on dev**: step" in card.text and "Test was measured once" in card.text
+    assert (
+        "**Base model**: [sentence-transformers/all-MiniLM-L6-v2](https://huggingface.co/sentence-transformers/"
+        in card.text
+    )
     assert "Graded Retrieval" in card.text and "| dev" in card.text and "test" in card.text

@@ -75,10 +75,13 @@ def without_training_text(data) -> None:
             dataset.pop(key, None)
 
 
-def provenance(manifest: dict, profile, base_name: str, chosen: str) -> str:
+def provenance(manifest: dict, profile, base_name: str, base_path: Path, chosen: str) -> str:
     """The section that says where the labels came from, which documents were trained on and how the model was
     chosen (Markdown)."""
     repo = manifest.get("repo") or "researchy-subq-judgments"
+    hub_id = base_model_id(base_name, base_path)
+    base = f"[{hub_id}](https://huggingface.co/{hub_id})" + (f" (`{base_name}`)" if base_name != hub_id else "")
+    base = base if hub_id else f"`{base_name}`"
     judge = (manifest.get("models") or {}).get("judge") or profile.judge.model
     prompt = manifest.get("prompt") or {}
     imported = manifest.get("imported")
@@ -106,9 +109,10 @@ def provenance(manifest: dict, profile, base_name: str, chosen: str) -> str:
             else []
         ),
         "- **Documents**: ClueWeb22-B pages from the trainer's own licensed copy, as the judge saw them (the first "
-        f"{profile.judge.context_words:,} words). No document text is in this repository: ClueWeb22's licence "
-        "forbids redistributing it, and the folder was scanned for every training text before it was uploaded.",
-        f"- **Base model**: {base_name}; this model keeps its licence.",
+        f"{profile.judge.context_words:,} words). No document text belongs in this repository: ClueWeb22's licence "
+        "forbids redistributing it. `researchy-subq train --push-to-hub` scans every file for every training text "
+        "before it uploads the folder.",
+        f"- **Base model**: {base}; this model keeps its licence.",
         f"- **Chosen on dev**: {chosen}. Test was measured once, for the chosen model.",
         "",
     ]

@@ -271,6 +271,6 @@ def train_and_measure(
         report.test = {"base": base[TEST_SPLIT], "chosen": test.last}
     db.close()
     model.save(str(out))
-    add_section(out / "README.md", provenance(manifest, profile, settings.model, chosen))
+    add_section(out / "README.md", provenance(manifest, profile, settings.model, base_path, chosen))
     write_text_atomic(out / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
     return report
