@@ -62,7 +62,7 @@ class TransformersSettings(Strict):
         description="torch.compile the model's forward (dynamic shapes; the first "
         "batch pays the compile), for torchao fp8, whose activation "
         "quantization runs as separate kernels without it; speed-ups: only "
-        "the measured ones (docs/performance.md)",
+        "the measured ones (docs/benchmarks.md)",
     )
 
 

@@ -1,4 +1,4 @@
-"""Tries the kit as a hostile user would and prints the figures of docs/reliability.md:
+"""Tries the kit as a hostile user would and prints the figures of docs/benchmarks.md:
 bad inputs tried / answered with one clear line (or rejects that let the run go on), SIGKILLs survived (the
 re-run's output equals an uninterrupted run's, nothing left behind), races handled (a second worker on a
 shard is refused and told who holds it; shards finishing together), release corruptions caught by `validate`.

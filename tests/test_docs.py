@@ -1,10 +1,12 @@
-"""The documentation a reader follows: the generated reference pages are what the code generates now, and every
-relative link between the README and the docs pages (file and #anchor) leads somewhere."""
+"""The documentation a reader follows: the generated reference pages are what the code generates now, every
+relative link between the README and the docs pages (file and #anchor) leads somewhere, every repository path a page
+names exists, and every page keeps its sentences short."""
 
 from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +147,151 @@ def test_the_citation_check_finds_a_seed_path_and_an_issue_number(tmp_path, monk
     page = tmp_path / "page.md"
     page.write_text("Figure 2 of seeds/" + "000.\nAs issue " + "23 measured.\nJu et al., arXiv:2510.21733, Figure 2.\n")
     assert [f.split(":")[1] for f in unfollowable_citations([page])] == ["1", "2"]
+
+
+# The sentence budget: prose only (code blocks, tables, headings and HTML comments skipped), a paragraph or a list
+# item a block of its own, an inline code span one word, a link its text. A crude splitter: a sentence ends at . ! or ?
+# followed by white space and a capital letter, quote or bracket ("e.g. the" and "2.6 s" do not end one).
+MEDIAN_WORDS, MOST_WORDS = 25, 60
+ANY_FENCE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", flags=re.S | re.M)
+COMMENT = re.compile(r"<!--.*?-->", flags=re.S)
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+LINK_TEXT = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z*\"'(\[])")
+
+
+def prose_blocks(text: str) -> list[str]:
+    """The page's paragraphs and list items, each joined into one line."""
+    blocks, block = [], []
+    for line in COMMENT.sub("", ANY_FENCE.sub("\n", text)).splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "|")):
+            blocks, block = blocks + [" ".join(block)] * bool(block), []
+        elif LIST_ITEM.match(line):
+            blocks, block = blocks + [" ".join(block)] * bool(block), [LIST_ITEM.sub("", line).strip()]
+        else:
+            block.append(stripped)
+    return blocks + [" ".join(block)] * bool(block)
+
+
+def sentence_lengths(text: str) -> list[tuple[int, str]]:
+    """(words, sentence) for every prose sentence of a page; a word is a token holding a letter or a digit."""
+    found = []
+    for block in prose_blocks(text):
+        for sentence in SENTENCE_END.split(LINK_TEXT.sub(r"\1", CODE_SPAN.sub("X", block))):
+            words = sum(1 for token in sentence.split() if re.search(r"[A-Za-z0-9]", token))
+            if words:
+                found.append((words, sentence))
+    return found
+
+
+def over_budget(page: Path) -> list[str]:
+    """What breaks the sentence budget on `page`: a median over MEDIAN_WORDS, each sentence over MOST_WORDS."""
+    lengths = sentence_lengths(page.read_text())
+    if not lengths:
+        return []
+    name = page.relative_to(ROOT)
+    found = [f"{name}: {words} words: {sentence[:80]}..." for words, sentence in lengths if words > MOST_WORDS]
+    median = statistics.median(words for words, _ in lengths)
+    return found + [f"{name}: median sentence {median} words (budget {MEDIAN_WORDS})"] * (median > MEDIAN_WORDS)
+
+
+def test_every_page_keeps_its_sentences_short(doc_pages):
+    assert [problem for page in doc_pages for problem in over_budget(page)] == []
+
+
+def test_the_sentence_splitter_skips_code_tables_and_headings_and_counts_a_long_sentence(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    long = " ".join(["word"] * 61) + "."
+    page = tmp_path / "page.md"
+    page.write_text(
+        f"# A heading of many words that is no sentence\n\nShort one, e.g. this. See `a long --code span` here.\n\n"
+        f"| a | table | row |\n\n```bash\n{long}\n```\n\n- An item\n  that wraps. [A link](x.md) ends it!\n\n{long}\n"
+    )
+    assert [words for words, _ in sentence_lengths(page.read_text())] == [4, 3, 4, 4, 61]
+    assert over_budget(page) == [f"page.md: 61 words: {long[:80]}..."]
+    page.write_text((long + "\n\n") * 2 + "Short.\n")
+    assert over_budget(page)[-1] == "page.md: median sentence 61 words (budget 25)"
+
+
+# A repository path a page names: a path under one of the repository's own folders, in a code span or code block, that
+# names a folder (a trailing /), a file (a suffix), a glob, or sits in a dot-folder (`.ci/run`) -- so "docs/s" of
+# a rate is no path; or one of its top-level files. A glob must match a file; `path::name` must name a function or
+# class of that file.
+REPO_FOLDERS = ("generation", "builder", "scripts", "tests", "docs", "expectations", ".github", ".ci")
+REPO_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(re.escape(f) for f in REPO_FOLDERS)})/[\w./*-]*)(?:::(\w+))?")
+ROOT_FILES = ("Makefile", "pyproject.toml", "constraints.txt", "constraints-vllm.txt", "CHANGELOG.md", "README.md")
+
+
+def named_paths(text: str) -> list[tuple[str, str | None]]:
+    """(path, name or None) for every repository path in the page's code spans and code blocks (its links are
+    checked by `broken_links`, relative to the page)."""
+    spans = [*CODE_SPAN.findall(text), *ANY_FENCE.findall(text)]
+    found = [(m.group(1).rstrip("."), m.group(2)) for span in spans for m in REPO_PATH.finditer(span)]
+    found = [(path, name) for path, name in found if re.search(r"/$|[.*][^/]*$|^\.", path)]
+    found += [(span.strip("`"), None) for span in CODE_SPAN.findall(text) if span.strip("`") in ROOT_FILES]
+    return list(dict.fromkeys(found))
+
+
+def missing_paths(page: Path) -> list[str]:
+    """The repository paths `page` names that do not exist (relative to the repository root)."""
+    missing = []
+    for path, name in named_paths(page.read_text()):
+        matches = sorted(ROOT.glob(path)) if "*" in path else [ROOT / path] * (ROOT / path).exists()
+        if not matches:
+            missing.append(f"{page.relative_to(ROOT)}: {path}: no such file or folder")
+        elif name and not re.search(rf"^\s*(?:async def|def|class) {name}\b", matches[0].read_text(), flags=re.M):
+            missing.append(f"{page.relative_to(ROOT)}: {path}::{name}: no such function or class")
+    return missing
+
+
+def test_every_repository_path_a_page_names_exists(doc_pages):
+    assert [missing for page in doc_pages for missing in missing_paths(page)] == []
+
+
+def test_no_code_span_wraps_across_lines(doc_pages):
+    """The path check and the sentence splitter read a code span on one line; one that wraps would escape both."""
+    wrapped = [
+        f"{page.relative_to(ROOT)}:{line.strip()[:60]}"
+        for page in doc_pages
+        for line in ANY_FENCE.sub("", page.read_text()).splitlines()
+        if line.count("`") % 2
+    ]
+    assert wrapped == []
+
+
+def test_the_path_check_finds_a_missing_file_glob_and_function(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "real.py").write_text("def real_test():\n    pass\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Run `scripts/real.py`, `scripts/gone.py` and `tests/test_*.py`; see `scripts/real.py::real_test`,\n"
+        "`scripts/real.py::gone_test`, `work/out`, `scripts/` and `Makefile`.\n\n"
+        "```bash\npython scripts/real.py && python scripts/old.py  # 30 docs/s, `.ci/gone`\n```\n"
+    )
+    assert missing_paths(page) == [
+        "page.md: scripts/gone.py: no such file or folder",
+        "page.md: tests/test_*.py: no such file or folder",
+        "page.md: scripts/real.py::gone_test: no such function or class",
+        "page.md: .ci/gone: no such file or folder",
+        "page.md: scripts/old.py: no such file or folder",
+        "page.md: Makefile: no such file or folder",
+    ]
+
+
+def test_the_readme_cites_the_paper_as_the_release_card_does():
+    from builder.release.assemble.snippets import PAPER_BIBTEX
+
+    readme = (ROOT / "README.md").read_text()
+    assert f"```bibtex\n{PAPER_BIBTEX}\n```" in readme
+
+
+def test_the_readme_opens_with_the_two_commands():
+    opening = "\n".join((ROOT / "README.md").read_text().splitlines()[:6])
+    assert opening == (
+        "# researchy-subq-judgments\n\n```bash\n"
+        "make demo   # sets up .venv and runs every stage on the bundled sample (CPU, offline)\n"
+        "make test   # sets up .venv and runs the tests\n```"
+    )

@@ -351,3 +351,69 @@ def test_compile_is_a_profile_setting_outside_the_config_hash(tmp_path):
     profile = load_profile(path)
     assert profile.judge.compile and not load_profile("paper").judge.compile
     assert profile.config_hash() == load_profile("paper").config_hash(), "compiling changes how fast, not what"
+
+
+# --- 7. a budget lowered by one failure climbs back; the shared prefix's pass is inside the handling ----------------
+
+
+def test_a_budget_lowered_by_one_failure_climbs_back_towards_what_fits():
+    """Small prompts first (batches of 8 x 40 = 320 tokens run), then a batch of 8 x 150 = 1,200 tokens fails
+    against a limit of 1,100. The budget of old fell to the largest batch that had run (320: two prompts a batch
+    from then on, for the rest of the call); now it halves the failed batch (600) and climbs halfway back towards
+    1,200 after each batch that runs, settling on seven prompts (1,050 tokens) a batch."""
+    sequences = [[1] * 40] * 8 + [[1] * 150] * 56
+    ran, failed = [], []
+
+    def step(chosen):
+        cost = len(chosen) * max(len(sequences[i]) for i in chosen)
+        if cost > 1100:
+            failed.append(cost)
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+        ran.append(len(chosen))
+
+    budget = TokenBudget(max_pairs=8, max_tokens=None, packed=False, setting="judge.max_batch_tokens")
+    with pytest.warns(OutOfMemoryNotice) as notices:
+        assert budget.run(sequences, step) == {}
+    assert ran == [8, 4, 6, *[7] * 6, 4] and failed == [1200], "one failure, then batches of seven"
+    assert budget.max_tokens < budget.smallest_failed == 1200
+    message = str(notices[0].message)
+    assert "batches of up to 1,050 tokens fitted after it" in message and message.endswith(": 1050 to start there")
+
+
+class PrefixPassFailsOnce(torch.nn.Module):
+    """The model, running out of memory on the first prefix pass it is asked for (a forward that starts a cache):
+    memory another batch left fragmented, say."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner, self.failures = model, 0
+
+    def forward(self, input_ids, past_key_values=None, use_cache=False, **kwargs):
+        if use_cache and past_key_values is None and self.failures == 0:
+            self.failures += 1
+            raise torch.OutOfMemoryError("CUDA out of memory (test: the prefix pass)")
+        return self.inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache, **kwargs)
+
+    def get_input_embeddings(self):
+        return self.inner.get_input_embeddings()
+
+
+@pytest.mark.parametrize("prompt", ["crux-paper", "crux-paper-document-first"])
+def test_an_out_of_memory_prefix_pass_is_a_smaller_batch_not_an_error(chat_llama, prompt):
+    """The prefix pass (the instruction every prompt shares, or a document's prefix) runs inside the batch it serves:
+    its out-of-memory error gives the notice and a smaller batch, and the call ends with every pair graded and no
+    bisection (the backend is called once)."""
+    from tests.test_prefix_groups import grouped_pairs, judge_of
+
+    pairs = grouped_pairs()
+    expected, _ = judge_of(chat_llama, "distribution", prompt=prompt, batch_size=8)
+    limited, backend = judge_of(chat_llama, "distribution", prompt=prompt, batch_size=8)
+    backend.model = PrefixPassFailsOnce(backend.model)
+    calls = []
+    inner = backend.next_token_logprobs
+    backend.next_token_logprobs = lambda *args, **kwargs: calls.append(1) or inner(*args, **kwargs)
+    with pytest.warns(OutOfMemoryNotice):
+        grades = limited.grade(pairs)
+    assert backend.model.failures == 1 and len(calls) == 1
+    assert [g.status for g in grades] == ["ok"] * len(pairs)
+    assert [g.level for g in grades] == [g.level for g in expected.grade(pairs)]

@@ -256,3 +256,31 @@ def test_plain_text_prompts_are_not_sent_as_messages(standin, tokenizer, export)
     with pytest.raises(ServerError, match="chat_template is false .* judge.openai.request_shape: completions"):
         export_judge(plain, tokenizer) if export else make_judge(plain, tokenizer)
     assert not [path for _, path, _ in standin.received if path != "/v1/models"], "refused before any request"
+
+
+def test_a_documents_other_sub_questions_are_sent_once_its_first_is_answered(standin, tokenizer):
+    """Under the document-first prompt each document's pairs are a group: the rest of a group goes to the server
+    only after its first request's answer came back (its document then sits in the server's prefix cache), while the
+    first requests of other groups run alongside, within the concurrency."""
+    standin.answer_delay = 0.05
+    cfg = config(standin.endpoint, mode="distribution", concurrency=4).model_copy(
+        update={"prompt": "crux-paper-document-first"}
+    )
+    judge = make_judge(cfg, tokenizer)
+    assert judge.groups_documents
+    pairs = [Pair(q, d) for d in DOCUMENTS for q in [*QUESTIONS, "What harms wild bees?"]]
+    grades = judge.grade(pairs)
+    assert [g.status for g in grades] == ["ok"] * len(pairs)
+    ref = reference(judge.config, tokenizer)
+    group_of = {sum(ref.encode_pair(p)[0]): p.document for p in pairs}
+    sent = [(t, fingerprint(b)) for t, path, b in standin.received if path != "/v1/models"]
+    arrived = [(t, group_of[f]) for t, f in sent if f in group_of]  # the start-up probe's are not pairs
+    assert len(arrived) == len(pairs)
+    answered = [(t, group_of[f]) for t, f in standin.answered if f in group_of]
+    for document in DOCUMENTS:
+        times = [t for t, d in arrived if d == document]
+        first_answer = min(t for t, d in answered if d == document)
+        assert len(times) == 3 and all(t >= first_answer for t in sorted(times)[1:])
+    firsts = sorted(min(t for t, d in arrived if d == doc) for doc in DOCUMENTS)
+    assert firsts[-1] - firsts[0] < 0.05, "the groups' first requests went out together"
+    judge.backend.close()

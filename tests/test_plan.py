@@ -39,7 +39,7 @@ def test_measure_states_its_stand_in_and_projects_the_paper_row_from_the_cut(sma
     )
     assert plan.stand_in and "stand-in for " + profile.judge.model in plan.tokenizer
     assert any("stood in" in line and "tokens per word" in line for line in plan.notes())
-    these, measured, assumed = plan.scenarios()
+    these, measured, assumed = plan.scenarios()[:3]  # the paper prompt's rows; its variant's follow
     assert assumed.prompt_tokens == pytest.approx(plan.mean_overhead_tokens + 2048 * LLAMA3_TOKENS_PER_WORD)
     assert (
         measured.pairs == assumed.pairs == PAPER_PAIRS and assumed.pairs_per_subquestion == PAPER_PAIRS_PER_SUBQUESTION
@@ -84,24 +84,24 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     table, notes = plan_table(plan, costing, profile.rerank.depth)
     assert "vLLM not measured: the transformers bf16 figure" in notes[0]
     cells = {
-        (table.columns[0]._cells[i], table.columns[3]._cells[i]): [c._cells[i] for c in table.columns]
+        tuple(table.columns[c]._cells[i] for c in (0, 1, 4)): [c._cells[i] for c in table.columns]
         for i in range(table.row_count)
     }
     assumed = plan.scenarios()[2]
     for precision, share, peak in (("bf16", 0.511, 989e12), ("fp8", 0.334, 1979e12)):
-        row = cells[("paper, assumed", precision)]
+        row = cells[("paper, assumed", "crux-paper", precision)]
         prefill = PAPER_PAIRS * prompt_flops(costing.judge, assumed.prompt_tokens) / (peak * share) / 3600
         decode = PAPER_PAIRS * decode_seconds(costing.judge, precision, assumed.prompt_tokens, 3, 256, 3.35e12) / 3600
-        assert row[4] == f"{share:.1%}"
-        assert row[6] == f"{prefill:,.1f}" and row[7] == f"{decode:,.1f}" and row[8] == f"{prefill + decode:,.1f}"
-    rerank = cells[("rerank, paper (ASSUMED 90,000 questions)", "bf16")]
+        assert row[5] == f"{share:.1%}"
+        assert row[7] == f"{prefill:,.1f}" and row[8] == f"{decode:,.1f}" and row[9] == f"{prefill + decode:,.1f}"
+    rerank = cells[("rerank, paper (ASSUMED 90,000 questions)", "-", "bf16")]
     hours = 90_000 * 100 * prompt_flops(costing.reranker, 2800) / (989e12 * 0.137) / 3600
-    assert rerank[1] == "9,000,000" and rerank[8] == f"{hours:,.1f}"
+    assert rerank[2] == "9,000,000" and rerank[9] == f"{hours:,.1f}"
     distribution, _ = costing_for(
         profile.model_copy(update={"judge": profile.judge.model_copy(update={"mode": "distribution"})})
     )
     table, _ = plan_table(plan, distribution, profile.rerank.depth)
-    assert set(table.columns[7]._cells) == {"0.0"}, "distribution mode has no decode step"
+    assert set(table.columns[8]._cells) == {"0.0"}, "distribution mode has no decode step"
 
 
 def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline):
@@ -173,5 +173,5 @@ def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline
         "someone/unknown-judge: no config on disk and no published shape here; Llama-3.3-70B's shape stood in."
     ]
     table, notes = plan_table(plan, costing, profile.rerank.depth)
-    assert table.columns[3]._cells == ["float32"] * table.row_count
+    assert table.columns[4]._cells == ["float32"] * table.row_count
     assert "float32: transformers float32, calibrated" in notes[0]

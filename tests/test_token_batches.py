@@ -11,6 +11,7 @@ import torch
 
 from generation.backends.batching import OutOfMemoryNotice, auto_token_budget, batch_cost, token_batches
 from generation.backends.hf import TransformersBackend
+from generation.backends.prefix_groups import SharedPrefixCache
 from generation.judging.judges import LLMJudge, Pair
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED
 from generation.profiles import load_profile
@@ -26,7 +27,9 @@ class TokenLimited(torch.nn.Module):
 
     def _check(self, input_ids, past_key_values=None):
         past = past_key_values.get_seq_length() if past_key_values is not None else 0
-        tokens = input_ids.shape[0] * (input_ids.shape[1] + past)
+        # a shared-prefix cache holds its prefix once for all the rows (generation/backends/prefix_groups.py)
+        past_rows = 1 if isinstance(past_key_values, SharedPrefixCache) else input_ids.shape[0]
+        tokens = input_ids.shape[0] * input_ids.shape[1] + past_rows * past
         if tokens > self.limit:
             raise torch.OutOfMemoryError(f"CUDA out of memory (test: {tokens} tokens > {self.limit})")
         self.ran.append(tokens)
@@ -83,11 +86,12 @@ def judge_pairs(n_questions=3, n_documents=7):
     return [Pair(f"why do bees {rng.choice(words)} number {q}?", d) for q in range(n_questions) for d in docs]
 
 
-def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None):
+def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None, prompt="crux-paper"):
     config = load_profile("paper").judge.model_copy(
         update={
             "backend": "transformers",
             "model": str(model_dir),
+            "prompt": prompt,
             "mode": mode,
             "dtype": "float32",
             "device": "cpu",
@@ -112,8 +116,12 @@ def test_out_of_memory_gives_one_notice_smaller_batches_and_todays_grades(chat_l
         got = limited.grade(pairs)
     assert len(notices) == 1
     message = str(notices[0].message)
-    assert "out of memory on a batch of 21 sequences" in message and " fitted; " in message
-    assert backend.budget.max_tokens <= 1500 and f"judge.max_batch_tokens: {backend.budget.max_tokens} " in message
+    assert "out of memory on a batch of 21 sequences" in message and " fitted after it" in message
+    budget = backend.budget
+    assert budget.fitted_after_failure <= 1500 and message.endswith(
+        f"judge.max_batch_tokens: {budget.fitted_after_failure} to start there"
+    )
+    assert budget.max_tokens < budget.smallest_failed, "a cost that failed is not tried again"
     assert all(tokens <= 1500 for tokens in backend.model.ran)
     assert [g.status for g in got] == ["ok"] * len(pairs)
     assert [g.level for g in got] == [g.level for g in expected]

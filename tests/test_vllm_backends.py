@@ -15,7 +15,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine; the default takes a share of the RAM
 vllm = pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from builder.standins.models import save_tiny_causal_lm  # noqa: E402
+from builder.standins.models import FAMILIES, save_vllm_chat_model  # noqa: E402
 from generation.backends.hf import QwenRerankerScorer, TransformersBackend  # noqa: E402
 from generation.backends.vllm_adapter import (  # noqa: E402
     VllmJudgeBackend,
@@ -28,7 +28,6 @@ from generation.profiles import load_profile  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512
-FAMILIES = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "llama3": ("LlamaConfig", "LlamaForCausalLM")}
 QUESTIONS = [
     "Why are honey bee populations declining?",
     "What do varroa mites do to a hive?",
@@ -45,16 +44,7 @@ PAIRS = [Pair(q, d) for q in QUESTIONS for d in DOCUMENTS]  # one sub-question's
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def chat_model(request, tmp_path_factory):
-    config_class, model_class = FAMILIES[request.param]
-    return save_tiny_causal_lm(
-        tmp_path_factory.mktemp(f"vllm-{request.param}"),
-        config_class,
-        model_class,
-        seed=5,
-        chat=request.param,
-        head_dim=32,
-        max_position_embeddings=MAX_MODEL_LEN,
-    )
+    return save_vllm_chat_model(tmp_path_factory.mktemp(f"vllm-{request.param}"), request.param, 5, MAX_MODEL_LEN)
 
 
 @pytest.fixture(scope="module")
@@ -130,15 +120,8 @@ def test_distribution_is_one_decode_step_over_the_digits_with_prefix_caching(eng
 
 @pytest.fixture(scope="module")
 def reranker_model(tmp_path_factory):
-    return save_tiny_causal_lm(
-        tmp_path_factory.mktemp("vllm-reranker"),
-        "Qwen3Config",
-        "Qwen3ForCausalLM",
-        seed=6,
-        chat="qwen3",
-        head_dim=32,
-        max_position_embeddings=MAX_MODEL_LEN,
-        tie_word_embeddings=True,
+    return save_vllm_chat_model(
+        tmp_path_factory.mktemp("vllm-reranker"), "qwen3", 6, MAX_MODEL_LEN, tie_word_embeddings=True
     )  # as Qwen3-Reranker-0.6B
 
 

@@ -64,6 +64,27 @@ def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: in
     return directory
 
 
+VLLM_CPU_HEAD_DIM = (
+    32  # the smallest head size vLLM's CPU attention accepts (CPUAttentionBackend.get_supported_head_sizes)
+)
+FAMILIES = {"llama3": ("LlamaConfig", "LlamaForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+
+
+def save_vllm_chat_model(directory, chat: str, seed: int, max_length: int, **extra):
+    """A tiny chat model (`chat`: llama3 or qwen3, with its published template) that vLLM's CPU build loads."""
+    config_class, model_class = FAMILIES[chat]
+    return save_tiny_causal_lm(
+        directory,
+        config_class,
+        model_class,
+        seed,
+        chat=chat,
+        head_dim=VLLM_CPU_HEAD_DIM,
+        max_position_embeddings=max_length,
+        **extra,
+    )
+
+
 def answer_with_digits(directory) -> None:
     """Make a saved tiny causal LM's greedy answer start with a digit 0-5, whatever the prompt: its LM head is
     zero except the rows of "0".."5", which are three random vectors and their negatives, so one digit's logit

@@ -52,6 +52,7 @@ class StandIn:
         self.model, self.api_key, self.honours_logprob_token_ids = model, api_key, logprob_token_ids
         self.rules: list[tuple[Callable[[dict], bool], deque]] = []
         self.received: list[tuple[float, str, dict]] = []  # (arrival time, path, body)
+        self.answered: list[tuple[float, int]] = []  # (time the normal answer was sent, fingerprint of its body)
         self.answer_limit: int | None = None  # after this many answers the server closes (it "dies")
         self.answer_delay = 0.0  # seconds before each normal answer (a slow server)
         self._lock = threading.Lock()
@@ -188,6 +189,7 @@ class StandIn:
                     return self._send(fault.status, fault.body, fault.headers)
                 time.sleep(standin.answer_delay)
                 self._send(200, json.dumps(standin.answer_for(body)))
+                standin.answered.append((time.monotonic(), fingerprint(body)))
                 if standin.answer_limit is not None and standin.answers() >= standin.answer_limit:
                     threading.Thread(target=standin.close, daemon=True).start()
 

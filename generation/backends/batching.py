@@ -129,13 +129,34 @@ class OutOfMemoryNotice(UserWarning):
     """A batch ran out of memory and the backend went on with smaller ones."""
 
 
+class LengthBatches:
+    """Today's batches: sequences sorted by length, a batch costing rows x its longest (padded) or the sum (packed)."""
+
+    def __init__(self, lengths: Sequence[int], packed: bool):
+        self.lengths, self.packed = lengths, packed
+
+    def cut(self, indices: Sequence[int], max_pairs: int, max_tokens: int | None) -> list[list[int]]:
+        picked = [self.lengths[i] for i in indices]
+        return [[indices[j] for j in b] for b in token_batches(picked, max_pairs, max_tokens, self.packed)]
+
+    def cost(self, batch: Sequence[int]) -> int:
+        return batch_cost([self.lengths[i] for i in batch], self.packed)
+
+
 class TokenBudget:
-    """The budget batches are cut to, lowered when a batch runs out of memory. `setting` names the profile key
-    that sets it, for the notice."""
+    """The budget batches are cut to, lowered when a batch runs out of memory and raised again as batches succeed.
+    `setting` names the profile key that sets it, for the notice.
+
+    After a batch of cost C runs out of memory the budget is the larger of C / 2 and the largest batch that ran
+    (below C); each batch that then runs moves it halfway back up towards the smallest cost that failed, so a budget
+    lowered by one failure finds the largest batch that fits in a few steps instead of staying low (a binary search
+    between what ran and what failed). The smallest failed cost is kept for later calls: it is never tried again."""
 
     def __init__(self, max_pairs: int, max_tokens: int | None, packed: bool, setting: str):
         self.max_pairs, self.max_tokens, self.packed, self.setting = max_pairs, max_tokens, packed, setting
         self.largest_fitted = 0  # tokens of the largest batch that ran
+        self.smallest_failed: int | None = None  # tokens of the smallest batch of several that ran out of memory
+        self.fitted_after_failure = 0  # tokens of the largest batch that ran after the first failure
         self.noticed = False
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
 
@@ -144,19 +165,20 @@ class TokenBudget:
         sequences: Sequence[Sequence[int]],
         step: Callable[[list[int]], None],
         on_oom: Callable[[], None] = lambda: None,
+        batches: LengthBatches | None = None,
     ) -> dict[int, BaseException]:
-        """`step(indices)` over the batches of `sequences`; a batch of several sequences that runs out of memory
-        (is_out_of_memory) is re-cut, with the rest, under a lower budget and tried again; once a batch fits after
-        that, one notice names it and the setting to change. A sequence that runs out of memory alone is given up
-        with one notice; the others go on. Returns the errors of those given up, by index (empty when all ran).
-        `on_oom` (emptying the allocator's cache) runs after the `except` block, once the failed forward's
-        tensors are no longer referenced by the error being handled."""
-        lengths = [len(s) for s in sequences]
-        pending = token_batches(lengths, self.max_pairs, self.max_tokens, self.packed)
+        """`step(indices)` over the batches of `sequences` (cut by `batches`: by length unless given); a batch of
+        several sequences that runs out of memory (is_out_of_memory) is re-cut, with the rest, under a lower budget
+        and tried again; once a batch fits after that, one notice names it and the setting to change. A sequence
+        that runs out of memory alone is given up with one notice; the others go on. Returns the errors of those
+        given up, by index (empty when all ran). `on_oom` (emptying the allocator's cache) runs after the `except`
+        block, once the failed forward's tensors are no longer referenced by the error being handled."""
+        batches = batches or LengthBatches([len(s) for s in sequences], self.packed)
+        pending = batches.cut(list(range(len(sequences))), self.max_pairs, self.max_tokens)
         given_up: dict[int, BaseException] = {}
         while pending:
             batch = pending.pop(0)
-            cost = batch_cost([lengths[i] for i in batch], self.packed)
+            cost = batches.cost(batch)
             error = None
             try:
                 step(batch)
@@ -170,19 +192,19 @@ class TokenBudget:
                     given_up[batch[0]] = error
                     continue
                 self.first_failure = self.first_failure or (len(batch), cost)
-                # the next budget: the largest batch that fitted, or half the one that failed (always below it)
-                self.max_tokens = self.largest_fitted if 0 < self.largest_fitted < cost else cost // 2
-                rest = [i for b in [batch, *pending] for i in b]
-                pending = [
-                    [rest[j] for j in b]
-                    for b in token_batches([lengths[i] for i in rest], self.max_pairs, self.max_tokens, self.packed)
-                ]
+                self.smallest_failed = min(cost, self.smallest_failed or cost)
+                self.max_tokens = max(cost // 2, self.largest_fitted if self.largest_fitted < cost else 0)
+                pending = batches.cut([i for b in [batch, *pending] for i in b], self.max_pairs, self.max_tokens)
                 continue
             self.largest_fitted = max(self.largest_fitted, cost)
-            if self.first_failure and not self.noticed:
-                self._notice(len(batch), cost)
+            if self.first_failure:
+                self.fitted_after_failure = max(self.fitted_after_failure, cost)
+            if self._recover() and pending:
+                pending = batches.cut([i for b in pending for i in b], self.max_pairs, self.max_tokens)
+        if self.first_failure and self.fitted_after_failure and not self.noticed:
+            self._notice()
         if given_up:
-            longest = max(lengths[i] for i in given_up)
+            longest = max(len(sequences[i]) for i in given_up)
             warnings.warn(
                 f"out of memory on {len(given_up)} sequence(s) alone (the longest {longest:,} tokens): "
                 f"those pairs are marked engine_error, the other {len(sequences) - len(given_up)} went on. "
@@ -192,13 +214,23 @@ class TokenBudget:
             )
         return given_up
 
-    def _notice(self, fitted_pairs: int, fitted_cost: int) -> None:
+    def _recover(self) -> bool:
+        """After a batch ran under a lowered budget: the budget halfway back up towards the smallest failed cost."""
+        if self.smallest_failed is None or self.max_tokens is None or self.max_tokens >= self.smallest_failed - 1:
+            return False
+        self.max_tokens = (self.max_tokens + self.smallest_failed) // 2
+        return True
+
+    def _notice(self) -> None:
+        """Once, at the end of the first call that ran out of memory: what failed and the largest batch that ran
+        after it (a budget that is known to fit)."""
         self.noticed = True
         failed_pairs, failed_cost = self.first_failure
         warnings.warn(
-            f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); a batch of "
-            f"{fitted_pairs} ({fitted_cost:,} tokens) fitted; going on with batches of at most "
-            f"{self.max_tokens:,} tokens. Set {self.setting}: {self.max_tokens} (or lower) to start there",
+            f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); batches of up to "
+            f"{self.fitted_after_failure:,} tokens fitted after it, and batches stay under "
+            f"{self.smallest_failed:,} tokens (the smallest that failed). Set {self.setting}: "
+            f"{self.fitted_after_failure} to start there",
             OutOfMemoryNotice,
-            stacklevel=4,
+            stacklevel=3,
         )

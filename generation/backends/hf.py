@@ -11,6 +11,13 @@ import torch
 
 from generation.backends import placement
 from generation.backends.batching import TokenBudget, auto_budget_for, read_gpu_memory, token_batches
+from generation.backends.prefix_groups import (
+    MIN_SHARED_PREFIX,
+    GroupBatches,
+    SharedPrefixCache,
+    shared_prefix_length,
+    shares_layers,
+)
 from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
@@ -22,17 +29,7 @@ from generation.progress import console
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-
-MIN_SHARED_PREFIX = 16  # tokens; below it a separate prefix pass costs more than it saves
-
-
-def shared_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
-    """Tokens every sequence starts with, leaving each at least one token of its own (the position scored)."""
-    first, limit = sequences[0], min(len(s) for s in sequences) - 1
-    length = 0
-    while length < limit and all(s[length] == first[length] for s in sequences):
-        length += 1
-    return length
+__all__ = ["MIN_SHARED_PREFIX", "TransformersBackend", "shared_prefix_length"]  # the prefix helpers' old home
 
 
 def pick_device(device: str = "auto") -> str:
@@ -208,13 +205,39 @@ class TransformersBackend:
         if self.input_device.type == "cuda":
             torch.cuda.empty_cache()
 
+    prefix_groups = True  # takes `groups`: prompts of one key share a prefix computed once (prefix_groups.py)
+
+    def _prefill(self, prefix: Sequence[int]):
+        """The KV cache of one prefix, run as one sequence."""
+        ids = torch.tensor([list(prefix)], device=self.input_device)
+        return self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+
+    def _suffix_inputs(self, sequences, chosen: list[int], plan: GroupBatches):
+        """A batch's suffixes, left-padded after its group's prefix: ids, mask (prefix included), positions, the
+        cache the suffixes continue from (None without a prefix) and the prefix length."""
+        shared, prefix = plan.prefix_cache(chosen, self._prefill)
+        ids, mask, pos = (
+            t.to(self.input_device) for t in left_pad([sequences[i][shared:] for i in chosen], self.pad_id)
+        )
+        cache = None
+        if prefix is not None:
+            if shares_layers(prefix):
+                cache = SharedPrefixCache(prefix, len(chosen))
+            else:  # a layer that cannot be shared (a sliding window's): copied for each suffix
+                cache = copy.deepcopy(prefix)
+                cache.batch_repeat_interleave(len(chosen))
+            mask = torch.cat([torch.ones((len(chosen), shared), dtype=mask.dtype, device=mask.device), mask], 1)
+        return ids, mask, pos + shared, cache, shared
+
     @torch.inference_mode()
-    def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> torch.Tensor:
+    def next_token_logprobs(
+        self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int], groups: Sequence | None = None
+    ) -> torch.Tensor:
         """log p(token | sequence) over the full vocabulary at the last position, for each of `token_ids`.
 
-        One forward per batch with `logits_to_keep=1` (the LM head on the last position only). The prompt prefix
-        every sequence shares (the instruction, the reranker's query) runs once; each batch continues from a copy
-        of its KV cache."""
+        One forward per batch with `logits_to_keep=1` (the LM head on the last position only). Prompts of one
+        group (`groups`: a key per sequence; without it, all of them) share their common prefix, which runs once;
+        each batch of their suffixes continues from its KV cache (generation/backends/prefix_groups.py)."""
         out = torch.empty((len(sequences), len(token_ids)), dtype=torch.float64)
         wanted = torch.tensor(list(token_ids), dtype=torch.long)
         if not sequences:
@@ -226,36 +249,21 @@ class TransformersBackend:
                     sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache
                 ),
             )
-        shared = shared_prefix_length(sequences)
-        prefix = None
-        if shared >= MIN_SHARED_PREFIX:
-            prefix = self.model(
-                input_ids=torch.tensor([sequences[0][:shared]], device=self.input_device),
-                use_cache=True,
-                logits_to_keep=1,
-            ).past_key_values
-        else:
-            shared = 0
+        plan = GroupBatches(sequences, groups)
 
         def step(chosen: list[int]) -> None:
-            batch = [sequences[i][shared:] for i in chosen]
-            ids, mask, pos = (t.to(self.input_device) for t in left_pad(batch, self.pad_id))
-            cache = None
-            if prefix is not None:
-                cache = copy.deepcopy(prefix)
-                cache.batch_repeat_interleave(len(batch))
-                mask = torch.cat([torch.ones((len(batch), shared), dtype=mask.dtype, device=mask.device), mask], 1)
+            ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
             logits = self.model(
                 input_ids=ids,
                 attention_mask=mask,
-                position_ids=pos + shared,
+                position_ids=pos,
                 past_key_values=cache,
                 use_cache=cache is not None,
                 logits_to_keep=1,
             ).logits[:, -1, :]
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
-        return self._answers(out, self.budget.run(sequences, step, self._free_cache))
+        return self._answers(out, self.budget.run(sequences, step, self._free_cache, plan))
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
@@ -272,15 +280,27 @@ class TransformersBackend:
         out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
     @torch.inference_mode()
-    def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
-        """Greedy continuation of each sequence, decoded without special tokens."""
+    def generate(
+        self, sequences: Sequence[Sequence[int]], max_new_tokens: int, groups: Sequence | None = None
+    ) -> list[str]:
+        """Greedy continuation of each sequence, decoded without special tokens. With `groups`, the prompts of one
+        group continue from their shared prefix's cache (its ids stay in `input_ids`, so `generate` starts after
+        the cached positions, and positions come from the mask: the padding between prefix and suffix is skipped)."""
         texts: list[str] = [""] * len(sequences)
+        plan = GroupBatches(sequences, groups) if groups is not None else None
 
         def step(chosen: list[int]) -> None:
-            ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
+            if plan is None:
+                ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
+                cache = None
+            else:
+                ids, mask, _, cache, shared = self._suffix_inputs(sequences, chosen, plan)
+                head = torch.tensor([list(sequences[chosen[0]][:shared])], dtype=torch.long, device=self.input_device)
+                ids = torch.cat([head.expand(len(chosen), -1), ids], dim=1)
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
+                past_key_values=cache,
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=self.pad_id,
@@ -288,7 +308,7 @@ class TransformersBackend:
             for row, position in enumerate(chosen):
                 texts[position] = self.tokenizer.decode(out[row, ids.shape[1] :], skip_special_tokens=True)
 
-        return self._answers(texts, self.budget.run(sequences, step, self._free_cache))
+        return self._answers(texts, self.budget.run(sequences, step, self._free_cache, plan))
 
 
 class QwenRerankerScorer:

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from generation.backends.request_order import leaders
 from generation.judging.judges import BackendUnavailable, RequestFailed
 from generation.judging.openai_format import AnswerUnreadable, RequestFormat, ServerError, check_shape
 from generation.notices import warn
@@ -225,15 +226,26 @@ class OpenAIServerBackend:
         except RequestFailed as error:
             return error
 
-    async def _answers(self, bodies: list[dict], read: Callable[[Any], Any]) -> list:
-        """Every body's answer, `concurrency` in flight; the first BackendUnavailable cancels the rest."""
+    async def _answers(self, bodies: list[dict], read: Callable[[Any], Any], groups: Sequence | None = None) -> list:
+        """Every body's answer, `concurrency` in flight, in order; the first BackendUnavailable cancels the rest.
+        With `groups` (a key per body), the rest of a group is sent once its first request has its answer, so the
+        server's prefix cache holds the group's shared prefix (a document's, under a document-first prompt) when
+        they arrive; the first requests of later groups go on meanwhile, so no slot waits on a group."""
         gate = asyncio.Semaphore(self.server.concurrency)
+        first = leaders(groups) if groups is not None else [True] * len(bodies)
+        answered = {key: asyncio.Event() for key in (groups or [])}
 
-        async def one(body):
-            async with gate:
-                return await self._answer(body, read)
+        async def one(i, body):
+            if not first[i]:
+                await answered[groups[i]].wait()
+            try:
+                async with gate:
+                    return await self._answer(body, read)
+            finally:
+                if groups is not None and first[i]:
+                    answered[groups[i]].set()
 
-        tasks = [asyncio.ensure_future(one(body)) for body in bodies]
+        tasks = [asyncio.ensure_future(one(i, body)) for i, body in enumerate(bodies)]
         try:
             return await asyncio.gather(*tasks)
         except BaseException:
@@ -243,13 +255,17 @@ class OpenAIServerBackend:
             raise
 
     # -- the TokenBackend calls ------------------------------------------------------------------------------------
-    def generate(self, sequences: Sequence, max_new_tokens: int) -> list:
-        bodies = [self.format.generate_body(s, max_new_tokens) for s in sequences]
-        return self._loop.run(self._answers(bodies, self.format.text))
+    prefix_groups = True  # takes `groups`: each group's first request answered before the rest are sent
 
-    def next_token_logprobs(self, sequences: Sequence, token_ids: Sequence[int]) -> list:
+    def generate(self, sequences: Sequence, max_new_tokens: int, groups: Sequence | None = None) -> list:
+        bodies = [self.format.generate_body(s, max_new_tokens) for s in sequences]
+        return self._loop.run(self._answers(bodies, self.format.text, groups))
+
+    def next_token_logprobs(
+        self, sequences: Sequence, token_ids: Sequence[int], groups: Sequence | None = None
+    ) -> list:
         bodies = [self.format.distribution_body(s, token_ids) for s in sequences]
-        return self._loop.run(self._answers(bodies, self._digit_reader(token_ids)))
+        return self._loop.run(self._answers(bodies, self._digit_reader(token_ids), groups))
 
     def _digit_reader(self, token_ids: Sequence[int]) -> Callable[[Any], list[float]]:
         texts = [self._token_text(t) for t in token_ids]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from generation.backends.request_order import grouped_order
 from generation.judging.judges import LLMJudge
 from generation.judging.openai_format import distribution_params, generate_params
 from generation.judging.reranker_input import VLLM_HF_OVERRIDES, make_encoder
@@ -82,29 +83,46 @@ def logprob_row(step_logprobs: dict, token_ids: Sequence[int]) -> list[float]:
 
 
 class VllmJudgeBackend:
-    """Requests go to the engine in the order given: the judge lays out one sub-question's pairs together, and
-    every prompt puts the sub-question before the document, so neighbours share their longest prefix and
-    prefix caching reuses it."""
+    """Requests go to the engine in the judge's order, each group's together (`groups`: a key per prompt, one document
+    under a document-first prompt), so that automatic prefix caching serves a prompt from the one before it that
+    shares its prefix: the sub-question's under the paper's prompt, the document's under the document-first one.
+    vLLM reports what each request found cached (`RequestOutput.num_cached_tokens`); the backend adds them up in
+    `prompt_tokens` and `cached_tokens`, and keeps the last call's per request in `last_cached`."""
+
+    prefix_groups = True
 
     def __init__(self, model: str, config):
         from vllm import LLM
 
         self.llm = LLM(**{**platform_engine_args(), **judge_engine_args(model, config)})  # the profile's win
+        self.prompt_tokens = self.cached_tokens = 0
+        self.last_cached: list[int] = []
 
-    def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]:
+    def _run(self, sequences: Sequence[Sequence[int]], params, groups: Sequence | None):
+        """The engine's outputs in the order given, the prompts sent grouped."""
         from vllm import SamplingParams
 
+        order = grouped_order(groups) if groups is not None else list(range(len(sequences)))
         outputs = self.llm.generate(
-            token_prompts(sequences), SamplingParams(**generate_params(max_new_tokens)), use_tqdm=False
+            token_prompts([sequences[i] for i in order]), SamplingParams(**params), use_tqdm=False
         )
-        return [o.outputs[0].text for o in outputs]
+        ordered = [None] * len(sequences)
+        for i, output in zip(order, outputs):
+            ordered[i] = output
+        self.last_cached = [o.num_cached_tokens or 0 for o in ordered]
+        self.prompt_tokens += sum(len(s) for s in sequences)
+        self.cached_tokens += sum(self.last_cached)
+        return ordered
 
-    def next_token_logprobs(self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int]) -> list[list[float]]:
-        from vllm import SamplingParams
+    def generate(
+        self, sequences: Sequence[Sequence[int]], max_new_tokens: int, groups: Sequence | None = None
+    ) -> list[str]:
+        return [o.outputs[0].text for o in self._run(sequences, generate_params(max_new_tokens), groups)]
 
-        outputs = self.llm.generate(
-            token_prompts(sequences), SamplingParams(**distribution_params(token_ids)), use_tqdm=False
-        )
+    def next_token_logprobs(
+        self, sequences: Sequence[Sequence[int]], token_ids: Sequence[int], groups: Sequence | None = None
+    ) -> list[list[float]]:
+        outputs = self._run(sequences, distribution_params(token_ids), groups)
         return [logprob_row(o.outputs[0].logprobs[0], token_ids) for o in outputs]
 
 

@@ -44,7 +44,11 @@ class Judge(Protocol):
 class TokenBackend(Protocol):
     """Turns prompts into answers. A backend with `takes_messages = True` is handed each prompt as its chat
     messages (fitted to the token budget here) instead of token ids. An answer may be a `RequestFailed` in place
-    of the text or log-probabilities: that item alone failed."""
+    of the text or log-probabilities: that item alone failed.
+
+    A backend with `prefix_groups = True` also takes `groups`, a key per prompt: prompts of one key share a long
+    prefix (one document's, under a document-first prompt), which it computes once or sends so that its server's
+    prefix cache serves the rest of the group."""
 
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]: ...
 
@@ -81,6 +85,13 @@ class PromptEncoder:
 
     def encode(self, messages: list[dict]) -> list[int]:
         return list(self.tokenizer.encode(self.render(messages), add_special_tokens=not self.chat_template))
+
+    def encode_many(self, messages: list[list[dict]]) -> list[list[int]]:
+        """`encode` of each, in one call: a fast tokenizer encodes a batch on all the machine's cores."""
+        if not messages:
+            return []
+        texts = [self.render(m) for m in messages]
+        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=not self.chat_template)["input_ids"]]
 
 
 def cut_tokens(tokenizer, text: str, keep: int) -> str:
@@ -184,6 +195,8 @@ class LLMJudge:
         self.config, self.backend, self.description = config, backend, description
         self.takes_messages = bool(getattr(backend, "takes_messages", False))
         self.prompt: Prompt = get_prompt(config.prompt)
+        # a document-first prompt's pairs of one document share everything up to the sub-question
+        self.groups_documents = self.prompt.document_first and bool(getattr(backend, "prefix_groups", False))
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
@@ -216,18 +229,33 @@ class LLMJudge:
         return (messages(used) if self.takes_messages else ids), used != context
 
     def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
+        """`encode_pair` of each pair: all tokenized in one batch, then those over the budget cut one by one."""
+        messages = [
+            self.prompt.messages(p.question, self.context(p), histories[i] if histories else None)
+            for i, p in enumerate(pairs)
+        ]
         encoded = []
-        for i, pair in enumerate(pairs):
+        for i, (pair, ids) in enumerate(zip(pairs, self.encoder.encode_many(messages))):
+            if len(ids) <= self.budget:
+                encoded.append((messages[i] if self.takes_messages else ids, False))
+                continue
             try:
                 encoded.append(self.encode_pair(pair, histories[i] if histories else None))
             except PromptTooLong as error:
                 encoded.append(error)
         return encoded
 
-    def _run(self, call, encoded: list) -> list:
-        """The backend's answers for the encoded prompts; an exception in place of each one that failed."""
+    def _run(self, call, encoded: list, keys: list | None = None) -> list:
+        """The backend's answers for the encoded prompts; an exception in place of each one that failed. With
+        `keys`, each prompt travels with its group's key (so a bisection keeps them paired) and the backend gets
+        them as `groups`."""
         ready = [i for i, e in enumerate(encoded) if not isinstance(e, Exception)]
-        answers = isolate_failures(call, [encoded[i][0] for i in ready]) if ready else []
+        if keys is None:
+            answers = isolate_failures(call, [encoded[i][0] for i in ready]) if ready else []
+        else:
+            items = [(encoded[i][0], keys[i]) for i in ready]
+            grouped = lambda got: call([p for p, _ in got], groups=[k for _, k in got])  # noqa: E731
+            answers = isolate_failures(grouped, items) if items else []
         results = list(encoded)
         for i, answer in zip(ready, answers):
             results[i] = answer
@@ -237,10 +265,15 @@ class LLMJudge:
         if self.prompt.id == "r3a":
             return self._grade_r3a(pairs)
         encoded = self._encode_all(pairs)
+        keys = [p.document for p in pairs] if self.groups_documents else None
         if self.config.mode == "distribution":
-            answers = self._run(lambda seqs: self.backend.next_token_logprobs(seqs, self.digit_ids), encoded)
+            answers = self._run(
+                lambda seqs, **kw: self.backend.next_token_logprobs(seqs, self.digit_ids, **kw), encoded, keys
+            )
         else:
-            answers = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
+            answers = self._run(
+                lambda seqs, **kw: self.backend.generate(seqs, self.max_new_tokens, **kw), encoded, keys
+            )
         return [
             self.grade_answer(answer, not isinstance(enc, Exception) and enc[1])
             for answer, enc in zip(answers, encoded)

@@ -229,6 +229,16 @@ REGISTRY: dict[str, Prompt] = {
 }
 
 
+# Each prompt's document-first variant (the same lines, the context moved before the question).
+DOCUMENT_FIRST_VARIANTS = {"crux-paper": "crux-paper-document-first"}
+
+
+def question_and_document_first(prompt_id: str) -> tuple[str, str | None]:
+    """(the prompt with the question first, its document-first variant or None) for a prompt id of either."""
+    faithful = next((f for f, v in DOCUMENT_FIRST_VARIANTS.items() if v == prompt_id), prompt_id)
+    return faithful, DOCUMENT_FIRST_VARIANTS.get(faithful)
+
+
 def get_prompt(prompt_id: str) -> Prompt:
     try:
         return REGISTRY[prompt_id]

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 from generation.judging.calibration import REFERENCE, Calibration, device_spec
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
+from generation.planning.document_first import PAPER_QUESTIONS_ASSUMED  # the rerank rows name it as an assumption
 from generation.planning.execution import Execution, Refused, execution_for
-from generation.planning.plan import Plan
+from generation.planning.plan import Plan, Scenario
 
-# Researchy Questions' train split, which the paper judged (Ju et al., arXiv:2510.21733, section 4: "the Researchy Question training set"); the
-# paper gives no question count: about 90k (DESIGN.md), an assumption the rerank rows name.
-PAPER_QUESTIONS_ASSUMED = 90_000
+# The document-first prompt's suffixes (a sub-question's ~20 tokens against a cached document) run as short batches
+# whose weight reads dominate: priced at the calibration's `suffix` share, else at this assumption.
+SUFFIX_SHARE_ASSUMED = 0.10  # the H100 reference measured 10.4% (scripts/bench_document_first.py, 2026-11-26)
 RERANK_TOKENS_ASSUMED = 2800  # the H100 calibration of 2026-11-23 measured the rerank path at ~2,800 tokens a document
 NODE_GPUS = 4
 
@@ -68,6 +69,19 @@ class Costing:
 
     def precisions(self) -> list[str]:
         return list(self.calibration.peak_flops)
+
+    def suffix_share(self, precision: str) -> tuple[float, str]:
+        """The share of peak a document-first prompt's suffix batches reach, and where it comes from. Their time is
+        the weights' reading, so fp8 (half the bytes against twice the peak) keeps bf16's share when unmeasured."""
+        if self.override is not None:
+            return self.override, "--utilisation"
+        shares = self.calibration.utilisation.get("suffix", {})
+        share = shares.get(precision, shares.get("bf16"))
+        if share is None:
+            return SUFFIX_SHARE_ASSUMED, f"suffixes at an ASSUMED {SUFFIX_SHARE_ASSUMED:.0%} of peak"
+        borrowed = "" if precision in shares else f" (bf16's figure: {precision} not measured)"
+        where = measured_on(self.calibration, "bf16", share, "suffix")
+        return share, f"suffixes at {share:.1%}, calibrated{where}{borrowed}"
 
 
 def measured_on(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> str:
@@ -118,6 +132,7 @@ class CostRow:
     cached_hours: float  # prefill with the shared prefix cached, plus decode
     decode_batch: int = 0  # pairs sharing a decode step, as the backend would batch them
     gpus: int = 1  # GPUs one model copy holds (a device_map spread: all of them, one working at a time)
+    prompt: str = "crux-paper"
 
     @property
     def hours(self) -> float:
@@ -159,8 +174,12 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                         decode_seconds(costing.judge, precision, tokens, scenario.new_tokens, batch, cal.bandwidth)
                         * span
                     )
-            prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
-            cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
+            if scenario.groups is None:
+                prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
+                cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
+            else:
+                prefill, suffix_source = grouped_prefill_seconds(scenario, costing, precision, peak, share)
+                prefill, cached_prefill, source = prefill * span, prefill * span, f"{source}; {suffix_source}"
             rows.append(
                 CostRow(
                     scenario.label,
@@ -169,15 +188,29 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     precision,
                     share,
                     source,
-                    scenario.pairs * prompt_flops(costing.judge, tokens) / 1e15,
+                    scenario.pairs * flops_per_pair(scenario, costing.judge) / 1e15,
                     scenario.pairs * prefill / 3600,
                     scenario.pairs * decode / 3600,
                     scenario.pairs * (cached_prefill + decode) / 3600,
                     batch,
                     run.gpus,
+                    scenario.prompt,
                 )
             )
     return rows, notes
+
+
+def flops_per_pair(scenario: Scenario, shape: Shape) -> float:
+    """The prompt's FLOPs per pair: the whole prompt, or 1/g of a group's prefix plus the pair's suffix."""
+    return prompt_flops(shape, scenario.prompt_tokens) if scenario.groups is None else scenario.groups.flops(shape, 0)
+
+
+def grouped_prefill_seconds(scenario: Scenario, costing: Costing, precision: str, peak: float, share: float):
+    """Per pair of a document-first prompt: 1/g of its group's prefix at the prefill's share, and its suffix at the
+    suffixes' share."""
+    prefix, suffix = scenario.groups.split_flops(costing.judge, 0)
+    suffix_share, source = costing.suffix_share(precision)
+    return prefix / (peak * share) + suffix / (peak * suffix_share), source
 
 
 def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) -> tuple[list[CostRow], list[str]]:
@@ -213,6 +246,7 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
                     docs * seconds / 3600,
                     0.0,
                     docs * seconds / 3600,
+                    prompt="-",
                 )
             )
     if not rows:
@@ -266,6 +300,7 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     table = Table(title=title)
     for column in (
         "row",
+        "prompt",
         "pairs / docs",
         "tokens",
         "precision",
@@ -284,6 +319,7 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     for row in judged + reranked:
         table.add_row(
             row.label,
+            row.prompt,
             f"{row.items:,}",
             f"{row.tokens:,.0f}",
             row.precision,

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from generation.docstore import DocStore, cut_words
 from generation.judging.judges import PromptEncoder
-from generation.judging.prompts import get_prompt
+from generation.judging.prompts import get_prompt, question_and_document_first
 from generation.models import MINILM, ModelNotAvailable, resolve_model
+from generation.planning.document_first import PAPER_PAIRS_PER_GROUP, GroupMeasure, Groups, measure_groups
 from generation.profiles import Profile
 from generation.shards import Shard
 from generation.stages.judge import plan_pairs
@@ -69,6 +70,8 @@ class Scenario:
     shared_prefix_tokens: float
     pairs_per_subquestion: float
     new_tokens: int
+    prompt: str = "crux-paper"
+    groups: Groups | None = None  # a document-first prompt: each group's prefix computed once
 
     def flops(self, model: ModelSize, prefix_cached: bool = False) -> float:
         # The first pair of each sub-question pays its prefix; the others read it from the cache.
@@ -93,6 +96,8 @@ class Plan:
     mean_context_tokens: float
     assumed_tokens_per_word: float = LLAMA3_TOKENS_PER_WORD
     questions: int = 0  # distinct questions of these pairs (the rerank stage's unit)
+    prompt: str = "crux-paper"  # the prompt of the rows above: the profile's, or the question-first one it moved
+    variant: GroupMeasure | None = None  # its document-first variant on the same pairs, when one is registered
 
     @property
     def measured_is_representative(self) -> bool:
@@ -121,6 +126,7 @@ class Plan:
                 self.mean_shared_prefix_tokens,
                 here,
                 self.new_tokens,
+                self.prompt,
             ),
             Scenario(
                 "paper, measured",
@@ -130,6 +136,7 @@ class Plan:
                 self.mean_shared_prefix_tokens,
                 PAPER_PAIRS_PER_SUBQUESTION,
                 self.new_tokens,
+                self.prompt,
             ),
             Scenario(
                 "paper, assumed",
@@ -141,8 +148,31 @@ class Plan:
                 self.mean_shared_prefix_tokens,
                 PAPER_PAIRS_PER_SUBQUESTION,
                 self.new_tokens,
+                self.prompt,
             ),
+        ] + self.variant_scenarios(here)
+
+    def variant_scenarios(self, here: float) -> list[Scenario]:
+        """The same three rows under the document-first variant: whole prompts of the same length, each group's
+        prefix computed once."""
+        if self.variant is None:
+            return []
+        v, groups = self.variant, self.variant.groups
+        assumed_prefix = groups.prefix_tokens - v.mean_context_tokens + self.assumed_context_tokens
+        paper_groups = f"ASSUMED {PAPER_PAIRS_PER_GROUP:.2f} sub-questions per question (1,288,976 over ~90,000)"
+        rows = [
+            ("these pairs", f"measured: {groups.pairs_per_group:.2f} pairs per group here", self.pairs, groups, 0.0),
+            ("paper, measured", paper_groups, PAPER_PAIRS, groups.at_paper_scale(groups.prefix_tokens), 0.0),
+            ("paper, assumed", f"{paper_groups}; documents at the cut as above", PAPER_PAIRS, None, assumed_prefix),
         ]
+        out = []
+        for label, note, pairs, shape, prefix in rows:
+            shape = shape or groups.at_paper_scale(prefix)
+            tokens = shape.prefix_tokens + shape.suffix_tokens
+            out.append(
+                Scenario(label, note, pairs, tokens, shape.prefix_tokens, here, self.new_tokens, v.prompt, shape)
+            )
+        return out
 
     def notes(self) -> list[str]:
         lines = [
@@ -152,7 +182,17 @@ class Plan:
             f"sub-question; {self.new_tokens} new tokens. Prefix reuse: these pairs "
             f"{self.pairs / max(self.subquestions, 1):.2f} per sub-question, paper {PAPER_PAIRS_PER_SUBQUESTION:.2f}."
         ]
-        lines += [f"Row '{s.label}': {s.note}." for s in self.scenarios()]
+        lines += [f"Row '{s.label}' ({s.prompt}): {s.note}." for s in self.scenarios()]
+        if self.variant is not None:
+            g = self.variant.groups
+            lines.append(
+                f"{self.variant.prompt}: the same pairs with the document before the sub-question. A group (one "
+                f"question's document) shares {g.prefix_tokens:,.0f} prompt tokens, computed once; each pair adds "
+                f"{g.suffix_tokens:,.0f} of its own; {g.pairs_per_group:.2f} pairs a group here (harmonic mean). Its "
+                "labels can differ from the paper prompt's: `researchy-subq pilot` measures that on your GPUs."
+            )
+        elif self.prompt != "crux-paper":
+            lines.append(f"{self.prompt} has no document-first variant registered: its rows alone.")
         if self.stand_in:
             shift = self.tokens_per_word_here / self.assumed_tokens_per_word - 1
             lines.append(
@@ -208,7 +248,8 @@ def measure(
     for p in pairs:
         by_subq.setdefault(p["subq_id"], []).append(p["docid"])
     encoder = PromptEncoder(tok, config.chat_template and bool(getattr(tok, "chat_template", None)))
-    prompt = get_prompt(config.prompt)
+    faithful, variant = question_and_document_first(config.prompt)
+    prompt = get_prompt(faithful)
     docs = DocStore(index)
     lengths, overheads, prefixes, context_tokens, words, long_docs = [], [], [], [], [], 0
     for row in chosen:
@@ -226,6 +267,9 @@ def measure(
             other_ids = encoder.encode(prompt.messages(row["text"], cut_words(docs.text(other), config.context_words)))
             prefixes.append(common_prefix(ids, other_ids))
     n = max(len(chosen), 1)
+    groups = None
+    if variant is not None:
+        groups = measure_groups(chosen, pairs, docs, encoder, get_prompt(variant), config.context_words)
     return Plan(
         len(pairs),
         len(by_subq),
@@ -242,4 +286,6 @@ def measure(
         sum(context_tokens) / n,
         tokens_per_word,
         len({p["qid"] for p in pairs}),
+        faithful,
+        groups,
     )

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from generation.executors.errors import SlurmError
+from generation.judging.prompts import get_prompt
 from generation.profiles import ProfileError, load_profile
 
 MEASURED_ROW = "these pairs"
@@ -75,7 +76,10 @@ def gpu_hours_from_plan(path: Path, stage_name: str, arguments: list[str]) -> tu
         (
             r
             for r in plan["rows"]
-            if r.get("stage") == "judge" and r.get("label") == MEASURED_ROW and r.get("precision") == precision
+            if r.get("stage") == "judge"
+            and r.get("label") == MEASURED_ROW
+            and r.get("precision") == precision
+            and r.get("prompt", profile.judge.prompt) == profile.judge.prompt  # the job's prompt's row, not its twin
         ),
         None,
     )
@@ -86,6 +90,11 @@ def gpu_hours_from_plan(path: Path, stage_name: str, arguments: list[str]) -> tu
         )
     source = (
         f"{row['hours']:,.1f} GPU-hours: `plan` row {MEASURED_ROW!r}, {precision}, {row['items']:,} pairs, "
-        f"{plan.get('device', 'H100')} at {row['share']:.1%} of peak ({row['source']}), no prefix-cache saving"
+        f"{plan.get('device', 'H100')} at {row['share']:.1%} of peak ({row['source']}), "
+        + (
+            "each document's prefix once"
+            if get_prompt(profile.judge.prompt).document_first
+            else "no prefix-cache saving"
+        )
     )
     return float(row["hours"]), source

@@ -1,7 +1,9 @@
 """Judge every (sub-question x candidate of its question) pair of a shard, in checkpointed chunks.
 
-Pairs are laid out deterministically (questions in file order, then sub-questions, then candidates in
-pool order, so pairs sharing a prompt prefix run together) and cut into chunks of `chunk_size`. Each
+Pairs are laid out deterministically so that pairs sharing a prompt prefix run together: questions in file order,
+then sub-questions, then candidates in pool order; under a prompt that puts the document first
+(`Prompt.document_first`), candidates, then sub-questions, so each document's pairs form one group that its judge
+computes once. A question's pairs stay in one shard (shards own questions). They are cut into chunks of `chunk_size`. Each
 chunk is written atomically to `judgments-XXXXX-of-YYYYY.chunks/chunk-NNNNNN.parquet`, so `kill -9`
 loses at most the chunk in flight and a resumed run never writes a pair twice. When every chunk is
 there they are merged into the shard file and its completion record. An executor (generation/executors/)
@@ -23,6 +25,7 @@ from generation.backends import make_judge
 from generation.docstore import DocStore
 from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
+from generation.judging.prompts import get_prompt
 from generation.models import resolve_model
 from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
@@ -42,8 +45,10 @@ SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are c
 PAIR_COLUMNS = ["subq_id", "qid", "docid", "url_hash", "bm25_rank", "rerank_rank", "clicked", "source"]
 
 
-def pairs_of(subquestions: Path, candidate_files: list[Path], shard: Shard) -> list[dict]:
-    """The shard's pairs in judging order, with the sub-question text and provenance; no document text."""
+def pairs_of(subquestions: Path, candidate_files: list[Path], shard: Shard, document_first: bool = False) -> list[dict]:
+    """The shard's pairs in judging order, with the sub-question text and provenance; no document text. By
+    sub-question (its candidates inside), or with `document_first` by (question, document) (its sub-questions
+    inside)."""
     _, subq_path = question_files(subquestions)
     subqs = pq.read_table(subq_path, columns=["subq_id", "qid", "text"])
     subqs = subqs.filter([shard.owns_key(q) for q in subqs["qid"].to_pylist()])
@@ -53,16 +58,32 @@ def pairs_of(subquestions: Path, candidate_files: list[Path], shard: Shard) -> l
     by_qid: dict[str, list[dict]] = {}
     for row in pool.to_pylist():
         by_qid.setdefault(row["qid"], []).append(row)
-    pairs = []
-    for subq_id, qid, text in zip(*(subqs[c].to_pylist() for c in ("subq_id", "qid", "text"))):
-        for cand in by_qid.get(qid, []):
-            pairs.append({"subq_id": subq_id, "text": text, **cand})
-    return pairs
+    rows = list(zip(*(subqs[c].to_pylist() for c in ("subq_id", "qid", "text"))))
+    if not document_first:
+        return [
+            {"subq_id": subq_id, "text": text, **cand} for subq_id, qid, text in rows for cand in by_qid.get(qid, [])
+        ]
+    asked: dict[str, list[tuple[str, str]]] = {}  # each question's sub-questions, questions in file order
+    for subq_id, qid, text in rows:
+        asked.setdefault(qid, []).append((subq_id, text))
+    return [
+        {"subq_id": subq_id, "text": text, **cand}
+        for qid, its_subqs in asked.items()
+        for cand in by_qid.get(qid, [])
+        for subq_id, text in its_subqs
+    ]
+
+
+def documents_first(config: JudgeConfig) -> bool:
+    """Whether the judge's prompt puts the document first, so its pairs are laid out by document."""
+    return get_prompt(config.prompt).document_first
 
 
 def plan_pairs(subquestions: Path, candidates: Path, shard: Shard, profile: Profile | None = None) -> list[dict]:
-    """`pairs_of` a candidates folder, its shards checked against their records (and `profile`'s sections)."""
-    return pairs_of(subquestions, PoolStage.completed_files(candidates, profile), shard)
+    """`pairs_of` a candidates folder, its shards checked against their records (and `profile`'s sections), in
+    the order `profile`'s judge lays them out."""
+    first = profile is not None and documents_first(profile.judge)
+    return pairs_of(subquestions, PoolStage.completed_files(candidates, profile), shard, first)
 
 
 def judgment_row(pair: dict, grade: Grade) -> dict:
@@ -109,7 +130,9 @@ class ShardJob:
         self.stage, self.shard, self.config = stage, shard, stage.profile.judge
         self.output = stage.output()
         self.chunks_dir = self.output.path(shard).with_suffix(".chunks")
-        self.pairs = pairs_of(stage.inputs["subquestions"], stage.input_files["pool"], shard)
+        self.pairs = pairs_of(
+            stage.inputs["subquestions"], stage.input_files["pool"], shard, documents_first(self.config)
+        )
         self.chunk_size = self.config.chunk_size
         self.n_chunks = -(-len(self.pairs) // self.chunk_size)
         self._docs: DocStore | None = None
