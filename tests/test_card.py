@@ -16,6 +16,7 @@ import yaml
 
 from builder.release.assemble.card import template_text
 from builder.release.assemble.folder import build_release
+from builder.release.assemble.snippets import card_snippets
 from builder.release.layout import config
 
 REPO = "org/researchy-subq-judgments"  # the repo synthetic_release (conftest.py) builds for
@@ -33,8 +34,7 @@ def card(release):
     return yaml.safe_load(header), body
 
 
-def snippets(body):
-    return re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+snippets = card_snippets
 
 
 def shell_lines(body):

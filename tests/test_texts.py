@@ -193,3 +193,16 @@ def test_an_offset_file_without_its_last_line_break_still_gives_the_last_record(
     offsets.write_text(offsets.read_text().rstrip("\n"))
     release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-05-00003"])
     assert write_texts(release, tmp_path / "copy", tmp_path / "out").written == 1
+
+
+def test_cli_texts_from_a_corpus_parquet_names_the_copy_not_clueweb22_files(release, copy, tmp_path):
+    from builder.cli.main import app
+    from generation.stages.corpus import build_corpus
+
+    build_corpus([copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"], tmp_path / "corpus")
+    result = CliRunner().invoke(
+        app, ["texts", str(release), "--from", str(tmp_path / "corpus"), "--out", str(tmp_path / "t")]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"from the corpus Parquet {tmp_path / 'corpus'} ->" in " ".join(result.stdout.split())
+    assert "ClueWeb22 files" not in result.stdout

@@ -160,9 +160,15 @@ def test_spilled_runs_give_the_rows_held_in_memory(release):
 
 
 def test_the_card_snippets_of_the_training_configs_run(release):
+    """Each snippet over the user's texts; a row (or a list's place) whose document has no text is left out and
+    counted, never given the docid as its text."""
     import contextlib
     import io
 
+    hard = pq.read_table(config("hard-negatives").files(release, "train")).to_pylist()
+    lists = pq.read_table(config("graded-lists").files(release, "train")).to_pylist()
+    docids = {d for r in lists for d in r["docids"]}
+    lacking = hard[0]["negative_document_ids"][0]
     body = (release / "README.md").read_text()
     blocks = dict(re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n)*\n```python\n(.*?)\n```", body, re.M | re.S))
     for title, columns in (
@@ -172,15 +178,24 @@ def test_the_card_snippets_of_the_training_configs_run(release):
         ),
         ("Graded lists: listwise and distillation losses", "['query', 'docs', 'labels']"),
     ):
-        code = blocks[title]
+        code = blocks[title].replace(f'"{REPO}"', repr(str(release)))
+        # the user's texts: every judged document's but one, whose rows (or list places) are left out and counted
+        texts = {d: f"text of {d}" for d in docids if d != lacking}
+        code = code.replace("texts = {}  # docid", f"texts = {texts!r}  # docid")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(code.replace(f'"{REPO}"', repr(str(release))), title, "exec"), {})
-        printed_columns, rows = out.getvalue().strip().rsplit(" ", 1)
-        assert (
-            printed_columns == columns
-            and int(rows) == manifest(release)["rows"]["hard-negatives" if "Hard" in title else "graded-lists"]["train"]
-        )
+            exec(compile(code, title, "exec"), {})
+        said, printed = out.getvalue().strip().splitlines()
+        printed_columns, rows = printed.rsplit(" ", 1)
+        total = manifest(release)["rows"]["hard-negatives" if "Hard" in title else "graded-lists"]["train"]
+        assert printed_columns == columns
+        if "Hard" in title:
+            left_out = sum(lacking in [*r["positive_document_ids"], *r["negative_document_ids"]] for r in hard)
+            assert left_out and int(rows) == total - left_out
+            assert said == f"{left_out:,} of {total:,} rows left out: a document without a text in your copy"
+        else:
+            places = sum(r["docids"].count(lacking) for r in lists)
+            assert int(rows) == total and said.startswith(f"{places:,} of ") and places
 
 
 def move_question(release, source, target):

@@ -37,7 +37,7 @@ from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError, InputError
 from generation.schema import arrow_schema, n_tuple_schema
-from generation.storage import COMPRESSION, commit, tmp_path, write_text_atomic
+from generation.storage import COMPRESSION, commit, prepare_output_folder, tmp_path, write_text_atomic
 
 BATCH_ROWS = 2_000
 SQL_VARIABLES = 500  # ids per `IN (...)` query, well under SQLite's limit on host parameters
@@ -366,6 +366,7 @@ def write_training_files(
     if unknown or not formats:
         raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
+    prepare_output_folder(out)
     shards = texts_folder_for(release, texts)
     splits = [s for s in SPLITS if config("hard-negatives").files(release, s)]
     k = release_negatives(release, splits)

@@ -135,7 +135,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     )
     check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
     check_pilot(body, manifest, judgment_config_hash(profile) if profile else None, report.check(PILOT))
-    check_shares(stats, expect, against, report)
+    check_shares(stats, expect, against, report, manifest)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)
