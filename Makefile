@@ -18,7 +18,7 @@ VLLM_ENV := VLLM_TARGET_DEVICE=cpu VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVC
 	VLLM_CACHE_ROOT=$(CURDIR)/.cache-vllm TORCHINDUCTOR_CACHE_DIR=$(CURDIR)/.cache-vllm/inductor \
 	XDG_CACHE_HOME=$(CURDIR)/.cache-vllm/xdg VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
-.PHONY: demo test lint test-vllm check-gpu-extra bench-judge bench-server install clean sample check-workflows
+.PHONY: demo test test-fast lint test-vllm check-gpu-extra bench-judge bench-server install clean sample check-workflows
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> [1/4] $(VENV): a virtual environment with $(PYTHON)"
@@ -54,6 +54,12 @@ demo: $(STAMP)
 
 test: $(STAMP) check-workflows lint
 	$(BIN)/python -m pytest -q
+
+# While you work: lint, then the tests that start no Java, Ray, other process or demo and take no long run (the
+# markers of pyproject.toml's [tool.pytest.ini_options]). `make test` runs them all, as CI does.
+FAST_TESTS := not (java or ray or subprocess or demo or slow)
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)"
 
 # ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra.
 lint: $(STAMP)

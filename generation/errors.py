@@ -33,6 +33,20 @@ class InputError(ValueError):
         return {"file": self.path, "line": self.line, "id": self.record_id, "field": self.field, "error": self.message}
 
 
+def read_json_file(path: str | Path, what: str) -> Any:
+    """The JSON document in `path`; an InputError naming the file (and line) when it cannot be read or parsed, saying
+    it should be `what` (e.g. "the file `researchy-subq agreement --json` wrote")."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(path, 0, f"cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, e.lineno, f"not JSON ({e.msg}); pass {what}") from None
+
+
 class ArgumentError(ValueError):
     """A command-line value a library function refuses (named with its option), e.g. `--split ../x`."""
 

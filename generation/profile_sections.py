@@ -374,3 +374,14 @@ class TrainSettings(Strict):
     max_seq_length: int = Field(default=256, ge=8, description="tokens kept of each text")
     seed: int = Field(default=0, ge=0, description="the trainer's and the batch sampler's seed")
     depth: int = Field(default=100, ge=10, description="documents ranked per query in the before/after runs")
+    evaluations: int = Field(
+        default=10,
+        ge=1,
+        description="dev evaluations over the run, each with a checkpoint; the checkpoint with the best dev nDCG@10 "
+        "(over sub-questions) is the model kept",
+    )
+    ranking: Literal["corpus", "judged"] = Field(
+        default="corpus",
+        description="what a query ranks when a model is measured: corpus (every document of the texts folder, as the "
+        "release card's mteb task) or judged (the split's own judged documents: cheaper, and easier)",
+    )

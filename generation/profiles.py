@@ -226,3 +226,16 @@ def judge_overrides(
         raise ValueError(
             "; ".join(f"judge.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
         ) from None
+
+
+WITHHELD_ENDPOINT = "http://endpoint.withheld"
+
+
+def withhold_endpoint(profile: Profile) -> Profile:
+    """The profile as a release or a pilot record publishes it: an `openai` server's address (an internal host)
+    replaced; it is not in the config hash, so the profile hash stays the judgments' own."""
+    server = profile.judge.openai
+    if server is None:
+        return profile
+    judge = profile.judge.model_copy(update={"openai": server.model_copy(update={"endpoint": WITHHELD_ENDPOINT})})
+    return profile.model_copy(update={"judge": judge})

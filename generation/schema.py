@@ -43,11 +43,13 @@ CLICKED_DOC = pa.struct(
 # negative digit or the "-1" it appended; their request failure is the string "-2". Every other class
 # keeps level null and is counted in the summary, the card and `validate`.
 IMPORTED_STATUS = "imported"
-# An imported level of the authors' ratings that their clicked-document pass graded on another document's text
-# (generation/labels/authors_pass.py: a defect of crux/augmentation/gen_ratings_offload_qrel.py lines 82-91).
+# An imported rating of the authors that their clicked-document pass obtained on another document's text
+# (generation/labels/authors_pass.py: a defect of crux/augmentation/gen_ratings_offload_qrel.py lines 82-91): its
+# level when the rating had one, null for their -1, -2 or 7.
 OTHER_TEXT_STATUS = "imported_other_text"
-IMPORTED_STATUSES = (IMPORTED_STATUS, OTHER_TEXT_STATUS)  # levels imported without the judge's text
-GRADED_STATUSES = ("ok", *IMPORTED_STATUSES)  # the statuses with a level
+IMPORTED_STATUSES = (IMPORTED_STATUS, OTHER_TEXT_STATUS)  # ratings imported without the judge's text
+LEVEL_STATUSES = ("ok", IMPORTED_STATUS)  # the statuses whose level is never null
+GRADED_STATUSES = (*LEVEL_STATUSES, OTHER_TEXT_STATUS)  # the statuses a level comes with
 JUDGMENT_STATUSES = (
     "ok",  # a level on the prompt's scale, parsed from raw
     IMPORTED_STATUS,  # a level on the scale imported from a labels file; raw is null
@@ -57,7 +59,7 @@ JUDGMENT_STATUSES = (
     "request_failed",  # the authors' "-2": the request itself failed
     "engine_error",  # the engine refused or failed this pair; `raw` holds the error text
     "not_verbatim",  # r3a: the <extract> is not verbatim in the document (R3A's format failure, arXiv:2508.02506 section 2.2)
-    OTHER_TEXT_STATUS,  # an imported level graded on another document's text (the authors' defect)
+    OTHER_TEXT_STATUS,  # an imported rating graded on another document's text (the authors' defect), level or not
 )
 
 SOURCE_SPLITS = ("train", "test")  # Researchy Questions' own splits, what `questions --split` takes
@@ -163,7 +165,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "status",
             pa.string(),
             "ok (a level parsed from raw), imported (a level imported without raw text), "
-            "imported_other_text (an imported level the authors' code graded on another document's text), "
+            "imported_other_text (an imported rating the authors' code graded on another document's text; "
+            "level null for their -1, -2 and 7), "
             "or why level is null: " + ", ".join(s for s in JUDGMENT_STATUSES if s not in GRADED_STATUSES),
         ),
         Column(
@@ -273,6 +276,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
             False,
         ),
         Column("qid", pa.string(), "the question: rows of one qid are siblings sharing one judged pool", False),
+    ),
+    # `researchy-subq pilot`'s sample (generation/pilot/sample.py): the pairs both settings judge.
+    "pilot_sample": (
+        Column("qid", pa.string(), "a question drawn whole into the sample", False),
+        Column("subq_id", pa.string(), "a sub-question of that question", False),
+        Column("docid", pa.string(), "a candidate of that question's pool (ClueWeb22-ID)", False),
     ),
     # Per sub-question, every graded judgment, for listwise and distillation losses.
     "graded_lists": (

@@ -104,7 +104,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-_TMP = re.compile(r"^\.(?P<name>.+)\.tmp(?:-(?P<pid>\d+)(?:-[0-9a-f]+)?)?$")
+# a temporary name, and SQLite's files beside a temporary database (its rollback journal, or WAL and shared memory)
+_TMP = re.compile(r"^\.(?P<name>.+)\.tmp(?:-(?P<pid>\d+)(?:-[0-9a-f]+)?)?(?:-journal|-wal|-shm)?$")
 
 
 def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> list[Path]:
@@ -126,6 +127,22 @@ def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> l
             path.unlink(missing_ok=True)
         removed.append(path)
     return removed
+
+
+def prepare_output_folder(folder: str | Path) -> None:
+    """Before a writer that owns `folder` (texts, training-files, a model folder) writes into it: no path already
+    under it is a symbolic link (`refuse_links` on each: a file can only be written through a link that exists), and
+    the temporary files a killed earlier run left in it or its subfolders are removed (`clean_stale_tmp`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    present, folders = [], [folder]
+    for top, dirs, files in os.walk(folder):  # does not follow links: a linked folder is refused, not entered
+        present += [Path(top, name).relative_to(folder) for name in (*dirs, *files)]
+        folders += [Path(top, name) for name in dirs]
+    refuse_links(folder, *present)
+    for each in folders:
+        clean_stale_tmp(each)
 
 
 def claim_folder(path: str | Path, what: str, owned_by: tuple[str, ...] = (MARKER,)) -> Path:

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import yaml
 from hostile_processes import ENV, judge_command, kill_loop, leftovers
 
-from builder.standins.openai_server import Fault, StandIn, answered, fingerprint, run_batch_on
+from builder.standins.models import save_digit_llama
+from builder.standins.openai_server import Fault, StandIn, answered, fingerprint, run_batch_on, served_judge_profile
 
 PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE_QUESTION
 
@@ -23,31 +24,10 @@ PROBE = "Is this a probe request?"  # generation/backends/openai_server.py PROBE
 def served_profile(w: Path, env: dict, **server) -> Path:
     """The small profile (its bm25/rerank/pool sections, so its candidates stay valid) with the paper's judge on a
     tiny chat Llama served as `standin-judge`."""
-    from builder.standins.models import answer_with_digits, save_tiny_causal_lm
-    from generation.profiles import load_profile
-
     model = w / "served" / "chat-llama"
     if not model.exists():
-        save_tiny_causal_lm(model, "LlamaConfig", "LlamaForCausalLM", 2, chat="llama3", max_position_embeddings=4096)
-        answer_with_digits(model)
-    data = yaml.safe_load(Path(env["small_profile"]).read_text())
-    paper = load_profile("paper").judge.model_dump()
-    data["judge"] = {
-        **paper,
-        "backend": "openai",
-        "model": str(model),
-        "max_model_len": 512,
-        "context_words": 120,
-        "chunk_size": 16,
-        "openai": {
-            "endpoint": "http://127.0.0.1:9/v1",
-            "request_shape": "chat",
-            "served_model": "standin-judge",
-            "retry_backoff_s": 0.01,
-            **server,
-        },
-    }
-    data["name"] = "served-" + "-".join(f"{k}{v}" for k, v in server.items()) if server else "served"
+        save_digit_llama(model)
+    data = served_judge_profile(yaml.safe_load(Path(env["small_profile"]).read_text()), model, **server)
     path = w / "served" / f"{data['name']}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

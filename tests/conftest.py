@@ -8,15 +8,78 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
+from builder.standins.models import save_digit_llama, save_tiny_causal_lm  # noqa: E402 (after the offline switches)
 
 ROOT = Path(__file__).resolve().parents[1]
+RELEASE_REPO = "org/researchy-subq-judgments"
+
+
+# The fixtures that start Java: Anserini indexes the sample (`sample_index`, and `small_pipeline` over it). A test
+# using one, directly or through another fixture, is marked `java`, so `make test-fast` leaves it out.
+JAVA_FIXTURES = {"sample_index"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if JAVA_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.java)
 
 
 @pytest.fixture(scope="session")
 def doc_pages() -> list[Path]:
     """The README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not yet placed."""
     return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_incoming" not in p.parts)]
+
+
+@pytest.fixture(scope="session")
+def synthetic_release(tmp_path_factory):
+    """Releases built from synthetic judgments, as `researchy-subq build-release` builds them from real ones.
+
+    `synthetic_release(name, profile, edit=None, **options)` synthesizes the inputs in a new folder `name`
+    (builder/standins/synthetic.py), lets `edit(inputs)` change them, and builds the release beside them. It returns
+    the release folder and synthesize's inputs. `repo`, `rows_per_file` and `shards_revision` go to build_release, and
+    the runs synthesize wrote (`runs_depth`) as its `runs`; every other option goes to synthesize."""
+    from builder.release.assemble.folder import build_release
+    from builder.standins.synthetic import synthesize
+
+    def make(name, profile="paper", edit=None, repo=RELEASE_REPO, rows_per_file=None, shards_revision=None, **options):
+        root = tmp_path_factory.mktemp(name)
+        inputs = synthesize(root / "in", profile=profile, **options)
+        if edit is not None:
+            edit(inputs)
+        out = root / "researchy-subq-judgments"
+        questions = list(inputs["questions"].values())
+        runs = [inputs["runs"]] if "runs" in inputs else None
+        build_release(
+            [inputs["judgments"]],
+            questions,
+            out,
+            profile,
+            repo,
+            rows_per_file,
+            shards_revision=shards_revision,
+            runs=runs,
+        )
+        return out, inputs
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def built_release(request, synthetic_release):
+    """The release a test module describes in its SYNTHETIC_RELEASE (synthetic_release's arguments; the folder is
+    named after the module), with its inputs."""
+    return synthetic_release(**{"name": request.module.__name__.rsplit(".", 1)[-1], **request.module.SYNTHETIC_RELEASE})
+
+
+@pytest.fixture(scope="module")
+def release(built_release):
+    return built_release[0]
+
+
+@pytest.fixture(scope="module")
+def release_inputs(built_release):
+    return built_release[1]
 
 
 @pytest.fixture
@@ -63,16 +126,7 @@ def sample_questions(tmp_path_factory):
 @pytest.fixture(scope="session")
 def chat_llama(tmp_path_factory):
     """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, answering with a digit."""
-    directory = save_tiny_causal_lm(
-        tmp_path_factory.mktemp("chat-llama"),
-        "LlamaConfig",
-        "LlamaForCausalLM",
-        2,
-        chat="llama3",
-        max_position_embeddings=4096,
-    )
-    answer_with_digits(directory)
-    return directory
+    return save_digit_llama(tmp_path_factory.mktemp("chat-llama"))
 
 
 @pytest.fixture(scope="session")
@@ -185,27 +239,10 @@ def server_profile(tmp_path, small_pipeline, chat_llama):
     """The small pipeline's profile with the paper's prompt on the tiny chat Llama, served as `standin-judge`."""
     import yaml
 
-    from generation.profiles import load_profile
+    from builder.standins.openai_server import served_judge_profile
 
-    data = small_pipeline["profile"].model_dump()
-    paper = load_profile("paper").judge.model_dump()
-    data["judge"] = {
-        **paper,
-        "backend": "openai",
-        "model": str(chat_llama),
-        "max_model_len": 512,
-        "context_words": 120,
-        "chunk_size": 16,
-        "openai": {
-            "endpoint": "http://127.0.0.1:9/v1",
-            "request_shape": "chat",
-            "served_model": "standin-judge",
-            "retry_backoff_s": 0.01,
-        },
-    }
-    data["name"] = "served"
     path = tmp_path / "served.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(served_judge_profile(small_pipeline["profile"].model_dump(), chat_llama)))
     return path
 
 

@@ -10,6 +10,9 @@ from generation.stages.corpus import build_corpus
 from generation.stages.index import IndexBuildError, build_index, index_stemmer
 from generation.stages.retrieve import open_searcher
 
+# each test indexes its corpus with Anserini
+pytestmark = pytest.mark.java
+
 DOCS = {
     "d1": "the runner was running fast",
     "d2": "a quiet run in the park",

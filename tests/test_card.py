@@ -16,33 +16,16 @@ import yaml
 
 from builder.release.assemble.card import template_text
 from builder.release.assemble.folder import build_release
+from builder.release.assemble.snippets import card_snippets
 from builder.release.layout import config
-from builder.standins.synthetic import synthesize
 
-REPO = "org/researchy-subq-judgments"
+REPO = "org/researchy-subq-judgments"  # the repo synthetic_release (conftest.py) builds for
 SHARDS = "org/shards@0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    return synthesize(
-        tmp_path_factory.mktemp("in"), subquestions=400, judgments=7000, test_share=0.25, shards=2, seed=11
-    )
-
-
-@pytest.fixture(scope="module")
-def release(inputs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("rel") / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]],
-        list(inputs["questions"].values()),
-        out,
-        "paper",
-        repo=REPO,
-        rows_per_file=1500,
-        shards_revision=SHARDS,
-    )
-    return out
+SYNTHETIC_RELEASE = dict(
+    rows_per_file=1500, shards_revision=SHARDS, subquestions=400, judgments=7000, test_share=0.25, shards=2, seed=11
+)
 
 
 def card(release):
@@ -51,8 +34,7 @@ def card(release):
     return yaml.safe_load(header), body
 
 
-def snippets(body):
-    return re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", body, re.MULTILINE | re.DOTALL)
+snippets = card_snippets
 
 
 def shell_lines(body):
@@ -204,6 +186,7 @@ def test_mteb_reads_qrels_and_queries_by_itself_and_only_wants_the_texts(release
         loader.load()  # qrels first (mteb 2.26 `load`), then the corpus
 
 
+@pytest.mark.subprocess
 def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     """The card's mteb task, run as a user runs it: in a fresh process, a `texts` folder of the judged documents' texts
     (as `researchy-subq texts` writes it: texts-*.parquet with docid and text), the MiniLM weights of
@@ -236,6 +219,7 @@ def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     assert all(0 < float(v) <= 1 for v in scores.values())
 
 
+@pytest.mark.java
 def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(release, tmp_path):
     """The card's trec_eval commands, run with the real trec_eval (Anserini's jar bundles it, as Pyserini runs it),
     on the release's TREC qrels file: the same scores as pytrec_eval over the qrels config's Parquet files."""
@@ -300,14 +284,14 @@ def test_dataset_info_sizes_are_what_datasets_computes(release, tmp_path):
         assert infos[name]["dataset_size"] == sum(declared.values())
 
 
-def test_derived_configs(release, inputs):
+def test_derived_configs(release, release_inputs):
     qrels = datasets.load_dataset(str(release), "qrels", split="test").to_pandas()
     binary = datasets.load_dataset(str(release), "qrels-binary", split="test").to_pandas()
     merged = qrels.merge(binary, on=["query-id", "corpus-id"], suffixes=("", "_binary"))
     assert len(merged) == len(qrels) == len(binary)
     assert ((merged["score"] >= 4).astype(int) == merged["score_binary"]).all()
 
-    subqs = pq.read_table(inputs["questions"]["test"] / "subquestions.parquet")
+    subqs = pq.read_table(release_inputs["questions"]["test"] / "subquestions.parquet")
     queries = datasets.load_dataset(str(release), "queries", split="test")
     assert queries.column_names == ["_id", "text"]
     assert dict(zip(queries["_id"], queries["text"])) == dict(
@@ -325,9 +309,9 @@ def test_derived_configs(release, inputs):
     assert (diversity["query-id"] == diversity["subq_id"].str.rsplit("-", n=1).str[0]).all()
 
     judged = pq.read_table(
-        sorted(inputs["judgments"].glob("judgments-*.parquet")), columns=["qid", "docid", "url_hash"]
+        sorted(release_inputs["judgments"].glob("judgments-*.parquet")), columns=["qid", "docid", "url_hash"]
     )
-    questions = pq.read_table(inputs["questions"]["test"] / "questions.parquet")
+    questions = pq.read_table(release_inputs["questions"]["test"] / "questions.parquet")
     in_test = judged.filter(pc.is_in(judged["qid"], value_set=questions["qid"]))
     corpus = datasets.load_dataset(str(release), "corpus-ids", split="test")
     assert corpus["_id"] == sorted(set(in_test["docid"].to_pylist()))

@@ -138,6 +138,7 @@ def test_the_cli_sits_on_top_of_the_import_graph():
         "builder.cli.analysis",
         "builder.cli.main",
         "builder.cli.import_labels",
+        "builder.cli.pilot",
         "builder.cli.judge",
         "builder.cli.retriever",
         "builder.cli.reference",

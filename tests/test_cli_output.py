@@ -26,16 +26,7 @@ def invoke(*args):
     return result
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    root = tmp_path_factory.mktemp("output")
-    inputs = synthesize(root / "in", subquestions=120, judgments=2400, shards=1, seed=3)
-    out = root / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper")
-    return out
+SYNTHETIC_RELEASE = dict(repo="ORG/researchy-subq-judgments", subquestions=120, judgments=2400, shards=1, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +43,7 @@ def run_file(release, tmp_path_factory):
     return path
 
 
+@pytest.mark.subprocess
 def test_profile_printed_as_its_file_loads_as_a_profile(tmp_path):
     """`researchy-subq profiles paper > mine.yaml` gives the bundled file byte for byte: copying and editing it is
     how a profile is made. The line saying which file it is goes to stderr."""

@@ -38,6 +38,7 @@ def error_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.strip() and not line.startswith(spinner)]
 
 
+@pytest.mark.subprocess
 def test_ray_with_a_missing_model_fails_in_one_line_before_ray_starts(small_pipeline, tmp_path):
     ray = pytest.importorskip("ray")
     profile = with_judge(
@@ -85,6 +86,8 @@ print(json.dumps({"exit_code": result.exit_code, "stdout": result.stdout, "stder
 """
 
 
+@pytest.mark.ray
+@pytest.mark.subprocess
 def test_ray_refuses_gpus_it_cannot_place_before_any_actor(small_pipeline, tmp_path):
     """Ray runs in a process of its own: started in the test process, it leaves the JVM of later Lucene tests
     crashing (pyjnius reads segfaulted after an in-process ray.init/shutdown, 2026-11-25)."""
@@ -164,7 +167,7 @@ def test_limited_run_is_a_smoke_test_no_full_run_or_release_takes(small_pipeline
     assert both.exit_code == 2 and "leave out --budget" in both.output
 
 
-def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path):
+def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path, synthetic_release):
     text = (
         (PROFILE_DIR / "paper.yaml")
         .read_text()
@@ -195,12 +198,8 @@ def test_engine_args_reach_vllm_validated_and_named_in_the_manifest(tmp_path):
             load_profile(bad)
         assert str(refused.value).startswith(f"{bad}: key judge") and message in str(refused.value)
 
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    inputs = synthesize(tmp_path / "in", subquestions=40, judgments=600, shards=1, seed=2, profile=str(mine))
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), tmp_path / "release", mine)
-    manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    release, _ = synthetic_release("engine-args", str(mine), subquestions=40, judgments=600, shards=1, seed=2)
+    manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["profile"]["judge"]["engine_args"] == {
         "gpu_memory_utilization": 0.85,
         "max_num_seqs": 128,

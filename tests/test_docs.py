@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from builder.cli.reference import PAGES, stale_reference, write_reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +48,7 @@ def broken_links(page: Path) -> list[str]:
     return broken
 
 
+@pytest.mark.subprocess
 def test_the_reference_pages_are_what_the_code_generates():
     assert stale_reference(ROOT / "docs" / "reference") == [], "run python scripts/make_reference.py"
     check = subprocess.run(

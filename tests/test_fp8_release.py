@@ -5,20 +5,18 @@ import json
 
 import yaml
 
-from builder.release.assemble.folder import build_release
 from builder.release.validate.folder import validate
-from builder.standins.synthetic import synthesize
 from generation.profiles import load_profile
 
+SYNTHETIC = dict(subquestions=60, judgments=1_000, shards=1, seed=3)
 
-def test_an_fp8_judge_is_named_in_the_manifest_and_the_card(tmp_path):
+
+def test_an_fp8_judge_is_named_in_the_manifest_and_the_card(tmp_path, synthetic_release):
     data = json.loads(load_profile("paper").model_dump_json())
     data["judge"]["quantization"] = "fp8"
     profile = tmp_path / "paper-fp8.yaml"
     profile.write_text(yaml.safe_dump(data))
-    inputs = synthesize(tmp_path / "inputs", subquestions=60, judgments=1_000, shards=1, seed=3, profile=str(profile))
-    out = tmp_path / "release"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, str(profile), repo="org/rsj")
+    out, _ = synthetic_release("fp8", str(profile), repo="org/rsj", **SYNTHETIC)
     manifest = json.loads((out / "manifest.json").read_text())
     precision = "fp8 weights and activations (dynamic per-tensor scales); dtype bfloat16"
     assert manifest["models"]["judge_precision"] == precision
@@ -32,10 +30,8 @@ def test_an_fp8_judge_is_named_in_the_manifest_and_the_card(tmp_path):
     assert not report.ok and "judge precision" in str([c.__dict__ for c in report.checks])
 
 
-def test_a_bf16_judge_gets_no_fp8_note(tmp_path):
-    inputs = synthesize(tmp_path / "inputs", subquestions=60, judgments=1_000, shards=1, seed=3)
-    out = tmp_path / "release"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
+def test_a_bf16_judge_gets_no_fp8_note(synthetic_release):
+    out, _ = synthetic_release("bf16", repo="org/rsj", **SYNTHETIC)
     assert json.loads((out / "manifest.json").read_text())["models"]["judge_precision"] == "bfloat16"
     card = (out / "README.md").read_text()
     assert "precision bfloat16;" in card and "fp8" not in card

@@ -318,6 +318,7 @@ def test_bench_calibration_keeps_each_precision_to_its_own_rows():
 # --- 6. `compile: true`: the same answers through torch.compile ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compiled_backend_gives_the_uncompiled_log_probabilities(chat_llama):
     """`compile: true` compiles the forward in place with dynamic shapes: batches of other lengths reuse it, and the
     log-probabilities are today's (inductor's CPU kernels round differently: to 1e-4)."""

@@ -26,7 +26,10 @@ import yaml
 from builder.release.publish.hub_errors import PublishRefused
 from builder.release.publish.to_hub import plan_publish, publish
 
-REPO = "org/researchy-subq-judgments"
+# an olah server, and the Hub's clients in their own processes
+pytestmark = pytest.mark.subprocess
+
+REPO = "org/researchy-subq-judgments"  # the repo synthetic_release (conftest.py) builds for
 LOOPBACK = "127.0.0.1"
 
 
@@ -45,18 +48,7 @@ def git(*args, cwd):
     )
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    root = tmp_path_factory.mktemp("hub")
-    inputs = synthesize(
-        root / "in", subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8, unparsed_share=0.01
-    )
-    out = root / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo=REPO)
-    return out
+SYNTHETIC_RELEASE = dict(subquestions=300, judgments=5000, test_share=0.25, shards=1, seed=8, unparsed_share=0.01)
 
 
 @pytest.fixture(scope="module")

@@ -54,6 +54,26 @@ def test_their_loop_grades_later_clicked_documents_on_the_next_ones_text(run):
     assert graded_on_other_text([A, C, D], corpus) == {}
 
 
+def import_ratings(ratings, root, out, *extra):
+    """`import-labels` of the authors' ratings for the fixture's questions (`extra`: `--corpus DIR` checks their
+    clicked pass)."""
+    return cli(
+        "import-labels",
+        ratings,
+        "--format",
+        "crux-ratings",
+        "--profile",
+        "crux-code",
+        "--judge",
+        "the authors' ratings",
+        "--subquestions",
+        root / "questions",
+        *extra,
+        "--out",
+        out,
+    )
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     root = tmp_path_factory.mktemp("authors-pass")
@@ -86,22 +106,7 @@ def imported(tmp_path_factory):
             json.dumps({"id": "1051893", "docid": d, "rating": [r] * 7}) + "\n" for d, r in ((A, 5), (B, 2), (C, 1))
         )
     )
-    code, output = cli(
-        "import-labels",
-        ratings,
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "the authors' ratings",
-        "--subquestions",
-        root / "questions",
-        "--corpus",
-        root / "corpus",
-        "--out",
-        root / "judgments",
-    )
+    code, output = import_ratings(ratings, root, root / "judgments", "--corpus", root / "corpus")
     assert code == 0, output
     return root, " ".join(output.split())
 
@@ -117,26 +122,14 @@ def test_the_import_flags_the_ratings_graded_on_another_documents_text(imported)
         "missing_clicked_documents": 1,
         "documents": 2,
         "ratings": 14,
+        "ratings_without_level": 0,
     }
     assert "graded 14 ratings of 2 documents on another document's text, after 1 clicked documents missing" in output
 
 
 def test_without_a_corpus_nothing_is_flagged_nor_claimed(imported, tmp_path):
     root, _ = imported
-    code, output = cli(
-        "import-labels",
-        root / "ratings.jsonl",
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "the authors' ratings",
-        "--subquestions",
-        root / "questions",
-        "--out",
-        tmp_path / "j",
-    )
+    code, output = import_ratings(root / "ratings.jsonl", root, tmp_path / "j")
     assert code == 0 and "another document's text" not in output
     record = json.loads(next((tmp_path / "j" / "_done").glob("*.json")).read_text())
     assert record["extra"]["imported"]["graded_on_other_text"] is None
@@ -182,4 +175,44 @@ def test_the_release_counts_them_and_can_leave_them_out(imported, tmp_path, leav
     assert ("14 of them are left out of this release" in card) == leave_out
     (tmp_path / "bounds.yaml").write_text("unparsed_max: 1\n")
     report = validate(out, expect=tmp_path / "bounds.yaml", load=False)
+    assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
+
+
+def test_ratings_without_a_level_graded_on_another_text_are_flagged_and_counted(imported, tmp_path):
+    """Their -1 (no digit), -2 (request failed) and 7 (off the scale) were also answers about another document's
+    text: each rating of such a document is flagged, with or without a level, and the levelless ones are counted."""
+    root, _ = imported
+    ratings = tmp_path / "ratings.jsonl"
+    lists = {A: [5] * 7, B: [2, -1, -2, 7, 3, 1, 0], C: [-1] * 7}
+    ratings.write_text("".join(json.dumps({"id": "1051893", "docid": d, "rating": r}) + "\n" for d, r in lists.items()))
+    code, output = import_ratings(ratings, root, tmp_path / "judgments", "--corpus", root / "corpus")
+    assert code == 0, output
+    rows = pq.read_table(next((tmp_path / "judgments").glob("judgments-*.parquet"))).to_pylist()
+    assert {r["status"] for r in rows if r["url_hash"] in (B, C)} == {"imported_other_text"}
+    assert sorted((r["level"] is None) for r in rows if r["url_hash"] == B) == [False] * 4 + [True] * 3
+    record = json.loads(next((tmp_path / "judgments" / "_done").glob("*.json")).read_text())
+    assert record["extra"]["imported"]["graded_on_other_text"] == {
+        "missing_clicked_documents": 1,
+        "documents": 2,
+        "ratings": 14,
+        "ratings_without_level": 10,
+    }
+    flat = " ".join(output.split())
+    assert "graded 14 ratings of 2 documents on another document's text (10 of them without a level" in flat
+    code, output = cli(
+        "build-release",
+        "--profile",
+        "crux-code",
+        "--judgments",
+        tmp_path / "judgments",
+        "--questions",
+        root / "questions",
+        "--out",
+        tmp_path / "release",
+    )
+    assert code == 0, output
+    card = " ".join((tmp_path / "release" / "README.md").read_text().split())
+    assert "14 ratings of 2 (question, document) pairs graded on another document's text (10 of them without a" in card
+    (tmp_path / "bounds.yaml").write_text("unparsed_max: 1\n")
+    report = validate(tmp_path / "release", expect=tmp_path / "bounds.yaml", load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]

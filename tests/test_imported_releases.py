@@ -166,6 +166,19 @@ def test_validate_checks_what_the_import_recorded(release, tmp_path, edit, findi
     assert not check.ok and any(finding in str(e) for e in check.examples), check.examples
 
 
+def test_validate_refuses_imported_labels_parsed_with_two_prompts(release, tmp_path):
+    """An import's answers parsed with the profile's prompt and another (two imports merged by hand): one config
+    would hold two prompts' labels, and nothing in the card says so."""
+    from builder.release.validate.folder import validate
+    from builder.release.validate.pilot import ONE_PROMPT
+
+    copy = resealed(release, tmp_path, lambda m, _: m["imported"].update(parsers=["crux-code", "umbrela"]))
+    check = next(c for c in validate(copy, load=False).checks if c.name == ONE_PROMPT)
+    assert any("parsed answers with the prompts ['crux-code', 'umbrela']" in e for e in check.examples), check.examples
+    fresh = next(c for c in validate(release / "release", load=False).checks if c.name == ONE_PROMPT)
+    assert fresh.ok
+
+
 def documented_commands() -> list[list[str]]:
     """The first bash block of docs/importing-labels.md, one command a line."""
     section = (ROOT / "docs" / "importing-labels.md").read_text()
@@ -199,6 +212,7 @@ def test_the_documented_import_commands_run(questions, tmp_path):
     assert (tmp_path / "imported-release" / "manifest.json").is_file()
 
 
+@pytest.mark.subprocess
 def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shard(questions, tmp_path):
     lines = [
         json.dumps({"id": 1051893, "docid": f"doc-{i}", "rating": [i % 6, 0, 1, 2, 3, 4, 5]}) for i in range(60_000)

@@ -74,6 +74,7 @@ def test_docid_map_lookups_across_row_groups(tmp_path, sample_index, monkeypatch
     assert lookup.get("") is None and lookup.get("zzz") is None
 
 
+@pytest.mark.subprocess
 def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(
     sample_index, sample_questions, tmp_path
 ):

@@ -10,9 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.analysis.evaluate import RunWarning, read_run
-from builder.release.assemble.folder import build_release
 from builder.release.validate.folder import validate
-from builder.standins.synthetic import synthesize
 from generation.errors import InputError
 from generation.shards import ShardError
 from generation.stages import read_stage
@@ -25,13 +23,8 @@ from tests.helpers import hub_record
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory):
-    root = tmp_path_factory.mktemp("judged")
-    inputs = synthesize(root / "in", subquestions=200, judgments=3_600, test_share=0.3, shards=1, seed=21)
-    release = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/researchy-subq-judgments"
-    )
+def judged(synthetic_release):
+    release, inputs = synthetic_release("judged", subquestions=200, judgments=3_600, test_share=0.3, shards=1, seed=21)
     return {**inputs, "release": release}
 
 

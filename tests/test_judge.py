@@ -151,6 +151,7 @@ def judge_command(profile_path, pipeline, out):
     return [sys.executable, "-m", "builder.cli.main", *judge_args(profile_path, pipeline, out)]
 
 
+@pytest.mark.subprocess
 def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pipeline, tmp_path):
     import yaml
 
@@ -198,6 +199,8 @@ def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pip
     assert not chunks.exists()
 
 
+@pytest.mark.ray
+@pytest.mark.subprocess
 def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama, tmp_path):
     """The same rows as a run in this process; and while the actors start (seconds: each loads torch and the
     model), no chunk finishes, so a stall threshold of about a second makes the job say so on stderr. Ray runs in a

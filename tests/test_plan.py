@@ -104,6 +104,7 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     assert set(table.columns[8]._cells) == {"0.0"}, "distribution mode has no decode step"
 
 
+@pytest.mark.subprocess
 def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline):
     """scripts/bench_gpu.py at tiny shapes on the CPU (no peak in its table: the test states one): it prints every
     run of both shapes and writes a calibration file whose figures `plan` then prices with."""

@@ -60,7 +60,7 @@ def test_the_variants_paper_rows_cost_under_a_quarter_of_the_paper_prompts(plans
         r for r in rows if (r.label, r.prompt, r.precision) == ("paper, assumed", "crux-paper-document-first", "bf16")
     )
     assert row.prefill_hours == pytest.approx(PAPER_PAIRS * (prefix + suffix) / 3600, rel=1e-9)
-    assert "suffixes at 10.3%, calibrated on Llama-3.3-70B (16 of 80 layers), kit document-first" in row.source
+    assert "suffixes at 10.3%, calibrated on Llama-3.3-70B (16 of 80 layers), kit document-first" in row.suffix_source
 
 
 def test_a_prompt_without_a_variant_has_its_rows_alone_and_says_so(small_pipeline):

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from generation.progress import INTERVAL_ENV, rate_text
 from generation.sample import RESEARCHY
 
@@ -45,6 +47,7 @@ def run_to_file(code, tmp_path, **extra) -> list[str]:
     return log.read_text().splitlines()
 
 
+@pytest.mark.subprocess
 def test_a_log_gets_a_plain_line_every_interval_and_one_at_the_end(tmp_path):
     lines = run_to_file(STAGES, tmp_path, **{INTERVAL_ENV: "0.2"})
     assert not any("\x1b" in line or "━" in line for line in lines), "no terminal codes or bars in a log"
@@ -75,6 +78,7 @@ def test_a_log_gets_a_plain_line_every_interval_and_one_at_the_end(tmp_path):
     assert not any("checks/s" in line or "/?" in line for line in lines)
 
 
+@pytest.mark.subprocess
 def test_a_cli_stage_logs_its_progress_and_a_bad_interval_is_named(tmp_path):
     log = tmp_path / "stderr.log"
     with open(log, "w") as stderr:
@@ -103,6 +107,7 @@ def test_a_cli_stage_logs_its_progress_and_a_bad_interval_is_named(tmp_path):
     ), lines
 
 
+@pytest.mark.subprocess
 def test_a_terminal_gets_a_bar_without_unknown_totals_or_rounded_rates():
     code = STAGES.replace('"stalled", total=10', '"stalled", total=None')
     leader, follower = pty.openpty()

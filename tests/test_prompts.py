@@ -1,4 +1,5 @@
 import re
+from pathlib import Path
 
 import pytest
 
@@ -50,79 +51,51 @@ CRUX_CODE = (
     "Rating: "
 )
 
-# R3A (Yuan et al., arXiv:2508.02506), Appendix D.
-UMBRELA_SYSTEM = "You are a relevance assessor working on a usergenerated content platform."
-UMBRELA_USER = """Given a query and a document, you must provide a score on an integer scale of 0 to 2 with the following meanings:
-
-0 = represent that the document has nothing to do with the query
-
-1 = represents that the document has some answer for the query, but the answer may be a bit unclear, or hidden amongst extraneous information
-
-2 = represents that the document is dedicated to the query and contains the exact answer
-
-Important Instruction:
-
-Assign category 1 if document presents something very important related to the entire topic but also has some extra information and category 2 if the document only and entirely refers to the topic. If none of the above satisfies give it category 0.
-
-Please determine the primary intent behind a user's search query, using both your internal knowledge and the provided context.
-
-Your response must strictly follow the format:
-<think> [the reasoning content] </think>
-<score> [0/1/2] </score>
-Input
-[query]: How do neonicotinoids affect honey bees?
-
-[document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
-
-# R3A, Appendix C, rounds one and two.
-R3A_SYSTEM = "You are a content understanding engineer working on a user-generated content platform."
-R3A_ROUND1 = """Please determine the primary intent behind a user's search query, using both your internal knowledge and the provided context.
-
-Your input consists of the [query] and the [inplatform documents] retrieved based on that query. The latter is intended to assist in judging the user's intent but may contain irrelevant content. The search query should be considered the primary reference. Please carefully analyze the given [query] and the corresponding [in-platform documents] to infer the underlying query intent.
-
-Your response must strictly follow the format: <think> [the reasoning content] </think> <intent> [inferred user intent] </intent> Input
-
-[query]: How do neonicotinoids affect honey bees?
-
-[in-platform documents]: [1] first page
-[2] second page"""
-R3A_ROUND2 = """Please assess the relevance of the [document to be evaluated] based on the user's input [query] and the inferred [intent], and extract the relevant fragment of the document accordingly.
-
-Scoring Criteria
-
-0 =not relevant, the document has nothing to do with the query.
-
-1 = partially relevant, the document is relevant to the query but partly answers it.
-
-2 = highly relevant, the document is dedicated to the query and contains the exact answer.
-
-Extraction Guidelines
-
-- 1. Extract the content from the [document to be evaluated] that is strictly relevant to the query and can help answer the query. This may include paragraphs, sentences, or even individual phrases.
-- 2. The extracted content must come directly from the original document, with all punctuation preserved.
-
-Your response must strictly follow the format: <think> [the reasoning content] </think> <extract> [fragment/none] </extract> <score> [0/1/2] </score>
-
-Input
-
-[document to be evaluated]: Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."""
+# R3A (Yuan et al., arXiv:2508.02506), Appendices C and D as the paper prints them (tests/fixtures/prompts/).
+PUBLISHED = Path(__file__).parent / "fixtures" / "prompts" / "r3a-appendix-c-d.md"
+PLACEHOLDERS = {"query": "question", "doc": "context", "docs": "documents"}  # the paper's names -> the registry's
 
 
-@pytest.mark.parametrize(
-    "prompt_id, expected",
-    [("crux-paper", CRUX_PAPER), ("crux-code", CRUX_CODE), ("umbrela", UMBRELA_USER), ("r3a", R3A_ROUND2)],
-)
+def published_turns() -> list[tuple[str, str]]:
+    """(role, text) of every System and User turn in the appendices, in order: a `### System` or `### User`
+    heading opens a turn; the next heading or `Assistant` line closes it. `$\\{doc\\}$` reads as `{context}`."""
+    turns, role, lines = [], None, []
+    for line in [*PUBLISHED.read_text().splitlines(), "#"]:
+        bare = line.strip("#* ")
+        if line.startswith("#") or bare == "Assistant":
+            if role:
+                text = re.sub(r":\s+\$\\\{(\w+)\\\}\$", r": {\1}", "\n".join(lines).strip())
+                turns.append((role, re.sub(r"\{(\w+)\}", lambda m: "{" + PLACEHOLDERS[m[1]] + "}", text)))
+            role, lines = (bare.lower() if line.startswith("#") and bare in ("System", "User") else None), []
+        elif role:
+            lines.append(line.rstrip())
+    return turns
+
+
+@pytest.mark.parametrize("prompt_id, expected", [("crux-paper", CRUX_PAPER), ("crux-code", CRUX_CODE)])
 def test_golden_renders(prompt_id, expected):
     assert get_prompt(prompt_id).render(QUESTION, CONTEXT) == expected
 
 
-def test_system_turns_and_r3a_round_one():
-    assert get_prompt("umbrela").messages(QUESTION, CONTEXT) == [
-        {"role": "system", "content": UMBRELA_SYSTEM},
-        {"role": "user", "content": UMBRELA_USER},
+def test_umbrela_and_r3a_are_the_papers_turns():
+    """R3A's Appendix C (round one: system and user; round two: user) and Appendix D (UMBRELA: system and user)."""
+    umbrela, r3a = get_prompt("umbrela"), get_prompt("r3a")
+    assert published_turns() == [
+        ("system", r3a.system),
+        ("user", r3a.rounds[0]),
+        ("user", r3a.user),
+        ("system", umbrela.system),
+        ("user", umbrela.user),
     ]
-    assert get_prompt("r3a").system == R3A_SYSTEM
-    assert r3a_intent_turn(QUESTION, ["first page", "second page"]) == R3A_ROUND1
+    papers = dict(question=QUESTION, context=CONTEXT)
+    assert umbrela.messages(QUESTION, CONTEXT) == [
+        {"role": "system", "content": published_turns()[3][1]},
+        {"role": "user", "content": published_turns()[4][1].format(**papers)},
+    ]
+    assert r3a.render(QUESTION, CONTEXT) == published_turns()[2][1].format(**papers)
+    assert r3a_intent_turn(QUESTION, ["first page", "second page"]) == published_turns()[1][1].format(
+        question=QUESTION, documents="[1] first page\n[2] second page"
+    )
     assert get_prompt("crux-paper").messages(QUESTION, CONTEXT) == [{"role": "user", "content": CRUX_PAPER}]
 
 

@@ -12,6 +12,9 @@ from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFile
 from builder.release.publish.to_hub import PublishRefused, git_blob_sha1, publish, release_files
 from generation.shards import sha256_file
 
+# each test validates the release, loading every config, then publishes it
+pytestmark = pytest.mark.slow
+
 TOKEN = "hf_ThisTokenMustNeverBePrinted0123456789"
 
 
@@ -65,16 +68,7 @@ def remote_copy_of(release):
     return files
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    tmp_path = tmp_path_factory.mktemp("publish")
-    inputs = synthesize(tmp_path / "in", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
-    out = tmp_path / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), out, "paper", repo="org/rsj")
-    return out
+SYNTHETIC_RELEASE = dict(repo="org/rsj", subquestions=300, judgments=5600, test_share=0.2, shards=1, seed=5)
 
 
 def test_new_repository(release, monkeypatch, capsys):

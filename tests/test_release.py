@@ -10,58 +10,38 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.assemble.folder import build_release
 from builder.release.assemble.hf_builder import ResearchySubqJudgments
 from builder.release.layout import CONFIGS, file_rows, trec_qrels_path
 from builder.release.validate.folder import CHECKS, validate
-from builder.standins.synthetic import synthesize
 from generation.schema import features
 
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synthetic")
-    return synthesize(
-        root, subquestions=1500, judgments=28_000, test_share=0.25, shards=3, seed=3, unparsed_share=0.004
-    )
+SYNTHETIC_RELEASE = dict(
+    rows_per_file=4000, subquestions=1500, judgments=28_000, test_share=0.25, shards=3, seed=3, unparsed_share=0.004
+)
 
 
-@pytest.fixture(scope="module")
-def release(inputs, tmp_path_factory):
-    out = tmp_path_factory.mktemp("release") / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]],
-        list(inputs["questions"].values()),
-        out,
-        "paper",
-        repo="org/researchy-subq-judgments",
-        rows_per_file=4000,
-    )
-    return out
+def input_rows(release_inputs):
+    return pq.read_table(sorted(release_inputs["judgments"].glob("judgments-*.parquet"))).to_pylist()
 
 
-def input_rows(inputs):
-    return pq.read_table(sorted(inputs["judgments"].glob("judgments-*.parquet"))).to_pylist()
-
-
-def test_level_partitions_hold_each_row_once(release, inputs):
+def test_level_partitions_hold_each_row_once(release, release_inputs):
     counts = {
         lv: pq.read_table(sorted((release / "data" / "judgments" / part).glob("*.parquet"))).num_rows
         for lv, part in [(n, f"level_{n}") for n in range(6)] + [(None, "unparsed")]
     }
-    assert counts == inputs["levels"]
-    assert sum(counts.values()) == inputs["judgments_total"] == 28_000
+    assert counts == release_inputs["levels"]
+    assert sum(counts.values()) == release_inputs["judgments_total"] == 28_000
     assert len(list((release / "data" / "judgments" / "level_2").glob("train-*-of-*.parquet"))) > 1, "rolled files"
 
 
 @pytest.mark.parametrize("config", [c.name for c in CONFIGS])
-def test_load_dataset_returns_what_the_builder_class_builds(release, inputs, tmp_path, config):
+def test_load_dataset_returns_what_the_builder_class_builds(release, release_inputs, tmp_path, config):
     loaded = datasets.load_dataset(str(release), config, cache_dir=str(tmp_path / "load-cache"))
     table = next(c for c in CONFIGS if c.name == config).table
     builder = ResearchySubqJudgments(
         config_name=config,
-        judgments=[inputs["judgments"]],
-        questions=list(inputs["questions"].values()),
+        judgments=[release_inputs["judgments"]],
+        questions=list(release_inputs["questions"].values()),
         cache_dir=str(tmp_path / "cache"),
     )
     builder.download_and_prepare()
@@ -72,9 +52,9 @@ def test_load_dataset_returns_what_the_builder_class_builds(release, inputs, tmp
         assert loaded[split].to_list() == built[split].to_list()
 
 
-def test_judgments_config_is_every_input_row_routed_to_its_split(release, inputs):
-    rows = input_rows(inputs)
-    test_qids = set(pq.read_table(inputs["questions"]["test"] / "questions.parquet")["qid"].to_pylist())
+def test_judgments_config_is_every_input_row_routed_to_its_split(release, release_inputs):
+    rows = input_rows(release_inputs)
+    test_qids = set(pq.read_table(release_inputs["questions"]["test"] / "questions.parquet")["qid"].to_pylist())
     loaded = datasets.load_dataset(str(release), "judgments")
     key = lambda r: (r["subq_id"], r["docid"])  # noqa: E731
     assert sorted(map(key, loaded["test"])) == sorted(key(r) for r in rows if r["qid"] in test_qids)
@@ -88,12 +68,12 @@ def test_judgments_config_is_every_input_row_routed_to_its_split(release, inputs
     assert len(qrels) == sum(1 for r in rows if r["qid"] in test_qids and r["level"] is not None)
 
 
-def test_card_numbers_and_manifest(release, inputs):
+def test_card_numbers_and_manifest(release, release_inputs):
     manifest = json.loads((release / "manifest.json").read_text())
     total = sum(manifest["rows"]["judgments"].values())
-    assert total == inputs["judgments_total"]
+    assert total == release_inputs["judgments_total"]
     unparsed = sum(s["table1"][-1]["count"] for s in manifest["stats"].values())
-    assert unparsed == inputs["levels"][None]
+    assert unparsed == release_inputs["levels"][None]
     text = (release / "README.md").read_text()
     train = manifest["stats"]["train"]
     assert f"| 5 | {train['table1'][0]['count']:,} | {train['table1'][0]['per_subquestion']} |" in text
@@ -303,6 +283,7 @@ def symlink_out(path):
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.slow
 def test_validate_names_each_injected_fault(release, tmp_path, fault):
     broken = tmp_path / "researchy-subq-judgments"
     shutil.copytree(release, broken)
@@ -318,6 +299,7 @@ def test_validate_names_each_injected_fault(release, tmp_path, fault):
         assert [c.name for c in failed] == [CHECKS["trec"]], [(c.name, c.examples) for c in failed]
 
 
+@pytest.mark.subprocess
 def test_validate_prints_its_report_and_not_the_datasets_reader_log(release, tmp_path):
     """A truncated file: `datasets` logs `Failed to read file ... ArrowInvalid` while loading it; validate keeps that
     line out of the output (the load check reports the same failure) and prints its own report."""

@@ -15,16 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    from builder.release.assemble.folder import build_release
-    from builder.standins.synthetic import synthesize
-
-    tmp = tmp_path_factory.mktemp("links")
-    inputs = synthesize(tmp / "in", subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
-    release = tmp / "release"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), release, "paper", repo="org/rsj", rows_per_file=400
-    )
+def built(synthetic_release):
+    options = dict(subquestions=80, judgments=900, test_share=0.2, shards=1, seed=3)
+    release, inputs = synthetic_release("links", repo="org/rsj", rows_per_file=400, **options)
     return inputs, release
 
 
@@ -113,6 +106,7 @@ def test_validate_refuses_a_link_out_of_the_release(built, tmp_path, name):
     assert failed[0].examples == [f"{name}: a link to {outside}, outside the release"]
 
 
+@pytest.mark.slow
 def test_validate_and_publish_on_a_release_missing_a_data_file_say_so_in_one_line(built, tmp_path):
     _, release = built
     copy = copy_of(release, tmp_path)

@@ -9,11 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from builder.release.assemble.folder import build_release
 from builder.release.validate.folder import Report, validate
 from builder.release.validate.rederive import Rederivation
 from builder.standins.release_faults import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys
-from builder.standins.synthetic import synthesize
 from generation.judging.parsing import STAND_IN_RAW, r3a_raw
 from generation.judging.prompts import get_prompt
 from generation.profiles import load_profile
@@ -25,38 +23,18 @@ def distribution_profile():
     return paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"})})
 
 
-def make_release(root: Path, profile) -> Path:
-    # 22 candidates per question: some are admitted by the reranker alone
-    inputs = synthesize(
-        root / "in",
-        subquestions=400,
-        judgments=8_400,
-        test_share=0.25,
-        shards=2,
-        seed=11,
-        unparsed_share=0.004,
-        profile=profile,
-    )
-    out = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]],
-        list(inputs["questions"].values()),
-        out,
-        profile,
-        repo="org/researchy-subq-judgments",
-        rows_per_file=3000,
-    )
-    return out
+# 22 candidates per question: some are admitted by the reranker alone
+SYNTHETIC = dict(subquestions=400, judgments=8_400, test_share=0.25, shards=2, seed=11, unparsed_share=0.004)
 
 
 @pytest.fixture(scope="module")
-def generate_release(tmp_path_factory):
-    return make_release(tmp_path_factory.mktemp("generate"), load_profile("paper"))
+def generate_release(synthetic_release):
+    return synthetic_release("generate", load_profile("paper"), rows_per_file=3000, **SYNTHETIC)[0]
 
 
 @pytest.fixture(scope="module")
-def distribution_release(tmp_path_factory):
-    return make_release(tmp_path_factory.mktemp("distribution"), distribution_profile())
+def distribution_release(synthetic_release):
+    return synthetic_release("distribution", distribution_profile(), rows_per_file=3000, **SYNTHETIC)[0]
 
 
 def test_fresh_releases_of_both_modes_validate(generate_release, distribution_release):
@@ -82,11 +60,13 @@ def caught_by_the_semantic_check_alone(release, tmp_path, fault):
 
 
 @pytest.mark.parametrize("name", sorted(GENERATE_FAULTS))
+@pytest.mark.slow
 def test_validate_catches_each_resealed_corruption(generate_release, tmp_path, name):
     caught_by_the_semantic_check_alone(generate_release, tmp_path, GENERATE_FAULTS[name])
 
 
 @pytest.mark.parametrize("name", sorted(DISTRIBUTION_FAULTS))
+@pytest.mark.slow
 def test_validate_catches_each_resealed_distribution_corruption(distribution_release, tmp_path, name):
     caught_by_the_semantic_check_alone(distribution_release, tmp_path, DISTRIBUTION_FAULTS[name])
 

@@ -258,6 +258,7 @@ def leftovers(out):
     return sorted(str(p.relative_to(out)) for p in out.rglob("*") if ".tmp" in p.name or p.parent.name == "_locks")
 
 
+@pytest.mark.subprocess
 def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
     source, out = corpus_input(tmp_path / "in", 40_000), tmp_path / "corpus"
     proc = subprocess.Popen(corpus_command(source, out), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -273,6 +274,7 @@ def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
     assert pq.read_metadata(out / "corpus-00000-of-00001.parquet").num_rows == 40_000
 
 
+@pytest.mark.subprocess
 def test_a_second_worker_on_a_shard_is_told_who_holds_it(tmp_path):
     source, out = corpus_input(tmp_path / "in", 120_000), tmp_path / "corpus"
     first = subprocess.Popen(

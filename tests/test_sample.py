@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from generation.sample import CLUEWEB22, RESEARCHY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +40,7 @@ def test_questions_are_researchy_records_with_mostly_present_clicks():
         assert len(r["intrinsic_scores"]) == 8
 
 
+@pytest.mark.subprocess
 def test_sample_is_regenerated_byte_for_byte():
     result = subprocess.run(
         [sys.executable, "scripts/make_sample.py", "--check"], cwd=ROOT, capture_output=True, text=True

@@ -72,6 +72,7 @@ EXAMPLE_ROWS = {
         "expected": None,
         "probs": None,
     },
+    "pilot_sample": {"qid": "1", "subq_id": "1-0", "docid": "d"},
 }
 
 

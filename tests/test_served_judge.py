@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.standins.openai_server import Fault, run_batch_on
+from builder.standins.openai_server import Fault, fingerprint, run_batch_on
 from generation.profiles import load_profile
 from generation.shards import Shard
 from generation.stages import REGISTRY
@@ -208,3 +208,37 @@ def test_a_backend_given_on_the_command_line_writes_the_profile_a_release_needs(
     assert code == 1 and f"{written}, which judge wrote beside them, does" in " ".join(output.split())
     code, output = cli(*release, "--profile", written, "--out", tmp_path / "r2")
     assert code == 0, output
+
+
+def test_a_release_built_with_allow_failed_pairs_validates_with_them_counted_apart(
+    tmp_path, small_pipeline, server_profile, standin
+):
+    """`build-release --allow-failed-pairs` is the documented way to publish failed pairs: its release validates
+    (and so publishes). A failed pair is no judge's answer, so it is not in the unparsed ('Other') share; validate
+    counts the failed pairs apart and checks them against the manifest."""
+    standin.fail(
+        lambda body: "Is this a probe request?" not in json.dumps(body) and fingerprint(body) % 5 == 0,
+        *[Fault(400, body='{"error": {"message": "prompt too long"}}')] * 10_000,
+    )
+    code, output = cli(*judge_args(server_profile, small_pipeline, tmp_path / "served", "--endpoint", standin.endpoint))
+    assert code == 0, output
+    judged = rows(tmp_path / "served")
+    failed = sum(r["status"] == "request_failed" for r in judged)
+    assert failed / len(judged) > 0.05, "more failed pairs than the unparsed bound (1%) allows answers"
+    release = tmp_path / "release"
+    build = ["build-release", "--profile", server_profile, "--judgments", tmp_path / "served"]
+    code, output = cli(*build, "--questions", small_pipeline["questions"], "--out", release, "--allow-failed-pairs")
+    assert code == 0, output
+    code, output = cli("validate", release, "--no-load")
+    assert code == 0, output
+    flat = " ".join(output.split())
+    assert f"{failed:,} failed pairs (status request_failed, published with --allow-failed-pairs)" in flat
+    manifest = json.loads((release / "manifest.json").read_text())
+    manifest["failed_pairs"] = failed - 1  # the data holds one more than the build counted
+    (release / "manifest.json").write_text(json.dumps(manifest))
+    code, output = cli("validate", release, "--no-load")
+    assert (
+        code == 1
+        and f"{failed:,} rows with status request_failed, but manifest.json counts {failed - 1:,}"
+        in " ".join(output.split())
+    )

@@ -2,7 +2,7 @@
 
 The copy is a ClueWeb22 txt tree of the published shape (lemurproject/ClueWeb22 ClueWeb22Api.py: one gzip member a
 record, `.offset` files of '{:010d}\\n' entries), written by builder/standins/clueweb22_texts.py's `write_tree`; the release is a
-real one (`synthesize` + `build_release`)."""
+real one (conftest's `synthetic_release`)."""
 
 import gzip
 import json
@@ -13,11 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from builder.release.assemble.folder import build_release
 from builder.release.publish.to_hub import PublishRefused, publish
 from builder.release.validate.folder import validate
 from builder.standins.clueweb22_texts import write_release_stub, write_tree
-from builder.standins.synthetic import synthesize
 from builder.training.texts import judged_docids, write_texts
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
@@ -27,26 +25,11 @@ from generation.shards import Shard
 CONTEXT_WORDS = 40  # short, so the cut shows
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    root = tmp_path_factory.mktemp("texts-release")
-    profile = load_profile("paper")
-    profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": CONTEXT_WORDS})})
-    inputs = synthesize(
-        root / "in",
-        subquestions=60,
-        judgments=1200,
-        test_share=0.25,
-        shards=1,
-        seed=11,
-        unparsed_share=0.0,
-        profile=profile,
-    )
-    out = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
-    )
-    return out
+PAPER = load_profile("paper")
+PROFILE = PAPER.model_copy(update={"judge": PAPER.judge.model_copy(update={"context_words": CONTEXT_WORDS})})
+SYNTHETIC_RELEASE = dict(
+    profile=PROFILE, subquestions=60, judgments=1200, test_share=0.25, shards=1, seed=11, unparsed_share=0.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +135,7 @@ def test_the_kits_corpus_parquet_as_the_copy_gives_the_same_texts(release, copy,
     assert set(missing_of(tmp_path / "from-parquet")) == copy["short"] | copy["empty"]
 
 
+@pytest.mark.slow
 def test_refuses_a_release_folder_and_validate_and_publish_refuse_a_release_holding_text(release, copy, tmp_path):
     with pytest.raises(ArgumentError, match="inside the release folder"):
         write_texts(release, copy["root"], release / "texts")
@@ -209,3 +193,16 @@ def test_an_offset_file_without_its_last_line_break_still_gives_the_last_record(
     offsets.write_text(offsets.read_text().rstrip("\n"))
     release = write_release_stub(tmp_path / "release", ["clueweb22-en0000-05-00003"])
     assert write_texts(release, tmp_path / "copy", tmp_path / "out").written == 1
+
+
+def test_cli_texts_from_a_corpus_parquet_names_the_copy_not_clueweb22_files(release, copy, tmp_path):
+    from builder.cli.main import app
+    from generation.stages.corpus import build_corpus
+
+    build_corpus([copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"], tmp_path / "corpus")
+    result = CliRunner().invoke(
+        app, ["texts", str(release), "--from", str(tmp_path / "corpus"), "--out", str(tmp_path / "t")]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"from the corpus Parquet {tmp_path / 'corpus'} ->" in " ".join(result.stdout.split())
+    assert "ClueWeb22 files" not in result.stdout

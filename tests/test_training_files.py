@@ -21,7 +21,7 @@ from generation.errors import ArgumentError
 from generation.models import MINILM, resolve_model
 from generation.profiles import load_profile
 from generation.schema import conform
-from tests.test_texts import copy, release  # noqa: F401 - the module fixtures: a real release and a ClueWeb22 copy
+from tests.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 
 PAPER = load_profile("paper")
 
@@ -38,7 +38,7 @@ def jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def hard_negative_rows(release, split):  # noqa: F811
+def hard_negative_rows(release, split):
     return [r for p in config("hard-negatives").files(release, split) for r in pq.read_table(p).to_pylist()]
 
 
@@ -69,6 +69,7 @@ def test_sentence_transformers_dataset_and_its_id_sidecar(release, copy, files):
         assert files["summary"].left_out[split] == len(hard_negative_rows(release, split)) - len(expected)
 
 
+@pytest.mark.slow
 def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path):
     from sentence_transformers import (
         SentenceTransformer,
@@ -96,7 +97,7 @@ def test_sentence_transformer_trainer_takes_the_dataset_as_it_is(files, tmp_path
     assert trainer.train().global_step == 1
 
 
-def test_flagembedding_lines_carry_levels_as_scores(release, files):  # noqa: F811
+def test_flagembedding_lines_carry_levels_as_scores(release, files):
     rows = jsonl(files["out"] / "flagembedding" / "train.jsonl")
     assert rows and all(set(r) == {"query", "pos", "neg", "pos_scores", "neg_scores"} for r in rows)
     for r in rows:
@@ -129,7 +130,7 @@ def test_tevatron_corpus_holds_every_document_its_rows_name(files):
     assert set(rows[0]) >= {"query_id", "query_text", "positive_document_ids", "negative_document_ids", "qid"}
 
 
-def test_refused_inside_a_release_and_validate_fails_a_release_holding_them(release, files, tmp_path):  # noqa: F811
+def test_refused_inside_a_release_and_validate_fails_a_release_holding_them(release, files, tmp_path):
     with pytest.raises(ArgumentError, match="inside the release folder"):
         write_training_files(release, files["texts"], release / "training")
     broken = tmp_path / "researchy-subq-judgments"
@@ -145,7 +146,7 @@ def test_refused_inside_a_release_and_validate_fails_a_release_holding_them(rele
     ]
 
 
-def test_cli_training_files(release, files, tmp_path):  # noqa: F811
+def test_cli_training_files(release, files, tmp_path):
     from builder.cli.main import app
 
     result = CliRunner().invoke(
@@ -194,13 +195,12 @@ def test_cli_training_files(release, files, tmp_path):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def retrieved_release(tmp_path_factory):
+def retrieved_release(synthetic_release, tmp_path_factory):
     """The training-configs test's release (built with runs: every source of negatives) and a corpus Parquet copy
     holding every document the judgments and the runs name but one retrieved-unjudged negative of a row."""
-    from tests.test_training_configs import training_inputs, training_release
+    from tests.test_training_configs import SYNTHETIC_RELEASE as TRAINING_RELEASE
 
-    inputs = training_inputs(tmp_path_factory.mktemp("retrieved"))
-    built = training_release(inputs)
+    built, inputs = synthetic_release("retrieved", **TRAINING_RELEASE)
     named = pq.read_table(sorted(inputs["runs"].glob("*.parquet")), columns=["docid"])["docid"].to_pylist()
     named += pq.read_table(config("judgments").files(built, "train"), columns=["docid"])["docid"].to_pylist()
     rows = [r for split in ("train", "dev", "test") for r in hard_negative_rows(built, split)]

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# pip builds the wheel and a fresh venv runs it
+pytestmark = pytest.mark.subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = shutil.ignore_patterns(
     ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "demo-output", ".pytest_cache"

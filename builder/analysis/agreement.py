@@ -5,7 +5,7 @@ rankings (Kendall tau between run orderings scored with each label set)."""
 
 from __future__ import annotations
 
-import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from scipy import stats as sps
 
 from builder.analysis.labels import apply_mapping, read_labels, read_trec_run
-from generation.errors import InputError
+from generation.errors import InputError, read_json_file
 
 
 @dataclass
@@ -104,31 +104,67 @@ def per_level(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
     return out
 
 
-def point_measures(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
-    def correlation(fn):
-        if len(a) < 2 or a.std() == 0 or b.std() == 0:
-            return float("nan")
-        return float(fn(a, b)[0])
+def correlation(fn, a: np.ndarray, b: np.ndarray) -> float:
+    """`fn` (scipy's spearmanr, kendalltau) of two series; NaN when either is constant or shorter than 2."""
+    if len(a) < 2 or a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(fn(a, b)[0])
 
+
+def point_measures(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
     return {
         "kappa": cohen_kappa(a, b, levels),
         "kappa_linear": cohen_kappa(a, b, levels, "linear"),
         "kappa_quadratic": cohen_kappa(a, b, levels, "quadratic"),
         "krippendorff_alpha_ordinal": krippendorff_alpha_ordinal(a, b, levels),
-        "spearman": correlation(sps.spearmanr),
-        "kendall_tau_b": correlation(sps.kendalltau),
+        "spearman": correlation(sps.spearmanr, a, b),
+        "kendall_tau_b": correlation(sps.kendalltau, a, b),
         "exact_agreement": float((a == b).mean()) if len(a) else float("nan"),
+        "within_one_level": float((np.abs(a - b) <= 1).mean()) if len(a) else float("nan"),
     }
 
 
-def bootstrap(a: np.ndarray, b: np.ndarray, levels: list[int], resamples: int, seed: int) -> dict:
+def bootstrap(
+    a: np.ndarray, b: np.ndarray, levels: list[int], resamples: int, seed: int, groups: np.ndarray | None = None
+) -> dict:
+    """95% percentile intervals of `point_measures`. Pairs are resampled with replacement; with `groups` (a label
+    per pair, e.g. its question), whole groups are, so pairs that share a question are not counted as independent."""
     rng = np.random.default_rng(seed)
+    members = [np.arange(len(a))] if groups is None else list(_group_members(groups))
     samples: dict[str, list[float]] = {}
     for _ in range(resamples):
-        pick = rng.integers(0, len(a), len(a))
+        if groups is None:
+            pick = rng.integers(0, len(a), len(a))
+        else:
+            pick = np.concatenate([members[i] for i in rng.integers(0, len(members), len(members))])
         for name, value in point_measures(a[pick], b[pick], levels).items():
             samples.setdefault(name, []).append(value)
-    return {name: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] for name, v in samples.items()}
+    with warnings.catch_warnings():  # a measure undefined in every resample (a constant side) has no interval: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {
+            name: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] for name, v in samples.items()
+        }
+
+
+def _group_members(groups: np.ndarray):
+    """The positions of each group's pairs, groups in sorted order (so a seeded bootstrap is reproducible)."""
+    order = np.argsort(groups, kind="stable")
+    _, starts = np.unique(groups[order], return_index=True)
+    return np.split(order, starts[1:])
+
+
+def threshold_precision_recall(predicted: np.ndarray, reference: np.ndarray, threshold: int) -> dict:
+    """`predicted >= threshold` against `reference >= threshold` as the truth: precision, recall and the counts."""
+    said, true = predicted >= threshold, reference >= threshold
+    both = int((said & true).sum())
+    return {
+        "threshold": threshold,
+        "precision": both / int(said.sum()) if said.sum() else None,
+        "recall": both / int(true.sum()) if true.sum() else None,
+        "predicted": int(said.sum()),
+        "reference": int(true.sum()),
+        "both": both,
+    }
 
 
 def ndcg_at(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], k: int = 10) -> float:
@@ -180,16 +216,7 @@ def mapped(grades: pa.ChunkedArray, mapping, binary_at: int | None, path: Path, 
 def read_agreement(path: Path) -> dict:
     """The JSON `agreement --json` wrote, for the card's section; anything else is an InputError naming the file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(path, 0, f"cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(
-            path, e.lineno, f"not JSON ({e.msg}); pass the file `researchy-subq agreement --json` wrote"
-        ) from None
+    data = read_json_file(path, "the file `researchy-subq agreement --json` wrote")
     needed = ("a", "b", "coverage", "measures")
     missing = [k for k in needed if k not in data] if isinstance(data, dict) else list(needed)
     if missing:
@@ -215,27 +242,33 @@ def agreement(
     a = a.set_column(2, "grade", mapped(a["grade"], map_a, binary_at, path_a, "--map-a"))
     b = b.set_column(2, "grade", mapped(b["grade"], map_b, binary_at, path_b, "--map-b"))
     joined = join(a, b)
-    levels = sorted(set(joined.a.tolist()) | set(joined.b.tolist())) or [0]
+    result = {"a": str(path_a), "b": str(path_b), **compare(joined, resamples=resamples, seed=seed)}
+    if runs:
+        result["system_ranking"] = system_ranking(runs, joined)
+    return result
+
+
+def compare(joined: Joined, levels: list[int] | None = None, resamples: int = 1000, seed: int = 0, groups=None) -> dict:
+    """Every measure of two label sets on their jointly labelled pairs: the `agreement` result without its paths.
+    `levels`: the scale (default: the levels seen); `groups`: resample whole groups in the bootstrap (`bootstrap`)."""
+    a, b = joined.a, joined.b
+    levels = levels or sorted(set(a.tolist()) | set(b.tolist())) or [0]
     result = {
-        "a": str(path_a),
-        "b": str(path_b),
         "levels": levels,
-        "coverage": {"both": len(joined.a), "only_a": joined.only_a, "only_b": joined.only_b},
-        "measures": point_measures(joined.a, joined.b, levels),
-        "confusion": {"levels": levels, "rows_a_columns_b": confusion(joined.a, joined.b, levels).tolist()},
-        "per_level": per_level(joined.a, joined.b, levels),
+        "coverage": {"both": len(a), "only_a": joined.only_a, "only_b": joined.only_b},
+        "measures": point_measures(a, b, levels),
+        "confusion": {"levels": levels, "rows_a_columns_b": confusion(a, b, levels).tolist()},
+        "per_level": per_level(a, b, levels),
         "binary": {
             str(t): {
-                "agreement": float(((joined.a >= t) == (joined.b >= t)).mean()) if len(joined.a) else None,
-                "kappa": cohen_kappa((joined.a >= t).astype(int), (joined.b >= t).astype(int), [0, 1]),
+                "agreement": float(((a >= t) == (b >= t)).mean()) if len(a) else None,
+                "kappa": cohen_kappa((a >= t).astype(int), (b >= t).astype(int), [0, 1]),
             }
             for t in levels[1:]
         },
     }
-    if len(joined.a) and resamples:
-        result["confidence_95"] = bootstrap(joined.a, joined.b, levels, resamples, seed)
-    if runs:
-        result["system_ranking"] = system_ranking(runs, joined)
+    if len(a) and resamples:
+        result["confidence_95"] = bootstrap(a, b, levels, resamples, seed, groups)
     return result
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from builder.cli.pilot import pilot
 from builder.cli.reports import JSON_HELP, emit_json
 from builder.cli.support import (
     RELEASE,
@@ -24,7 +25,7 @@ from generation.progress import console, counter
 from generation.progress import results as results_console
 from generation.storage import refuse_links
 
-app = new_app("Analysis commands: agreement, simulate, evaluate.")
+app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
 
 
 @app.command()
@@ -236,4 +237,5 @@ def evaluate(
         )
 
 
+app.command()(pilot)
 guard_commands(app)

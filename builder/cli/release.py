@@ -37,6 +37,9 @@ def build_release_command(
     agreement_file: Path | None = typer.Option(
         None, "--agreement", help="JSON from `agreement --json`: a card section"
     ),
+    pilot: Path | None = typer.Option(
+        None, "--pilot", help="the pilot.json of `researchy-subq pilot` whose setting made these labels: a card section"
+    ),
     shards_revision: str | None = typer.Option(
         None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), recorded in manifest.json"
     ),
@@ -80,6 +83,7 @@ def build_release_command(
             leave_out_other_text=leave_out_other_text,
             allow_failed_pairs=allow_failed_pairs,
             runs=runs or None,
+            pilot=pilot,
         ),
     )
     for split, stats in summary.stats.items():

@@ -181,7 +181,13 @@ def other_text_line(counts: dict) -> str:
         return ""
     return (
         f"; the authors' clicked pass (crux gen_ratings_offload_qrel.py lines 82-91) graded {counts['ratings']:,} "
-        f"ratings of {counts['documents']:,} documents on another document's text, after "
+        f"ratings of {counts['documents']:,} documents on another document's text"
+        + (
+            f" ({counts['ratings_without_level']:,} of them without a level: their -1, -2 or 7)"
+            if counts.get("ratings_without_level")
+            else ""
+        )
+        + ", after "
         f"{counts['missing_clicked_documents']:,} clicked documents missing from the corpus: status "
         "imported_other_text (build-release --leave-out-other-text leaves them out)"
     )
@@ -214,6 +220,7 @@ REPORTS = {
     "judge-budgeted": report_judge,
     "import-labels": report_import,
     "judge-limited": report_limited_judge,
+    "pilot-judge": report_judge,
 }
 
 

@@ -1,7 +1,7 @@
 """The retriever commands of `researchy-subq`, from a release to a fine-tuned retriever: texts (the judged documents'
 texts from the user's own licensed copy) and training-files (what sentence-transformers, FlagEmbedding, BEIR and
 Tevatron read), both written locally, never into a release folder; train (the fine-tuning recipe over them,
-builder/training/recipe.py)."""
+builder/training/recipe.py, and its push to the Hub)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import typer
 
 from builder.cli.support import (
     NUM_SHARDS,
-    PROFILE,
     RELEASE,
     SHARD,
     check_folder_arg,
@@ -69,12 +68,18 @@ def texts(
     if summary.skipped:
         notice("shard already complete under this release and copy: skipped (delete its _done record to redo it)")
         return
+    for offsets, why in summary.wrong_offsets.items():
+        notice(f"{offsets}: wrong ({why}); its ClueWeb22 file was read by streaming instead")
     missing = sum(summary.missing.values())
     reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(summary.missing.items())) or "none"
+    read = (
+        f"{summary.files_opened:,} ClueWeb22 files"
+        if summary.copy_kind == "clueweb22-txt"
+        else f"the corpus Parquet {copy}"
+    )
     results.print(
         f"shard {summary.shard}: {summary.written:,} of {summary.documents:,} documents written, "
-        f"{missing:,} missing ({reasons}) from {summary.files_opened:,} ClueWeb22 files -> "
-        f"{summary.outputs[0]}; missing list {summary.outputs[1]}",
+        f"{missing:,} missing ({reasons}) from {read} -> {summary.outputs[0]}; missing list {summary.outputs[1]}",
         highlight=False,
         markup=False,
     )
@@ -130,28 +135,73 @@ def training_files(
 def train(
     release: Path = RELEASE,
     texts: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote from your copy"),
-    out: Path = typer.Option(
-        ...,
-        "--out",
-        help="where the fine-tuned model goes (its checkpoints under OUT/checkpoints; a re-run resumes from the last)",
+    out: Path = typer.Option(..., "--out", help="the model folder: the fine-tuned model and its card, nothing else"),
+    work: Path | None = typer.Option(
+        None, "--work", help="the training files and checkpoints (default: OUT-work beside OUT); a re-run resumes"
     ),
-    profile: str = PROFILE,
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        help="default: the profile the release was built with; another must agree with it in every section but train",
+    ),
+    base_model: str | None = typer.Option(
+        None, "--base-model", help="the bi-encoder to fine-tune: a local folder, or a Hub name already cached"
+    ),
+    epochs: float | None = typer.Option(None, "--epochs", min=0, help="passes over the training rows"),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="stop after this many steps"),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=2, help="rows per batch at most"),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", min=0, help="AdamW's peak learning rate"),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="the trainer's and the batch sampler's seed"),
+    ranking: str | None = typer.Option(
+        None, "--ranking", help="what a query ranks when measuring: corpus (the texts folder, as mteb) or judged"
+    ),
+    push_to_hub: str | None = typer.Option(
+        None,
+        "--push-to-hub",
+        help="ORG/NAME: upload the model folder, once a scan of its files finds none of the training texts",
+    ),
 ) -> None:
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
-    batches that keep judged positives out of each anchor's negatives), then print base vs fine-tuned on dev and test."""
+    batches that keep judged positives out of each anchor's negatives), keep the checkpoint with the best dev
+    nDCG@10, and measure it once on test."""
+    from builder.release.publish.hub_errors import PublishRefused, checked_repo_id
+    from builder.training.push import push_model
     from builder.training.recipe import train_and_measure
     from builder.training.report import render_report
+    from builder.training.run_settings import train_profile
 
     existing_release(release)
     check_folder_arg(out, "--out")
+    check_folder_arg(work, "--work")
     if not texts.is_dir():
         fail(f"{texts}: no such folder (write it with `researchy-subq texts`)")
-    chosen = profile_of(profile)
     try:
-        report = train_and_measure(release, texts, chosen, out, progress=notice)
+        if push_to_hub:
+            checked_repo_id(push_to_hub, "--push-to-hub")  # before the long work
+    except PublishRefused as e:
+        fail(str(e))
+    chosen = train_profile(
+        release,
+        profile_of(profile) if profile else None,
+        model=base_model,
+        epochs=epochs,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
+        ranking=ranking,
+    )
+    try:
+        report = train_and_measure(release, texts, chosen, out, work, model_id=push_to_hub, progress=notice)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e))
     results.print(render_report(report, chosen), highlight=False, markup=False)
+    if push_to_hub:
+        try:
+            url = push_model(out, texts, push_to_hub, say=notice)
+        except PublishRefused as e:  # training text found (nothing uploaded), or a Hub error in one line
+            fail(str(e))
+        results.print(f"pushed {out} -> {url}", highlight=False, markup=False)
 
 
 guard_commands(app)

@@ -106,6 +106,16 @@ def answer_with_digits(directory) -> None:
     model.save_pretrained(directory)
 
 
+def save_digit_llama(directory, **extra):
+    """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, its greedy answer a digit:
+    the stand-in for the paper's judge (`extra` as `save_tiny_causal_lm`'s)."""
+    save_tiny_causal_lm(
+        directory, "LlamaConfig", "LlamaForCausalLM", 2, chat="llama3", **{"max_position_embeddings": 4096, **extra}
+    )
+    answer_with_digits(directory)
+    return directory
+
+
 def build_model(shape, device: str, dtype, attention: str | None = None, fp8: bool = False):
     """Random weights of `shape` on `device`, made layer by layer from the meta device (each decoder layer
     materialised, initialised and, for fp8, quantized before the next), so the whole 70B shape in fp8 never

@@ -1,5 +1,6 @@
 """A stand-in OpenAI-compatible server on 127.0.0.1 for `make test` and scripts/hostile.py (the real `vllm serve`
-runs in `make test-vllm`), and a batch runner over it that writes `vllm run-batch`'s result lines.
+runs in `make test-vllm`), a batch runner over it that writes `vllm run-batch`'s result lines, and the profile of a
+judge it serves.
 
 It answers GET /v1/models, POST /v1/completions and POST /v1/chat/completions in the shapes vLLM 0.32 answers them
 (choices[0].text / .message.content; completions logprobs.top_logprobs = [{token: logprob}], chat
@@ -237,3 +238,29 @@ def answered(cid, text, style="vllm"):
             "error": None,
         }
     )
+
+
+def served_judge_profile(profile: dict, model, **server) -> dict:
+    """`profile` (a profile's data) with the paper's judge on `model`, a tiny chat Llama, served as `standin-judge`:
+    chat requests, 120-word contexts, chunks of 16 and a 10 ms retry backoff. `server` sets more of the openai
+    section, and the name says which (`served`, `served-max_retry_after_s1`). The endpoint is a placeholder:
+    `researchy-subq judge --endpoint` gives the stand-in's address."""
+    from generation.profiles import load_profile
+
+    judge = {
+        **load_profile("paper").judge.model_dump(),
+        "backend": "openai",
+        "model": str(model),
+        "max_model_len": 512,
+        "context_words": 120,
+        "chunk_size": 16,
+        "openai": {
+            "endpoint": "http://127.0.0.1:9/v1",
+            "request_shape": "chat",
+            "served_model": "standin-judge",
+            "retry_backoff_s": 0.01,
+            **server,
+        },
+    }
+    name = "served-" + "-".join(f"{k}{v}" for k, v in server.items()) if server else "served"
+    return {**profile, "name": name, "judge": judge}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +49,8 @@ def json_path(root: Path, key: str) -> Path:
     return root / lang / stream / lang_stream_subdir / f"{key}.json.gz"
 
 
-def _record(line: bytes, docid: str, path: Path, line_number: int) -> Found:
-    """The record at the line `docid` names, parsed as the corpus stage parses ClueWeb22 txt (an InputError naming
-    the file and line when it is not one)."""
-    doc = parse_line(line, path, line_number)
+def _record(doc: dict, docid: str) -> Found:
+    """What the record at the line `docid` names gives (parsed as the corpus stage parses ClueWeb22 txt)."""
     if doc["docid"] != docid:
         return Found(docid, None, reason="other_id")
     if not doc["text"].strip():
@@ -60,27 +58,63 @@ def _record(line: bytes, docid: str, path: Path, line_number: int) -> Found:
     return Found(docid, doc["text"], doc["url_hash"])
 
 
-def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:
+@dataclass(frozen=True)
+class OffsetMismatch:
+    """A record the offset file does not lead to: what reading at its offsets gave (None: nothing readable), and why."""
+
+    index: int  # position in the file's wanted list
+    found: Found | None
+    why: str
+
+
+def _offset_entry(raw: bytes, line: int) -> int | str:
+    """One entry of an offset file, or what is wrong with it."""
+    text = raw.strip()
+    return int(text) if text.isdigit() else f"line {line} is {raw.decode('latin-1')!r}, not a byte offset"
+
+
+def _last_offset(index, size: int) -> int | None:
+    index.seek(max(0, size - 2 * OFFSET_ENTRY))
+    tail = index.read().split()
+    return int(tail[-1]) if tail and tail[-1].isdigit() else None
+
+
+def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Iterator[Found | OffsetMismatch]:
+    """The wanted records read at their offsets, each checked against the ClueWeb22-ID expected there; the first that
+    is not where the offsets say is an OffsetMismatch, and nothing is read after it."""
+    data_size, index_size = path.stat().st_size, offsets.stat().st_size
     with open(offsets, "rb") as index, open(path, "rb") as data:
-        for record, docid in wanted:
+        for position, (record, docid) in enumerate(wanted):
             index.seek(record * OFFSET_ENTRY)
-            pair = index.read(2 * OFFSET_ENTRY).split()
+            pair = [_offset_entry(raw, record + 1 + i) for i, raw in enumerate(index.read(2 * OFFSET_ENTRY).split())]
             if len(pair) < 2:
-                yield Found(docid, None, reason="no_line")
-                continue
-            start, end = int(pair[0]), int(pair[1])
+                last = _last_offset(index, index_size)
+                if last == data_size:  # the offsets cover the whole file: it has no such record
+                    yield Found(docid, None, reason="no_line")
+                    continue
+                yield OffsetMismatch(
+                    position,
+                    Found(docid, None, reason="no_line"),
+                    f"it ends before record {record}, at offset {last} of the {data_size:,} bytes of {path.name}",
+                )
+                return
+            wrong = next((entry for entry in pair if isinstance(entry, str)), None)
+            if wrong is not None:
+                yield OffsetMismatch(position, None, wrong)
+                return
+            start, end = pair
             data.seek(start)
             try:
-                line = gzip.decompress(data.read(end - start))
-            except (OSError, EOFError, zlib.error) as e:
-                raise InputError(
-                    path,
-                    record + 1,
-                    f"bytes {start}-{end} (from {offsets.name}) are not a gzip member "
-                    f"({e}): the offset file does not belong to this file",
-                    record_id=docid,
-                ) from None
-            yield _record(line, docid, path, record + 1)
+                doc = parse_line(gzip.decompress(data.read(max(0, end - start))), path, record + 1)
+            except (OSError, EOFError, zlib.error, InputError) as e:
+                yield OffsetMismatch(position, None, f"bytes {start}-{end} are not a ClueWeb22 record ({e})")
+                return
+            if doc["docid"] != docid:
+                yield OffsetMismatch(
+                    position, _record(doc, docid), f"bytes {start}-{end} hold {doc['docid']}, not {docid}"
+                )
+                return
+            yield _record(doc, docid)
 
 
 def _by_streaming(path: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:
@@ -91,25 +125,42 @@ def _by_streaming(path: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:
         with gzip.open(path, "rb") as f:
             for lineno, line in enumerate(f):
                 while lineno == record:
-                    yield _record(line, docid, path, lineno + 1)
+                    yield _record(parse_line(line, path, lineno + 1), docid)
                     record, docid = next(pending, (None, None))
                     if record is None:
                         return
     except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, lineno + 1, f"not a readable gzip file ({e})") from None
+        raise InputError(path, lineno + 2, f"not a readable gzip file ({e})") from None  # the line after the last read
     while record is not None:
         yield Found(docid, None, reason="no_line")
         record, docid = next(pending, (None, None))
 
 
-def read_file_records(root: Path, key: str, wanted: list[tuple[int, str]], use_offsets: bool = True) -> Iterator[Found]:
-    """The documents `wanted` ((record number, docid), sorted by record) of one ClueWeb22 file, in that order."""
+def read_file_records(
+    root: Path,
+    key: str,
+    wanted: list[tuple[int, str]],
+    use_offsets: bool = True,
+    wrong_offsets: Callable[[Path, str], None] = lambda offsets, why: None,
+) -> Iterator[Found]:
+    """The documents `wanted` ((record number, docid), sorted by record) of one ClueWeb22 file, in that order. Through
+    its offset file when there is one (and `use_offsets`); from the first record not where the offsets say, by
+    streaming the file, and `wrong_offsets(offset file, why)` is called when streaming finds what the offsets missed."""
     path = json_path(root, key)
     if not path.is_file():
         yield from (Found(docid, None, reason="no_file") for _, docid in wanted)
         return
     offsets = path.with_name(f"{key}.offset")
-    if use_offsets and offsets.is_file():
-        yield from _by_offsets(path, offsets, wanted)
-    else:
+    if not (use_offsets and offsets.is_file()):
         yield from _by_streaming(path, wanted)
+        return
+    for found in _by_offsets(path, offsets, wanted):
+        if isinstance(found, Found):
+            yield found
+            continue
+        streamed = _by_streaming(path, wanted[found.index :])
+        first = next(streamed)  # a damaged data file raises here, naming itself
+        if first != found.found:
+            wrong_offsets(offsets, found.why)
+        yield first
+        yield from streamed

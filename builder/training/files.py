@@ -37,7 +37,7 @@ from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, Training
 from builder.training.rows import release_rows, rule_of_release
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError, InputError
-from generation.storage import commit, tmp_path, write_text_atomic
+from generation.storage import commit, prepare_output_folder, tmp_path, write_text_atomic
 
 BATCH_ROWS = 2_000
 SQL_VARIABLES = 500  # ids per `IN (...)` query, well under SQLite's limit on host parameters
@@ -255,6 +255,7 @@ def write_training_files(
     if unknown or not formats:
         raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
+    prepare_output_folder(out)
     shards = texts_folder_for(release, texts)
     _, manifest = release_context_words(release)
     if not (manifest.get("training") or {}).get("fill_order"):

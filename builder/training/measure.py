@@ -1,21 +1,31 @@
-"""Before/after numbers of a bi-encoder on a release split, with the kit's own `evaluate`: dense retrieval over the
-texts of the split's judged documents, each sub-question ranking them (nDCG@10 over sub-questions, gain = the
-level) and each question ranking them (alpha-nDCG@10 with the sub-questions as aspects, and nDCG@10 with a
-document's highest level as its gain, over questions: builder/analysis/evaluate.py `evaluate_run`)."""
+"""A bi-encoder's numbers on release splits, with the kit's own `evaluate`: dense retrieval (cosine) over a ranking
+set, each sub-question ranking it (nDCG@10 over sub-questions, gain = the level) and each question ranking it
+(alpha-nDCG@10 with the sub-questions as aspects, and nDCG@10 with a document's highest level as its gain, over
+questions: builder/analysis/evaluate.py `evaluate_run`).
+
+The ranking set is named in every table:
+- `corpus`: every document of the texts folder (every split's judged documents the user's copy has), as the release
+  card's mteb task ranks them (its corpus is the texts folder's `text` column);
+- `judged`: only the split's own judged documents (cheaper; an easier task, so higher numbers).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from builder.analysis.evaluate import evaluate_run, evaluate_subquestion_run, judgment_files
 from builder.release.layout import config
 
-QUERY_CHUNK = 1024  # queries scored against the whole document matrix at once (memory: chunk x documents floats)
+RANKINGS = ("corpus", "judged")
+QUERY_CHUNK = 1024  # queries scored against a chunk of documents at once (memory: QUERY_CHUNK x CORPUS_CHUNK floats)
+CORPUS_CHUNK = 20_000  # documents encoded at a time
 METRICS = ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions")
 
 
@@ -43,66 +53,112 @@ def split_topics(release: Path, split: str) -> SplitTopics:
     )
 
 
-def dense_run(
-    model, queries: dict[str, str], documents: list[str], document_embeddings, depth: int, batch_size: int = 64
-) -> dict[str, list[str]]:
-    """query id -> the `depth` best documents by cosine, best first (ties: the lower document index first)."""
+@dataclass(frozen=True)
+class RankingSet:
+    """What the queries rank: `kind` (RANKINGS), the texts folder's Parquet files, and a docid -> text lookup."""
+
+    kind: str
+    text_files: list[Path]
+    texts: Callable[[list[str]], dict[str, str]]
+
+    def chunks(self, topics: SplitTopics | None) -> Iterator[tuple[list[str], list[str]]]:
+        """(docids, texts), CORPUS_CHUNK at a time: the whole texts folder, or the split's judged documents that
+        have a text."""
+        if self.kind == "corpus":
+            for path in self.text_files:
+                for batch in pq.ParquetFile(path).iter_batches(batch_size=CORPUS_CHUNK, columns=["docid", "text"]):
+                    yield batch["docid"].to_pylist(), batch["text"].to_pylist()
+            return
+        for start in range(0, len(topics.documents), CORPUS_CHUNK):
+            found = self.texts(topics.documents[start : start + CORPUS_CHUNK])
+            docids = [d for d in topics.documents[start : start + CORPUS_CHUNK] if d in found]
+            yield docids, [found[d] for d in docids]
+
+    def describe(self, documents: int) -> str:
+        if self.kind == "corpus":
+            return (
+                f"the texts corpus: {documents:,} documents, every split's judged documents (as the card's mteb task)"
+            )
+        return f"the split's judged documents ({documents:,})"
+
+
+def rank(
+    model, queries: dict[str, str], chunks: Iterator[tuple[list[str], list[str]]], depth: int, batch_size: int = 64
+) -> tuple[dict[str, list[str]], int]:
+    """query id -> the `depth` best documents by cosine, best first, and how many documents were ranked. Memory:
+    the queries' embeddings, one chunk of documents', and `depth` candidates a query."""
     import torch
 
     ids = list(queries)
-    run: dict[str, list[str]] = {}
-    for start in range(0, len(ids), QUERY_CHUNK):
-        chunk = ids[start : start + QUERY_CHUNK]
-        embedded = model.encode_query(
-            [queries[q] for q in chunk],
-            batch_size=batch_size,
-            convert_to_tensor=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        scores = embedded @ document_embeddings.T
-        top = torch.topk(scores, k=min(depth, len(documents)), dim=1).indices.tolist()
-        run.update((q, [documents[i] for i in row]) for q, row in zip(chunk, top))
-    return run
-
-
-def measure_split(
-    model,
-    release: Path,
-    split: str,
-    texts: Callable[[list[str]], dict[str, str]],
-    answer_level: int,
-    depth: int,
-    batch_size: int = 64,
-) -> dict[str, float]:
-    """The three METRICS of `model` on `split`; `texts(docids)` gives the documents' texts (a judged document the
-    user's copy lacks is left out of the ranked collection, and counts as never retrieved)."""
-    topics = split_topics(release, split)
-    found = texts(topics.documents)
-    documents = [d for d in topics.documents if d in found]
-    embeddings = model.encode_document(
-        [found[d] for d in documents],
+    embedded = model.encode_query(
+        [queries[q] for q in ids],
         batch_size=batch_size,
         convert_to_tensor=True,
         normalize_embeddings=True,
         show_progress_bar=False,
     )
-    by_subq = evaluate_subquestion_run(
-        dense_run(model, topics.subquestions, documents, embeddings, depth, batch_size), release, depth=10, split=split
-    )
-    by_question = evaluate_run(
-        dense_run(model, topics.questions, documents, embeddings, depth, batch_size),
-        release,
-        ["alpha-ndcg@10", "ndcg@10"],
-        threshold=answer_level,
-        split=split,
-    )["metrics"]
+    best = torch.full((len(ids), 0), float("-inf"), device=embedded.device)
+    where = torch.zeros((len(ids), 0), dtype=torch.long, device=embedded.device)
+    docids: list[pa.Array] = []
+    ranked = 0
+    for chunk_ids, chunk_texts in chunks:
+        if not chunk_ids:
+            continue
+        documents = model.encode_document(
+            chunk_texts,
+            batch_size=batch_size,
+            convert_to_tensor=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        scores = torch.cat([embedded[s : s + QUERY_CHUNK] @ documents.T for s in range(0, len(ids), QUERY_CHUNK)])
+        offsets = torch.arange(ranked, ranked + len(chunk_ids), device=embedded.device).expand(len(ids), -1)
+        best, chosen = torch.cat([best, scores], dim=1), torch.cat([where, offsets], dim=1)
+        best, top = torch.topk(best, k=min(depth, best.shape[1]), dim=1)
+        where = torch.gather(chosen, 1, top)
+        docids.append(pa.array(chunk_ids, pa.string()))
+        ranked += len(chunk_ids)
+    if not ranked:
+        return {q: [] for q in ids}, 0
+    every = pa.concat_arrays(docids)
+    return {q: every.take(pa.array(row)).to_pylist() for q, row in zip(ids, where.tolist())}, ranked
+
+
+def scores_of(release: Path, split: str, run: dict[str, list[str]], answer_level: int) -> dict[str, float]:
+    by_subq = evaluate_subquestion_run(run, release, depth=10, split=split)
+    by_question = evaluate_run(run, release, ["alpha-ndcg@10", "ndcg@10"], threshold=answer_level, split=split)
     return {
         METRICS[0]: by_subq["mean"],
-        METRICS[1]: by_question["alpha-ndcg@10"]["mean"],
-        METRICS[2]: by_question["ndcg@10"]["mean"],
+        METRICS[1]: by_question["metrics"]["alpha-ndcg@10"]["mean"],
+        METRICS[2]: by_question["metrics"]["ndcg@10"]["mean"],
         "sub-questions": by_subq["queries"],
-        "questions": by_question["ndcg@10"]["queries"],
-        "documents": len(documents),
-        "documents missing": len(topics.documents) - len(documents),
+        "questions": by_question["metrics"]["ndcg@10"]["queries"],
     }
+
+
+def measure_splits(
+    model, release: Path, splits: list[str], ranking: RankingSet, answer_level: int, depth: int, batch_size: int = 64
+) -> dict[str, dict[str, float]]:
+    """The three METRICS of `model` on each split, with what was ranked (`documents`, `ranking`) and how many of the
+    split's judged documents have no text in the user's copy (`documents missing`: never retrieved). The texts
+    corpus is encoded once for all the splits."""
+    topics = {split: split_topics(release, split) for split in splits}
+    if ranking.kind == "corpus":
+        queries = {k: v for t in topics.values() for k, v in (*t.subquestions.items(), *t.questions.items())}
+        shared = rank(model, queries, ranking.chunks(None), depth, batch_size)
+    results = {}
+    for split, topic in topics.items():
+        if ranking.kind == "corpus":
+            run, documents = shared
+        else:
+            run, documents = rank(
+                model, {**topic.subquestions, **topic.questions}, ranking.chunks(topic), depth, batch_size
+            )
+        with_text = len(ranking.texts(topic.documents))
+        results[split] = {
+            **scores_of(release, split, run, answer_level),
+            "documents": documents,
+            "documents missing": len(topic.documents) - with_text,
+            "ranking": ranking.describe(documents),
+        }
+    return results

@@ -1,10 +1,13 @@
 """`researchy-subq train`: fine-tune a sentence-transformers bi-encoder on a release's `hard-negatives` config with
-the texts from the user's own copy, then measure base vs fine-tuned on dev and test.
+the texts from the user's own copy, choose the model on dev, measure it once on test.
 
 The trainer is sentence-transformers' own (`SentenceTransformerTrainer`, MultipleNegativesRankingLoss over
-(anchor, positive, negative_1..k) rows, sbert.net "Training Overview"); the kit adds only its batch sampler
-(builder/training/sampler.py), passed through `SentenceTransformerTrainingArguments.batch_sampler`. Checkpoints go
-to OUT/checkpoints and a re-run resumes from the last one (transformers' `resume_from_checkpoint`)."""
+(anchor, positive, negative_1..k) rows, sbert.net "Training Overview"); the kit adds its batch sampler
+(builder/training/sampler.py, through `SentenceTransformerTrainingArguments.batch_sampler`) and its graded dev
+evaluator (builder/training/evaluator.py): the trainer evaluates dev `train.evaluations` times, saves a checkpoint
+each time, and loads the best by dev nDCG@10 at the end (transformers' `load_best_model_at_end` with
+`metric_for_best_model`). The model folder holds the model and its card only; the training files and checkpoints
+go to a work folder beside it (a re-run resumes from its last checkpoint)."""
 
 from __future__ import annotations
 
@@ -14,14 +17,17 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from builder.release.layout import config, present_splits
+from builder.release.no_text import refuse_release_target
+from builder.training.evaluator import KEYS, GradedRetrievalEvaluator, metric_for_best_model
 from builder.training.files import build_lookup, lookup, texts_folder_for, write_training_files
-from builder.training.measure import measure_split
+from builder.training.measure import METRICS, RankingSet, measure_splits
+from builder.training.model_card import add_section, card_data, provenance, without_training_text
 from builder.training.sampler import (
     FalseNegativeGuard,
     InBatchCount,
@@ -30,10 +36,13 @@ from builder.training.sampler import (
     count_in_batch,
     sequential_batches,
 )
+from builder.training.texts import release_context_words, text_files
+from generation.errors import ArgumentError
 from generation.profiles import Profile
+from generation.storage import prepare_output_folder, write_text_atomic
 
-TRAIN_SPLIT = "train"
-EVAL_SPLITS = ("dev", "test")
+TRAIN_SPLIT, DEV_SPLIT, TEST_SPLIT = "train", "dev", "test"
+REPORT = "training_report.json"
 
 
 @dataclass
@@ -48,34 +57,31 @@ class TrainingRows:
 
 @dataclass
 class TrainingReport:
+    base_model: str
+    ranking: str  # RankingSet.kind
     rows: int
     left_out: int
     in_batch: dict[str, InBatchCount]
     seconds: float
     steps: int
-    scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # split -> model -> metric -> value
+    dev: dict = field(default_factory=dict)  # base, checkpoints (step -> metrics), chosen (its step and metrics)
+    test: dict = field(default_factory=dict)  # base (for reference) and chosen, measured once after the choice
 
     def as_json(self) -> dict:
-        return {
-            "rows": self.rows,
-            "left_out": self.left_out,
-            "seconds": round(self.seconds, 1),
-            "steps": self.steps,
-            "in_batch": {
-                name: {
-                    "false_negatives": c.false_negatives,
-                    "between": c.between,
-                    "negatives": c.negatives,
-                    "rows_hit": c.rows_hit,
-                    "same_question_pairs": c.same_question_pairs,
-                    "rows": c.rows,
-                    "batches": c.batches,
-                    "rows_per_batch": round(c.rows_per_batch, 2),
-                }
-                for name, c in self.in_batch.items()
-            },
-            "scores": self.scores,
+        out = asdict(self)
+        out["seconds"] = round(self.seconds, 1)
+        out["in_batch"] = {
+            name: {**asdict(c), "rows_per_batch": round(c.rows_per_batch, 2)} for name, c in self.in_batch.items()
         }
+        return out
+
+
+def work_folder(out: Path, work: Path | None) -> Path:
+    """Where the training files and checkpoints go: `work`, or OUT-work beside the model folder; never inside it."""
+    work = Path(work) if work is not None else out.with_name(f"{out.name}-work")
+    if work.resolve() == out.resolve() or out.resolve() in work.resolve().parents:
+        raise ArgumentError(f"--work {work} is inside the model folder {out}: texts and checkpoints stay out of it")
+    return work
 
 
 def training_rows(release: Path, files: Path, profile: Profile) -> TrainingRows:
@@ -134,23 +140,17 @@ def in_batch_report(rows: TrainingRows, batch_size: int, seed: int) -> dict[str,
     return {name: count_in_batch(batches, rows.guard) for name, batches in batchings(rows, batch_size, seed).items()}
 
 
-def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
-    """sentence-transformers' trainer over the rows with the kit's sampler; the model saved to `out`."""
+def fine_tune(rows: TrainingRows, profile: Profile, model, evaluator, checkpoints: Path):
+    """sentence-transformers' trainer over the rows with the kit's sampler, evaluating dev (when there is one) and
+    loading the best checkpoint at the end; the trainer once done."""
     import torch
-    from sentence_transformers import (
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-    )
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers.trainer_utils import get_last_checkpoint
 
-    from generation.models import resolve_model
-
     settings = profile.train
-    model = SentenceTransformer(str(resolve_model(settings.model)))
-    model.max_seq_length = settings.max_seq_length
-    checkpoints = out / "checkpoints"
+    every = 1 / settings.evaluations if settings.evaluations > 1 else 1.0  # a share of the steps (transformers)
+    choosing = evaluator is not None
     args = SentenceTransformerTrainingArguments(
         output_dir=str(checkpoints),
         num_train_epochs=settings.epochs,
@@ -161,34 +161,68 @@ def fine_tune(rows: TrainingRows, profile: Profile, out: Path):
         seed=settings.seed,
         data_seed=settings.seed,
         batch_sampler=rows.guard.batch_sampler,
+        eval_strategy="steps" if choosing else "no",
+        eval_steps=every if choosing else None,
         save_strategy="steps",
-        save_steps=200,
-        save_total_limit=1,
+        save_steps=every if choosing else 200,
+        save_total_limit=1,  # with load_best_model_at_end transformers keeps the best one too
+        load_best_model_at_end=choosing,
+        metric_for_best_model=metric_for_best_model(evaluator) if choosing else None,
+        greater_is_better=True,
         logging_steps=10,
         report_to="none",
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=rows.dataset, loss=MultipleNegativesRankingLoss(model)
+        model=model,
+        args=args,
+        train_dataset=rows.dataset,
+        loss=MultipleNegativesRankingLoss(model),
+        evaluator=evaluator,
     )
+    without_training_text(model.model_card_data)  # what the trainer's init took from the rows
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
     with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its loss lines: progress, not results
         trainer.train(resume_from_checkpoint=last)
-    model.save(str(out))
-    return model, trainer.state.global_step
+    return trainer
+
+
+def dev_history(trainer, evaluator) -> tuple[list[dict], dict]:
+    """Each dev evaluation of the run (step and METRICS, from the trainer's log) and the chosen one."""
+    prefix = f"eval_{evaluator.name}_"
+    history = [
+        {"step": entry["step"], **{m: entry[prefix + KEYS[m]] for m in METRICS}}
+        for entry in trainer.state.log_history
+        if prefix + KEYS[METRICS[0]] in entry
+    ]
+    checkpoint = trainer.state.best_model_checkpoint
+    step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else history[-1]["step"]
+    return history, next(h for h in reversed(history) if h["step"] == step)
 
 
 def train_and_measure(
-    release: Path, texts: Path, profile: Profile, out: Path, progress: Callable[[str], None] = lambda message: None
+    release: Path,
+    texts: Path,
+    profile: Profile,
+    out: Path,
+    work: Path | None = None,
+    model_id: str | None = None,
+    progress: Callable[[str], None] = lambda message: None,
 ) -> TrainingReport:
-    """training-files under OUT/training-files, their false-negative report, base scores, fine-tuning, fine-tuned
-    scores; the report also written to OUT/training_report.json."""
+    """training-files and checkpoints under the work folder; the false-negative report; base on dev and test;
+    fine-tuning with dev evaluations; the chosen model measured on test once, saved with its card to OUT, with
+    OUT/training_report.json."""
     from sentence_transformers import SentenceTransformer
 
     from generation.models import resolve_model
 
+    out = Path(out)
     settings, answer_level = profile.train, profile.complexity.answer_level
-    files = out / "training-files"
+    work = work_folder(out, work)
+    for folder in (out, work):
+        refuse_release_target(folder, release, "--out" if folder == out else "--work")
+        prepare_output_folder(folder)  # before the long work: no write through a link, none left by a killed run
+    files = work / "training-files"
     progress(f"writing the trainers' files (researchy-subq training-files) -> {files}")
     written = write_training_files(release, texts, files)
     rows = training_rows(release, files, profile)
@@ -197,22 +231,48 @@ def train_and_measure(
     rows.left_out = written.left_out[TRAIN_SPLIT]
     counts = in_batch_report(rows, settings.batch_size, settings.seed)
     db = build_lookup(texts_folder_for(release, texts), files, whole=False)
-    lookup_texts = functools.partial(lookup, db)
-    splits = [s for s in EVAL_SPLITS if s in present_splits(release)]
-    scores: dict[str, dict[str, dict[str, float]]] = {s: {} for s in splits}
-    base = SentenceTransformer(str(resolve_model(settings.model)))
-    base.max_seq_length = settings.max_seq_length
-    for split in splits:
-        progress(f"measuring the base model on {split}")
-        scores[split]["base"] = measure_split(base, release, split, lookup_texts, answer_level, settings.depth)
+    ranking = RankingSet(settings.ranking, text_files(texts), functools.partial(lookup, db))
+    splits = [s for s in (DEV_SPLIT, TEST_SPLIT) if s in present_splits(release)]
+    base_path = resolve_model(settings.model)
+    _, manifest = release_context_words(release)
+
+    def load(path):
+        model = SentenceTransformer(str(path), model_card_data=card_data(manifest, settings.model, base_path))
+        model.max_seq_length = settings.max_seq_length
+        return model
+
+    progress(f"measuring the base model on {', '.join(splits)} (ranking: {settings.ranking})")
+    base = measure_splits(load(base_path), release, splits, ranking, answer_level, settings.depth)
+    dev = (
+        GradedRetrievalEvaluator(release, DEV_SPLIT, ranking, answer_level, settings.depth)
+        if DEV_SPLIT in splits
+        else None
+    )
+    model = load(base_path)
+    if model_id:
+        model.model_card_data.set_model_id(model_id)
     progress(f"fine-tuning {settings.model} on {len(rows.dataset):,} rows")
     started = time.perf_counter()
-    tuned, steps = fine_tune(rows, profile, out)
+    trainer = fine_tune(rows, profile, model, dev, work / "checkpoints")
     seconds = time.perf_counter() - started
-    for split in splits:
-        progress(f"measuring the fine-tuned model on {split}")
-        scores[split]["fine-tuned"] = measure_split(tuned, release, split, lookup_texts, answer_level, settings.depth)
+    report = TrainingReport(
+        settings.model, settings.ranking, len(rows.dataset), rows.left_out, counts, seconds, trainer.state.global_step
+    )
+    chosen = "no dev split: the model of the last step"
+    if dev is not None:
+        history, best = dev_history(trainer, dev)
+        report.dev = {"base": base[DEV_SPLIT], "checkpoints": history, "chosen": best}
+        model.model_card_data.eval_results_dict[dev] = dev.prefix_name_to_metrics(
+            {KEYS[m]: best[m] for m in METRICS}, dev.name
+        )
+        chosen = f"step {best['step']:,} of {report.steps:,}, the best dev nDCG@10 of {len(history)} evaluations"
+    if TEST_SPLIT in splits:
+        progress("measuring the chosen model on test, once")
+        test = GradedRetrievalEvaluator(release, TEST_SPLIT, ranking, answer_level, settings.depth)
+        test(model)
+        report.test = {"base": base[TEST_SPLIT], "chosen": test.last}
     db.close()
-    report = TrainingReport(len(rows.dataset), rows.left_out, counts, seconds, steps, scores)
-    (out / "training_report.json").write_text(json.dumps(report.as_json(), indent=1))
+    model.save(str(out))
+    add_section(out / "README.md", provenance(manifest, profile, settings.model, base_path, chosen))
+    write_text_atomic(out / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
     return report

@@ -1,5 +1,6 @@
-"""The text `researchy-subq train` prints: what each batching puts among in-batch negatives, then base vs fine-tuned on
-each evaluation split, as Markdown tables (they paste into a model card or an issue)."""
+"""The text `researchy-subq train` prints: what each batching puts among in-batch negatives, then dev (which
+chose the model: every evaluation of the run) and test (measured once, for the chosen model, beside the base model
+it started from), as Markdown tables that name what was ranked (they paste into a model card or an issue)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,9 @@ from builder.training.measure import METRICS
 from generation.profiles import Profile
 
 
-def render_report(report, profile: Profile) -> str:
-    settings = profile.train
-    total = report.rows
+def in_batch_lines(report, profile: Profile) -> list[str]:
     lines = [
-        f"Training rows: {report.rows:,} (train split's hard-negatives rows with every text; "
-        f"{report.left_out:,} left out), {report.steps:,} steps in {report.seconds:,.0f} s",
-        "",
-        f"In-batch negatives at batch size {settings.batch_size}, one epoch: a false negative is a document judged >= "
+        f"In-batch negatives at batch size {profile.train.batch_size}, one epoch: a false negative is a document judged >= "
         f"{profile.complexity.answer_level} for the anchor; judged between: levels "
         f"{profile.training.negative_level + 1}-{profile.complexity.answer_level - 1}:",
         "",
@@ -26,28 +22,60 @@ def render_report(report, profile: Profile) -> str:
         lines.append(
             f"| {name} | {count.false_negatives:,} | {count.between:,} | {count.negatives:,} | "
             f"{count.rows_hit:,} of {count.rows:,} | {count.same_question_pairs:,} | {count.batches:,} | "
-            f"{count.rows_per_batch:.1f} | {count.rows / max(total, 1):.0%} |"
+            f"{count.rows_per_batch:.1f} | {count.rows / max(report.rows, 1):.0%} |"
         )
-    lines += [
+    return lines
+
+
+def split_note(split: str, scores: dict) -> str:
+    missing = scores["documents missing"]
+    return (
+        f"{split}: {scores['sub-questions']:,} sub-questions, {scores['questions']:,} questions; ranked: "
+        f"{scores['ranking']}"
+        + (f" ({missing:,} of the split's judged documents have no text in your copy)" if missing else "")
+    )
+
+
+def dev_lines(report) -> list[str]:
+    dev = report.dev
+    chosen = dev["chosen"]["step"]
+    lines = [
+        f"dev, which chose the model (every evaluation of the run; chosen: the best ndcg@10 sub-questions, step {chosen:,}):",
         "",
-        f"{settings.model} before and after fine-tuning (dense retrieval over each split's judged "
-        "documents; the kit's evaluate):",
-        "",
-        "| split | metric | base | fine-tuned | change |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| model | step | " + " | ".join(METRICS) + " |",
+        "| --- | ---: | " + " | ".join("---:" for _ in METRICS) + " |",
+        f"| {report.base_model} (base) | 0 | " + " | ".join(f"{dev['base'][m]:.4f}" for m in METRICS) + " |",
     ]
-    for split, by_model in report.scores.items():
-        base, tuned = by_model["base"], by_model["fine-tuned"]
-        for metric in METRICS:
-            lines.append(
-                f"| {split} | {metric} | {base[metric]:.4f} | {tuned[metric]:.4f} | "
-                f"{tuned[metric] - base[metric]:+.4f} |"
-            )
-    for split, by_model in report.scores.items():
-        base = by_model["base"]
-        lines.append(
-            f"\n{split}: {base['sub-questions']:,} sub-questions, {base['questions']:,} questions, "
-            f"{base['documents']:,} judged documents ranked"
-            + (f" ({base['documents missing']:,} without a text in your copy)" if base["documents missing"] else "")
-        )
+    for entry in dev["checkpoints"]:
+        name = "**chosen**" if entry["step"] == chosen else "checkpoint"
+        lines.append(f"| {name} | {entry['step']:,} | " + " | ".join(f"{entry[m]:.4f}" for m in METRICS) + " |")
+    return [*lines, "", split_note("dev", dev["base"])]
+
+
+def test_lines(report) -> list[str]:
+    test = report.test
+    base, chosen = test["base"], test["chosen"]
+    lines = [
+        "test, measured once, for the chosen model (the base model beside it for reference):",
+        "",
+        f"| metric | {report.base_model} (base) | chosen | change |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for metric in METRICS:
+        lines.append(f"| {metric} | {base[metric]:.4f} | {chosen[metric]:.4f} | {chosen[metric] - base[metric]:+.4f} |")
+    return [*lines, "", split_note("test", chosen)]
+
+
+def render_report(report, profile: Profile) -> str:
+    lines = [
+        f"Training rows: {report.rows:,} (train split's hard-negatives rows with every text; "
+        f"{report.left_out:,} left out), {report.steps:,} steps in {report.seconds:,.0f} s",
+        "",
+        *in_batch_lines(report, profile),
+    ]
+    for section in (dev_lines(report) if report.dev else [], test_lines(report) if report.test else []):
+        if section:
+            lines += ["", *section]
+    if not report.dev:
+        lines += ["", "No dev split: the model of the last step is kept."]
     return "\n".join(lines)

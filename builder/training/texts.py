@@ -32,7 +32,7 @@ from generation.errors import ArgumentError, InputError
 from generation.profiles import Profile
 from generation.schema import columns
 from generation.shards import Shard, StageOutput, skip_if_done
-from generation.storage import ParquetSink, clean_stale_tmp, commit, tmp_path, write_text_atomic
+from generation.storage import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
 
 NAME = "texts"
 ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWeb22 pages run to ~100 KB)
@@ -41,20 +41,24 @@ ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWe
 @dataclass
 class TextsSummary:
     shard: str
+    copy_kind: str = ""  # copy_kind(): "clueweb22-txt" or "corpus-parquet"
     documents: int = 0  # judged documents this shard owns
     written: int = 0
     missing: Counter = field(default_factory=Counter)
     files_opened: int = 0
+    wrong_offsets: dict[str, str] = field(default_factory=dict)  # offset file -> what was wrong (its file streamed)
     skipped: bool = False
     outputs: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
             "shard": self.shard,
+            "copy_kind": self.copy_kind,
             "documents": self.documents,
             "written": self.written,
             "missing": dict(self.missing),
             "files_opened": self.files_opened,
+            "wrong_offsets": self.wrong_offsets,
             "skipped": self.skipped,
             "outputs": [str(p) for p in self.outputs],
         }
@@ -161,7 +165,13 @@ def clueweb22_found(
     rows = zip(mine["key"].to_pylist(), mine["record"].to_pylist(), mine["docid"].to_pylist())
     for name, group in groupby(rows, key=itemgetter(0)):
         summary.files_opened += 1
-        yield from read_file_records(root, name, [(record, docid) for _, record, docid in group], use_offsets)
+        yield from read_file_records(
+            root,
+            name,
+            [(record, docid) for _, record, docid in group],
+            use_offsets,
+            lambda offsets, why: summary.wrong_offsets.setdefault(str(offsets), why),
+        )
 
 
 def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
@@ -217,12 +227,13 @@ def write_texts(
 ) -> TextsSummary:
     release, copy, out = Path(release), Path(copy), Path(out)
     refuse_release_target(out, release)
+    prepare_output_folder(out)
     if not copy.exists():
         raise ArgumentError(f"--from {copy}: no such file or folder")
     context_words, manifest = release_context_words(release)
     kind = copy_kind(copy)
     output = StageOutput(out, NAME, texts_config_hash(manifest, context_words, kind, all_retrieved))
-    summary = TextsSummary(shard.label)
+    summary = TextsSummary(shard.label, copy_kind=kind)
     if skip_if_done(output, shard, summary):
         return summary
     write_text_atomic(
@@ -246,7 +257,6 @@ def write_texts(
         if kind == "clueweb22-txt"
         else parquet_found(copy, docs, shard)
     )
-    clean_stale_tmp(out, [f"missing-{shard.label}.tsv"])  # a killed writer's; its texts tmp is cleaned by start()
     missing = MissingList(out / f"missing-{shard.label}.tsv")
     with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
         for item in found:
@@ -264,6 +274,7 @@ def write_texts(
         shard,
         documents=summary.documents,
         missing=dict(summary.missing),
+        wrong_offsets=summary.wrong_offsets,
         copy=str(copy),
         copy_kind=kind,
         context_words=context_words,

@@ -23,7 +23,7 @@ from generation.judging.prompts import Prompt
 from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat, LabelLine, read_label_file
-from generation.schema import IMPORTED_STATUS, JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
+from generation.schema import JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
 from generation.shards import Shard
 from generation.storage import ParquetSink
 from generation.topics import question_files
@@ -157,6 +157,7 @@ class ShardImport:
     clicked_unknown: int = 0  # rows whose document has no known URL-hash, so no known click
     other_text: dict = field(default_factory=dict)  # (qid, url_hash) -> the URL-hash whose text the authors sent
     other_text_documents: int = 0  # (question, document) lines whose ratings were graded on another's text
+    other_text_without_level: int = 0  # of their ratings, those without a level (the authors' -1, -2, 7)
 
     def find_other_texts(self) -> int:
         """crux-ratings with a corpus: the authors' clicked pass over this shard's questions, reconstructed
@@ -273,9 +274,10 @@ class ShardImport:
         if url_hash is None:
             self.clicked_unknown += len(subq_ids)
         statuses = [label.status for label in item.labels]
-        if self.other_text and (qid, url_hash) in self.other_text:
-            statuses = [OTHER_TEXT_STATUS if s == IMPORTED_STATUS else s for s in statuses]
+        if self.other_text and (qid, url_hash) in self.other_text:  # every rating of it, with a level or not
+            statuses = [OTHER_TEXT_STATUS] * len(statuses)
             self.other_text_documents += 1
+            self.other_text_without_level += sum(label.level is None for label in item.labels)
         self.statuses.update(statuses)
         self.levels.update(label.level for label in item.labels if label.level is not None)
         columns.add(

@@ -133,6 +133,7 @@ class CostRow:
     decode_batch: int = 0  # pairs sharing a decode step, as the backend would batch them
     gpus: int = 1  # GPUs one model copy holds (a device_map spread: all of them, one working at a time)
     prompt: str = "crux-paper"
+    suffix_source: str = ""  # a document-first prompt's rows: what its suffixes' share is
 
     @property
     def hours(self) -> float:
@@ -174,12 +175,13 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                         decode_seconds(costing.judge, precision, tokens, scenario.new_tokens, batch, cal.bandwidth)
                         * span
                     )
+            suffix_source = ""
             if scenario.groups is None:
                 prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
                 cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
             else:
                 prefill, suffix_source = grouped_prefill_seconds(scenario, costing, precision, peak, share)
-                prefill, cached_prefill, source = prefill * span, prefill * span, f"{source}; {suffix_source}"
+                prefill, cached_prefill = prefill * span, prefill * span
             rows.append(
                 CostRow(
                     scenario.label,
@@ -195,6 +197,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     batch,
                     run.gpus,
                     scenario.prompt,
+                    suffix_source,
                 )
             )
     return rows, notes
@@ -332,12 +335,14 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
             f"{row.node_rate:,.2f}",
             f"{row.decode_batch or '-'}",
             f"{row.gpus}",
-            row.source,
+            "; ".join(filter(None, (row.source, row.suffix_source))),
         )
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
-    notes = (
-        [f"Judge utilisation: {'; '.join(sources) or 'none'}.", f"Calibration: {cal.source}."] + notes + rerank_notes
-    )
+    suffixes = sorted({f"{r.precision}: {r.suffix_source}" for r in judged if r.suffix_source})
+    shares = [f"Judge utilisation: {'; '.join(sources) or 'none'}."]
+    if suffixes:
+        shares.append(f"Document-first suffixes: {'; '.join(suffixes)}.")
+    notes = shares + [f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes
 
 

@@ -159,6 +159,7 @@ class ImportLabelsStage(Stage):
                 "missing_clicked_documents": missing_clicked,
                 "documents": work.other_text_documents,
                 "ratings": work.statuses.get(OTHER_TEXT_STATUS, 0),
+                "ratings_without_level": work.other_text_without_level,
             }
         if self.kind is LabelFormat.openai_batch:
             summary.incomplete_documents = work.incomplete_documents()

@@ -11,13 +11,14 @@ from builder.release.assemble.configs import binary_threshold
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.assemble.failed_pairs import failed_pairs
 from builder.release.assemble.imported import import_record
-from builder.release.assemble.lineage import release_profile
+from builder.release.assemble.lineage import judgment_config_hash, release_profile
+from builder.release.assemble.pilot import named_prompts, pilot_for_release, pilot_markdown
 from builder.release.assemble.training_configs import settings_record
 from builder.release.layout import CONFIGS, MANIFEST
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
-from generation.profiles import Profile, load_profile
+from generation.profiles import Profile, load_profile, withhold_endpoint
 from generation.schema import OTHER_TEXT_STATUS, features
 from generation.storage import refuse_links
 
@@ -66,17 +67,17 @@ def judge_precision(profile: Profile) -> str:
     return profile.judge.dtype
 
 
-WITHHELD_ENDPOINT = "http://endpoint.withheld"
-
-
-def withhold_endpoint(profile: Profile) -> Profile:
-    """The profile as a release publishes it: an `openai` server's address (an internal host) replaced; it is not in
-    the config hash, so the profile hash stays the judgments' own."""
-    server = profile.judge.openai
-    if server is None:
-        return profile
-    judge = profile.judge.model_copy(update={"openai": server.model_copy(update={"endpoint": WITHHELD_ENDPOINT})})
-    return profile.model_copy(update={"judge": judge})
+def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path]) -> None:
+    """The judgment records' judges name no prompt but the profile's (one config hash holds one prompt: records that
+    name two were edited or merged by hand)."""
+    other = sorted(named_prompts(judges) - {prompt_id})
+    if other:
+        raise InputError(
+            ", ".join(map(str, folders)),
+            0,
+            f"the judgment records name the prompt{'s' if len(other) > 1 else ''} {', '.join(other)} beside "
+            f"{prompt_id}, under one config: one release holds one prompt's labels",
+        )
 
 
 def build_release(
@@ -92,6 +93,7 @@ def build_release(
     leave_out_other_text: bool = False,
     allow_failed_pairs: bool = False,
     runs: list[Path] | None = None,
+    pilot: Path | None = None,
 ) -> tuple[ReleaseSummary, Path]:
     refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
     failed = failed_pairs(judgments, allow_failed_pairs)
@@ -109,6 +111,9 @@ def build_release(
     agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
+    if not imported:
+        refuse_other_prompts(judges, prompt.id, judgments)
+    made_by = pilot_for_release(pilot, judgment_config_hash(profile), prompt, bool(imported)) if pilot else None
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
     kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
     summary = build_release_data(
@@ -150,6 +155,8 @@ def build_release(
         "imported": imported,
         "rubric": rubric(prompt.user),
         "agreement": agreement_section,
+        "pilot": pilot_markdown(made_by) if made_by else None,
+        "pilot_precisions": sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
         "features": table_features,
         "training": settings_record(profile, summary.training),
         "failed_pairs": failed,
@@ -174,6 +181,7 @@ def build_release(
         "training": context["training"],  # the training configs' settings and what they left out
         "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
         **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
+        **({"pilot": made_by} if made_by else {}),  # build-release --pilot: the record, and which setting made these
         **(
             {"failed_pairs": failed} if failed else {}
         ),  # published with --allow-failed-pairs: no level, status request_failed

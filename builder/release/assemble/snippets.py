@@ -5,11 +5,20 @@ trec_eval commands), so tests run every one of them against the built release.""
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 
 from builder.release.layout import TREC_QRELS_SUFFIX, config
 from generation.schema import columns
+
+MTEB_TITLE = "mteb: a retrieval task over your ClueWeb22 texts"
+CARD_SNIPPET = re.compile(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", re.MULTILINE | re.DOTALL)
+
+
+def card_snippets(body: str) -> list[tuple[str, str]]:
+    """(title, code) of each Python snippet in a card's body, as a reader copies them."""
+    return CARD_SNIPPET.findall(body)
 
 
 def type_name(t: pa.DataType) -> str:
@@ -145,7 +154,7 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
         evaluated = [s for s in ("dev", "test") if s in splits] or [test]
         snippets.append(
             {
-                "title": "mteb: a retrieval task over your ClueWeb22 texts",
+                "title": MTEB_TITLE,
                 "note": (
                     "mteb 2 (tested with 2.26) reads this repository's `qrels` config (its `RetrievalDatasetLoader` falls back "
                     "to that name when there is no `default` config) and `queries` as they are, and wants the texts as a "
@@ -277,16 +286,18 @@ def training_snippets(repo: str, has, splits: list[str]) -> list[dict]:
                         f'rows = load_dataset("{repo}", "hard-negatives", split="{train}")',
                         "texts = {}  # docid -> text, from your licensed ClueWeb22 copy",
                         "",
-                        "def text(docid):",
-                        "    return texts.get(docid, docid)  # the docid stands in where you have no text",
+                        "def has_texts(row):",
+                        '    return all(d in texts for d in row["positive_document_ids"] + row["negative_document_ids"])',
                         "",
                         "def n_tuple(row):",
-                        '    tuple_ = {"anchor": row["query_text"], "positive": text(row["positive_document_ids"][0])}',
+                        '    tuple_ = {"anchor": row["query_text"], "positive": texts[row["positive_document_ids"][0]]}',
                         '    for i, docid in enumerate(row["negative_document_ids"], 1):',
-                        '        tuple_[f"negative_{i}"] = text(docid)',
+                        '        tuple_[f"negative_{i}"] = texts[docid]',
                         "    return tuple_",
                         "",
-                        "train = rows.map(n_tuple, remove_columns=rows.column_names)",
+                        "kept = rows.filter(has_texts)",
+                        'print(f"{len(rows) - len(kept):,} of {len(rows):,} rows left out: a document without a text in your copy")',
+                        "train = kept.map(n_tuple, remove_columns=rows.column_names)",
                         "print(train.column_names, len(train))",
                     ]
                 ),
@@ -309,10 +320,13 @@ def training_snippets(repo: str, has, splits: list[str]) -> list[dict]:
                         f'queries = {{q["_id"]: q["text"] for q in load_dataset("{repo}", "queries", split="{train}")}}',
                         "texts = {}  # docid -> text, from your licensed ClueWeb22 copy",
                         "",
-                        "def labeled_list(row):",
-                        '    return {"query": queries[row["query_id"]], "docs": [texts.get(d, d) for d in row["docids"]],',
-                        '            "labels": row["labels"]}',
+                        "def labeled_list(row):  # a document without a text in your copy is left out of its list",
+                        '    kept = [(texts[d], level) for d, level in zip(row["docids"], row["labels"]) if d in texts]',
+                        '    return {"query": queries[row["query_id"]], "docs": [t for t, _ in kept], "labels": [v for _, v in kept]}',
                         "",
+                        'documents = [d for docids in lists["docids"] for d in docids]',
+                        "missing = sum(d not in texts for d in documents)",
+                        'print(f"{missing:,} of {len(documents):,} documents left out of their lists: no text in your copy")',
                         "train = lists.map(labeled_list, remove_columns=lists.column_names)",
                         'train = train.select_columns(["query", "docs", "labels"])  # the column order the losses read',
                         "print(train.column_names, len(train))",

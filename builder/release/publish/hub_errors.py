@@ -26,6 +26,20 @@ WHAT_TO_DO = {
 }
 
 
+def checked_repo_id(repo: str, option: str = "--repo") -> str:
+    """`repo` when it is a Hub repo id with its namespace (ORG/NAME); PublishRefused naming `option` otherwise."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as e:
+        raise PublishRefused(f"{option} {repo!r} is not a Hub repo id: {str(e).splitlines()[0]}") from None
+    if repo.count("/") != 1:
+        raise PublishRefused(f"{option} {repo!r}: give the namespace too, as ORG/NAME")
+    return repo
+
+
 def one_line(text: str) -> str:
     return " ".join(str(text).split())[:300]
 

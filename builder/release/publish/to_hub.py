@@ -17,7 +17,7 @@ from pathlib import Path
 
 from builder.release.assemble.imported import imported_line
 from builder.release.layout import MANIFEST, data_files
-from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, hub_errors
+from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, checked_repo_id, hub_errors
 from generation.shards import sha256_file
 
 ROOT_FILES = ("README.md", "manifest.json", "level_distribution.png")
@@ -78,15 +78,7 @@ def same_content(local: Path, remote) -> bool:
 
 def check_repo_id(release: Path, repo: str) -> dict:
     """Cheap checks before a full validate: a valid ORG/NAME, equal to the repo the card's snippets name."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(repo)
-    except HFValidationError as e:
-        raise PublishRefused(f"--repo {repo!r} is not a Hub repo id: {str(e).splitlines()[0]}") from None
-    if repo.count("/") != 1:
-        raise PublishRefused(f"--repo {repo!r}: give the namespace too, as ORG/NAME")
+    checked_repo_id(repo)
     path = Path(release) / MANIFEST
     if not path.is_file():
         raise PublishRefused(f"{release} has no {MANIFEST}: build it with `researchy-subq build-release`")

@@ -4,8 +4,8 @@ named with a count and examples; a release passes only when every check does.
 This module is the command's driver (the checks in their report order) and the data checks' names. The checks,
 beside it in builder/release/validate/: manifest.py (the folder against manifest.json), reading.py (reading the
 data files), rows.py (the pass over their rows), trec.py (the TREC qrels files), derived.py and training_configs.py
-(the derived configs), card.py (the card), load.py (load_dataset), imported.py (imported labels) and shares.py
-(the level shares).
+(the derived configs), card.py (the card), load.py (load_dataset), imported.py (imported labels), pilot.py (one
+prompt, and the pilot record) and shares.py (the level shares).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.release.assemble.configs import binary_threshold
+from builder.release.assemble.lineage import judgment_config_hash
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
@@ -28,6 +29,7 @@ from builder.release.validate.manifest import (
     manifest_profile,
     read_manifest,
 )
+from builder.release.validate.pilot import ONE_PROMPT, PILOT, check_one_prompt, check_pilot
 from builder.release.validate.reading import data_rows, open_files
 from builder.release.validate.rederive import Rederivation
 from builder.release.validate.rows import (
@@ -122,15 +124,18 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         load,
         report.check("load_dataset(RELEASE, config) loads every config and split with the schema's Features"),
     )
+    body = read_card(release)[1]
     check_import(
         release,
         manifest,
         stats,
         [p for s in splits for p in files.of("judgments", s)],
-        read_card(release)[1],
+        body,
         report.check(IMPORT_CHECK),
     )
-    check_shares(stats, expect, against, report)
+    check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
+    check_pilot(body, manifest, judgment_config_hash(profile) if profile else None, report.check(PILOT))
+    check_shares(stats, expect, against, report, manifest)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):
         root_scripts.fail(path.name)

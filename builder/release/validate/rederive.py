@@ -36,7 +36,7 @@ from builder.release.validate.rederive_findings import FileFindings, as_numpy
 from builder.release.validate.rederive_provenance import check_provenance
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
-from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, OTHER_TEXT_STATUS
+from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, LEVEL_STATUSES, OTHER_TEXT_STATUS
 
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
 UNDERIVABLE = {
@@ -45,7 +45,7 @@ UNDERIVABLE = {
     # error in raw, which no parser reads; the authors' "-2" is one too
     "request_failed": "the request failed: no level, raw holds the error",
     IMPORTED_STATUS: "a level imported without the judge's text: raw null",
-    OTHER_TEXT_STATUS: "an imported level graded on another document's text: raw null",
+    OTHER_TEXT_STATUS: "an imported rating graded on another document's text: raw null",
 }
 COLUMNS = [
     "subq_id",
@@ -153,7 +153,7 @@ class Rederivation:
             offset,
             lambda r: f"status {table['status'][r]}",
         )
-        self._scale(table, offset, level, ok, underivable)
+        self._scale(table, offset, level, status, ok, underivable)
         if self.rule == "distribution":
             check_distribution(self.findings, self.prompt.max_level, table, offset, level, ok, underivable)
         else:
@@ -162,10 +162,11 @@ class Rederivation:
     def end_file(self, name: str) -> None:
         self.findings.flush(name)
 
-    def _scale(self, table, offset, level, ok, underivable) -> None:
+    def _scale(self, table, offset, level, status, ok, underivable) -> None:
         add = self.findings.add
         graded = "/".join(GRADED_STATUSES)
-        add("level", f"status {graded} without a level", ok & (level < 0), table, offset)
+        needs_level = np.isin(status, [STATUS[s] for s in LEVEL_STATUSES])
+        add("level", f"status {'/'.join(LEVEL_STATUSES)} without a level", needs_level & (level < 0), table, offset)
         add(
             "level",
             f"a level with a status other than {graded}",

@@ -1,4 +1,5 @@
-"""`validate`'s checks of the level shares: the unparsed ('Other') share under its bound, and each split's per-level
+"""`validate`'s checks of the level shares: the unparsed ('Other') share of the judge's answers under its bound (failed
+pairs, requests without an answer, counted apart), and each split's per-level
 shares within the bounds of `--expect` (expectations/) or within a tolerance of a previous release's (`--against`);
 a split under `min_judgments` is not held to the bounds."""
 
@@ -12,6 +13,7 @@ from builder.release.validate.expectations import load_expectations
 
 DEFAULT_UNPARSED_MAX = 0.01
 DEFAULT_TOLERANCE = 0.02
+FAILED = "request_failed"  # a request without an answer: generation/schema.py JUDGMENT_STATUSES
 
 
 def previous_shares(release: Path, check) -> dict:
@@ -31,14 +33,40 @@ def previous_shares(release: Path, check) -> dict:
     }
 
 
-def check_shares(stats: dict, expect: Path | None, against: Path | None, report) -> None:
+def check_failed_pairs(stats: dict, manifest: dict, report) -> dict[str, int]:
+    """split -> its rows of status request_failed: requests that got no answer (the judge's failed pairs, published
+    with `build-release --allow-failed-pairs`, or an import's failed requests). A release the kit judged counts them
+    in manifest.json (`failed_pairs`), and the data must hold exactly that many."""
+    failed = {split: s["counts"]["status"].get(FAILED, 0) for split, s in stats.items()}
+    check = report.check(
+        "failed pairs (status request_failed) counted apart from the judge's answers, as manifest.json counts them"
+    )
+    total, stated = sum(failed.values()), manifest.get("failed_pairs") or 0
+    if not manifest.get("imported") and total != stated:
+        check.fail(f"{total:,} rows with status {FAILED}, but manifest.json counts {stated:,} failed pairs")
+    elif total:
+        check.note = (
+            f"{total:,} failed pairs (status {FAILED}, published with --allow-failed-pairs): "
+            + ", ".join(f"{split} {n:,}" for split, n in failed.items() if n)
+            + "; not answers, so not in the unparsed share"
+        )
+    return failed
+
+
+def check_shares(stats: dict, expect: Path | None, against: Path | None, report, manifest: dict) -> None:
     bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
+    failed = check_failed_pairs(stats, manifest, report)
     unparsed = report.check("unparsed ('Other') share under its bound")
     limit = float(bounds.get("unparsed_max", DEFAULT_UNPARSED_MAX))
     for split, s in stats.items():
-        share = s["level_share"]["unparsed"]
+        other = next(row["count"] for row in s["table1"] if row["level"] == "Other")
+        answers = s["judgments"] - failed[split]
+        share = (other - failed[split]) / answers if answers else 0.0
         if share > limit:
-            unparsed.fail(f"{split}: {share:.4%} > {limit:.4%}")
+            unparsed.fail(
+                f"{split}: {share:.4%} > {limit:.4%} of the judge's answers"
+                + (f" ({failed[split]:,} failed pairs counted apart)" if failed[split] else "")
+            )
     shares = report.check("per-level shares within the expected bounds or the previous release")
     tolerance = float(bounds.get("tolerance", DEFAULT_TOLERANCE))
     reference = {}

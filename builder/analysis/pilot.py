@@ -1,0 +1,170 @@
+"""`researchy-subq pilot`: measure what a change of judge setting does to the labels before paying for it.
+
+Two settings, A (the reference) and B (the candidate), judge the same question-stratified sample of pairs
+(generation/pilot/sample.py). Each setting's judgments are the judge stage's, cut to the sample
+(generation/stages/pilot_judge.py), in `OUT/a` and `OUT/b`: sharded, chunked and resumable as `judge` is. When every
+shard of both is complete, the pilot measures their agreement, prices both at the paper's scale with `plan`, states
+a verdict and writes the pilot record (`OUT/pilot.json`, builder/analysis/pilot_record.py) that `build-release
+--pilot` carries into a release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving, verdict
+from builder.analysis.pilot_record import KIND, PILOT_RECORD, record_json, setting_record
+from builder.pasteable import profile_argument
+from generation import __version__
+from generation.errors import ArgumentError
+from generation.notices import warn
+from generation.pilot.sample import SampleRequest, read_population, sample_for
+from generation.pilot.settings import Setting, check_comparable, judge_differences
+from generation.shards import Shard, ShardError, sha256_file
+from generation.stages.base import StageSummary
+from generation.stages.pilot_judge import PilotJudgeStage
+from generation.stages.pool import PoolStage
+from generation.storage import write_text_atomic
+
+
+@dataclass(frozen=True)
+class PilotInputs:
+    subquestions: Path
+    candidates: Path
+    index: Path
+    out: Path
+
+
+@dataclass(frozen=True)
+class PilotOptions:
+    request: SampleRequest = field(default_factory=SampleRequest)
+    threshold: float = 0.8  # the weighted kappa B must reach
+    weights: str = "linear"  # of that kappa
+    answer_level: int = 4  # level >= this answers a sub-question (the card's and training's threshold)
+    resamples: int = 1000  # bootstrap resamples of the 95% intervals
+    plan_sample: int = 200  # prompts `plan` tokenizes per setting
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold <= 1:
+            raise ArgumentError(f"--threshold {self.threshold}: a weighted kappa in (0, 1]")
+        if self.weights not in WEIGHTS:
+            raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
+
+
+def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:
+    """Refuses what cannot be compared (generation/pilot/settings.py); the notes on what will be compared."""
+    check_comparable(a, b)
+    if not 1 <= options.answer_level <= a.max_level:
+        raise ArgumentError(f"--answer-level {options.answer_level}: a level of the settings' scale 1..{a.max_level}")
+    notes = [a.shares_document_prefix(), b.shares_document_prefix()]
+    if not judge_differences(a, b):
+        notes.append("A and B set the same judge: the pilot measures only how the judge agrees with itself")
+    return notes
+
+
+class Pilot:
+    """One invocation on one shard: `prepare` (checks and the sample), `judge` each setting, then `finish` (the
+    record, once every shard of both settings is done). `run_pilot` does all three."""
+
+    def __init__(self, a: Setting, b: Setting, inputs: PilotInputs, options: PilotOptions, shard: Shard = Shard()):
+        self.settings, self.inputs, self.options, self.shard = (a, b), inputs, options, shard
+        self.notes = check_settings(a, b, options)
+        self.summaries: dict[str, StageSummary] = {}
+        self.profiles: dict[str, str] = {}
+        self.definition: dict = {}
+        self.sample: Path | None = None
+        self.waiting: str | None = None
+
+    def prepare(self) -> dict:
+        """The notes said, the candidates checked against A's profile, the sample drawn or read back: its definition."""
+        for line in self.notes:
+            warn(f"pilot: {line}")
+        inputs = self.inputs
+        candidate_files = PoolStage.completed_files(inputs.candidates, self.settings[0].profile)
+        population = read_population(inputs.subquestions, candidate_files, inputs.candidates)
+        _, self.definition, self.sample = sample_for(inputs.out, population, self.options.request)
+        return self.definition
+
+    def stage(self, setting: Setting) -> PilotJudgeStage:
+        inputs = self.inputs
+        return PilotJudgeStage(
+            setting.profile,
+            inputs.out / setting.folder,
+            inputs.subquestions,
+            inputs.candidates,
+            inputs.index,
+            self.sample,
+        )
+
+    def judge(self, setting: Setting, progress=None) -> StageSummary:
+        """This shard of the sample judged under `setting`; its profile written beside its judgments (the `--profile`
+        of `judge` and `build-release` for these settings: `profiles`)."""
+        self.summaries[setting.label] = summary = self.stage(setting).run(self.shard, progress)
+        self.profiles[setting.label] = profile_argument(setting.profile, self.inputs.out / setting.folder)
+        return summary
+
+    def finish(self) -> dict | None:
+        """The pilot record, written to OUT/pilot.json, once every shard of both settings is done; else None (and
+        `waiting` says what is missing)."""
+        try:
+            tables = {}
+            for setting in self.settings:
+                stage = self.stage(setting)
+                tables[setting.label] = read_setting(stage.out, stage.output().config_hash)
+        except ShardError as e:
+            self.waiting = f"the report waits for the other shards ({e})"
+            return None
+        a, b = self.settings
+        record = pilot_record(a, b, self.inputs, self.options, self.definition, self.sample, tables, self.notes)
+        write_text_atomic(self.inputs.out / PILOT_RECORD, record_json(record))
+        return record
+
+
+def run_pilot(
+    a: Setting, b: Setting, inputs: PilotInputs, options: PilotOptions, shard: Shard = Shard()
+) -> tuple[Pilot, dict | None]:
+    """This shard of the sample judged under A, then B; the record when every shard of both is done."""
+    pilot = Pilot(a, b, inputs, options, shard)
+    pilot.prepare()
+    for setting in pilot.settings:
+        pilot.judge(setting)
+    return pilot, pilot.finish()
+
+
+def pilot_record(
+    a: Setting,
+    b: Setting,
+    inputs: PilotInputs,
+    options: PilotOptions,
+    definition: dict,
+    sample: Path,
+    tables: dict,
+    notes: list[str],
+) -> dict:
+    """The pilot record (its fields: builder/analysis/pilot_record.py)."""
+    agreement = measure_agreement(
+        tables["A"], tables["B"], a.max_level, options.answer_level, options.resamples, options.request.seed
+    )
+    bills = {
+        s.label: paper_bill(s, inputs.subquestions, inputs.candidates, inputs.index, options.plan_sample)
+        for s in (a, b)
+    }
+    return {
+        "record": KIND,
+        "schema_version": 1,
+        "code_version": __version__,
+        "settings": {s.label: setting_record(s) for s in (a, b)},
+        "differences": judge_differences(a, b),
+        "sample": {**definition, "file": sample.name, "sha256": sha256_file(sample)},
+        "agreement": {
+            **agreement,
+            "weights": options.weights,
+            "answer_level": options.answer_level,
+            "resamples": options.resamples,
+            "interval": "95% percentile bootstrap over whole questions",
+        },
+        "gpu_hours": {**bills, "saved": saving(bills["A"], bills["B"])},
+        "verdict": verdict(agreement, options.weights, options.threshold),
+        "notes": notes,
+    }

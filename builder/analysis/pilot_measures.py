@@ -1,0 +1,168 @@
+"""What a pilot measures once both settings have judged its sample: their agreement (builder/analysis/agreement.py,
+with A as the reference), each setting's paper-scale bill from `plan` (generation/planning/), and the verdict.
+
+Agreement is over the pairs both settings graded (a level, not unparsed or failed); the coverage says how many
+each left without one. The 95% intervals resample whole questions, as the sample drew them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from scipy import stats as sps
+
+from builder.analysis.agreement import Joined, compare, correlation, threshold_precision_recall
+from generation.pilot.settings import Setting
+from generation.shards import stage_files
+from generation.stages.pilot_judge import PILOT_JUDGMENTS
+
+WEIGHTS = ("linear", "quadratic")  # the weighted kappa the verdict reads: agreement.cohen_kappa's weights
+COLUMNS = ["subq_id", "qid", "docid", "level", "expected", "status"]
+
+
+def read_setting(folder, config_hash: str) -> pa.Table:
+    """One setting's judged sample (every shard complete and as recorded), sorted by pair."""
+    table = ds.dataset(stage_files(folder, PILOT_JUDGMENTS, config_hash), format="parquet").to_table(columns=COLUMNS)
+    return table.sort_by([("subq_id", "ascending"), ("docid", "ascending")])
+
+
+def statuses(table: pa.Table) -> dict:
+    """How many of a setting's pairs got a level, and why the others did not."""
+    counts = {s["values"]: s["counts"] for s in pc.value_counts(table["status"]).to_pylist()}
+    return {"pairs": table.num_rows, "graded": table.num_rows - table["level"].null_count, "statuses": counts}
+
+
+def joined_levels(a: pa.Table, b: pa.Table) -> tuple[Joined, np.ndarray, dict[str, np.ndarray]]:
+    """The pairs both graded: their levels (a Joined), their questions, and each side's expected level (the
+    distribution's expected value where a setting has one, else its level)."""
+    merged = a.join(b, keys=["subq_id", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b")
+    both = merged.filter(pc.and_(pc.is_valid(merged["level_a"]), pc.is_valid(merged["level_b"])))
+    both = both.sort_by([("subq_id", "ascending"), ("docid", "ascending")])
+    graded_a, graded_b = a.num_rows - a["level"].null_count, b.num_rows - b["level"].null_count
+    joined = Joined(
+        np.asarray(both["level_a"].to_numpy(), dtype=np.int64),
+        np.asarray(both["level_b"].to_numpy(), dtype=np.int64),
+        graded_a - both.num_rows,
+        graded_b - both.num_rows,
+        np.asarray(both["subq_id"].to_pylist(), dtype=object),
+        np.asarray(both["docid"].to_pylist(), dtype=object),
+    )
+    expected = {
+        side: np.asarray(
+            pc.coalesce(both[f"expected_{side}"], pc.cast(both[f"level_{side}"], pa.float32())).to_numpy(),
+            dtype=np.float64,
+        )
+        for side in ("a", "b")
+    }
+    return joined, np.asarray(both["qid_a"].to_pylist(), dtype=object), expected
+
+
+def expected_source(table: pa.Table) -> str:
+    """What a setting's `expected` is: the distribution's expected value, or (generate mode, stand-in) its level."""
+    return "expected value" if table["expected"].null_count < table.num_rows else "level (no distribution)"
+
+
+def measure_agreement(a: pa.Table, b: pa.Table, max_level: int, answer_level: int, resamples: int, seed: int) -> dict:
+    """`agreement.compare` of A (rows) and B (columns) on the scale 0..max_level, intervals over questions; plus the
+    Spearman of the expected level and B's precision and recall of A's answers (level >= answer_level)."""
+    joined, questions, expected = joined_levels(a, b)
+    result = compare(joined, list(range(max_level + 1)), resamples, seed, groups=questions)
+    result["settings"] = {"A": statuses(a), "B": statuses(b)}
+    result["expected_spearman"] = {
+        "value": correlation(sps.spearmanr, expected["a"], expected["b"]),
+        "a": expected_source(a),
+        "b": expected_source(b),
+    }
+    result["answer"] = threshold_precision_recall(joined.b, joined.a, answer_level)
+    result["questions"] = len(set(questions.tolist()))
+    return result
+
+
+def verdict(agreement: dict, weights: str, threshold: float) -> dict:
+    """PASS when the weighted kappa reaches `threshold` (B may replace A), else FAIL; the line says it with the
+    interval, and whether the interval's lower end also clears the threshold."""
+    name = f"kappa_{weights}"
+    value = agreement["measures"][name]
+    low, high = agreement.get("confidence_95", {}).get(name, (float("nan"), float("nan")))
+    label = f"{weights}-weighted kappa"
+    interval = f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else ""
+    if math.isnan(value) or agreement["coverage"]["both"] == 0:
+        passed, line = False, f"FAIL: {label} undefined (no pair graded by both settings): B may not replace A"
+    elif value >= threshold:
+        passed = True
+        line = f"PASS: {label} {value:.2f}{interval} >= {threshold:.2f}: B may replace A"
+        if not math.isnan(low) and low < threshold:
+            line += f" (the interval's lower end {low:.2f} is below {threshold:.2f}: a larger sample would settle it)"
+    else:
+        passed, line = False, f"FAIL: {label} {value:.2f}{interval} < {threshold:.2f}: B may not replace A"
+    return {
+        "measure": name,
+        "value": value,
+        "interval": [low, high],
+        "threshold": threshold,
+        "passed": passed,
+        "line": line,
+    }
+
+
+def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 200) -> dict:
+    """`plan`'s paper-scale judge rows for this setting's profile at its precision (GPU-hours, and with the prefix
+    cached), and plan's notes; no row where plan prices none (a stand-in judge, a backend without a calibration)."""
+    from generation.judging.calibration import CalibrationError
+    from generation.planning.costing import costing_for, plan_json
+    from generation.planning.plan import measure
+
+    profile = setting.profile
+    try:
+        costing, stand_ins = costing_for(profile)
+    except CalibrationError as e:
+        return {"precision": setting.precision, "rows": [], "headline": None, "notes": [str(e)]}
+    planned = plan_json(measure(profile, subquestions, candidates, index, sample), costing, profile, 0)
+    rows = [
+        {k: row[k] for k in ("label", "prompt", "items", "tokens", "share", "source", "hours", "cached_hours")}
+        for row in planned["rows"]
+        if row["stage"] == "judge"
+        and row["label"].startswith("paper")
+        and row["precision"] == setting.precision
+        and row.get("prompt", profile.judge.prompt) == profile.judge.prompt  # its own prompt's rows, not the twin's
+    ]
+    headline = next((r for r in rows if r["label"] == HEADLINE_ROW), rows[0] if rows else None)
+    notes = list(stand_ins)
+    if not rows:
+        why = [n for n in planned["notes"] if n.startswith("paper") and setting.precision in n]
+        notes.append(
+            f"plan prices no paper-scale {setting.precision} judge row for {setting.describe()}"
+            + (f" ({why[0]})" if why else "")
+        )
+    return {
+        "precision": setting.precision,
+        "judge_shape": planned["judge"],
+        "device": planned["device"],
+        "tokenizer": planned["tokenizer"],
+        "rows": rows,
+        "headline": headline,
+        "notes": notes,
+    }
+
+
+HEADLINE_ROW = "paper, assumed"  # every document at the profile's cut: the plan's paper-scale row
+HEADLINE_COLUMN = "cached_hours"  # the backends cache prompt prefixes (vLLM's prefix caching, transformers' pass)
+
+
+def saving(bill_a: dict, bill_b: dict) -> dict | None:
+    """A's headline GPU-hours less B's, and the share of A's that is; None when either has no figure."""
+    head_a, head_b = bill_a.get("headline"), bill_b.get("headline")
+    if head_a is None or head_b is None:
+        return None
+    hours_a, hours_b = head_a[HEADLINE_COLUMN], head_b[HEADLINE_COLUMN]
+    return {
+        "row": HEADLINE_ROW,
+        "column": HEADLINE_COLUMN,
+        "a": hours_a,
+        "b": hours_b,
+        "saved": hours_a - hours_b,
+        "share": (hours_a - hours_b) / hours_a if hours_a else None,
+    }

