@@ -93,6 +93,8 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
+    # first, while little else is held: the re-derivation's sorted runs and merge are validate's largest memory
+    check_training(release, manifest, profile, splits, files, report)
     questions, index = scan_topics(release, splits, files, checks)
     prints = DerivedPrints(splits, index, binary_threshold(profile))
     scans, complexity = scan_judgments(
@@ -108,7 +110,6 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
             )
         compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
-    check_training(release, manifest, profile, splits, files, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
     stats = split_summaries(recomputed, scans)
