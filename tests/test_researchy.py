@@ -51,6 +51,7 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
             "answerable_share": None,
             "completeness": None,
             "retrieval_complex": None,
+            "retrieved_unjudged": None,  # build-release --runs fills it
         }
     ]
     rows = read(tmp_path / "out" / "subquestions.parquet")
