@@ -1,4 +1,4 @@
-"""Every stage on the bundled sample, in order, offline on a CPU, then the release, the judged documents' texts and
+"""Every stage on the bundled sample, in order, offline on a CPU, then the release, the documents' texts and
 a fine-tuned MiniLM; each step is what its CLI command runs, with a progress bar, ending with what to type next.
 It sits in `builder` because it drives both packages.
 
@@ -272,7 +272,7 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
 
 
 def training_demo(out: Path, profile: Profile, profile_flag: str) -> list[tuple[str, Path, int | None]]:
-    """The judged documents' texts from the demo's corpus (standing in for a licensed ClueWeb22 copy), then the
+    """The release's documents' texts from the demo's corpus (standing in for a licensed ClueWeb22 copy), then the
     fine-tuning recipe on the release: the real MiniLM, its before/after table."""
     from builder.training.recipe import train_and_measure
     from builder.training.report import render_report
@@ -283,7 +283,7 @@ def training_demo(out: Path, profile: Profile, profile_flag: str) -> list[tuple[
     with counter("texts", unit="docs") as advance:
         summary = write_texts(release, out / "corpus", texts, progress=advance)
     results.print(
-        f"{summary.written:,} of {summary.documents:,} judged documents' texts -> {texts}",
+        f"{summary.written:,} of {summary.documents:,} documents' texts (judged, and the training rows' negatives) -> {texts}",
         highlight=False,
         markup=False,
     )
