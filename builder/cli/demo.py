@@ -294,8 +294,8 @@ def training_demo(out: Path, profile: Profile, profile_flag: str) -> list[tuple[
     results.print(render_report(report, profile), highlight=False, markup=False)
     results.print(  # beside the table on stdout: the table alone would show a drop and no reason
         f"\nThe demo's labels come from the STAND-IN judge ({profile.judge.model} cosine cut into levels), and the "
-        "model fine-tuned here is that same MiniLM: the base model ranks by the very cosine that made the labels "
-        "(near 1.0), so the tables check the pipeline; their change is not a finding.",
+        "model fine-tuned here is that same MiniLM: the base model ranks by the very cosine that made the labels, so "
+        "the tables check the pipeline; their change is not a finding.",
         highlight=False,
         markup=False,
     )
