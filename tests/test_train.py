@@ -156,6 +156,23 @@ def test_drop_last_refuses_when_no_batch_can_fill(rows):
         len(sampler)
 
 
+def test_the_printed_table_says_drop_last_was_refused_not_that_it_found_nothing(rows):
+    from types import SimpleNamespace
+
+    from builder.training.report import in_batch_lines
+
+    questions = len(set(rows.guard.questions.tolist()))
+    counts = in_batch_report(rows, batch_size=questions + 1, seed=0)
+    assert counts["question apart (ours), drop_last"].batches == 0
+    profile = load_profile("demo")
+    profile = profile.model_copy(update={"train": profile.train.model_copy(update={"batch_size": questions + 1})})
+    lines = in_batch_lines(SimpleNamespace(in_batch=counts, rows=len(rows.guard)), profile)
+    refused = next(line for line in lines if line.startswith("| question apart (ours), drop_last |"))
+    assert refused.endswith(f"| 0% (refused: no batch of {questions + 1} fills) |")
+    kept = next(line for line in lines if line.startswith("| question apart (ours) |"))
+    assert kept.endswith("| 100% |")
+
+
 def test_between_out_off_lets_documents_judged_between_in(release, rows):
     import torch
 

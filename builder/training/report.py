@@ -19,6 +19,10 @@ def in_batch_lines(report, profile: Profile) -> list[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, count in report.in_batch.items():
+        if not count.batches:  # drop_last where no batch fills: the sampler refuses rather than yield nothing
+            size = profile.train.batch_size
+            lines.append(f"| {name} | - | - | - | - | - | 0 | - | 0% (refused: no batch of {size} fills) |")
+            continue
         lines.append(
             f"| {name} | {count.false_negatives:,} | {count.between:,} | {count.negatives:,} | "
             f"{count.rows_hit:,} of {count.rows:,} | {count.same_question_pairs:,} | {count.batches:,} | "
