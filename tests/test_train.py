@@ -357,6 +357,7 @@ def test_sentence_transformers_own_card_carries_training_texts_and_the_scan_name
     assert {f.docid for f in found.found} <= named
 
 
+@pytest.mark.slow
 def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release, texts, trained):
     from huggingface_hub import ModelCard
 
