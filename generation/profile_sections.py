@@ -231,6 +231,21 @@ class JudgeConfig(TransformersSettings):
     quantization: Literal["fp8"] | None = Field(
         default=None, description="fp8 weights and activations: vLLM's `quantization`, torchao's float8 on transformers"
     )
+    # Outside the dump (and so the config hash) at its default, so profiles written before it hash as before; a
+    # per-row profile hashes apart, as its labels differ.
+    fp8_granularity: Literal["per-tensor", "per-row"] = Field(
+        default="per-tensor",
+        exclude_if=lambda value: value == "per-tensor",
+        description="transformers backend with quantization fp8: torchao's activation and weight scales, one per "
+        "tensor (the default: vLLM's online fp8 scales so, and it is the measured one) or one per row (a token's "
+        "scale from its own row, so its label does not depend on its batch mates: docs/judging.md)",
+    )
+    batch_invariant: bool = Field(
+        default=False,
+        exclude_if=lambda value: not value,
+        description="vllm backend: vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT=1; beta, NVIDIA compute "
+        "capability >= 8.0 in vLLM 0.32), so a pair's output does not depend on its batch",
+    )
     tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs one vLLM engine spans")
     enable_prefix_caching: bool = Field(
         default=True, description="vLLM reuses the KV cache of a prompt prefix shared by pairs of one sub-question"
@@ -266,6 +281,24 @@ class JudgeConfig(TransformersSettings):
             raise ValueError(
                 "engine_args: " + "; ".join(f"{key} is set by {ENGINE_ARGS_SET_BY_KEYS[key]}" for key in repeated)
             )
+        return self
+
+    @model_validator(mode="after")
+    def _batch_settings_fit_the_backend(self) -> JudgeConfig:
+        engine = self.ray_backend if self.backend == "ray" else self.backend
+        if self.fp8_granularity == "per-row" and (self.quantization != "fp8" or engine != "transformers"):
+            raise ValueError(
+                "fp8_granularity: per-row is torchao's, on the transformers backend with quantization: fp8 (this "
+                f"judge: backend {engine}, quantization {self.quantization}); vLLM scales fp8 activations per "
+                "tensor: set batch_invariant: true there instead"
+            )
+        if self.batch_invariant and engine != "vllm":
+            hint = (
+                "start the server with VLLM_BATCH_INVARIANT=1 (vllm serve)"
+                if engine == "openai"
+                else "on transformers, fp8_granularity: per-row (fp8), or no quantization"
+            )
+            raise ValueError(f"batch_invariant: vLLM's mode, for backend vllm (this judge: {engine}); {hint}")
         return self
 
     @model_validator(mode="after")
