@@ -1,4 +1,4 @@
-"""Labels that do not depend on the batch, or a measure of how much they do (issue 41, item 3): the fp8 granularity
+"""Labels that do not depend on the batch, or a measure of how much they do: the fp8 granularity
 and vLLM's batch-invariant mode as profile settings, and the pilot's stability check (level flips, largest |dP|)."""
 
 import json

@@ -1,4 +1,4 @@
-"""`plan` prices what runs (issue 41, item 4): whole-model figures keyed by the batch composition floor the paper-scale
+"""`plan` prices what runs: whole-model figures keyed by the batch composition floor the paper-scale
 rows of their prompt and precision; a newer figure, with its device and date, replaces them; sbatch times get a
 stated margin."""
 

@@ -13,7 +13,7 @@ scripts/bench_gpu.py, and says so.
 writes them): pairs/s through the kit, keyed by the batch composition they ran at (`rows_per_forward`: the rows of
 its long forwards, the prefix passes of a document-first prompt), with the FLOPs a pair that rate is for, the
 device and the date. `plan` prices no paper-scale row of that prompt and precision below its figure
-(generation/planning/whole_model.py). The reference holds the two of 2026-11-27 (issue 41).
+(generation/planning/whole_model.py). The reference holds the two of 2026-11-27 (CHANGELOG.md, 2026-11-27).
 """
 
 from __future__ import annotations
