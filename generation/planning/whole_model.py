@@ -59,7 +59,8 @@ def figure_for(calibration, prompt: str, precision: str, granularity: str, rows:
     exact = [e for e in entries if e["rows_per_forward"] == rows]
     below = sorted((e for e in entries if e["rows_per_forward"] < rows), key=lambda e: e["rows_per_forward"])
     if exact:
-        entry, why = exact[-1], f"measured at {rows:g} rows a forward, as this plan runs it"
+        newest = max(exact, key=lambda e: e["measured"])  # ISO dates: a newer figure replaces an older one
+        entry, why = newest, f"measured at {rows:g} rows a forward, as this plan runs it"
     elif below:
         entry = below[-1]
         why = (
