@@ -181,6 +181,20 @@ def calibration_entries(rows: list[dict], device: str, command: str) -> list[dic
     ]
 
 
+def with_figures(entries: list[dict]):
+    """The bundled calibration, its whole-model figures of these entries' prompt, precision, granularity and
+    composition replaced by them."""
+    from generation.judging.calibration import REFERENCE, Calibration
+
+    def key(e):
+        return e["prompt"], e["precision"], e.get("fp8_granularity", "per-tensor"), e["rows_per_forward"]
+
+    calibration = Calibration.load(REFERENCE)
+    replaced = {key(e) for e in entries}
+    calibration.whole_model = [e for e in calibration.whole_model if key(e) not in replaced] + entries
+    return calibration
+
+
 def table(rows: list[dict], device: str) -> str:
     lines = [
         f"{device}; torch {torch.__version__}",
@@ -218,6 +232,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch-tokens", default="auto", help="an int, or auto (from the GPU's free memory)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True, help="folder for whole_model.json")
+    parser.add_argument(
+        "--calibration",
+        type=Path,
+        help="also write the bundled calibration with these figures in place of its own of the same prompt, "
+        "precision and composition, for `plan --calibration FILE`",
+    )
     args = parser.parse_args(argv)
     if args.max_batch_tokens != "auto":
         args.max_batch_tokens = int(args.max_batch_tokens)
@@ -238,6 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     record = {"device": device, "torch": torch.__version__, "command": command, "rows": rows}
     record["whole_model"] = calibration_entries(rows, device, command)
     (args.out / "whole_model.json").write_text(json.dumps(record, indent=1) + "\n")
+    if args.calibration:
+        with_figures(record["whole_model"]).save(args.calibration)
+        print(f"calibration -> {args.calibration}", file=sys.stderr)
     print(table(rows, device))
     print(f"rows -> {args.out / 'whole_model.json'}", file=sys.stderr)
 

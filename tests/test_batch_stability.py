@@ -171,7 +171,7 @@ def test_the_whole_model_benchmark_runs_at_a_tiny_shape_on_the_cpu(tmp_path):
 
     done = subprocess.run(
         [sys.executable, "scripts/bench_whole_model.py", "--tiny", "--words", "60", "--documents", "2",
-         "--subquestions", "3", "--out", str(tmp_path)],
+         "--subquestions", "3", "--out", str(tmp_path), "--calibration", str(tmp_path / "calibration.json")],
         cwd=Path(__file__).parents[1], capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -187,3 +187,7 @@ def test_the_whole_model_benchmark_runs_at_a_tiny_shape_on_the_cpu(tmp_path):
     entries = {e["prompt"]: e for e in record["whole_model"]}
     assert entries["crux-paper-document-first"]["rows_per_forward"] == 1.0
     assert entries["crux-paper"]["pairs_per_s"] == round(paper["pairs_per_s"], 4)
+    from generation.judging.calibration import REFERENCE, Calibration
+
+    written, bundled = Calibration.load(tmp_path / "calibration.json"), Calibration.load(REFERENCE)
+    assert written.whole_model == bundled.whole_model + record["whole_model"], "float32 figures beside the fp8 ones"
