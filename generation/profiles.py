@@ -8,7 +8,8 @@ A profile file may start from another (`base: paper`, a bundled name or a path r
 the keys it changes; `with_overrides` sets single keys (`judge.prompt=crux-paper-document-first`) from a command line.
 
 This module holds `Profile`, its config hash and the loading (YAML, the bundled names, the errors); the models of
-its sections are in generation/profile_sections.py, and are imported from here as before.
+its sections are in generation/profile_sections.py and generation/profile_release_sections.py, and are
+imported from here as before.
 """
 
 from __future__ import annotations
@@ -21,17 +22,14 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from generation.profile_release_sections import BanditSettings, Complexity, TrainingConfigsSettings, TrainSettings
 from generation.profile_sections import (
     BM25,
-    BanditSettings,
-    Complexity,
     JudgeConfig,
     OpenAIServer,
     Pool,
     Rerank,
     Strict,
-    TrainingConfigsSettings,
-    TrainSettings,
     TransformersSettings,
 )
 

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving, verdict
 from builder.analysis.pilot_record import KIND, PILOT_RECORD, record_json, setting_record
+from builder.analysis.pilot_stability import label_stability
 from builder.pasteable import profile_argument
 from generation import __version__
 from generation.errors import ArgumentError
 from generation.notices import warn
 from generation.pilot.sample import SampleRequest, read_population, sample_for
-from generation.pilot.settings import Setting, check_comparable, judge_differences
+from generation.pilot.settings import Setting, check_batch_comparison, check_comparable, judge_differences
 from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.base import StageSummary
 from generation.stages.pilot_judge import PilotJudgeStage
@@ -58,6 +59,9 @@ def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:
     if not 1 <= options.answer_level <= a.max_level:
         raise ArgumentError(f"--answer-level {options.answer_level}: a level of the settings' scale 1..{a.max_level}")
     notes = [a.shares_document_prefix(), b.shares_document_prefix()]
+    stability_check = check_batch_comparison(a, b)
+    if stability_check:
+        notes.append(stability_check)
     if not judge_differences(a, b):
         notes.append("A and B set the same judge: the pilot measures only how the judge agrees with itself")
     return notes
@@ -164,6 +168,7 @@ def pilot_record(
             "resamples": options.resamples,
             "interval": "95% percentile bootstrap over whole questions",
         },
+        "stability": label_stability(tables["A"], tables["B"]),
         "gpu_hours": {**bills, "saved": saving(bills["A"], bills["B"])},
         "verdict": verdict(agreement, options.weights, options.threshold),
         "notes": notes,

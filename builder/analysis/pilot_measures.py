@@ -20,7 +20,7 @@ from generation.shards import stage_files
 from generation.stages.pilot_judge import PILOT_JUDGMENTS
 
 WEIGHTS = ("linear", "quadratic")  # the weighted kappa the verdict reads: agreement.cohen_kappa's weights
-COLUMNS = ["subq_id", "qid", "docid", "level", "expected", "status"]
+COLUMNS = ["subq_id", "qid", "docid", "level", "expected", "probs", "status"]
 
 
 def read_setting(folder, config_hash: str) -> pa.Table:
@@ -38,7 +38,9 @@ def statuses(table: pa.Table) -> dict:
 def joined_levels(a: pa.Table, b: pa.Table) -> tuple[Joined, np.ndarray, dict[str, np.ndarray]]:
     """The pairs both graded: their levels (a Joined), their questions, and each side's expected level (the
     distribution's expected value where a setting has one, else its level)."""
-    merged = a.join(b, keys=["subq_id", "docid"], join_type="inner", left_suffix="_a", right_suffix="_b")
+    levels = [c for c in COLUMNS if c != "probs"]  # Arrow joins no list column; the stability reads the probs
+    merged = a.select(levels).join(b.select(levels), keys=["subq_id", "docid"], join_type="inner", left_suffix="_a",
+                                   right_suffix="_b")  # fmt: skip
     both = merged.filter(pc.and_(pc.is_valid(merged["level_a"]), pc.is_valid(merged["level_b"])))
     both = both.sort_by([("subq_id", "ascending"), ("docid", "ascending")])
     graded_a, graded_b = a.num_rows - a["level"].null_count, b.num_rows - b["level"].null_count

@@ -86,7 +86,9 @@ def pilot(
 
 
 def print_pilot(record: dict) -> None:
-    """The sample, the settings, the agreement tables, the bills, and the verdict last."""
+    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last."""
+    from builder.analysis.pilot_stability import stability_line
+
     sample, agreement = record["sample"], record["agreement"]
     say(
         f"sample: {sample['taken']['pairs']:,} pairs of {sample['taken']['questions']:,} questions (seed "
@@ -110,6 +112,8 @@ def print_pilot(record: dict) -> None:
         f"{fraction(answer['recall'])} against A's ({answer['reference']:,} answers in A, {answer['predicted']:,} in "
         f"B, {answer['both']:,} in both)"
     )
+    if "stability" in record:  # records written before it have none
+        say(stability_line(record["stability"]))
     print_bills(record["gpu_hours"])
     say(record["verdict"]["line"])
 

@@ -219,6 +219,7 @@ def plan(
     from generation.judging.calibration import CalibrationError
     from generation.planning.costing import costing_for, plan_json, plan_table
     from generation.planning.plan import LLAMA3_TOKENS_PER_WORD, measure
+    from generation.planning.slurm import TIME_MARGIN_NOTE
 
     positive("--utilisation", utilisation, upper=1)
     check_writable_file(json_out, "--json")
@@ -245,10 +246,10 @@ def plan(
         **plan_json(result, costing, config, config.rerank.depth, rerank_tokens),
         "inputs": {"subquestions": str(subquestions), "candidates": str(candidates), "index": str(index)},
     }
-    planned["notes"] = stand_ins + planned["notes"]
+    planned["notes"] = stand_ins + planned["notes"] + [TIME_MARGIN_NOTE]
     if emit_json(planned, json_out):
         return
-    for line in result.notes() + stand_ins + costing_notes:
+    for line in result.notes() + stand_ins + costing_notes + [TIME_MARGIN_NOTE]:
         say(line)
     results.print(table)
 

@@ -77,8 +77,10 @@ def synchronize(device: str) -> None:
 
 def timed(run, device: str, repeats: int) -> tuple[float, float]:
     """(median seconds of `repeats` runs after one warm-up, peak memory GiB: the GPU's allocator, or this process's
-    resident high-water mark on a CPU)."""
-    run()
+    resident high-water mark on a CPU). The warm-up runs under inference mode too: outside it a raw forward keeps its
+    autograd activations, which ran an H100 out of memory in the raw padded row (CHANGELOG.md, 2026-11-27)."""
+    with torch.inference_mode():
+        run()
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     seconds = []

@@ -116,7 +116,9 @@ def save_digit_llama(directory, **extra):
     return directory
 
 
-def build_model(shape, device: str, dtype, attention: str | None = None, fp8: bool = False):
+def build_model(
+    shape, device: str, dtype, attention: str | None = None, fp8: bool = False, granularity: str = "per-tensor"
+):
     """Random weights of `shape` on `device`, made layer by layer from the meta device (each decoder layer
     materialised, initialised and, for fp8, quantized before the next), so the whole 70B shape in fp8 never
     needs its bf16 size."""
@@ -135,7 +137,7 @@ def build_model(shape, device: str, dtype, attention: str | None = None, fp8: bo
         for module in part.modules():
             model._init_weights(module)
         if fp8 and part in model.model.layers:
-            to_fp8(part)
+            to_fp8(part, granularity)
     if shape.tied_embeddings:
         model.tie_weights()
     # the rotary embedding's frequencies are a buffer computed at construction, not a weight: compute them here
@@ -144,12 +146,14 @@ def build_model(shape, device: str, dtype, attention: str | None = None, fp8: bo
     return model.eval()
 
 
-def to_fp8(module) -> None:
-    """torchao's dynamic float8 (per-tensor scales) on a decoder layer's linear layers: the transformers backend's
-    fp8 (generation/backends/placement.fp8_load_settings)."""
-    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor, quantize_
+def to_fp8(module, granularity: str = "per-tensor") -> None:
+    """torchao's dynamic float8 at `granularity` on a decoder layer's linear layers: the transformers backend's fp8
+    (generation/backends/placement.fp8_config)."""
+    from torchao.quantization import quantize_
 
-    quantize_(module, Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))
+    from generation.backends.placement import fp8_config
+
+    quantize_(module, fp8_config(granularity))
 
 
 def chat_tokenizer(family: str):

@@ -84,6 +84,7 @@ class TransformersBackend:
         max_length: int = 8192,
         setting: str = "max_batch_tokens",
         compile: bool = False,
+        fp8_granularity: str = "per-tensor",
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -102,7 +103,7 @@ class TransformersBackend:
         self.shape = shape_from_config(config, str(model_path))
         load = {"dtype": torch_dtype, **({"attn_implementation": attention} if attention else {})}
         if quantization == "fp8":
-            load.update(placement.fp8_load_settings(self.device))
+            load.update(placement.fp8_load_settings(self.device, fp8_granularity))
         self.placement = None
         if self.device.startswith("cuda"):
             reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
@@ -186,6 +187,7 @@ class TransformersBackend:
             max_length=getattr(config, "max_model_len", None) or config.max_length,
             setting=f"{section}.max_batch_tokens",
             compile=config.compile,
+            fp8_granularity=getattr(config, "fp8_granularity", "per-tensor"),
         )
 
     def _batches(self, sequences: Sequence[Sequence[int]]):

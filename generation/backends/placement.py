@@ -192,11 +192,25 @@ def read_config(model_path: str | Path):
     return AutoConfig.from_pretrained(str(model_path))
 
 
-def fp8_load_settings(device: str) -> dict:
-    """`from_pretrained` settings for fp8 weights and activations: torchao's dynamic float8 (per-tensor scales, as
-    vLLM's online `quantization="fp8"` makes them; torchao.quantization.Float8DynamicActivationFloat8WeightConfig),
-    applied by transformers as each weight loads, so a model is never held in bf16 whole. Refused where it cannot
-    run: torchao's float8 needs a CUDA GPU of compute capability 8.9 or newer (L4, RTX 4090, H100)."""
+FP8_GRANULARITIES = ("per-tensor", "per-row")  # judge.fp8_granularity: torchao's PerTensor() and PerRow()
+
+
+def fp8_config(granularity: str = "per-tensor"):
+    """torchao's dynamic float8 config at `granularity`: per-tensor, one scale for a whole activation (every row of
+    the batch, padding included) and one per weight, as vLLM's online `quantization="fp8"` scales them (vLLM's fp8
+    docs, "dynamic per-tensor scale"); per-row, one scale per activation row (a token's own) and one per weight
+    output channel, so a row's quantization does not depend on its batch mates. torchao applies the granularity to
+    both (torchao/float8/inference.py `_normalize_granularity`)."""
+    from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor
+
+    return Float8DynamicActivationFloat8WeightConfig(granularity=PerRow() if granularity == "per-row" else PerTensor())
+
+
+def check_fp8_device(device: str, granularity: str = "per-tensor") -> None:
+    """Refuses a device torchao's float8 cannot run at `granularity`: its rule (torchao/float8/inference.py
+    `_check_hardware_support`) is CUDA compute capability >= 8.9 (or an MI300) for per-tensor and per-row alike."""
+    if granularity not in FP8_GRANULARITIES:
+        raise ValueError(f"judge.fp8_granularity: {granularity!r} is not one of {', '.join(FP8_GRANULARITIES)}")
     if not device.startswith("cuda"):
         raise ValueError(
             f"quantization: fp8 needs a CUDA GPU of compute capability >= 8.9 (torchao's float8 "
@@ -205,16 +219,26 @@ def fp8_load_settings(device: str) -> dict:
         )
     major, minor = torch.cuda.get_device_capability(torch.device(device))
     if (major, minor) < (8, 9):
-        raise ValueError(f"quantization: fp8 needs compute capability >= 8.9; {device} is {major}.{minor}")
+        raise ValueError(
+            f"judge.fp8_granularity: {granularity} fp8 needs compute capability >= 8.9 (torchao's rule); "
+            f"{device} is {major}.{minor}"
+        )
+
+
+def fp8_load_settings(device: str, granularity: str = "per-tensor") -> dict:
+    """`from_pretrained` settings for fp8 weights and activations: torchao's dynamic float8 (`fp8_config`),
+    applied by transformers as each weight loads, so a model is never held in bf16 whole. Refused where it cannot
+    run (`check_fp8_device`)."""
+    check_fp8_device(device, granularity)
     try:
-        from torchao.quantization import Float8DynamicActivationFloat8WeightConfig, PerTensor
+        config = fp8_config(granularity)
     except ImportError:
         raise ValueError(
             "quantization: fp8 on the transformers backend needs torchao: pip install 'researchy-subq-judgments[fp8]'"
         ) from None
     from transformers import TorchAoConfig
 
-    return {"quantization_config": TorchAoConfig(Float8DynamicActivationFloat8WeightConfig(granularity=PerTensor()))}
+    return {"quantization_config": TorchAoConfig(config)}
 
 
 def reserve_for(shape: Shape, tokens: int, dtype_bytes: int) -> int:

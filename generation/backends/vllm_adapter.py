@@ -7,6 +7,7 @@ transformers backend on tiny models (tests/test_vllm_backends.py).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from generation.backends.request_order import grouped_order
@@ -77,6 +78,18 @@ def judge_engine_args(model: str, config) -> dict:
     return args
 
 
+# vLLM's batch-invariant mode (docs.vllm.ai v0.32.0, features/batch_invariance)
+BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
+
+
+def judge_engine_env(config) -> dict[str, str]:
+    """Environment variables the judge's engine needs before it starts. `judge.batch_invariant` sets
+    VLLM_BATCH_INVARIANT=1: vLLM reads it once per process (csrc/core/batch_invariant.hpp caches it), and its engine
+    core process inherits this one's environment, so it is set before `vllm.LLM` is built. A process that already
+    started an engine without it keeps its kernels: one engine per process, as the judge stage builds it."""
+    return {BATCH_INVARIANT_ENV: "1"} if getattr(config, "batch_invariant", False) else {}
+
+
 def logprob_row(step_logprobs: dict, token_ids: Sequence[int]) -> list[float]:
     """{token_id: Logprob} of one generated position -> log-probabilities in `token_ids` order."""
     return [float(step_logprobs[t].logprob) if t in step_logprobs else float("-inf") for t in token_ids]
@@ -92,6 +105,7 @@ class VllmJudgeBackend:
     prefix_groups = True
 
     def __init__(self, model: str, config):
+        os.environ.update(judge_engine_env(config))
         from vllm import LLM
 
         self.llm = LLM(**{**platform_engine_args(), **judge_engine_args(model, config)})  # the profile's win

@@ -8,6 +8,12 @@ costs prefill at that share and generate mode's decode steps separately, as memo
 The bundled reference (`calibration-h100-2026-11-23.json`) holds the figures measured on 2026-11-23 on an H100
 80 GB (torch 2.11, transformers 5.17) with the code before the GPU paths were added (CHANGELOG.md); it is not a run of
 scripts/bench_gpu.py, and says so.
+
+`whole_model` entries are whole-model measurements of one prompt at one precision (scripts/bench_whole_model.py
+writes them): pairs/s through the kit, keyed by the batch composition they ran at (`rows_per_forward`: the rows of
+its long forwards, the prefix passes of a document-first prompt), with the FLOPs a pair that rate is for, the
+device and the date. `plan` prices no paper-scale row of that prompt and precision below its figure
+(generation/planning/whole_model.py). The reference holds the two of 2026-11-27 (CHANGELOG.md, 2026-11-27).
 """
 
 from __future__ import annotations
@@ -45,6 +51,25 @@ class CalibrationError(ValueError):
     pass
 
 
+WHOLE_MODEL_KEYS = ("prompt", "precision", "shape", "device", "measured", "pairs_per_s", "rows_per_forward",
+                    "flops_per_pair")  # fmt: skip
+
+
+def check_whole_model(path, entries) -> list:
+    """The `whole_model` entries, each with every key and positive figures; else a CalibrationError naming it."""
+    if not isinstance(entries, list):
+        raise CalibrationError(f"{path}: whole_model is not a list of measurements")
+    for i, entry in enumerate(entries):
+        missing = [k for k in WHOLE_MODEL_KEYS if not isinstance(entry, dict) or entry.get(k) in (None, "")]
+        if missing:
+            raise CalibrationError(f"{path}: whole_model[{i}] has no {', '.join(missing)} (a figure names its device "
+                                   "and date)")  # fmt: skip
+        for key in ("pairs_per_s", "rows_per_forward", "flops_per_pair"):
+            if not isinstance(entry[key], (int, float)) or entry[key] <= 0:
+                raise CalibrationError(f"{path}: whole_model[{i}].{key} = {entry[key]!r}, not a positive number")
+    return entries
+
+
 @dataclass
 class Calibration:
     device: str
@@ -56,6 +81,7 @@ class Calibration:
     peak_flops: dict  # precision -> the device's dense peak, FLOP/s
     bandwidth: float | None  # the device's memory bandwidth, bytes/s
     rows: list = field(default_factory=list)
+    whole_model: list = field(default_factory=list)  # whole-model measurements by prompt, precision and composition
 
     def share(self, backend: str, precision: str) -> float | None:
         return self.utilisation.get(backend, {}).get(precision)
@@ -91,4 +117,5 @@ class Calibration:
             data["peak_flops"],
             data["bandwidth"],
             data.get("rows", []),
+            check_whole_model(path, data.get("whole_model", [])),
         )

@@ -108,3 +108,44 @@ def check_comparable(a: Setting, b: Setting) -> None:
             "a pilot judges one set of pairs under two judges; give B the profile of A with judge overrides "
             "(--b-set judge.KEY=VALUE)"
         )
+
+
+# What makes each pair run alone, per engine: the transformers backend cuts its batches at judge.batch_size pairs;
+# vLLM schedules a chunk's requests itself, so one sequence a step is its scheduler's max_num_seqs.
+ALONE = {"transformers": "judge.batch_size=1", "vllm": "judge.engine_args={max_num_seqs: 1}"}
+
+
+def check_batch_comparison(a: Setting, b: Setting) -> str | None:
+    """A stability check (A and B differ in how many pairs share a forward: judge.batch_size or vLLM's
+    max_num_seqs) on a backend that can run a pair alone; None when the pilot is no such check, else the note saying
+    which. Refused, naming the setting, where a backend cannot isolate pairs."""
+    left, right = a.profile.judge, b.profile.judge
+    seqs = left.engine_args.get("max_num_seqs"), right.engine_args.get("max_num_seqs")
+    changed = [
+        key
+        for key, differs in (
+            ("judge.batch_size", left.batch_size != right.batch_size),
+            ("judge.engine_args.max_num_seqs", seqs[0] != seqs[1]),
+        )
+        if differs
+    ]
+    if not changed:
+        return None
+    for setting in (a, b):
+        judge = setting.profile.judge
+        engine = judge.ray_backend if judge.backend == "ray" else judge.backend
+        if engine == "openai":
+            raise ArgumentError(
+                f"{changed[0]}: setting {setting.label} (backend openai) cannot run a pair alone: the server batches "
+                "the requests it gets with whatever else it serves. Check stability on a transformers or vllm "
+                "backend, or start the server with VLLM_BATCH_INVARIANT=1"
+            )
+        if engine == "vllm" and changed == ["judge.batch_size"]:
+            raise ArgumentError(
+                f"judge.batch_size: setting {setting.label} (backend vllm) hands vLLM whole chunks, which its "
+                f"scheduler batches itself; run a pair alone there with {ALONE['vllm']}"
+            )
+    return (
+        f"A and B differ in {' and '.join(changed)}: a stability check, reported as level flips and the largest "
+        "|dP(level)| between the two"
+    )

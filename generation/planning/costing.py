@@ -17,7 +17,8 @@ from generation.judging.calibration import REFERENCE, Calibration, device_spec
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
 from generation.planning.document_first import PAPER_QUESTIONS_ASSUMED  # the rerank rows name it as an assumption
 from generation.planning.execution import Execution, Refused, execution_for
-from generation.planning.plan import Plan, Scenario
+from generation.planning.plan import PAPER_PAIRS, Plan, Scenario
+from generation.planning.whole_model import composition, figure_for, floored
 
 # The document-first prompt's suffixes (a sub-question's ~20 tokens against a cached document) run as short batches
 # whose weight reads dominate: priced at the calibration's `suffix` share, else at this assumption.
@@ -134,6 +135,7 @@ class CostRow:
     gpus: int = 1  # GPUs one model copy holds (a device_map spread: all of them, one working at a time)
     prompt: str = "crux-paper"
     suffix_source: str = ""  # a document-first prompt's rows: what its suffixes' share is
+    whole_model: str = ""  # the whole-model figure that priced the prefill, where it is above the component price
 
     @property
     def hours(self) -> float:
@@ -182,6 +184,15 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
             else:
                 prefill, suffix_source = grouped_prefill_seconds(scenario, costing, precision, peak, share)
                 prefill, cached_prefill = prefill * span, prefill * span
+            granularity = getattr(costing.judge_config, "fp8_granularity", "per-tensor")
+            rows_now = composition(scenario.groups is not None, batch)
+            figure = figure_for(cal, scenario.prompt, precision, granularity, rows_now)
+            flops = flops_per_pair(scenario, costing.judge)
+            prefill, cached_prefill, by_figure = floored(
+                prefill, cached_prefill, figure, flops, scenario.pairs == PAPER_PAIRS
+            )
+            if figure is not None and figure.line not in notes:
+                notes.append(figure.line)
             rows.append(
                 CostRow(
                     scenario.label,
@@ -198,6 +209,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     run.gpus,
                     scenario.prompt,
                     suffix_source,
+                    figure.line.split(":")[0] + ", the whole-model figure" if by_figure else "",
                 )
             )
     return rows, notes
@@ -335,7 +347,7 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
             f"{row.node_rate:,.2f}",
             f"{row.decode_batch or '-'}",
             f"{row.gpus}",
-            "; ".join(filter(None, (row.source, row.suffix_source))),
+            "; ".join(filter(None, (row.whole_model, row.source, row.suffix_source))),
         )
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
     suffixes = sorted({f"{r.precision}: {r.suffix_source}" for r in judged if r.suffix_source})

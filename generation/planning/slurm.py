@@ -17,6 +17,12 @@ from generation.executors.errors import SlurmError
 from generation.stages import PIPELINE, REGISTRY
 
 TIME_MARGIN = 1.25  # a task's share of the GPU-hours, plus a quarter: the plan is an estimate
+TIME_MARGIN_NOTE = (
+    f"sbatch time limits from this plan (`slurm judge --from-plan`) are a task's share of its GPU-hours x "
+    f"{TIME_MARGIN}: before whole-model figures floored it, the plan priced the paper prompt 13% under the whole "
+    "model's measured time on an H100 (4,496 against 5,083 H100-hours, CHANGELOG.md 2026-11-27), and a task also loads the model; "
+    "a task cut short costs more than one that ends early"
+)
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+):([0-5]\d):([0-5]\d)$")
 
 

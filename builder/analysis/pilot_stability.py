@@ -1,0 +1,51 @@
+"""How far two settings' labels move pair by pair: level flips and the largest |dP(level)|. A pilot whose settings
+differ only in how many pairs share a forward (`--b-set judge.batch_size=1` on the transformers backend,
+`judge.engine_args={max_num_seqs: 1}` on vLLM: generation/pilot/settings.py check_batch_comparison) measures how
+much a pair's label depends on its batch mates; every pilot reports it beside the agreement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def label_stability(a: pa.Table, b: pa.Table) -> dict:
+    """Over the pairs both settings graded: how many changed level, and the largest absolute difference of one
+    level's probability (over the pairs both gave a distribution: distribution mode), with the pair it is on."""
+    columns = ["subq_id", "docid", "level", "probs"]
+    right = {(r["subq_id"], r["docid"]): r for r in b.select(columns).to_pylist() if r["level"] is not None}
+    pairs = flips = with_distribution = 0
+    largest, worst = None, None
+    for row in a.select(columns).to_pylist():
+        other = right.get((row["subq_id"], row["docid"]))
+        if row["level"] is None or other is None:
+            continue
+        pairs += 1
+        flips += row["level"] != other["level"]
+        if row["probs"] is None or other["probs"] is None:
+            continue
+        with_distribution += 1
+        moved = float(np.abs(np.asarray(row["probs"], np.float64) - np.asarray(other["probs"], np.float64)).max())
+        if largest is None or moved > largest:
+            largest, worst = moved, {"subq_id": row["subq_id"], "docid": row["docid"]}
+    return {
+        "pairs": pairs,
+        "level_flips": flips,
+        "with_distribution": with_distribution,
+        "max_abs_dp": largest,
+        "worst": worst,
+    }
+
+
+def stability_line(stability: dict) -> str:
+    """One line: the flips among the pairs both graded, and the largest |dP(level)| with its pair."""
+    pairs, flips = stability["pairs"], stability["level_flips"]
+    share = f" ({flips / pairs:.1%})" if pairs else ""
+    line = f"label stability: {flips:,} level flips of {pairs:,} pairs both graded{share}; "
+    if stability["max_abs_dp"] is None:
+        return line + "largest |dP(level)|: not measured (no pair with a distribution in both: generate mode)"
+    worst = stability["worst"]
+    return (
+        line + f"largest |dP(level)| {stability['max_abs_dp']:.3g} over {stability['with_distribution']:,} pairs with "
+        f"distributions (pair {worst['subq_id']} x {worst['docid']})"
+    )
