@@ -34,7 +34,7 @@ def main() -> None:
     # the default config holds every judgment once; `level` is null for an answer the parser could not read
     judgments = load_dataset(args.release, "judgments", split="train")
     levels = Counter(judgments["level"])
-    print("level  judgments (train)")
+    print(f"{'level':>8}  judgments (train)")
     for level in sorted(levels, key=lambda v: -1 if v is None else v):
         print(f"{'unparsed' if level is None else level:>8}  {levels[level]:,}")
 

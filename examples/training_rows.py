@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from builder.training.files import write_training_files
 from builder.training.recipe import training_rows
@@ -23,9 +24,11 @@ from builder.training.run_settings import release_profile
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Build training rows with another number of negatives.")
-    parser.add_argument("--release", default="demo-output/release", help="a release folder")
-    parser.add_argument("--texts", default="demo-output/texts", help="the folder `researchy-subq texts` wrote")
-    parser.add_argument("--out", default="demo-output/training-k5", help="folder for the training files")
+    parser.add_argument("--release", type=Path, default="demo-output/release", help="a release folder")
+    parser.add_argument(
+        "--texts", type=Path, default="demo-output/texts", help="the folder `researchy-subq texts` wrote"
+    )
+    parser.add_argument("--out", type=Path, default="demo-output/training-k5", help="folder for the training files")
     parser.add_argument("--negatives", type=int, default=5, help="k, negatives a row")
     parser.add_argument(
         "--fill-order",
