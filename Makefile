@@ -63,8 +63,8 @@ test-fast: $(STAMP) lint
 
 # ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra.
 lint: $(STAMP)
-	$(BIN)/ruff check generation builder tests scripts
-	$(BIN)/ruff format --check generation builder tests scripts
+	$(BIN)/ruff check generation builder tests scripts examples
+	$(BIN)/ruff format --check generation builder tests scripts examples
 
 # The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
 test-vllm: $(VLLM_STAMP)

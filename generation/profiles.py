@@ -226,6 +226,17 @@ def judge_overrides(
         ) from None
 
 
+def judge_run_profile(
+    profile: Profile, backend: str | None = None, endpoint: str | None = None, concurrency: int | None = None
+) -> tuple[Profile, bool]:
+    """`judge_overrides`, named NAME-BACKEND when the overrides change the judge section's config hash: a profile of
+    its own, to write beside the judgments so build-release can name it. The flag says whether they did."""
+    overridden = judge_overrides(profile, backend, endpoint, concurrency)
+    if overridden.config_hash("judge") == profile.config_hash("judge"):
+        return overridden, False
+    return overridden.model_copy(update={"name": f"{profile.name}-{overridden.judge.backend}"}), True
+
+
 WITHHELD_ENDPOINT = "http://endpoint.withheld"
 
 

@@ -27,8 +27,10 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def doc_pages() -> list[Path]:
-    """The README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not yet placed."""
-    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_incoming" not in p.parts)]
+    """The README, the examples' README and every docs page a reader is sent to; `docs/_incoming/` holds drafts not
+    yet placed."""
+    docs = sorted(p for p in (ROOT / "docs").rglob("*.md") if "_incoming" not in p.parts)
+    return [ROOT / "README.md", ROOT / "examples" / "README.md", *docs]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from builder.cli.main import app
 from generation.errors import InputError
-from generation.profiles import judge_overrides, load_profile
+from generation.profiles import judge_overrides, judge_run_profile, load_profile
 from generation.stages.corpus import build_corpus
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy
@@ -52,6 +52,13 @@ def test_an_endpoint_with_the_openai_backend_is_taken():
     assert profile.judge.backend == "openai" and profile.judge.openai.endpoint == "http://127.0.0.1:9/v1"
     with pytest.raises(ValueError, match="--endpoint and --concurrency set the server"):
         judge_overrides(load_profile("demo"), endpoint="http://127.0.0.1:9/v1", concurrency=2)
+
+
+def test_a_judge_run_profile_is_named_for_its_backend_only_when_its_judge_section_changes():
+    served, own = judge_run_profile(load_profile("paper"), backend="openai", endpoint="http://127.0.0.1:9/v1")
+    assert own and served.name == "paper-openai" and served.judge.openai.endpoint == "http://127.0.0.1:9/v1"
+    busier, own = judge_run_profile(served, concurrency=64)  # the server's concurrency is not in the config hash
+    assert not own and busier.name == "paper-openai" and busier.judge.openai.concurrency == 64
 
 
 EMPTY = {"empty": b"", "blank lines only": b"\n  \n\t\n"}

@@ -100,18 +100,14 @@ def make_judge_stage(
 ) -> Stage:
     """`judge`, or with --budget the budgeted judge (a bandit chooses the pairs), or with --limit a smoke test; with
     --export-batch the shard's missing pairs as OpenAI Batch request files, with --import-batch their results."""
-    from generation.profiles import judge_overrides
+    from generation.profiles import judge_run_profile
 
     try:
-        overridden = judge_overrides(profile, backend, endpoint, concurrency)
+        profile, own_section = judge_run_profile(profile, backend, endpoint, concurrency)
     except ValueError as e:
         fail(str(e))
-    if overridden.config_hash("judge") != profile.config_hash("judge"):
-        profile = write_overridden_profile(
-            overridden.model_copy(update={"name": f"{profile.name}-{overridden.judge.backend}"}), out
-        )
-    else:
-        profile = overridden
+    if own_section:
+        profile = write_overridden_profile(profile, out)
     if export_batch is not None or import_batch:
         return batch_stage(
             profile,
