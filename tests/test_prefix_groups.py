@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from generation.backends.document_batches import DocumentBatches
 from generation.backends.prefix_groups import GroupBatches, SharedPrefixCache, shared_prefix_length
 from generation.judging.judges import Pair
 from generation.profiles import load_profile
@@ -66,19 +67,23 @@ def test_a_documents_prefix_once_gives_what_whole_prompts_give(request, model, m
             assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
 
 
-def test_each_document_is_computed_once_and_its_suffixes_continue_from_a_shared_cache(chat_llama):
+def test_each_document_is_computed_once_and_its_suffixes_continue_from_their_own_prefix(chat_llama):
+    """Several documents a forward (generation/backends/document_batches.py): each document's prefix runs once, in a
+    prefix pass with other documents', and every suffix row continues from its own document's cache."""
     pairs = grouped_pairs()
     judge, backend = judge_of(chat_llama, "distribution", batch_size=4)
     backend.model = counting = CountingForwards(backend.model)
     judge.grade(pairs)
     sequences = [judge.encode_pair(p)[0] for p in pairs]
-    plan = GroupBatches(sequences, [p.document for p in pairs])
-    prefixes = sorted({plan.prefix_of(i) for i in range(len(pairs)) if plan.prefix_of(i)})
-    # 4 documents; the one with a single sub-question runs whole; 5 and 7 sub-questions take two batches of <= 4
-    single = next(i for i in range(len(pairs)) if not plan.prefix_of(i))
-    assert len(prefixes) == 3 and sum(pairs[single].document == p.document for p in pairs) == 1
-    assert counting.caches.count("DynamicCache") == 0
-    assert counting.caches.count("SharedPrefixCache") == 2 + 1 + 2
+    plan = DocumentBatches(sequences, [p.document for p in pairs])
+    batches = plan.cut(list(range(len(pairs))), 4, None)
+    assert len(batches) == 4 and sorted(i for b in batches for i in b) == list(range(len(pairs)))
+    # one suffix forward a batch, against the row-prefix cache; a prefix pass before each batch that brings a new
+    # document (the 1-pair document's prefix is its prompt less its last token)
+    assert counting.caches.count("RowPrefixCache") == 4
+    brings_new = [set(plan.groups(b)) - set(plan.groups(batches[k - 1]) if k else ()) for k, b in enumerate(batches)]
+    assert counting.caches.count("NoneType") == sum(map(bool, brings_new)) <= 4
+    assert sum(len(new) for new in brings_new) == 4, "each of the 4 documents' prefixes computed once"
     whole_tokens = sum(len(s) for s in sequences)
     assert sum(counting.computed) < whole_tokens / 2, "each document's tokens computed once, not per sub-question"
 
