@@ -118,9 +118,8 @@ class DocumentBatches:
         for g in order:
             for i in sorted(by_group[g], key=self.suffix_length):
                 new_group = not current or self.group_of[current[-1]] != g
-                grown = (
-                    (groups + new_group) * max(widest_prefix, self.prefix_lengths[g])
-                    + (len(current) + 1) * max(widest_suffix, self.suffix_length(i))
+                grown = (groups + new_group) * max(widest_prefix, self.prefix_lengths[g]) + (len(current) + 1) * max(
+                    widest_suffix, self.suffix_length(i)
                 )
                 if current and (len(current) >= max_pairs or (max_tokens and grown > max_tokens)):
                     batches.append(current)
