@@ -41,8 +41,8 @@ def test_batches_hold_several_groups_within_the_pair_count_and_the_budget():
     # prefixes: a 41 (shared), b 30, c 50 (one prompt: all of it but its last token)
     assert [plan.prefix_of(i) for i in (0, 5, 8)] == [41, 30, 50]
     assert plan.cut(list(range(9)), 16, None) == [[5, 6, 7, 0, 1, 2, 3, 4, 8]], "shortest prefix first, one batch"
-    # cost: groups x the longest prefix + rows x the longest suffix
-    assert plan.cost([5, 6, 7, 0]) == 2 * 41 + 4 * 3 and plan.cost([8]) == 50 + 1
+    # cost: a row per group, its longest prefix + as many slots as the largest group, each as wide as the longest suffix
+    assert plan.cost([5, 6, 7, 0]) == 2 * (41 + 3 * 3) and plan.cost([8]) == 50 + 1
     batches = plan.cut(list(range(9)), 4, None)
     assert batches == [[5, 6, 7, 0], [1, 2, 3, 4], [8]], "group a crosses a batch boundary"
     budgeted = plan.cut(list(range(9)), 16, 2 * 41 + 5 * 3)
@@ -79,15 +79,15 @@ def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama,
     lowered and the rest re-cut; a group already computed is not computed again, no pair is judged twice."""
     pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
     limited, backend = judge(chat_llama, mode, 64, limit=1200, prompt="crux-paper-document-first")
-    suffix_rows = []
-    original = backend._document_inputs
+    judged = []
+    if mode == "distribution":  # the batches of several groups a row (document_batches.slot_inputs)
+        original = backend._slot_step
 
-    def counted(sequences, chosen, plan):
-        inputs = original(sequences, chosen, plan)
-        suffix_rows.extend(chosen)  # reached only once its prefixes fit
-        return inputs
+        def counted(sequences, chosen, *args):
+            original(sequences, chosen, *args)
+            judged.extend(chosen)  # reached once the batch's forwards ran
 
-    backend._document_inputs = counted
+        backend._slot_step = counted
     with pytest.warns(OutOfMemoryNotice) as notices:
         got = limited.grade(pairs)
     assert len(notices) == 1 and "out of memory on a batch of" in str(notices[0].message)
@@ -95,4 +95,5 @@ def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama,
     assert all(tokens <= 1200 for tokens in backend.model.ran)
     ran = backend.model.ran
     assert len(ran) >= 3, "several batches ran after the failure"
-    assert sorted(set(suffix_rows)) == list(range(len(pairs)))
+    if mode == "distribution":
+        assert sorted(judged) == list(range(len(pairs))), "each pair judged once"

@@ -103,9 +103,13 @@ class DocumentBatches:
         return list(dict.fromkeys(self.group_of[i] for i in batch))
 
     def cost(self, batch: Sequence[int]) -> int:
+        """Tokens the batch's forwards hold: its groups' prefixes padded to the longest, and its suffixes as the slot
+        layout lays them (a row per group, as many slots as the largest group's members, each as wide as the longest
+        suffix); the row-per-suffix layout of generate mode holds no more."""
         groups = self.groups(batch)
-        prefixes = len(groups) * max(self.prefix_lengths[g] for g in groups)
-        return prefixes + len(batch) * max(self.suffix_length(i) for i in batch)
+        slots = max(sum(self.group_of[i] == g for i in batch) for g in groups)
+        widest_suffix = max(self.suffix_length(i) for i in batch)
+        return len(groups) * (max(self.prefix_lengths[g] for g in groups) + slots * widest_suffix)
 
     def cut(self, indices: Sequence[int], max_pairs: int, max_tokens: int | None) -> list[list[int]]:
         by_group: dict[int, list[int]] = {}
@@ -114,29 +118,32 @@ class DocumentBatches:
         order = sorted(by_group, key=lambda g: (g not in self.held, self.prefix_lengths[g], g))
         batches: list[list[int]] = []
         current: list[int] = []
-        groups, widest_prefix, widest_suffix = 0, 0, 0
         for g in order:
+            in_group = 0
             for i in sorted(by_group[g], key=self.suffix_length):
-                new_group = not current or self.group_of[current[-1]] != g
-                grown = (groups + new_group) * max(widest_prefix, self.prefix_lengths[g]) + (len(current) + 1) * max(
-                    widest_suffix, self.suffix_length(i)
-                )
-                if current and (len(current) >= max_pairs or (max_tokens and grown > max_tokens)):
-                    batches.append(current)
-                    current, groups, widest_prefix, widest_suffix, new_group = [], 0, 0, 0, True
+                if current:
+                    groups = n_groups + (in_group == 0)
+                    prefix = max(widest_prefix, self.prefix_lengths[g])
+                    grown = groups * (prefix + max(slots, in_group + 1) * max(widest_suffix, self.suffix_length(i)))
+                    if len(current) >= max_pairs or (max_tokens and grown > max_tokens):
+                        batches.append(current)
+                        current, in_group = [], 0
+                if not current:
+                    n_groups = widest_prefix = slots = widest_suffix = 0
+                n_groups += in_group == 0
                 current.append(i)
-                groups += new_group
+                in_group += 1
                 widest_prefix = max(widest_prefix, self.prefix_lengths[g])
                 widest_suffix = max(widest_suffix, self.suffix_length(i))
+                slots = max(slots, in_group)
         if current:
             batches.append(current)
         return batches
 
-    def prefix_cache(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]):
-        """The batch's prefix width (its longest prefix), each row's prefix length, and the cache its suffixes
-        continue from (None when no row has a prefix). Prefixes held for other groups are dropped first; those of
-        the batch's groups not held run in one forward (`prefill`: left-padded prefixes -> their cache). Called
-        inside the batch's step, so an out-of-memory error of the prefix pass is the batch's, handled like any other."""
+    def hold_prefixes(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]) -> list[int]:
+        """The batch's groups, their prefixes held: those held for other groups are dropped first; those of the
+        batch's groups not held run in one forward (`prefill`: left-padded prefixes -> their cache). Called inside the
+        batch's step, so an out-of-memory error of the prefix pass is the batch's, handled like any other."""
         groups = self.groups(batch)
         self.held = {g: kv for g, kv in self.held.items() if g in groups}
         new = [g for g in groups if g not in self.held and self.prefix_lengths[g]]
@@ -147,6 +154,12 @@ class DocumentBatches:
             for row, g in enumerate(new):
                 start = width - self.prefix_lengths[g]
                 self.held[g] = [(layer.keys[row, :, start:], layer.values[row, :, start:]) for layer in cache.layers]
+        return groups
+
+    def prefix_cache(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]):
+        """The batch's prefix width (its longest prefix), each row's prefix length, and the cache its rows continue
+        from, one row per suffix (None when no row has a prefix)."""
+        groups = self.hold_prefixes(batch, prefill)
         lengths = [self.prefix_of(i) for i in batch]
         width = max(lengths)
         if not width:
@@ -161,3 +174,46 @@ class DocumentBatches:
             for layer in range(len(parts[0][1]))
         ]
         return width, lengths, RowPrefixCache(layers)
+
+    def slot_inputs(self, batch: Sequence[int], prefill, pad_id: int, dtype: torch.dtype):
+        """One row per group, its suffixes in slots after its prefix (a suffix right-aligned in its slot): input ids,
+        positions, a 4D additive attention mask, the cache of the groups' prefixes (left-padded to the longest) and,
+        for each of `batch`, its (row, slot). Each suffix sees its own group's prefix and itself, causally; a padding
+        position sees itself alone (a query that sees nothing would give NaN). The last position of slot j is
+        (j + 1) x the slot width - 1 in every row, so one `logits_to_keep` serves all rows."""
+        groups = self.hold_prefixes(batch, prefill)
+        members = {g: [i for i in batch if self.group_of[i] == g] for g in groups}
+        slots, slot = max(len(m) for m in members.values()), max(self.suffix_length(i) for i in batch)
+        width = max(self.prefix_lengths[g] for g in groups)
+        rows, length = len(groups), slots * slot
+        ids = torch.full((rows, length), pad_id, dtype=torch.long)
+        positions = torch.zeros((rows, length), dtype=torch.long)
+        seen = torch.zeros((rows, length, width + length), dtype=torch.bool)
+        seen[:, torch.arange(length), width + torch.arange(length)] = True
+        where = {}
+        for row, g in enumerate(groups):
+            prefix = self.prefix_lengths[g]
+            for j, i in enumerate(members[g]):
+                suffix = self.sequences[i][prefix:]
+                start, end = j * slot + slot - len(suffix), (j + 1) * slot
+                ids[row, start:end] = torch.tensor(suffix, dtype=torch.long)
+                positions[row, start:end] = torch.arange(prefix, prefix + len(suffix))
+                seen[row, start:end, width - prefix : width] = True
+                seen[row, start:end, width + start : width + end] = torch.ones(end - start, end - start).tril().bool()
+                where[i] = (row, j)
+        mask = torch.zeros(seen.shape, dtype=dtype).masked_fill_(~seen, torch.finfo(dtype).min).unsqueeze(1)
+        cache = None
+        if width:
+            cache = DynamicCache()
+            some = next(iter(self.held.values()))
+            for layer, (keys, values) in enumerate(some):
+                padded_keys = keys.new_zeros((rows, keys.shape[0], width, keys.shape[2]))
+                padded_values = values.new_zeros((rows, values.shape[0], width, values.shape[2]))
+                for row, g in enumerate(groups):
+                    if self.prefix_lengths[g]:
+                        held_keys, held_values = self.held[g][layer]
+                        padded_keys[row, :, width - held_keys.shape[1] :] = held_keys
+                        padded_values[row, :, width - held_values.shape[1] :] = held_values
+                cache.update(padded_keys, padded_values, layer)
+        keep = torch.arange(1, slots + 1) * slot - 1
+        return ids, positions, mask, cache, keep, where

@@ -282,9 +282,8 @@ class TransformersBackend:
 
         def step(chosen: list[int]) -> None:
             if isinstance(plan, DocumentBatches):
-                ids, mask, pos, cache, _, _ = self._document_inputs(sequences, chosen, plan)
-            else:
-                ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
+                return self._slot_step(sequences, chosen, plan, wanted, out)
+            ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
             logits = self.model(
                 input_ids=ids,
                 attention_mask=mask,
@@ -296,6 +295,23 @@ class TransformersBackend:
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
         return self._answers(out, self.budget.run(sequences, step, self._free_cache, plan))
+
+    def _slot_step(self, sequences, chosen: list[int], plan: DocumentBatches, wanted, out) -> None:
+        """A batch of several groups in one forward: a row per group, its suffixes in slots after its prefix's cache
+        (document_batches.DocumentBatches.slot_inputs), the LM head on each slot's last position only."""
+        ids, pos, mask, cache, keep, where = plan.slot_inputs(
+            chosen, self._prefill_many, self.pad_id, self.model.get_input_embeddings().weight.dtype
+        )
+        logits = self.model(
+            input_ids=ids.to(self.input_device),
+            attention_mask=mask.to(self.input_device),
+            position_ids=pos.to(self.input_device),
+            past_key_values=cache,
+            use_cache=cache is not None,
+            logits_to_keep=keep.to(self.hidden_device),
+        ).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()[..., wanted].double()
+        out[chosen] = torch.stack([logprobs[where[i]] for i in chosen])
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how

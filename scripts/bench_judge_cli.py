@@ -1,0 +1,179 @@
+"""`researchy-subq judge` end to end, start-up included: the paper's prompt against its document-first variant on the
+demo's first question (its sub-questions x its pool from the bundled sample), with a random-weight Llama saved to a
+folder (512 wide, 8 layers, the Llama-3.3 chat template on the MiniLM tokenizer: no download).
+
+    .venv/bin/python scripts/bench_judge_cli.py [--repeats 5] [--work DIR] [--mode distribution generate]
+
+The inputs are made once (the kit's own questions, corpus, index, retrieve, rerank and pool stages with the demo
+profile, the first train question kept). Each run is a fresh `researchy-subq judge --profile FILE` process into an
+empty folder, timed by the wall clock around the whole command; the profiles are `paper` and `paper-document-first`
+with the judge set to the transformers backend on the CPU and this model. Runs alternate between the two prompts and
+the median is printed: on a machine shared with other work the spread says how much to trust it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+PROMPTS = {"paper": "crux-paper", "paper-document-first": "crux-paper-document-first"}
+
+
+def make_inputs(work: Path) -> dict[str, Path]:
+    """The demo's first train question, its sub-questions and its pool (the demo profile's stages)."""
+    from generation.profiles import load_profile
+    from generation.sample import CLUEWEB22, RESEARCHY
+    from generation.stages.corpus import build_corpus, write_url_map
+    from generation.stages.index import build_index
+    from generation.stages.pool import build_pool
+    from generation.stages.questions import read_researchy
+    from generation.stages.rerank import rerank
+    from generation.stages.retrieve import retrieve
+
+    paths = {"subquestions": work / "questions", "candidates": work / "candidates", "index": work / "index"}
+    if (work / "inputs.done").exists():
+        return paths
+    profile = load_profile("demo")
+    read_researchy([RESEARCHY["train"]], work / "all-questions")
+    questions = pq.read_table(work / "all-questions" / "questions.parquet")
+    first = questions["qid"].to_pylist()[:1]
+    paths["subquestions"].mkdir(parents=True, exist_ok=True)
+    for name in ("questions.parquet", "subquestions.parquet"):
+        table = pq.read_table(work / "all-questions" / name)
+        pq.write_table(table.filter(pc.is_in(table["qid"], value_set=pc.cast(first, table["qid"].type))),
+                       paths["subquestions"] / name)
+    build_corpus([CLUEWEB22], work / "corpus")
+    write_url_map(work / "corpus")
+    build_index(work / "corpus", paths["index"], threads=2)
+    retrieve(profile, paths["subquestions"], paths["index"], work / "runs")
+    rerank(profile, paths["subquestions"], work / "runs", paths["index"], work / "runs")
+    build_pool(profile, paths["subquestions"], work / "runs", work / "corpus", paths["candidates"])
+    (work / "inputs.done").write_text("")
+    return paths
+
+
+def save_model(folder: Path) -> Path:
+    """A random Llama 512 wide with 8 layers (grouped-query attention, gated MLP), the Llama-3.3 chat template."""
+    import torch
+    import transformers
+
+    from builder.standins.models import tiny_tokenizer
+
+    if (folder / "config.json").exists():
+        return folder
+    tokenizer = tiny_tokenizer("llama3")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_profile(work: Path, base: str, model: Path, mode: str, batch_size: int, max_batch_tokens: int | None):
+    """`base`'s judge on this model (transformers, CPU, float32), over the demo's bm25, rerank and pool sections (the
+    ones the candidates were made with: the judge stage checks them)."""
+    import yaml
+
+    from generation.profiles import load_profile
+
+    demo = load_profile("demo")
+    data = {
+        "base": base,
+        "name": f"bench-{base}",
+        "description": f"{base}'s judge on a random Llama on the CPU, over the demo's pool",
+        **{section: getattr(demo, section).model_dump(mode="json") for section in ("bm25", "rerank", "pool")},
+        "judge": {
+            "backend": "transformers",
+            "model": str(model),
+            "mode": mode,
+            "device": "cpu",
+            "dtype": "float32",
+            "batch_size": batch_size,
+            "max_batch_tokens": max_batch_tokens,
+        },
+    }
+    path = work / f"{base}-{mode}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_judge_command(profile: Path, inputs: dict[str, Path], out: Path) -> float:
+    """Seconds of one `researchy-subq judge` process, from its start to its exit."""
+    shutil.rmtree(out, ignore_errors=True)
+    command = [str(Path(sys.executable).parent / "researchy-subq"), "judge", "--profile", str(profile)]
+    command += [f"--{k}={v}" for k, v in inputs.items()] + [f"--out={out}"]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--mode", nargs="+", default=["distribution"], choices=["distribution", "generate"])
+    parser.add_argument("--batch-size", type=int, default=256, help="judge.batch_size (the paper profile's: 256)")
+    parser.add_argument("--max-batch-tokens", type=int, help="judge.max_batch_tokens (default: none, as auto on a CPU)")
+    parser.add_argument("--work", type=Path, help="keep the inputs and the model here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-judge-cli-"))
+    work.mkdir(parents=True, exist_ok=True)
+    inputs = make_inputs(work)
+    model = save_model(work / "model")
+    pairs = None
+    rows = []
+    for mode in args.mode:
+        profiles = {b: write_profile(work, b, model, mode, args.batch_size, args.max_batch_tokens) for b in PROMPTS}
+        seconds = {b: [] for b in PROMPTS}
+        for repeat in range(args.repeats):
+            for base, profile in profiles.items():
+                seconds[base].append(run_judge_command(profile, inputs, work / "out" / base))
+                print(f"{mode} {base} run {repeat + 1}: {seconds[base][-1]:.1f} s", file=sys.stderr, flush=True)
+        if pairs is None:
+            pairs = pq.read_metadata(next((work / "out" / "paper").glob("judgments-*.parquet"))).num_rows
+        for base in PROMPTS:
+            rows.append((mode, base, seconds[base]))
+    subqs = pq.read_table(inputs["subquestions"] / "subquestions.parquet").num_rows
+    print(
+        f"`researchy-subq judge`, one process a run, start-up included; {subqs} sub-questions x {pairs // subqs} "
+        f"documents = {pairs} pairs; random Llama 512 wide, 8 layers, float32, CPU ({os.cpu_count()} cores); "
+        f"batch_size {args.batch_size}, max_batch_tokens {args.max_batch_tokens}; median of {args.repeats}, "
+        "alternating runs\n"
+    )
+    print("| mode | profile (prompt) | runs, s | median s | pairs/s | paper / variant |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for mode, base, runs in rows:
+        median = statistics.median(runs)
+        paper = statistics.median(next(r for m, b, r in rows if m == mode and b == "paper"))
+        ratio = "-" if base == "paper" else f"{paper / median:.2f}x"
+        print(
+            f"| {mode} | `{base}` (`{PROMPTS[base]}`) | {', '.join(f'{s:.1f}' for s in runs)} | {median:.1f} | "
+            f"{pairs / median:.1f} | {ratio} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
