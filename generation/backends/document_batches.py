@@ -118,17 +118,16 @@ class DocumentBatches:
         order = sorted(by_group, key=lambda g: (g not in self.held, self.prefix_lengths[g], g))
         batches: list[list[int]] = []
         current: list[int] = []
+        n_groups = widest_prefix = slots = widest_suffix = 0  # of the batch being filled
         for g in order:
             in_group = 0
             for i in sorted(by_group[g], key=self.suffix_length):
-                if current:
-                    groups = n_groups + (in_group == 0)
-                    prefix = max(widest_prefix, self.prefix_lengths[g])
-                    grown = groups * (prefix + max(slots, in_group + 1) * max(widest_suffix, self.suffix_length(i)))
-                    if len(current) >= max_pairs or (max_tokens and grown > max_tokens):
-                        batches.append(current)
-                        current, in_group = [], 0
-                if not current:
+                groups = n_groups + (in_group == 0)
+                prefix = max(widest_prefix, self.prefix_lengths[g])
+                grown = groups * (prefix + max(slots, in_group + 1) * max(widest_suffix, self.suffix_length(i)))
+                if current and (len(current) >= max_pairs or (max_tokens and grown > max_tokens)):
+                    batches.append(current)
+                    current, in_group = [], 0
                     n_groups = widest_prefix = slots = widest_suffix = 0
                 n_groups += in_group == 0
                 current.append(i)

@@ -12,8 +12,10 @@ import numpy as np
 
 from generation.docstore import cut_words
 from generation.errors import BackendError, PartlyFailed, without_frames
+from generation.judging.document_prompts import DocumentPrompts
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
+from generation.notices import warn
 from generation.profiles import JudgeConfig
 
 
@@ -198,6 +200,8 @@ class LLMJudge:
         # a document-first prompt's pairs of one document share everything up to the sub-question
         self.groups_documents = self.prompt.document_first and bool(getattr(backend, "prefix_groups", False))
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
+        self.document_prompts = DocumentPrompts(self.encoder, self.prompt)
+        self.tokenized_whole = 0  # pairs of a document-first prompt tokenized whole (document_prompts.py)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
             if not self.prompt.grade_first:
@@ -229,13 +233,18 @@ class LLMJudge:
         return (messages(used) if self.takes_messages else ids), used != context
 
     def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
-        """`encode_pair` of each pair: all tokenized in one batch, then those over the budget cut one by one."""
-        messages = [
-            self.prompt.messages(p.question, self.context(p), histories[i] if histories else None)
-            for i, p in enumerate(pairs)
-        ]
+        """`encode_pair` of each pair: all tokenized in one batch (a document-first prompt's document part once per
+        document: document_prompts.py), then those over the budget cut one by one."""
+        token_ids = self._document_first_ids(pairs) if histories is None else [None] * len(pairs)
+        whole = [i for i, ids in enumerate(token_ids) if ids is None]
+        messages = {
+            i: self.prompt.messages(pairs[i].question, self.context(pairs[i]), histories[i] if histories else None)
+            for i in (range(len(pairs)) if self.takes_messages else whole)
+        }
+        for i, ids in zip(whole, self.encoder.encode_many([messages[i] for i in whole])):
+            token_ids[i] = ids
         encoded = []
-        for i, (pair, ids) in enumerate(zip(pairs, self.encoder.encode_many(messages))):
+        for i, (pair, ids) in enumerate(zip(pairs, token_ids)):
             if len(ids) <= self.budget:
                 encoded.append((messages[i] if self.takes_messages else ids, False))
                 continue
@@ -244,6 +253,21 @@ class LLMJudge:
             except PromptTooLong as error:
                 encoded.append(error)
         return encoded
+
+    def _document_first_ids(self, pairs: Sequence[Pair]) -> list[list[int] | None]:
+        """A document-first prompt's ids, a document's part once (document_prompts.py); None where a pair is to be
+        tokenized whole: counted in `tokenized_whole`, with a notice."""
+        if self.takes_messages or not self.document_prompts.usable:
+            return [None] * len(pairs)
+        token_ids = self.document_prompts.encode_pairs(pairs, self.context)
+        whole = sum(ids is None for ids in token_ids)
+        if whole:
+            self.tokenized_whole += whole
+            warn(
+                f"judge: {whole} of {len(pairs)} pairs tokenized whole: their tokens did not split where the "
+                f"document's part of prompt {self.prompt.id!r} ends (the same ids, more tokenizer work)"
+            )
+        return token_ids
 
     def _run(self, call, encoded: list, keys: list | None = None) -> list:
         """The backend's answers for the encoded prompts; an exception in place of each one that failed. With
