@@ -50,8 +50,10 @@ def make_inputs(work: Path) -> dict[str, Path]:
     paths["subquestions"].mkdir(parents=True, exist_ok=True)
     for name in ("questions.parquet", "subquestions.parquet"):
         table = pq.read_table(work / "all-questions" / name)
-        pq.write_table(table.filter(pc.is_in(table["qid"], value_set=pc.cast(first, table["qid"].type))),
-                       paths["subquestions"] / name)
+        pq.write_table(
+            table.filter(pc.is_in(table["qid"], value_set=pc.cast(first, table["qid"].type))),
+            paths["subquestions"] / name,
+        )
     build_corpus([CLUEWEB22], work / "corpus")
     write_url_map(work / "corpus")
     build_index(work / "corpus", paths["index"], threads=2)

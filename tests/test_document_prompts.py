@@ -82,3 +82,41 @@ def test_a_prompt_over_the_budget_is_still_cut_by_tokens():
     encoded = judge._encode_all(pairs)
     assert encoded == [judge.encode_pair(p) for p in pairs]
     assert any(cut for _, cut in encoded) and all(len(ids) <= judge.budget for ids, _ in encoded)
+
+
+def test_pieces_hold_whole_documents_and_the_next_is_prepared_while_this_one_runs():
+    import threading
+
+    from generation.judging.document_prompts import document_pieces, pipelined
+
+    documents = ["a"] * 5 + ["b"] * 2 + ["c"] * 7 + ["a"] + ["d"]
+    pieces = document_pieces(documents, 6)
+    assert pieces == [[0, 1, 2, 3, 4, 14], [5, 6, 7, 8, 9, 10, 11, 12, 13], [15]]
+    running, prepared_meanwhile = threading.Event(), []
+
+    def prepare(piece):
+        if piece is not pieces[0]:
+            assert running.wait(5), "prepared while the piece before runs"
+            prepared_meanwhile.append(piece)
+        return len(piece)
+
+    def run(piece, prepared):
+        running.set()
+        while len(prepared_meanwhile) < min(pieces.index(piece) + 1, len(pieces) - 1):
+            threading.Event().wait(0.01)
+        running.clear()
+        return prepared
+
+    assert pipelined(pieces, prepare, run) == [6, 9, 1]
+    assert prepared_meanwhile == pieces[1:]
+
+
+@pytest.mark.parametrize("mode", ["distribution", "generate"])
+def test_a_document_first_judge_by_pieces_gives_what_whole_prompts_give(chat_llama, mode):
+    """batch_size 2: pieces of about 8 pairs, so a call runs several, each prepared while the one before ran."""
+    from tests.test_document_batches import SUBQUESTIONS, assert_same_grades, whole_prompt_grades
+    from tests.test_prefix_groups import grouped_pairs, judge_of
+
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    judge, _ = judge_of(chat_llama, mode, batch_size=2)
+    assert_same_grades(judge.grade(pairs), whole_prompt_grades(chat_llama, mode, pairs), mode)

@@ -14,7 +14,8 @@ needs (`return_offsets_mapping`, transformers' PreTrainedTokenizerFast); with an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from generation.judging.prompts import Prompt
 
@@ -95,3 +96,31 @@ class DocumentPrompts:
                 break
             window -= 1
         return window
+
+
+def document_pieces(documents: Sequence[str], size: int) -> list[list[int]]:
+    """Positions of the pairs, cut into pieces of whole documents (a document's pairs never in two pieces), a piece
+    closed once it holds `size` pairs or more; in the documents' first-seen order."""
+    by_document: dict[str, list[int]] = {}
+    for i, document in enumerate(documents):
+        by_document.setdefault(document, []).append(i)
+    pieces: list[list[int]] = [[]]
+    for members in by_document.values():
+        if len(pieces[-1]) >= size:
+            pieces.append([])
+        pieces[-1].extend(members)
+    return [piece for piece in pieces if piece]
+
+
+def pipelined(pieces: Sequence, prepare: Callable, run: Callable) -> list:
+    """`run(piece, prepare(piece))` for each piece, the next piece prepared in a thread while this one runs (a fast
+    tokenizer's batch encoding and torch's kernels release the GIL). Returns the runs' results in order."""
+    results = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upcoming = pool.submit(prepare, pieces[0]) if pieces else None
+        for n, piece in enumerate(pieces):
+            prepared = upcoming.result()
+            if n + 1 < len(pieces):
+                upcoming = pool.submit(prepare, pieces[n + 1])
+            results.append(run(piece, prepared))
+    return results

@@ -12,8 +12,9 @@ import numpy as np
 
 from generation.docstore import cut_words
 from generation.errors import BackendError, PartlyFailed, without_frames
-from generation.judging.document_prompts import DocumentPrompts
+from generation.judging.document_prompts import DocumentPrompts, document_pieces, pipelined
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
+from generation.judging.prompt_encoding import PromptEncoder, PromptTooLong, fit_context
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
 from generation.notices import warn
 from generation.profiles import JudgeConfig
@@ -65,67 +66,6 @@ class RequestFailed(RuntimeError):
 class BackendUnavailable(BackendError):
     """The backend as a whole cannot answer (its server is gone): no item is to blame, so nothing is bisected
     and the chunk in hand is not written."""
-
-
-class PromptEncoder:
-    """Prompt messages -> text -> token ids, through the model's chat template or as plain text.
-
-    A chat prompt is rendered to text with `add_generation_prompt=True` and tokenized without adding special
-    tokens, since the rendered template already holds them (BOS for Llama 3): what vLLM's `LLM.chat` and an
-    OpenAI-compatible server (the authors' litellm path) do. `apply_chat_template(tokenize=True)` returns a
-    `BatchEncoding` in transformers 5, which is why the text goes through `render` first."""
-
-    def __init__(self, tokenizer, chat_template: bool):
-        self.tokenizer, self.chat_template = tokenizer, chat_template
-        if chat_template and not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the profile asks for a chat template but the tokenizer has none")
-
-    def render(self, messages: list[dict]) -> str:
-        if self.chat_template:
-            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return "\n\n".join(m["content"] for m in messages)
-
-    def encode(self, messages: list[dict]) -> list[int]:
-        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=not self.chat_template))
-
-    def encode_many(self, messages: list[list[dict]]) -> list[list[int]]:
-        """`encode` of each, in one call: a fast tokenizer encodes a batch on all the machine's cores."""
-        if not messages:
-            return []
-        texts = [self.render(m) for m in messages]
-        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=not self.chat_template)["input_ids"]]
-
-
-def cut_tokens(tokenizer, text: str, keep: int) -> str:
-    """`text` cut after its first `keep` tokens, at the character where that token ends (the original text
-    kept as it is, where the tokenizer gives offsets)."""
-    if keep <= 0:
-        return ""
-    if getattr(tokenizer, "is_fast", False):
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        return text if keep >= len(offsets) else text[: offsets[keep - 1][1]]
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    return text if keep >= len(ids) else tokenizer.decode(ids[:keep])
-
-
-class PromptTooLong(ValueError):
-    pass
-
-
-def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budget: int) -> tuple[list[int], str]:
-    """Token ids of `build(context)` within `budget` tokens, cutting the end of `context` by tokens as needed.
-    Returns (ids, the context used). Raises PromptTooLong when even an empty context overflows."""
-    ids = build(context)
-    while len(ids) > budget:
-        if not context:
-            raise PromptTooLong(
-                f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
-                "(max_model_len - max_new_tokens)"
-            )
-        length = len(tokenizer.encode(context, add_special_tokens=False))
-        context = cut_tokens(tokenizer, context, length - (len(ids) - budget))
-        ids = build(context)
-    return ids, context
 
 
 def isolate_failures(call: Callable[[list], list], items: list) -> list:
@@ -190,6 +130,9 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
     # maximum), so a stored row determines its level: `validate` re-derives it (builder/release/validate/rederive.py).
     level = levels[int(np.argmax(np.asarray(probs, np.float32)))]
     return probs, level, sum(p * lv for p, lv in zip(probs, levels))
+
+
+PIECE_BATCHES = 4  # a document-first judge's pieces hold about this many batches (`batch_size` pairs) of pairs
 
 
 class LLMJudge:
@@ -288,8 +231,21 @@ class LLMJudge:
     def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
         if self.prompt.id == "r3a":
             return self._grade_r3a(pairs)
-        encoded = self._encode_all(pairs)
-        keys = [p.document for p in pairs] if self.groups_documents else None
+        if not self.groups_documents:
+            return self._grade_encoded(pairs, self._encode_all(pairs), None)
+        # by pieces of whole documents, the next piece's prompts built while the backend answers this one's
+        pieces = document_pieces([p.document for p in pairs], PIECE_BATCHES * self.config.batch_size)
+        grades: list[Grade | None] = [None] * len(pairs)
+
+        def run(piece: list[int], encoded: list) -> None:
+            piece_pairs = [pairs[i] for i in piece]
+            for i, grade in zip(piece, self._grade_encoded(piece_pairs, encoded, [p.document for p in piece_pairs])):
+                grades[i] = grade
+
+        pipelined(pieces, lambda piece: self._encode_all([pairs[i] for i in piece]), run)
+        return grades
+
+    def _grade_encoded(self, pairs: Sequence[Pair], encoded: list, keys: list | None) -> list[Grade]:
         if self.config.mode == "distribution":
             answers = self._run(
                 lambda seqs, **kw: self.backend.next_token_logprobs(seqs, self.digit_ids, **kw), encoded, keys
