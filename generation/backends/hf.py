@@ -209,6 +209,7 @@ class TransformersBackend:
             torch.cuda.empty_cache()
 
     prefix_groups = True  # takes `groups`: prompts of one key share a prefix computed once (prefix_groups.py)
+    prepared_ahead = True  # with `groups`, the judge builds the next piece's prompts while this one runs
 
     def _prefill(self, prefix: Sequence[int]):
         """The KV cache of one prefix, run as one sequence."""

@@ -51,7 +51,8 @@ class TokenBackend(Protocol):
 
     A backend with `prefix_groups = True` also takes `groups`, a key per prompt: prompts of one key share a long
     prefix (one document's, under a document-first prompt), which it computes once or sends so that its server's
-    prefix cache serves the rest of the group."""
+    prefix cache serves the rest of the group. One with `prepared_ahead = True` too gets them by pieces of whole
+    documents, the next piece's prompts built while it answers this one (a thread: document_prompts.pipelined)."""
 
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]: ...
 
@@ -231,8 +232,9 @@ class LLMJudge:
     def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
         if self.prompt.id == "r3a":
             return self._grade_r3a(pairs)
-        if not self.groups_documents:
-            return self._grade_encoded(pairs, self._encode_all(pairs), None)
+        if not (self.groups_documents and getattr(self.backend, "prepared_ahead", False)):
+            keys = [p.document for p in pairs] if self.groups_documents else None
+            return self._grade_encoded(pairs, self._encode_all(pairs), keys)
         # by pieces of whole documents, the next piece's prompts built while the backend answers this one's
         pieces = document_pieces([p.document for p in pairs], PIECE_BATCHES * self.config.batch_size)
         grades: list[Grade | None] = [None] * len(pairs)
