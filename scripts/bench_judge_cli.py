@@ -66,29 +66,13 @@ def make_inputs(work: Path) -> dict[str, Path]:
 
 def save_model(folder: Path) -> Path:
     """A random Llama 512 wide with 8 layers (grouped-query attention, gated MLP), the Llama-3.3 chat template."""
-    import torch
-    import transformers
+    from builder.standins.models import save_tiny_causal_lm
 
-    from builder.standins.models import tiny_tokenizer
-
-    if (folder / "config.json").exists():
-        return folder
-    tokenizer = tiny_tokenizer("llama3")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    transformers.LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    if not (folder / "config.json").exists():
+        sizes = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 8}
+        save_tiny_causal_lm(
+            folder, "LlamaConfig", "LlamaForCausalLM", 0, "llama3", max_position_embeddings=8192, **sizes
+        )
     return folder
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from generation.backends.batching import OutOfMemoryNotice
 from generation.backends.document_batches import DocumentBatches
-from tests.test_prefix_groups import grouped_pairs, judge_of
+from tests.test_prefix_groups import assert_same_grades, grouped_pairs, judge_of
 from tests.test_token_batches import TokenLimited, judge
 
 
@@ -18,16 +18,6 @@ def whole_prompt_grades(model_dir, mode, pairs):
     whole, _ = judge_of(model_dir, mode, batch_size=1)
     whole.groups_documents = False
     return whole.grade(pairs)
-
-
-def assert_same_grades(got, expected, mode):
-    assert not {g.status for g in got} & {"engine_error", "request_failed"}
-    assert [g.status for g in got] == [g.status for g in expected]
-    assert [g.level for g in got] == [g.level for g in expected]
-    assert [g.raw for g in got] == [g.raw for g in expected]
-    if mode == "distribution":
-        for a, b in zip(got, expected):
-            assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
 
 
 # 6 documents of 60-160 words: one-pair groups (1), groups larger than a batch (7, 9)

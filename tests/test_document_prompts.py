@@ -114,8 +114,8 @@ def test_pieces_hold_whole_documents_and_the_next_is_prepared_while_this_one_run
 @pytest.mark.parametrize("mode", ["distribution", "generate"])
 def test_a_document_first_judge_by_pieces_gives_what_whole_prompts_give(chat_llama, mode):
     """batch_size 2: pieces of about 8 pairs, so a call runs several, each prepared while the one before ran."""
-    from tests.test_document_batches import SUBQUESTIONS, assert_same_grades, whole_prompt_grades
-    from tests.test_prefix_groups import grouped_pairs, judge_of
+    from tests.test_document_batches import SUBQUESTIONS, whole_prompt_grades
+    from tests.test_prefix_groups import assert_same_grades, grouped_pairs, judge_of
 
     pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
     judge, _ = judge_of(chat_llama, mode, batch_size=2)

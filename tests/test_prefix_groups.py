@@ -25,6 +25,17 @@ def grouped_pairs(documents=4, subquestions=(5, 1, 7, 3), seed=5):
     return [Pair(questions[(d + k) % 8], doc) for d, doc in enumerate(docs) for k in range(subquestions[d])]
 
 
+def assert_same_grades(got, expected, mode):
+    """What whole prompts give: the same statuses, levels and answers; digit probabilities within 1e-4."""
+    assert not {g.status for g in got} & {"engine_error", "request_failed"}
+    assert [g.status for g in got] == [g.status for g in expected]
+    assert [g.level for g in got] == [g.level for g in expected]
+    assert [g.raw for g in got] == [g.raw for g in expected]
+    if mode == "distribution":
+        for a, b in zip(got, expected):
+            assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
+
+
 def judge_of(model_dir, mode, prompt="crux-paper-document-first", batch_size=4):
     return judge(model_dir, mode, batch_size, prompt=prompt)
 
@@ -57,14 +68,7 @@ def test_a_documents_prefix_once_gives_what_whole_prompts_give(request, model, m
     assert grouped.groups_documents
     whole, _ = judge_of(model_dir, mode, batch_size=1)  # one prompt a batch: nothing shared, nothing padded
     whole.groups_documents = False
-    got, expected = grouped.grade(pairs), whole.grade(pairs)
-    assert not {g.status for g in got} & {"engine_error", "request_failed"}
-    assert [g.status for g in got] == [g.status for g in expected]
-    assert [g.level for g in got] == [g.level for g in expected]
-    assert [g.raw for g in got] == [g.raw for g in expected]
-    if mode == "distribution":
-        for a, b in zip(got, expected):
-            assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
+    assert_same_grades(grouped.grade(pairs), whole.grade(pairs), mode)
 
 
 def test_each_document_is_computed_once_and_its_suffixes_continue_from_their_own_prefix(chat_llama):
