@@ -87,3 +87,13 @@ def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama,
     assert len(ran) >= 3, "several batches ran after the failure"
     if mode == "distribution":
         assert sorted(judged) == list(range(len(pairs))), "each pair judged once"
+
+
+def test_a_row_per_suffix_in_distribution_mode_gives_what_whole_prompts_give(chat_llama):
+    """The layout an attention without 4D masks (flash attention) gets: each suffix a row, its document's prefix
+    laid out for it."""
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    rows, backend = judge(chat_llama, "distribution", batch_size=6, prompt="crux-paper-document-first")
+    backend.slot_layout = False
+    expected = whole_prompt_grades(chat_llama, "distribution", pairs)
+    assert_same_grades(rows.grade(pairs), expected, "distribution")

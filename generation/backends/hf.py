@@ -170,6 +170,9 @@ class TransformersBackend:
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
         # groups of several keys share forwards (document_batches.py) where a padded prefix stands in for a cache
         self.several_groups = full_attention_only(self.model.config)
+        # a document a row, its suffixes in slots, needs an attention that takes a 4D mask as it is (masking_utils:
+        # "If the mask is already 4D, simply return as-is"); flash attention gets a row per suffix instead
+        self.slot_layout = self.model.config._attn_implementation in ("sdpa", "eager")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
@@ -282,9 +285,12 @@ class TransformersBackend:
         plan = self._plan(sequences, groups)
 
         def step(chosen: list[int]) -> None:
-            if isinstance(plan, DocumentBatches):
+            if isinstance(plan, DocumentBatches) and self.slot_layout:
                 return self._slot_step(sequences, chosen, plan, wanted, out)
-            ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
+            if isinstance(plan, DocumentBatches):
+                ids, mask, pos, cache, _, _ = self._document_inputs(sequences, chosen, plan)
+            else:
+                ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
             logits = self.model(
                 input_ids=ids,
                 attention_mask=mask,
