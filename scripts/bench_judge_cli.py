@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -104,17 +105,18 @@ def write_profile(work: Path, base: str, model: Path, mode: str, batch_size: int
     return path
 
 
-def run_judge_command(profile: Path, inputs: dict[str, Path], out: Path) -> float:
-    """Seconds of one `researchy-subq judge` process, from its start to its exit."""
+def run_judge_command(profile: Path, inputs: dict[str, Path], out: Path) -> tuple[float, float]:
+    """Wall seconds of one `researchy-subq judge` process, from its start to its exit, and its CPU seconds (user +
+    system, all its threads)."""
     shutil.rmtree(out, ignore_errors=True)
     command = [str(Path(sys.executable).parent / "researchy-subq"), "judge", "--profile", str(profile)]
     command += [f"--{k}={v}" for k, v in inputs.items()] + [f"--out={out}"]
-    start = time.perf_counter()
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    seconds = time.perf_counter() - start
+    seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    return seconds
+    return seconds, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,7 +139,12 @@ def main(argv: list[str] | None = None) -> None:
         for repeat in range(args.repeats):
             for base, profile in profiles.items():
                 seconds[base].append(run_judge_command(profile, inputs, work / "out" / base))
-                print(f"{mode} {base} run {repeat + 1}: {seconds[base][-1]:.1f} s", file=sys.stderr, flush=True)
+                wall, cpu = seconds[base][-1]
+                print(
+                    f"{mode} {base} run {repeat + 1}: {wall:.1f} s, {cpu:.1f} CPU s, load {os.getloadavg()[0]:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if pairs is None:
             pairs = pq.read_metadata(next((work / "out" / "paper").glob("judgments-*.parquet"))).num_rows
         for base in PROMPTS:
@@ -149,15 +156,18 @@ def main(argv: list[str] | None = None) -> None:
         f"batch_size {args.batch_size}, max_batch_tokens {args.max_batch_tokens}; median of {args.repeats}, "
         "alternating runs\n"
     )
-    print("| mode | profile (prompt) | runs, s | median s | pairs/s | paper / variant |")
-    print("| --- | --- | --- | ---: | ---: | ---: |")
+    print(
+        "| mode | profile (prompt) | wall s, each run | median wall s | pairs/s | median CPU s | paper / variant: wall, CPU |"
+    )
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for mode, base, runs in rows:
-        median = statistics.median(runs)
-        paper = statistics.median(next(r for m, b, r in rows if m == mode and b == "paper"))
-        ratio = "-" if base == "paper" else f"{paper / median:.2f}x"
+        wall, cpu = (statistics.median(r[k] for r in runs) for k in (0, 1))
+        paper = next(r for m, b, r in rows if m == mode and b == "paper")
+        paper_wall, paper_cpu = (statistics.median(r[k] for r in paper) for k in (0, 1))
+        ratio = "-" if base == "paper" else f"{paper_wall / wall:.2f}x, {paper_cpu / cpu:.2f}x"
         print(
-            f"| {mode} | `{base}` (`{PROMPTS[base]}`) | {', '.join(f'{s:.1f}' for s in runs)} | {median:.1f} | "
-            f"{pairs / median:.1f} | {ratio} |"
+            f"| {mode} | `{base}` (`{PROMPTS[base]}`) | {', '.join(f'{r[0]:.1f}' for r in runs)} | {wall:.1f} | "
+            f"{pairs / wall:.1f} | {cpu:.1f} | {ratio} |"
         )
 
 
