@@ -40,7 +40,7 @@ def test_batches_hold_several_groups_within_the_pair_count_and_the_budget():
     assert sorted(i for b in budgeted for i in b) == list(range(9)), "each prompt in one batch, none twice"
 
 
-@pytest.mark.parametrize("model", ["chat_llama", "chat_qwen3"])
+@pytest.mark.parametrize("model", ["chat_llama", pytest.param("chat_qwen3", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["distribution", "generate"])
 def test_several_documents_a_forward_give_what_whole_prompts_give(request, model, mode):
     model_dir = request.getfixturevalue(model)

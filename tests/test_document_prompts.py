@@ -111,6 +111,7 @@ def test_pieces_hold_whole_documents_and_the_next_is_prepared_while_this_one_run
     assert prepared_meanwhile == pieces[1:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["distribution", "generate"])
 def test_a_document_first_judge_by_pieces_gives_what_whole_prompts_give(chat_llama, mode):
     """batch_size 2: pieces of about 8 pairs, so a call runs several, each prepared while the one before ran."""
