@@ -6,7 +6,8 @@ import random
 import pyarrow.parquet as pq
 import pytest
 
-from generation.judging.judges import LLMJudge, Pair, PromptEncoder, cut_tokens, isolate_failures
+from generation.judging.judges import LLMJudge, Pair, PromptEncoder, isolate_failures
+from generation.judging.prompt_encoding import cut_tokens
 from generation.judging.prompts import get_prompt
 from generation.profiles import load_profile
 from generation.stages.judge import run_judge

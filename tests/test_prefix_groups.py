@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from generation.backends.document_batches import DocumentBatches
 from generation.backends.prefix_groups import GroupBatches, SharedPrefixCache, shared_prefix_length
 from generation.judging.judges import Pair
 from generation.profiles import load_profile
@@ -22,6 +23,17 @@ def grouped_pairs(documents=4, subquestions=(5, 1, 7, 3), seed=5):
     docs = [" ".join(rng.choices(WORDS, k=rng.randint(60, 160))) for _ in range(documents)]
     questions = [f"how does the {rng.choice(WORDS)} affect the {rng.choice(WORDS)} {k}?" for k in range(8)]
     return [Pair(questions[(d + k) % 8], doc) for d, doc in enumerate(docs) for k in range(subquestions[d])]
+
+
+def assert_same_grades(got, expected, mode):
+    """What whole prompts give: the same statuses, levels and answers; digit probabilities within 1e-4."""
+    assert not {g.status for g in got} & {"engine_error", "request_failed"}
+    assert [g.status for g in got] == [g.status for g in expected]
+    assert [g.level for g in got] == [g.level for g in expected]
+    assert [g.raw for g in got] == [g.raw for g in expected]
+    if mode == "distribution":
+        for a, b in zip(got, expected):
+            assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
 
 
 def judge_of(model_dir, mode, prompt="crux-paper-document-first", batch_size=4):
@@ -56,29 +68,26 @@ def test_a_documents_prefix_once_gives_what_whole_prompts_give(request, model, m
     assert grouped.groups_documents
     whole, _ = judge_of(model_dir, mode, batch_size=1)  # one prompt a batch: nothing shared, nothing padded
     whole.groups_documents = False
-    got, expected = grouped.grade(pairs), whole.grade(pairs)
-    assert not {g.status for g in got} & {"engine_error", "request_failed"}
-    assert [g.status for g in got] == [g.status for g in expected]
-    assert [g.level for g in got] == [g.level for g in expected]
-    assert [g.raw for g in got] == [g.raw for g in expected]
-    if mode == "distribution":
-        for a, b in zip(got, expected):
-            assert max(abs(x - y) for x, y in zip(a.probs, b.probs)) < 1e-4
+    assert_same_grades(grouped.grade(pairs), whole.grade(pairs), mode)
 
 
-def test_each_document_is_computed_once_and_its_suffixes_continue_from_a_shared_cache(chat_llama):
+def test_each_document_is_computed_once_and_its_suffixes_continue_from_their_own_prefix(chat_llama):
+    """Several documents a forward (generation/backends/document_batches.py): each document's prefix runs once, in a
+    prefix pass with other documents', and every suffix row continues from its own document's cache."""
     pairs = grouped_pairs()
     judge, backend = judge_of(chat_llama, "distribution", batch_size=4)
     backend.model = counting = CountingForwards(backend.model)
     judge.grade(pairs)
     sequences = [judge.encode_pair(p)[0] for p in pairs]
-    plan = GroupBatches(sequences, [p.document for p in pairs])
-    prefixes = sorted({plan.prefix_of(i) for i in range(len(pairs)) if plan.prefix_of(i)})
-    # 4 documents; the one with a single sub-question runs whole; 5 and 7 sub-questions take two batches of <= 4
-    single = next(i for i in range(len(pairs)) if not plan.prefix_of(i))
-    assert len(prefixes) == 3 and sum(pairs[single].document == p.document for p in pairs) == 1
-    assert counting.caches.count("DynamicCache") == 0
-    assert counting.caches.count("SharedPrefixCache") == 2 + 1 + 2
+    plan = DocumentBatches(sequences, [p.document for p in pairs])
+    batches = plan.cut(list(range(len(pairs))), 4, None)
+    assert len(batches) == 4 and sorted(i for b in batches for i in b) == list(range(len(pairs)))
+    # one suffix forward a batch (a row per document, its suffixes in slots after its prefix's cache); a prefix pass
+    # before each batch that brings a new document (the 1-pair document's prefix is its prompt less its last token)
+    assert counting.caches.count("DynamicCache") == 4
+    brings_new = [set(plan.groups(b)) - set(plan.groups(batches[k - 1]) if k else ()) for k, b in enumerate(batches)]
+    assert counting.caches.count("NoneType") == sum(map(bool, brings_new)) <= 4
+    assert sum(len(new) for new in brings_new) == 4, "each of the 4 documents' prefixes computed once"
     whole_tokens = sum(len(s) for s in sequences)
     assert sum(counting.computed) < whole_tokens / 2, "each document's tokens computed once, not per sub-question"
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from generation.backends.batching import OutOfMemoryNotice, auto_token_budget, batch_cost, token_batches
+from generation.backends.document_batches import RowPrefixCache
 from generation.backends.hf import TransformersBackend
 from generation.backends.prefix_groups import SharedPrefixCache
 from generation.judging.judges import LLMJudge, Pair
@@ -27,8 +28,13 @@ class TokenLimited(torch.nn.Module):
 
     def _check(self, input_ids, past_key_values=None):
         past = past_key_values.get_seq_length() if past_key_values is not None else 0
-        # a shared-prefix cache holds its prefix once for all the rows (generation/backends/prefix_groups.py)
-        past_rows = 1 if isinstance(past_key_values, SharedPrefixCache) else input_ids.shape[0]
+        # a shared-prefix cache holds its prefix once for all the rows (generation/backends/prefix_groups.py); a
+        # row-prefix cache once per group (generation/backends/document_batches.py)
+        past_rows = input_ids.shape[0]
+        if isinstance(past_key_values, SharedPrefixCache):
+            past_rows = 1
+        elif isinstance(past_key_values, RowPrefixCache):
+            past_rows = len(past_key_values.layers[0].parts)
         tokens = input_ids.shape[0] * input_ids.shape[1] + past_rows * past
         if tokens > self.limit:
             raise torch.OutOfMemoryError(f"CUDA out of memory (test: {tokens} tokens > {self.limit})")
@@ -39,7 +45,8 @@ class TokenLimited(torch.nn.Module):
         return self.inner(input_ids=input_ids, past_key_values=past_key_values, **kwargs)
 
     def generate(self, input_ids, **kwargs):
-        self._check(input_ids)
+        cache = kwargs.get("past_key_values")  # input_ids hold the cached prefix too: only the rest is computed
+        self._check(input_ids[:, cache.get_seq_length() if cache is not None else 0 :], cache)
         return self.inner.generate(input_ids=input_ids, **kwargs)
 
     def get_input_embeddings(self):

@@ -39,7 +39,8 @@ def tiny_tokenizer(chat: str | None = None):
 
 
 def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: int, chat: str | None = None, **extra):
-    """A random-weight causal LM of two tiny layers with the real MiniLM WordPiece tokenizer, saved locally."""
+    """A random-weight causal LM of two tiny layers with the real MiniLM WordPiece tokenizer, saved locally (`extra`:
+    config settings, sizes included)."""
     import torch
     import transformers
 
@@ -49,15 +50,12 @@ def save_tiny_causal_lm(directory, config_class: str, model_class: str, seed: in
         extra = {**extra, "eos_token_id": tokenizer.eos_token_id}
         if tokenizer.bos_token is not None:
             extra["bos_token_id"] = tokenizer.bos_token_id
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
     config = getattr(transformers, config_class)(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
         pad_token_id=tokenizer.pad_token_id,
-        **extra,
+        **{**sizes, **extra},
     )
     getattr(transformers, model_class)(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -11,6 +11,7 @@ import torch
 
 from generation.backends import placement
 from generation.backends.batching import TokenBudget, auto_budget_for, read_gpu_memory, token_batches
+from generation.backends.document_batches import DocumentBatches, full_attention_only
 from generation.backends.prefix_groups import (
     MIN_SHARED_PREFIX,
     GroupBatches,
@@ -168,6 +169,11 @@ class TransformersBackend:
             )
             console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
         self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
+        # groups of several keys share forwards (document_batches.py) where a padded prefix stands in for a cache
+        self.several_groups = full_attention_only(self.model.config)
+        # a document a row, its suffixes in slots, needs an attention that takes a 4D mask as it is (masking_utils:
+        # "If the mask is already 4D, simply return as-is"); flash attention gets a row per suffix instead
+        self.slot_layout = self.model.config._attn_implementation in ("sdpa", "eager")
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
@@ -208,11 +214,38 @@ class TransformersBackend:
             torch.cuda.empty_cache()
 
     prefix_groups = True  # takes `groups`: prompts of one key share a prefix computed once (prefix_groups.py)
+    prepared_ahead = True  # with `groups`, the judge builds the next piece's prompts while this one runs
 
     def _prefill(self, prefix: Sequence[int]):
         """The KV cache of one prefix, run as one sequence."""
         ids = torch.tensor([list(prefix)], device=self.input_device)
         return self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+
+    def _prefill_many(self, prefixes: Sequence[Sequence[int]]):
+        """The KV cache of several prefixes in one left-padded forward (row r: prefixes[r], right-aligned)."""
+        ids, mask, pos = (t.to(self.input_device) for t in left_pad(prefixes, self.pad_id))
+        return self.model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1
+        ).past_key_values
+
+    def _plan(self, sequences, groups):
+        """How a call's batches are cut: several groups a batch (document_batches.py) when the prompts come with
+        keys and the model's layers allow it, else one group's prefix at a time (prefix_groups.py)."""
+        if groups is not None and self.several_groups:
+            return DocumentBatches(sequences, groups)
+        return GroupBatches(sequences, groups)
+
+    def _document_inputs(self, sequences, chosen: list[int], plan: DocumentBatches):
+        """A batch's suffixes, left-padded after their own groups' prefixes: ids, mask (the batch's prefix width
+        included, each row's shorter prefix masked), positions continuing from each row's prefix, the cache, the
+        prefix width and each row's prefix length."""
+        width, lengths, cache = plan.prefix_cache(chosen, self._prefill_many)
+        ids, mask, pos = left_pad([sequences[i][n:] for i, n in zip(chosen, lengths)], self.pad_id)
+        if width:
+            prefix_mask = torch.tensor([[0] * (width - n) + [1] * n for n in lengths], dtype=mask.dtype)
+            mask = torch.cat([prefix_mask, mask], 1)
+            pos = pos + torch.tensor(lengths).unsqueeze(1)
+        return ids.to(self.input_device), mask.to(self.input_device), pos.to(self.input_device), cache, width, lengths
 
     def _suffix_inputs(self, sequences, chosen: list[int], plan: GroupBatches):
         """A batch's suffixes, left-padded after its group's prefix: ids, mask (prefix included), positions, the
@@ -251,10 +284,15 @@ class TransformersBackend:
                     sequences, lambda chosen: self._packed_step(sequences, chosen, wanted, out), self._free_cache
                 ),
             )
-        plan = GroupBatches(sequences, groups)
+        plan = self._plan(sequences, groups)
 
         def step(chosen: list[int]) -> None:
-            ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
+            if isinstance(plan, DocumentBatches) and self.slot_layout:
+                return self._slot_step(sequences, chosen, plan, wanted, out)
+            if isinstance(plan, DocumentBatches):
+                ids, mask, pos, cache, _, _ = self._document_inputs(sequences, chosen, plan)
+            else:
+                ids, mask, pos, cache, _ = self._suffix_inputs(sequences, chosen, plan)
             logits = self.model(
                 input_ids=ids,
                 attention_mask=mask,
@@ -266,6 +304,23 @@ class TransformersBackend:
             out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
 
         return self._answers(out, self.budget.run(sequences, step, self._free_cache, plan))
+
+    def _slot_step(self, sequences, chosen: list[int], plan: DocumentBatches, wanted, out) -> None:
+        """A batch of several groups in one forward: a row per group, its suffixes in slots after its prefix's cache
+        (document_batches.DocumentBatches.slot_inputs), the LM head on each slot's last position only."""
+        ids, pos, mask, cache, keep, where = plan.slot_inputs(
+            chosen, self._prefill_many, self.pad_id, self.model.get_input_embeddings().weight.dtype
+        )
+        logits = self.model(
+            input_ids=ids.to(self.input_device),
+            attention_mask=mask.to(self.input_device),
+            position_ids=pos.to(self.input_device),
+            past_key_values=cache,
+            use_cache=cache is not None,
+            logits_to_keep=keep.to(self.hidden_device),
+        ).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()[..., wanted].double()
+        out[chosen] = torch.stack([logprobs[where[i]] for i in chosen])
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
@@ -289,12 +344,16 @@ class TransformersBackend:
         group continue from their shared prefix's cache (its ids stay in `input_ids`, so `generate` starts after
         the cached positions, and positions come from the mask: the padding between prefix and suffix is skipped)."""
         texts: list[str] = [""] * len(sequences)
-        plan = GroupBatches(sequences, groups) if groups is not None else None
+        plan = self._plan(sequences, groups) if groups is not None else None
 
         def step(chosen: list[int]) -> None:
             if plan is None:
                 ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
                 cache = None
+            elif isinstance(plan, DocumentBatches):
+                ids, mask, _, cache, width, lengths = self._document_inputs(sequences, chosen, plan)
+                heads = [[self.pad_id] * (width - n) + list(sequences[i][:n]) for i, n in zip(chosen, lengths)]
+                ids = torch.cat([torch.tensor(heads, dtype=torch.long, device=self.input_device), ids], dim=1)
             else:
                 ids, mask, _, cache, shared = self._suffix_inputs(sequences, chosen, plan)
                 head = torch.tensor([list(sequences[chosen[0]][:shared])], dtype=torch.long, device=self.input_device)

@@ -12,8 +12,11 @@ import numpy as np
 
 from generation.docstore import cut_words
 from generation.errors import BackendError, PartlyFailed, without_frames
+from generation.judging.document_prompts import DocumentPrompts, document_pieces, pipelined
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
+from generation.judging.prompt_encoding import PromptEncoder, PromptTooLong, fit_context
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
+from generation.notices import warn
 from generation.profiles import JudgeConfig
 
 
@@ -48,7 +51,8 @@ class TokenBackend(Protocol):
 
     A backend with `prefix_groups = True` also takes `groups`, a key per prompt: prompts of one key share a long
     prefix (one document's, under a document-first prompt), which it computes once or sends so that its server's
-    prefix cache serves the rest of the group."""
+    prefix cache serves the rest of the group. One with `prepared_ahead = True` too gets them by pieces of whole
+    documents, the next piece's prompts built while it answers this one (a thread: document_prompts.pipelined)."""
 
     def generate(self, sequences: Sequence[Sequence[int]], max_new_tokens: int) -> list[str]: ...
 
@@ -63,67 +67,6 @@ class RequestFailed(RuntimeError):
 class BackendUnavailable(BackendError):
     """The backend as a whole cannot answer (its server is gone): no item is to blame, so nothing is bisected
     and the chunk in hand is not written."""
-
-
-class PromptEncoder:
-    """Prompt messages -> text -> token ids, through the model's chat template or as plain text.
-
-    A chat prompt is rendered to text with `add_generation_prompt=True` and tokenized without adding special
-    tokens, since the rendered template already holds them (BOS for Llama 3): what vLLM's `LLM.chat` and an
-    OpenAI-compatible server (the authors' litellm path) do. `apply_chat_template(tokenize=True)` returns a
-    `BatchEncoding` in transformers 5, which is why the text goes through `render` first."""
-
-    def __init__(self, tokenizer, chat_template: bool):
-        self.tokenizer, self.chat_template = tokenizer, chat_template
-        if chat_template and not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the profile asks for a chat template but the tokenizer has none")
-
-    def render(self, messages: list[dict]) -> str:
-        if self.chat_template:
-            return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return "\n\n".join(m["content"] for m in messages)
-
-    def encode(self, messages: list[dict]) -> list[int]:
-        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=not self.chat_template))
-
-    def encode_many(self, messages: list[list[dict]]) -> list[list[int]]:
-        """`encode` of each, in one call: a fast tokenizer encodes a batch on all the machine's cores."""
-        if not messages:
-            return []
-        texts = [self.render(m) for m in messages]
-        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=not self.chat_template)["input_ids"]]
-
-
-def cut_tokens(tokenizer, text: str, keep: int) -> str:
-    """`text` cut after its first `keep` tokens, at the character where that token ends (the original text
-    kept as it is, where the tokenizer gives offsets)."""
-    if keep <= 0:
-        return ""
-    if getattr(tokenizer, "is_fast", False):
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        return text if keep >= len(offsets) else text[: offsets[keep - 1][1]]
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    return text if keep >= len(ids) else tokenizer.decode(ids[:keep])
-
-
-class PromptTooLong(ValueError):
-    pass
-
-
-def fit_context(tokenizer, build: Callable[[str], list[int]], context: str, budget: int) -> tuple[list[int], str]:
-    """Token ids of `build(context)` within `budget` tokens, cutting the end of `context` by tokens as needed.
-    Returns (ids, the context used). Raises PromptTooLong when even an empty context overflows."""
-    ids = build(context)
-    while len(ids) > budget:
-        if not context:
-            raise PromptTooLong(
-                f"the prompt without its context is {len(ids)} tokens, over the budget {budget} "
-                "(max_model_len - max_new_tokens)"
-            )
-        length = len(tokenizer.encode(context, add_special_tokens=False))
-        context = cut_tokens(tokenizer, context, length - (len(ids) - budget))
-        ids = build(context)
-    return ids, context
 
 
 def isolate_failures(call: Callable[[list], list], items: list) -> list:
@@ -190,6 +133,9 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
     return probs, level, sum(p * lv for p, lv in zip(probs, levels))
 
 
+PIECE_BATCHES = 4  # a document-first judge's pieces hold about this many batches (`batch_size` pairs) of pairs
+
+
 class LLMJudge:
     def __init__(self, config: JudgeConfig, backend: TokenBackend, tokenizer, description: str):
         self.config, self.backend, self.description = config, backend, description
@@ -198,6 +144,8 @@ class LLMJudge:
         # a document-first prompt's pairs of one document share everything up to the sub-question
         self.groups_documents = self.prompt.document_first and bool(getattr(backend, "prefix_groups", False))
         self.encoder = PromptEncoder(tokenizer, config.chat_template)
+        self.document_prompts = DocumentPrompts(self.encoder, self.prompt)
+        self.tokenized_whole = 0  # pairs of a document-first prompt tokenized whole (document_prompts.py)
         self.max_new_tokens = config.max_new_tokens or self.prompt.max_new_tokens
         if config.mode == "distribution":
             if not self.prompt.grade_first:
@@ -229,13 +177,18 @@ class LLMJudge:
         return (messages(used) if self.takes_messages else ids), used != context
 
     def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
-        """`encode_pair` of each pair: all tokenized in one batch, then those over the budget cut one by one."""
-        messages = [
-            self.prompt.messages(p.question, self.context(p), histories[i] if histories else None)
-            for i, p in enumerate(pairs)
-        ]
+        """`encode_pair` of each pair: all tokenized in one batch (a document-first prompt's document part once per
+        document: document_prompts.py), then those over the budget cut one by one."""
+        token_ids = self._document_first_ids(pairs) if histories is None else [None] * len(pairs)
+        whole = [i for i, ids in enumerate(token_ids) if ids is None]
+        messages = {
+            i: self.prompt.messages(pairs[i].question, self.context(pairs[i]), histories[i] if histories else None)
+            for i in (range(len(pairs)) if self.takes_messages else whole)
+        }
+        for i, ids in zip(whole, self.encoder.encode_many([messages[i] for i in whole])):
+            token_ids[i] = ids
         encoded = []
-        for i, (pair, ids) in enumerate(zip(pairs, self.encoder.encode_many(messages))):
+        for i, (pair, ids) in enumerate(zip(pairs, token_ids)):
             if len(ids) <= self.budget:
                 encoded.append((messages[i] if self.takes_messages else ids, False))
                 continue
@@ -244,6 +197,21 @@ class LLMJudge:
             except PromptTooLong as error:
                 encoded.append(error)
         return encoded
+
+    def _document_first_ids(self, pairs: Sequence[Pair]) -> list[list[int] | None]:
+        """A document-first prompt's ids, a document's part once (document_prompts.py); None where a pair is to be
+        tokenized whole: counted in `tokenized_whole`, with a notice."""
+        if self.takes_messages or not self.document_prompts.usable:
+            return [None] * len(pairs)
+        token_ids = self.document_prompts.encode_pairs(pairs, self.context)
+        whole = sum(ids is None for ids in token_ids)
+        if whole:
+            self.tokenized_whole += whole
+            warn(
+                f"judge: {whole} of {len(pairs)} pairs tokenized whole: their tokens did not split where the "
+                f"document's part of prompt {self.prompt.id!r} ends (the same ids, more tokenizer work)"
+            )
+        return token_ids
 
     def _run(self, call, encoded: list, keys: list | None = None) -> list:
         """The backend's answers for the encoded prompts; an exception in place of each one that failed. With
@@ -264,8 +232,22 @@ class LLMJudge:
     def grade(self, pairs: Sequence[Pair]) -> list[Grade]:
         if self.prompt.id == "r3a":
             return self._grade_r3a(pairs)
-        encoded = self._encode_all(pairs)
-        keys = [p.document for p in pairs] if self.groups_documents else None
+        if not (self.groups_documents and getattr(self.backend, "prepared_ahead", False)):
+            keys = [p.document for p in pairs] if self.groups_documents else None
+            return self._grade_encoded(pairs, self._encode_all(pairs), keys)
+        # by pieces of whole documents, the next piece's prompts built while the backend answers this one's
+        pieces = document_pieces([p.document for p in pairs], PIECE_BATCHES * self.config.batch_size)
+        grades: list[Grade | None] = [None] * len(pairs)
+
+        def run(piece: list[int], encoded: list) -> None:
+            piece_pairs = [pairs[i] for i in piece]
+            for i, grade in zip(piece, self._grade_encoded(piece_pairs, encoded, [p.document for p in piece_pairs])):
+                grades[i] = grade
+
+        pipelined(pieces, lambda piece: self._encode_all([pairs[i] for i in piece]), run)
+        return grades
+
+    def _grade_encoded(self, pairs: Sequence[Pair], encoded: list, keys: list | None) -> list[Grade]:
         if self.config.mode == "distribution":
             answers = self._run(
                 lambda seqs, **kw: self.backend.next_token_logprobs(seqs, self.digit_ids, **kw), encoded, keys

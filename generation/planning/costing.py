@@ -185,7 +185,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                 prefill, suffix_source = grouped_prefill_seconds(scenario, costing, precision, peak, share)
                 prefill, cached_prefill = prefill * span, prefill * span
             granularity = getattr(costing.judge_config, "fp8_granularity", "per-tensor")
-            rows_now = composition(scenario.groups is not None, batch)
+            rows_now = composition(batch)
             figure = figure_for(cal, scenario.prompt, precision, granularity, rows_now)
             flops = flops_per_pair(scenario, costing.judge)
             prefill, cached_prefill, by_figure = floored(

@@ -3,7 +3,8 @@
 A calibration's `whole_model` entries (generation/judging/calibration.py) are pairs/s of one prompt at one precision
 (and fp8 granularity) through the kit on the whole model, at one batch composition: `rows_per_forward`, the rows of
 its long forwards. The composition a row of the plan runs at:
-- a document-first prompt: the prefix rows the backend puts in one forward, `PREFIX_ROWS_PER_FORWARD`;
+- a document-first prompt: the documents whose prefixes the backend runs in one forward, as many as the batch's
+  token budget holds (generation/backends/document_batches.py), so the prompts a batch holds (`Execution.decode_batch`);
 - the paper prompt: the prompts a batch holds, as the backend would cut them (`Execution.decode_batch`).
 
 The figure of that composition prices it; without one, the figure measured at the most rows not above it (a speed-up
@@ -21,12 +22,6 @@ from dataclasses import dataclass
 
 from generation.planning.plan import PAPER_PAIRS
 
-# The transformers backend runs each document's prefix in a forward of its own (generation/backends/prefix_groups.py).
-# A backend that batches several documents' prefixes raises this; the plan then looks up the figure measured at that
-# composition (scripts/bench_whole_model.py writes it), and prices at the 1-row figure until one exists.
-PREFIX_ROWS_PER_FORWARD = 1
-
-
 @dataclass(frozen=True)
 class Figure:
     """The whole-model figure a row is priced against, and one line saying which and why."""
@@ -41,8 +36,11 @@ class Figure:
         return self.seconds_per_pair * (max(ratio, 1.0) if paper_scale else ratio)
 
 
-def composition(document_first: bool, batch_rows: int) -> int:
-    return PREFIX_ROWS_PER_FORWARD if document_first else max(batch_rows, 1)
+def composition(batch_rows: int) -> int:
+    """Rows of a row's long forwards: the paper prompt's prompts a batch, or the document-first prompt's prefixes a
+    prefix pass; both are cut to the same token budget. The 2026-11-27 variant figure ran one prefix a forward (the
+    backend before several documents a forward): it floors the batched composition until that is measured."""
+    return max(batch_rows, 1)
 
 
 def figure_for(calibration, prompt: str, precision: str, granularity: str, rows: int) -> Figure | None:

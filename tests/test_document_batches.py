@@ -1,0 +1,99 @@
+"""Several documents a forward (generation/backends/document_batches.py): the batches hold several documents' groups
+up to the pair count and the token budget, the prefixes of a batch's new documents run in one left-padded forward,
+and every suffix continues from its own document's prefix. Exact to each whole prompt run alone (the same levels,
+digit probabilities within 1e-4 in fp32) in both modes, with documents of unequal lengths, one-pair groups, groups
+cut by a batch boundary, and a batch that runs out of memory in the middle (torch.OutOfMemoryError raised by a
+wrapper above a token count: a CPU has no GPU memory to run out of)."""
+
+import pytest
+
+from generation.backends.batching import OutOfMemoryNotice
+from generation.backends.document_batches import DocumentBatches
+from tests.test_prefix_groups import assert_same_grades, grouped_pairs, judge_of
+from tests.test_token_batches import TokenLimited, judge
+
+
+def whole_prompt_grades(model_dir, mode, pairs):
+    """Each prompt alone, whole: one prompt a batch, nothing shared, nothing padded."""
+    whole, _ = judge_of(model_dir, mode, batch_size=1)
+    whole.groups_documents = False
+    return whole.grade(pairs)
+
+
+# 6 documents of 60-160 words: one-pair groups (1), groups larger than a batch (7, 9)
+SUBQUESTIONS = (5, 1, 7, 3, 1, 8)
+
+
+def test_batches_hold_several_groups_within_the_pair_count_and_the_budget():
+    sequences = [[1] * 40 + [2, k] for k in range(5)] + [[3] * 30 + [4] * (k + 1) for k in range(3)] + [[7] * 50 + [9]]
+    keys = ["a"] * 5 + ["b"] * 3 + ["c"]
+    plan = DocumentBatches(sequences, keys)
+    # prefixes: a 41 (shared), b 30, c 50 (one prompt: all of it but its last token)
+    assert [plan.prefix_of(i) for i in (0, 5, 8)] == [41, 30, 50]
+    assert plan.cut(list(range(9)), 16, None) == [[5, 6, 7, 0, 1, 2, 3, 4, 8]], "shortest prefix first, one batch"
+    # cost: a row per group, its longest prefix + as many slots as the largest group, each as wide as the longest suffix
+    assert plan.cost([5, 6, 7, 0]) == 2 * (41 + 3 * 3) and plan.cost([8]) == 50 + 1
+    batches = plan.cut(list(range(9)), 4, None)
+    assert batches == [[5, 6, 7, 0], [1, 2, 3, 4], [8]], "group a crosses a batch boundary"
+    budgeted = plan.cut(list(range(9)), 16, 2 * 41 + 5 * 3)
+    assert all(plan.cost(b) <= 2 * 41 + 5 * 3 for b in budgeted)
+    assert sorted(i for b in budgeted for i in b) == list(range(9)), "each prompt in one batch, none twice"
+
+
+@pytest.mark.parametrize("model", ["chat_llama", pytest.param("chat_qwen3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("mode", ["distribution", "generate"])
+def test_several_documents_a_forward_give_what_whole_prompts_give(request, model, mode):
+    model_dir = request.getfixturevalue(model)
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    grouped, backend = judge(model_dir, mode, batch_size=6, prompt="crux-paper-document-first")
+    prefix_passes = []
+    original = backend._prefill_many
+    backend._prefill_many = lambda prefixes: prefix_passes.append(len(prefixes)) or original(prefixes)
+    assert_same_grades(grouped.grade(pairs), whole_prompt_grades(model_dir, mode, pairs), mode)
+    assert sum(prefix_passes) == 6, "each document's prefix computed once"
+    assert max(prefix_passes) > 1, "several documents' prefixes in one forward"
+
+
+@pytest.mark.parametrize("mode", ["distribution", "generate"])
+def test_a_token_budget_cuts_batches_of_documents_and_each_batch_stays_within_it(chat_llama, mode):
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    budgeted, backend = judge(chat_llama, mode, 64, max_batch_tokens=1500, prompt="crux-paper-document-first")
+    backend.model = TokenLimited(backend.model, 1500)
+    assert_same_grades(budgeted.grade(pairs), whole_prompt_grades(chat_llama, mode, pairs), mode)
+    assert backend.model.ran and max(backend.model.ran) <= 1500
+
+
+@pytest.mark.parametrize("mode", ["distribution", "generate"])
+def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama, mode):
+    """No budget set (64 pairs a batch): the first batch of all six documents runs out of memory, the budget is
+    lowered and the rest re-cut; a group already computed is not computed again, no pair is judged twice."""
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    limited, backend = judge(chat_llama, mode, 64, limit=1200, prompt="crux-paper-document-first")
+    judged = []
+    if mode == "distribution":  # the batches of several groups a row (document_batches.slot_inputs)
+        original = backend._slot_step
+
+        def counted(sequences, chosen, *args):
+            original(sequences, chosen, *args)
+            judged.extend(chosen)  # reached once the batch's forwards ran
+
+        backend._slot_step = counted
+    with pytest.warns(OutOfMemoryNotice) as notices:
+        got = limited.grade(pairs)
+    assert len(notices) == 1 and "out of memory on a batch of" in str(notices[0].message)
+    assert_same_grades(got, whole_prompt_grades(chat_llama, mode, pairs), mode)
+    assert all(tokens <= 1200 for tokens in backend.model.ran)
+    ran = backend.model.ran
+    assert len(ran) >= 3, "several batches ran after the failure"
+    if mode == "distribution":
+        assert sorted(judged) == list(range(len(pairs))), "each pair judged once"
+
+
+def test_a_row_per_suffix_in_distribution_mode_gives_what_whole_prompts_give(chat_llama):
+    """The layout an attention without 4D masks (flash attention) gets: each suffix a row, its document's prefix
+    laid out for it."""
+    pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
+    rows, backend = judge(chat_llama, "distribution", batch_size=6, prompt="crux-paper-document-first")
+    backend.slot_layout = False
+    expected = whole_prompt_grades(chat_llama, "distribution", pairs)
+    assert_same_grades(rows.grade(pairs), expected, "distribution")
