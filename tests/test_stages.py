@@ -127,6 +127,18 @@ def test_a_backend_is_a_registry_entry_that_profiles_accept(tmp_path):
         make_judge(load_profile("demo").judge, "nope")
 
 
+def test_the_profiles_prompt_choices_are_the_prompt_registry():
+    """The prompt ids are listed twice: the profile's `judge.prompt` Literal (generation/profile_sections.py, a top
+    module, which may not import generation.judging) and the keys of generation/judging/prompts.py's REGISTRY. Adding
+    a prompt to one and not the other fails here."""
+    from typing import get_args
+
+    from generation.judging.prompts import REGISTRY
+    from generation.profiles import JudgeConfig
+
+    assert list(get_args(JudgeConfig.model_fields["prompt"].annotation)) == list(REGISTRY)
+
+
 def test_no_import_loop_lazy_imports_included():
     graph, state, stack = module_imports(), {}, []
 
