@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from builder.release.contract import parse_manifest, read_manifest
 from builder.release.layout import MANIFEST
 
 
@@ -68,10 +69,10 @@ def reseal(release: Path, plot: bool = True) -> None:
     from generation.schema import features
 
     report = validate(release, load=False)  # what the data gives, whatever it fails
-    manifest = json.loads((release / MANIFEST).read_text())
-    splits = manifest["splits"]
-    manifest.update(stats=report.stats, rows=report.rows, files=file_manifest(release))
-    write_json(release / MANIFEST, manifest)
+    manifest = read_manifest(release)
+    splits = manifest.splits
+    resealed = {**manifest.as_json(), "stats": report.stats, "rows": report.rows, "files": file_manifest(release)}
+    write_json(release / MANIFEST, parse_manifest(resealed).as_json())
     card = DatasetCard.load(release / "README.md")
     body = card.text
     start, end = body.index(STATS_BEGIN), body.index(STATS_END) + len(STATS_END)
@@ -107,14 +108,15 @@ def edit_card(release: Path, old: str, new: str, count: int = 1) -> None:
 
 
 def queries_rows(release: Path) -> int:
-    return json.loads((release / MANIFEST).read_text())["rows"]["queries"]["train"]
+    return read_manifest(release).rows["queries"]["train"]
 
 
 def prompt_hash_everywhere(release: Path, new: str) -> None:
-    manifest = json.loads((release / MANIFEST).read_text())
-    old = manifest["prompt"]["sha256"]
-    manifest["prompt"]["sha256"] = new
-    (release / MANIFEST).write_text(json.dumps(manifest))
+    manifest = read_manifest(release)
+    assert manifest.prompt is not None, "a release the kit judged names its prompt"
+    old = manifest.prompt.sha256
+    changed = manifest.model_copy(update={"prompt": manifest.prompt.model_copy(update={"sha256": new})})
+    (release / MANIFEST).write_text(json.dumps(changed.as_json(), default=str))
     edit_card(release, old, new, count=-1)
 
 
@@ -125,7 +127,7 @@ def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
 
     from builder.release.assemble.card import PLOT, plot_levels
 
-    stats = json.loads((release / MANIFEST).read_text())["stats"]
+    stats = read_manifest(release).stated_stats()
     with Image.open(release / PLOT) as image:
         chunks = dict(image.text)
     for s in stats.values():

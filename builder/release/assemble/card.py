@@ -11,6 +11,7 @@ from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
+from builder.release.contract import CardContext
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
 from generation.storage import replace_file
 
@@ -190,8 +191,8 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
     ]
 
 
-def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: dict) -> Path:
-    data = card_data(rows, splits, PRETTY_NAME, Path(out), context.pop("features"))
+def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: CardContext, features: dict) -> Path:
+    data = card_data(rows, splits, PRETTY_NAME, Path(out), features)
     published = [c.name for c in published_configs(rows, splits)]
     card = DatasetCard.from_template(
         data,
@@ -200,11 +201,11 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
         configs=config_rows(rows, splits),
         splits=splits,
         fields=field_tables(published),
-        snippets=loading_snippets(context["repo"], published, splits, context["binary_threshold"]),
+        snippets=loading_snippets(context.repo, published, splits, context.binary_threshold),
         license_name=LICENSE,
         source_dataset=SOURCE_DATASET,
         paper_bibtex=PAPER_BIBTEX,
-        **context,
+        **dict(context),  # the fields as they are (the profile stays a Profile for the template)
     )
     return replace_file(out, "README.md", card.save)
 

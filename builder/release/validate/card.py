@@ -32,6 +32,7 @@ from builder.release.assemble.card import (
     published_configs,
     stats_markdown,
 )
+from builder.release.contract import Manifest
 from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
@@ -57,7 +58,7 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
     return (data if isinstance(data, dict) else None), body, None if isinstance(data, dict) else "YAML is not a mapping"
 
 
-def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
+def check_card(release: Path, manifest: Manifest, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
     """The card's checks, in the report's order; the card's YAML (None when it has none), for the load check."""
     yaml_check = report.check(
         "README.md YAML parses and declares every config with exact num_examples and its own files"
@@ -103,16 +104,15 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
                 f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}"
             )
     names = report.check("the card names the manifest's models, profile and profile hash")
-    models = manifest.get("models") or {}
-    profile = manifest.get("profile") or {}
+    models = manifest.models
     for what, value in (
-        ("judge", models.get("judge")),
-        ("reranker", models.get("reranker")),
-        ("profile", f"Profile `{profile.get('name')}`"),
-        ("profile hash", manifest.get("profile_hash")),
-        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ()),
+        ("judge", models.judge),
+        ("reranker", models.reranker),
+        ("profile", f"Profile `{manifest.profile.name}`"),
+        ("profile hash", manifest.profile_hash),
+        *((("judge precision", models.judge_precision),) if models.judge_precision is not None else ()),
     ):
-        if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
+        if (not value or str(value) not in body) and not (what == "reranker" and manifest.imported):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
     check_prompt(
         body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256")
@@ -129,10 +129,11 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
     return data
 
 
-def check_prompt(body: str, manifest: dict, check) -> None:
-    stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else {}
+def check_prompt(body: str, manifest: Manifest, check) -> None:
+    stated = manifest.prompt
+    stated_id, stated_sha = (stated.id, stated.sha256) if stated is not None else (None, None)
     block = PROMPT_BLOCK.search(body)
-    if manifest.get("imported"):  # imported labels: the kit built no prompt, and the card must not print one
+    if manifest.imported:  # imported labels: the kit built no prompt, and the card must not print one
         if block is not None or stated:
             check.fail("README.md or manifest.json states a judge prompt, but the labels were imported (no prompt)")
         check.note = "imported labels: no judge prompt"
@@ -142,20 +143,18 @@ def check_prompt(body: str, manifest: dict, check) -> None:
             'README.md: no verbatim judge prompt block ("The judge prompt (`ID`, SOURCE, sha256 `HASH`), verbatim:")'
         )
         return
-    if (block["id"], block["sha"]) != (stated.get("id"), stated.get("sha256")):
+    if (block["id"], block["sha"]) != (stated_id, stated_sha):
         check.fail(
             f"README.md prints prompt {block['id']} sha256 {block['sha']}; manifest.json records "
-            f"{stated.get('id')} sha256 {stated.get('sha256')}"
+            f"{stated_id} sha256 {stated_sha}"
         )
     try:
-        prompt = get_prompt(str(stated.get("id")))
+        prompt = get_prompt(str(stated_id))
     except KeyError:
-        check.fail(f"manifest.json: prompt {stated.get('id')!r} is none of the kit's: its text cannot be checked")
+        check.fail(f"manifest.json: prompt {stated_id!r} is none of the kit's: its text cannot be checked")
         return
-    if prompt.sha256 != stated.get("sha256"):
-        check.fail(
-            f"manifest.json: sha256 {stated.get('sha256')} is not the kit's prompt {prompt.id} ({prompt.sha256})"
-        )
+    if prompt.sha256 != stated_sha:
+        check.fail(f"manifest.json: sha256 {stated_sha} is not the kit's prompt {prompt.id} ({prompt.sha256})")
     printed, kit = block["text"], prompt.render("{question}", "{context}")
     if printed != kit:
         line = next(

@@ -89,7 +89,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
-    splits = manifest["splits"]
+    splits = manifest.splits
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
@@ -98,7 +98,14 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     questions, index = scan_topics(release, splits, files, checks)
     prints = DerivedPrints(splits, index, binary_threshold(profile))
     scans, complexity = scan_judgments(
-        release, splits, files, index, profile, checks, Rederivation(manifest, profile, report), prints
+        release,
+        splits,
+        files,
+        index,
+        profile,
+        checks,
+        Rederivation(manifest.prompt, bool(manifest.imported), profile, report),
+        prints,
     )
     for code, split in enumerate(splits):
         find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
