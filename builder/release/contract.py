@@ -124,8 +124,9 @@ class Manifest(Contract):
     )
 
     def as_json(self) -> dict[str, Any]:
-        """The manifest as written: the optional records absent, not null, when they were never set."""
-        return self.model_dump(exclude_unset=True)
+        """The manifest as written: the optional records absent, not null, when they were never set; the profile
+        whole, its defaults included (a profile loaded from YAML has set only some of them)."""
+        return {**self.model_dump(exclude_unset=True), "profile": self.profile.model_dump()}
 
     def stated_stats(self) -> dict[str, dict[str, Any]]:
         """split -> statistics, as plain values (the shape validate re-derives and the card renders)."""
