@@ -54,16 +54,9 @@ def reseal(release: Path, plot: bool = True) -> None:
     file entries, the card's statistics section, configs table and YAML, and (with `plot`) the level plot."""
     from huggingface_hub import DatasetCard
 
-    from builder.release.assemble.card import (
-        PRETTY_NAME,
-        STATS_BEGIN,
-        STATS_END,
-        card_data,
-        config_rows,
-        plot_levels,
-        stats_markdown,
-    )
+    from builder.release.assemble.card import PRETTY_NAME, card_data
     from builder.release.assemble.data_files import file_manifest, write_json
+    from builder.release.card_text import STATS_BEGIN, STATS_END, config_rows, plot_levels, stats_markdown
     from builder.release.layout import CONFIGS
     from builder.release.validate.folder import validate
     from generation.schema import features
@@ -125,7 +118,7 @@ def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
     states the true counts, so only its pixels are wrong."""
     from PIL import Image, PngImagePlugin
 
-    from builder.release.assemble.card import PLOT, plot_levels
+    from builder.release.card_text import PLOT, plot_levels
 
     stats = read_manifest(release).stated_stats()
     with Image.open(release / PLOT) as image:

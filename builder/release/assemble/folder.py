@@ -6,16 +6,17 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.assemble.card import PLOT, plot_levels, render_card
-from builder.release.assemble.configs import binary_threshold
+from builder.release.assemble.card import render_card
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.assemble.failed_pairs import failed_pairs
 from builder.release.assemble.imported import import_record
 from builder.release.assemble.lineage import judgment_config_hash, release_profile
-from builder.release.assemble.pilot import named_prompts, pilot_for_release, pilot_markdown
+from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
+from builder.release.card_text import PLOT, plot_levels
 from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, manifest_json_schema
-from builder.release.layout import CONFIGS, MANIFEST
+from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
+from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.topic_index import mix
 from builder.release.layout import LEVELS
+from builder.release.topic_index import mix
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from builder.release.assemble.card import (
+from builder.release.card_text import (
     PLOT,
     PLOT_COUNTS,
     STATS_BEGIN,

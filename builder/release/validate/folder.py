@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.release.assemble.configs import binary_threshold
-from builder.release.assemble.lineage import judgment_config_hash
-from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
+from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX, binary_threshold
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
 from builder.release.validate.derived import DerivedPrints, check_derived
@@ -44,6 +42,7 @@ from builder.release.validate.rows import (
 from builder.release.validate.shares import check_shares
 from builder.release.validate.training_configs import check_training
 from builder.release.validate.trec import compare_trec_qrels
+from generation.stages import stage_hash
 
 
 @dataclass
@@ -142,7 +141,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         report.check(IMPORT_CHECK),
     )
     check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
-    check_pilot(body, manifest, judgment_config_hash(profile) if profile else None, report.check(PILOT))
+    check_pilot(body, manifest, stage_hash(profile, "judgments") if profile else None, report.check(PILOT))
     check_shares(stats, expect, against, report, manifest)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):

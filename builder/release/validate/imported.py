@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.assemble.imported import summed
 from builder.release.contract import Manifest
 from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
 
@@ -24,7 +23,9 @@ def check_import(
 ) -> None:
     """A release that records no import has no `imported` status; one that does has exactly the rows and statuses
     its import recorded, no `imported` row without a level, and a card naming the files and judges."""
-    statuses = summed(s["counts"]["status"] for s in stats.values())
+    statuses: Counter = Counter()
+    for s in stats.values():
+        statuses.update(s["counts"]["status"])
     imported = manifest.imported
     if imported is None:
         for status in IMPORTED_STATUSES:

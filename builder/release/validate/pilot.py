@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from builder.release.assemble.pilot import PILOT_HEADING, named_prompts, pilot_markdown
 from builder.release.contract import Manifest
+from builder.release.pilot_text import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
 
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"

@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from builder.release.assemble.retrieved import StoredRetrieved
-from builder.release.assemble.topic_index import MISSING, IdIndex
 from builder.release.assemble.training_configs import (
     COLUMNS,
     CONFIGS,
@@ -31,6 +30,7 @@ from builder.release.assemble.training_configs import (
 )
 from builder.release.contract import Manifest
 from builder.release.layout import config
+from builder.release.topic_index import MISSING, IdIndex
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
 
