@@ -73,3 +73,19 @@ def test_a_complexity_build_release_derives_wrong_is_caught_by_validate(syntheti
     release, _ = synthetic_release("wrong-complexity", **SYNTHETIC_RELEASE)
     found = failing(validate(release, load=False))
     assert any("completeness of qid" in e for examples in found.values() for e in examples), found
+
+
+def test_the_cards_config_entries_are_read_through_the_contract(release, tmp_path):
+    """The card's `configs:` entries are written and read through `ConfigFiles`: a key it does not name (a
+    `revision` pinned by hand) is named, with its entry, not passed over."""
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    card = (copy / "README.md").read_text()
+    assert "  default: true\n" in card
+    (copy / "README.md").write_text(card.replace("  default: true\n", "  default: true\n  revision: main\n", 1))
+    found = failing(validate(copy, load=False))
+    assert any(
+        e == "README.md YAML configs entry 0 (judgments): revision: Extra inputs are not permitted"
+        for examples in found.values()
+        for e in examples
+    ), found

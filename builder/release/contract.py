@@ -185,9 +185,48 @@ class CardContext(Contract):
     failed_pairs: int
 
 
-class ConfigSchema(Contract):
-    """One config as the card's YAML declares it: its data files per split and its columns' Features."""
+class SplitFiles(Contract):
+    split: Split
+    path: str = Field(description="a glob under the release, as `load_dataset` resolves it")
+
+
+class ConfigFiles(Contract):
+    """One entry of the card YAML's `configs:`: where a config's files are (huggingface_hub `DatasetCardData`)."""
 
     config_name: str
-    data_files: list[dict[str, str]] = Field(description="split -> path pattern, as `configs:` lists them")
-    features: list[dict[str, Any]] = Field(description="the `dataset_info` features, as `datasets` writes them")
+    default: bool | None = Field(default=None, description="true for the default config; absent otherwise")
+    data_files: list[SplitFiles]
+
+    def as_yaml(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class DeclaredSplit(Contract):
+    name: Split
+    num_bytes: int
+    num_examples: int = Field(description="exact: `load_dataset` checks the rows it reads against it")
+
+
+class ConfigSchema(Contract):
+    """One entry of the card YAML's `dataset_info:`, each config's declared schema as `datasets` writes it
+    (`DatasetInfosDict.to_dataset_card_data`): its columns' Features and its splits' sizes."""
+
+    config_name: str
+    features: list[dict[str, Any]] = Field(description="the columns' `datasets` Features, in YAML form")
+    splits: list[DeclaredSplit]
+    download_size: int
+    dataset_size: int
+
+
+def card_entries(model: type[Contract], entries: Any) -> tuple[list, list[str]]:
+    """The YAML list `entries` read through `model`: the entries that parse, and one line per entry that does not."""
+    parsed, problems = [], []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        try:
+            parsed.append(model.model_validate(entry))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            name = entry.get("config_name") if isinstance(entry, dict) else repr(entry)
+            problems.append(f"entry {i} ({name}): {where}: {first['msg']}")
+    return parsed, problems

@@ -12,7 +12,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from builder.release.card_text import arrow_bytes, config_rows, published_configs, splits_with_rows, stats_markdown
-from builder.release.contract import CardContext
+from builder.release.contract import CardContext, ConfigFiles, SplitFiles
 from builder.release.layout import DEFAULT_CONFIG
 from generation.storage import replace_file
 
@@ -50,11 +50,11 @@ def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path, fe
         ],
         size_categories=[size_category(rows.get("judgments", {}))],
         configs=[
-            {
-                "config_name": c.name,
-                **({"default": True} if c.name == DEFAULT_CONFIG else {}),
-                "data_files": [{"split": s, "path": c.pattern(s)} for s in splits_with_rows(rows, c.name, splits)],
-            }
+            ConfigFiles(
+                config_name=c.name,
+                default=True if c.name == DEFAULT_CONFIG else None,
+                data_files=[SplitFiles(split=s, path=c.pattern(s)) for s in splits_with_rows(rows, c.name, splits)],
+            ).as_yaml()
             for c in configs
         ],
     )

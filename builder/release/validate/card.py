@@ -32,7 +32,7 @@ from builder.release.card_text import (
     published_configs,
     stats_markdown,
 )
-from builder.release.contract import Manifest
+from builder.release.contract import ConfigFiles, ConfigSchema, Manifest, card_entries
 from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
@@ -67,11 +67,11 @@ def check_card(release: Path, manifest: Manifest, rows: dict, stats: dict, split
     if problem:
         yaml_check.fail(problem)
     if data is not None:
-        declared = {
-            i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
-            for i in data.get("dataset_info", []) or []
-            if isinstance(i, dict)
-        }
+        infos, problems = card_entries(ConfigSchema, data.get("dataset_info"))
+        files, problems_files = card_entries(ConfigFiles, data.get("configs"))
+        for where, line in [*(("dataset_info", p) for p in problems), *(("configs", p) for p in problems_files)]:
+            yaml_check.fail(f"README.md YAML {where} {line}")
+        declared = {i.config_name: {s.name: s.num_examples for s in i.splits} for i in infos}
         for c in published_configs(rows, splits):
             for split, n in rows[c.name].items():
                 if n and declared.get(c.name, {}).get(split) != n:
@@ -80,17 +80,15 @@ def check_card(release: Path, manifest: Manifest, rows: dict, stats: dict, split
                         f"{n} in the data"
                     )
         known = {c.name: c for c in CONFIGS}
-        for entry in data.get("configs", []) or []:
-            name = entry.get("config_name") if isinstance(entry, dict) else None
-            if name not in known:
-                yaml_check.fail(f"configs: {name!r} is not a config of the layout")
+        for entry in files:
+            if entry.config_name not in known:
+                yaml_check.fail(f"configs: {entry.config_name!r} is not a config of the layout")
                 continue
-            for files in entry.get("data_files", []) or []:
-                wanted = known[name].pattern(files.get("split", "")) if isinstance(files, dict) else None
-                if not isinstance(files, dict) or files.get("path") != wanted:
+            for split_files in entry.data_files:
+                wanted = known[entry.config_name].pattern(split_files.split)
+                if split_files.path != wanted:
                     yaml_check.fail(
-                        f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
-                        f"its files are {wanted!r}"
+                        f"configs: {entry.config_name} points at {split_files.path!r}, its files are {wanted!r}"
                     )
     numbers = report.check("every number in the card's statistics equals the data")
     section = body[body.find(STATS_BEGIN) : body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
@@ -175,16 +173,16 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
             check.fail(f"README.md configs table: {stated!r} where the data gives {line!r}")
     if data is None:
         return
-    infos = {i.get("config_name"): i for i in data.get("dataset_info", []) or [] if isinstance(i, dict)}
+    infos = {i.config_name: i for i in card_entries(ConfigSchema, data.get("dataset_info"))[0]}
     for c in published_configs(rows, splits):
-        info = infos.get(c.name) or {}
+        info = infos.get(c.name)
         present = [s for s in splits if rows.get(c.name, {}).get(s, 0)]
         size = sum(p.stat().st_size for s in present for p in c.files(release, s))
-        if info.get("download_size") != size:
+        if info is None or info.download_size != size:
             check.fail(
-                f"README.md YAML {c.name}: download_size {info.get('download_size')}, its files are {size:,} bytes"
+                f"README.md YAML {c.name}: download_size {info and info.download_size}, its files are {size:,} bytes"
             )
-        stated = {s.get("name"): s.get("num_bytes") for s in info.get("splits", []) or [] if isinstance(s, dict)}
+        stated = {s.name: s.num_bytes for s in info.splits} if info is not None else {}
         for split in present:
             try:
                 recorded = arrow_bytes(c.files(release, split))
