@@ -28,6 +28,11 @@ class Contract(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def absent(description: str) -> Any:
+    """An optional field that is left out of the file, not written as null, when it has no value."""
+    return Field(default=None, exclude_if=lambda value: value is None, description=description)
+
+
 class FileEntry(Contract):
     """One data file (a Parquet file or a TREC qrels file) as the manifest lists it."""
 
@@ -39,9 +44,7 @@ class FileEntry(Contract):
 class Models(Contract):
     reranker: str | None = Field(description="the reranker and its backend; null for imported labels (no pool made)")
     judge: str = Field(description="every judge the judgment records name, '; '-joined (or the profile's model)")
-    judge_precision: str | None = Field(
-        default=None, description="fp8 or the judge's dtype; absent for imported labels"
-    )
+    judge_precision: str | None = absent("fp8 or the judge's dtype; absent for imported labels")
 
 
 class PromptRef(Contract):
@@ -74,10 +77,10 @@ class ComplexityStats(Contract):
     judged."""
 
     questions: int = Field(description="questions with at least one judged sub-question")
-    answerable_share: float | None = None
-    mean_subquestions_answerable: float | None = None
-    completeness_quartiles: list[float] | None = None
-    retrieval_complex_share: float | None = None
+    answerable_share: float | None = absent("questions some document answers completely")
+    mean_subquestions_answerable: float | None = absent("mean share of a question's sub-questions answered")
+    completeness_quartiles: list[float] | None = absent("completeness at the 25th, 50th and 75th percentile")
+    retrieval_complex_share: float | None = absent("questions neither answerable nor complete enough")
 
 
 class SplitStats(Contract):
@@ -113,24 +116,19 @@ class Manifest(Contract):
         description="the training configs' settings and what they left out (assemble/training_configs.py)"
     )
     shards_revision: str | None = Field(description="where the judgment shards came from (CI: SHARDS_REPO@commit)")
-    imported: dict[str, Any] | None = Field(
-        default=None, description="absent unless imported: the label files, judges and counts of the import"
+    imported: dict[str, Any] | None = absent("absent unless imported: the label files, judges and counts of the import")
+    pilot: dict[str, Any] | None = absent(
+        "absent unless `build-release --pilot`: the record, and which setting made these"
     )
-    pilot: dict[str, Any] | None = Field(
-        default=None, description="absent unless `build-release --pilot`: the record, and which setting made these"
-    )
-    failed_pairs: int | None = Field(
-        default=None, description="absent unless published with --allow-failed-pairs: pairs with no level"
-    )
+    failed_pairs: int | None = absent("absent unless published with --allow-failed-pairs: pairs with no level")
 
     def as_json(self) -> dict[str, Any]:
-        """The manifest as written: the optional records absent, not null, when they were never set; the profile
-        whole, its defaults included (a profile loaded from YAML has set only some of them)."""
-        return {**self.model_dump(exclude_unset=True), "profile": self.profile.model_dump()}
+        """The manifest as written (the optional records absent, not null, when they have no value)."""
+        return self.model_dump()
 
     def stated_stats(self) -> dict[str, dict[str, Any]]:
         """split -> statistics, as plain values (the shape validate re-derives and the card renders)."""
-        return {split: s.model_dump(exclude_unset=True) for split, s in self.stats.items()}
+        return {split: s.model_dump() for split, s in self.stats.items()}
 
 
 class ManifestError(ValueError):
@@ -194,11 +192,8 @@ class ConfigFiles(Contract):
     """One entry of the card YAML's `configs:`: where a config's files are (huggingface_hub `DatasetCardData`)."""
 
     config_name: str
-    default: bool | None = Field(default=None, description="true for the default config; absent otherwise")
+    default: bool | None = absent("true for the default config; absent otherwise")
     data_files: list[SplitFiles]
-
-    def as_yaml(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
 
 
 class DeclaredSplit(Contract):

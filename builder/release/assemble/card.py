@@ -54,7 +54,7 @@ def card_data(rows: dict, splits: list[str], pretty_name: str, release: Path, fe
                 config_name=c.name,
                 default=True if c.name == DEFAULT_CONFIG else None,
                 data_files=[SplitFiles(split=s, path=c.pattern(s)) for s in splits_with_rows(rows, c.name, splits)],
-            ).as_yaml()
+            ).model_dump()
             for c in configs
         ],
     )

@@ -14,7 +14,7 @@ from builder.release.assemble.lineage import judgment_config_hash, release_profi
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
 from builder.release.card_text import PLOT, plot_levels
-from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, manifest_json_schema
+from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef, manifest_json_schema
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
@@ -167,29 +167,22 @@ def build_release(
     )
     plot_levels(out, summary.stats)
     card = render_card(out, summary.rows, summary.stats, splits, context, table_features)
-    optional = {  # absent from the manifest unless set: an import's record, a pilot's, published failed pairs
-        **({"imported": imported} if imported else {}),
-        **({"pilot": made_by} if made_by else {}),
-        **({"failed_pairs": failed} if failed else {}),
-    }
     manifest = Manifest(
         repo=repo,
         code_version=__version__,
         profile=profile,
         profile_hash=profile.config_hash(),
-        models={
-            "reranker": reranker,
-            "judge": judge,
-            **({} if imported else {"judge_precision": judge_precision(profile)}),
-        },
-        prompt=None if imported else {"id": prompt.id, "sha256": prompt.sha256},
+        models=Models(reranker=reranker, judge=judge, judge_precision=None if imported else judge_precision(profile)),
+        prompt=None if imported else PromptRef(id=prompt.id, sha256=prompt.sha256),
         rows=summary.rows,
         stats=summary.stats,
         splits=splits,
         files=file_manifest(out),
         training=training,
         shards_revision=shards_revision,
-        **optional,
+        imported=imported or None,  # absent from the file unless set: an import's record, a pilot's, failed pairs
+        pilot=made_by,
+        failed_pairs=failed or None,
     )
     write_json(Path(out) / MANIFEST, manifest.as_json())
     write_text_atomic(Path(out) / MANIFEST_SCHEMA, manifest_json_schema())

@@ -84,7 +84,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     check_links(release, report.check("no file or folder of the release is a link that leads out of it"))
     manifest_check = report.check("manifest.json lists every file with its checksum and row count")
     manifest, problem = read_manifest(release)
-    if problem:
+    if manifest is None:
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
@@ -108,13 +108,13 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     )
     for code, split in enumerate(splits):
         find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
-        rows, printed = scan_qrels(release, split, files, index, code, checks)
-        if (rows, printed) != (scans[split].graded, scans[split].graded_print):
+        qrels_rows, printed = scan_qrels(release, split, files, index, code, checks)
+        if (qrels_rows, printed) != (scans[split].graded, scans[split].graded_print):
             checks["qrels"].fail(
-                f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
+                f"qrels/{split}: {qrels_rows:,} rows that are not the {scans[split].graded:,} graded "
                 "judgments (subq_id, docid, level) of the split"
             )
-        compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
+        compare_trec_qrels(release, split, index, (qrels_rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])

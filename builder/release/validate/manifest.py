@@ -106,13 +106,13 @@ def check_manifest_numbers(
                 continue
             if entry.rows != n:
                 check.fail(f"{name}: {entry.rows} rows in the manifest, {n} in the file")
-    stated = manifest.stated_stats()
-    if stated != stats:
+    stated_stats = manifest.stated_stats()
+    if stated_stats != stats:
         differing = [
             f"{split}.{key}"
             for split in stats
             for key in stats[split]
-            if stated.get(split, {}).get(key) != stats[split][key]
+            if stated_stats.get(split, {}).get(key) != stats[split][key]
         ]
         check.fail(f"stats differ from the data: {differing or 'splits'}")
     reranker = manifest.models.reranker

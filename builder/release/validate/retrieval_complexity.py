@@ -25,11 +25,11 @@ class Answers:
     """Per question position: judged or not, and the (question, document) of every answering judgment."""
 
     def __init__(self, subquestions_of: np.ndarray, subq_question: np.ndarray, answer_level: int, threshold: float):
-        self.k = subquestions_of.astype(np.int64)
+        self.k: np.ndarray = subquestions_of.astype(np.int64)
         self.subq_question = subq_question
         self.answer_level, self.threshold = answer_level, threshold
-        self.judged = np.zeros(len(self.k), bool)
-        self.answered_subquestions = np.zeros(len(subq_question), bool)
+        self.judged: np.ndarray = np.zeros(len(self.k), bool)
+        self.answered_subquestions: np.ndarray = np.zeros(len(subq_question), bool)
         self.rows: list[np.ndarray] = []
 
     def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:
@@ -41,10 +41,12 @@ class Answers:
 
     def columns(self) -> dict[str, np.ndarray]:
         n = len(self.k)
-        k = self.k.astype(np.float64)
+        k: np.ndarray = self.k.astype(np.float64)
         owners = self.subq_question[self.answered_subquestions]
         answered = np.bincount(owners[owners >= 0], minlength=n)
-        documents, spread_sum, most = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64)
+        documents: np.ndarray = np.zeros(n, np.int64)
+        spread_sum: np.ndarray = np.zeros(n)
+        most: np.ndarray = np.zeros(n, np.int64)
         rows = np.concatenate(self.rows) if self.rows else np.zeros((0, 2), np.uint64)
         if len(rows):
             rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]

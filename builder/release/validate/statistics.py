@@ -40,7 +40,7 @@ class SplitCount:
     """Added to batch by batch (rows of known questions and sub-questions, with their positions)."""
 
     def __init__(self, positions: int, subquestions: int, bm25_top: int | None, rerank_top: int | None):
-        self.per_subquestion = np.zeros(positions, np.int64)
+        self.per_subquestion: np.ndarray = np.zeros(positions, np.int64)
         self.subquestions = subquestions
         self.tops = bm25_top, rerank_top
         self.levels: Counter = Counter()  # level value (None for null) -> rows
