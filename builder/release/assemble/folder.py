@@ -14,7 +14,7 @@ from builder.release.assemble.lineage import judgment_config_hash, release_profi
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
 from builder.release.card_text import PLOT, plot_levels
-from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef, manifest_json_schema
+from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
@@ -22,7 +22,7 @@ from generation.errors import InputError
 from generation.judging.prompts import get_prompt
 from generation.profiles import Profile, load_profile, withhold_endpoint
 from generation.schema import OTHER_TEXT_STATUS, features
-from generation.storage import refuse_links, write_text_atomic
+from generation.storage import refuse_links
 
 
 def rubric(prompt_text: str) -> list[tuple[int, str]]:
@@ -185,5 +185,5 @@ def build_release(
         failed_pairs=failed or None,
     )
     write_json(Path(out) / MANIFEST, manifest.as_json())
-    write_text_atomic(Path(out) / MANIFEST_SCHEMA, manifest_json_schema())
+    write_json(Path(out) / MANIFEST_SCHEMA, Manifest.model_json_schema())  # the text of manifest_json_schema()
     return summary, card
