@@ -18,11 +18,11 @@ one, to name the first that is wrong.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.release.validate.derived_columns import clicked_urls, subtopic_numbers, urls_of
 from builder.release.validate.reading import Readable, batches, fingerprint
 from generation.spill import KeyRuns
 
@@ -38,27 +38,6 @@ NULL_HASH = "\x00null"  # stands in for a missing url_hash when hashing, so two 
 
 def url_hashes(column) -> np.ndarray:
     return string_hashes(pc.fill_null(column, NULL_HASH))
-
-
-def subtopic_numbers(question: np.ndarray) -> np.ndarray:
-    """Per sub-question position, its 1-based position among its question's sub-questions, in table order
-    (validate's own count: a running count per question)."""
-    return pd.Series(question).groupby(question).cumcount().to_numpy(np.int64) + 1
-
-
-def clicked_urls(questions: pa.Table) -> dict[str, str]:
-    """url_hash -> the URL a release gives it: of the questions' click records, the smallest when two differ."""
-    urls: dict[str, str] = {}
-    for clicked in questions["clicked"].to_pylist():
-        for record in clicked or ():
-            known = urls.get(record["url_hash"])
-            if record["url"] is not None and (known is None or record["url"] < known):
-                urls[record["url_hash"]] = record["url"]
-    return urls
-
-
-def urls_of(url_hash: pa.ChunkedArray | pa.Array, urls: dict[str, str]) -> pa.Array:
-    return pa.array([urls.get(h) for h in url_hash.to_pylist()], pa.string())
 
 
 class DerivedPrints:
