@@ -172,7 +172,7 @@ def run_scale(work: Path, scale: float, subquestions: float | None = None, runs_
         "release": out,
         "training": training,
         "training_rows": tuple(sum(manifest.rows[c].values()) for c in ("hard-negatives", "graded-lists")),
-        "coverage": manifest.training,
+        "coverage": manifest.training.model_dump(),
     }
 
 

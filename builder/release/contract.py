@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.release.layout import MANIFEST
-from generation.profiles import Profile
+from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
 
 MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`Manifest.model_json_schema()`)
@@ -99,6 +99,19 @@ class SplitStats(Contract):
     complexity: ComplexityStats
 
 
+class TrainingRecord(TrainingConfigsSettings):
+    """`manifest.training`: the profile's training settings the configs were derived with (the profile section's
+    own fields, declared once there), and what the derivation gave (assemble/training_configs.py `settings_record`)."""
+
+    answer_level: int = Field(description="complexity.answer_level: a positive is judged at least this")
+    positives: int = Field(description="judged positives, each with a hard-negatives row")
+    short_positives: int = Field(description="positives that all the sources together could not give k negatives")
+    negatives_by_source: dict[str, int] = Field(description="negatives filled from each source of fill_order")
+    other_questions_sampled: int = Field(description="questions per split sampled for other-question negatives")
+    retrieved_unjudged_from: str = Field(description="where questions.retrieved_unjudged came from: runs or none")
+    dev_rule: str = Field(description="the dev split's rule, in words")
+
+
 class Manifest(Contract):
     """manifest.json: what a release holds and how it was made."""
 
@@ -112,9 +125,7 @@ class Manifest(Contract):
     stats: dict[Split, SplitStats] = Field(description="split -> the statistics the card states (Table 1 and more)")
     splits: list[Split] = Field(description="the splits the release holds, in order")
     files: dict[str, FileEntry] = Field(description="every data file, by its path in the release")
-    training: dict[str, Any] = Field(
-        description="the training configs' settings and what they left out (assemble/training_configs.py)"
-    )
+    training: TrainingRecord = Field(description="the training configs' settings and what they hold")
     shards_revision: str | None = Field(description="where the judgment shards came from (CI: SHARDS_REPO@commit)")
     imported: dict[str, Any] | None = absent("absent unless imported: the label files, judges and counts of the import")
     pilot: dict[str, Any] | None = absent(

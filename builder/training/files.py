@@ -258,7 +258,7 @@ def write_training_files(
     prepare_output_folder(out)
     shards = texts_folder_for(release, texts)
     _, manifest = release_context_words(release)
-    if not manifest.training.get("fill_order"):
+    if not manifest.training.fill_order:
         raise InputError(
             release,
             0,

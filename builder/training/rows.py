@@ -21,10 +21,10 @@ def rule_of_release(manifest: Manifest, negatives=None, negative_level=None, fil
     """The release's own rule (manifest.training), with any of k, negative_level and fill_order replaced."""
     stated = manifest.training
     rule = hn.NegativeRule(
-        stated["answer_level"],
-        stated["negative_level"] if negative_level is None else negative_level,
-        stated["negatives"] if negatives is None else negatives,
-        tuple(stated.get("fill_order") or hn.SOURCES) if fill_order is None else tuple(fill_order),
+        stated.answer_level,
+        stated.negative_level if negative_level is None else negative_level,
+        stated.negatives if negatives is None else negatives,
+        tuple(stated.fill_order or hn.SOURCES) if fill_order is None else tuple(fill_order),
     )
     unknown = sorted(set(rule.fill_order) - set(hn.SOURCES))
     if unknown or len(set(rule.fill_order)) != len(rule.fill_order) or not rule.fill_order:

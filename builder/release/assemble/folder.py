@@ -14,7 +14,7 @@ from builder.release.assemble.lineage import judgment_config_hash, release_profi
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
 from builder.release.card_text import PLOT, plot_levels
-from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef
+from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef, TrainingRecord
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
@@ -178,7 +178,7 @@ def build_release(
         stats=summary.stats,
         splits=splits,
         files=file_manifest(out),
-        training=training,
+        training=TrainingRecord.model_validate(training),
         shards_revision=shards_revision,
         imported=imported or None,  # absent from the file unless set: an import's record, a pilot's, failed pairs
         pilot=made_by,

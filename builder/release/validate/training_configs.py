@@ -131,7 +131,7 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
         extra = 0 if (name, code) in reported else cursor.rest()
         if extra:
             check.fail(f"{config(name).folders[0]}/{splits[code]}: {extra:,} rows past those the judgments give")
-    stated = manifest.training
+    stated = manifest.training.model_dump()
     expected = settings_record(profile, rows.counts)
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
