@@ -61,10 +61,12 @@ FAST_TESTS := not (java or ray or subprocess or demo or slow)
 test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)"
 
-# ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra.
+# ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra. mypy checks the
+# paths of [tool.mypy] `files` (the release's contract, the stages, the backends); it comes with the dev extra too.
 lint: $(STAMP)
 	$(BIN)/ruff check generation builder tests scripts examples
 	$(BIN)/ruff format --check generation builder tests scripts examples
+	$(BIN)/mypy
 
 # The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
 test-vllm: $(VLLM_STAMP)

@@ -158,9 +158,9 @@ def run_scale(work: Path, scale: float, subquestions: float | None = None, runs_
     shutil.rmtree(work / "without", ignore_errors=True)
     training = timed(TRAINING.format(judgments=judgments, questions=questions, out=str(work / "training"), runs=runs))
     check = timed(VALIDATE.format(out=str(out)))
-    import json
+    from builder.release.contract import read_manifest
 
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = read_manifest(out)
     return {
         "scale": scale,
         "judgments": inputs["judgments_total"],
@@ -171,8 +171,8 @@ def run_scale(work: Path, scale: float, subquestions: float | None = None, runs_
         "validate": check,
         "release": out,
         "training": training,
-        "training_rows": tuple(sum(manifest["rows"][c].values()) for c in ("hard-negatives", "graded-lists")),
-        "coverage": manifest["training"],
+        "training_rows": tuple(sum(manifest.rows[c].values()) for c in ("hard-negatives", "graded-lists")),
+        "coverage": manifest.training.model_dump(),
     }
 
 

@@ -329,12 +329,11 @@ def test_subtopics_do_not_need_contiguous_questions():
 
 
 def test_manifest_and_commit_description_name_the_shards_revision(release):
-    import json
-
+    from builder.release.contract import read_manifest
     from builder.release.publish.to_hub import commit_description
 
-    manifest = json.loads((release / "manifest.json").read_text())
-    assert manifest["shards_revision"] == SHARDS
+    manifest = read_manifest(release)
+    assert manifest.shards_revision == SHARDS
     description = commit_description(manifest)
     assert f"Judgment shards: revision {SHARDS}." in description and "profile `paper`" in description
 

@@ -12,7 +12,7 @@ import yaml
 
 from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
 from builder.release.assemble.folder import build_release
-from builder.release.assemble.pilot import PILOT_HEADING, pilot_markdown
+from builder.release.pilot_text import PILOT_HEADING, pilot_markdown
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from builder.release.contract import PromptRef
 from builder.release.validate.folder import Report, validate
 from builder.release.validate.rederive import Rederivation
 from builder.standins.release_faults import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys
@@ -98,12 +99,8 @@ def judgments(rows):
 def rederive(profile, rows, prompt_id=None, sha=None, imported=False):
     prompt = get_prompt(prompt_id or profile.judge.prompt)
     report = Report(Path("release"))
-    manifest = (
-        {"prompt": None, "imported": {"files": []}}
-        if imported
-        else {"prompt": {"id": prompt.id, "sha256": sha or prompt.sha256}}
-    )
-    rule = Rederivation(manifest, profile, report)
+    stated = None if imported else PromptRef(id=prompt.id, sha256=sha or prompt.sha256)
+    rule = Rederivation(stated, imported, profile, report)
     rule.add(judgments(rows), 0)
     rule.end_file("data/judgments/level_0/train-00000-of-00001.parquet")
     return {c.name.split(" ")[0]: c.examples for c in report.checks if not c.ok}

@@ -348,4 +348,4 @@ def test_a_release_without_training_settings_is_named(release, tmp_path):
     (broken / "manifest.json").write_text(json.dumps(data))
     report = validate(broken, load=False)
     failed = {c.name: c.examples for c in report.checks if not c.ok}
-    assert any("no `training` section" in e for examples in failed.values() for e in examples), failed
+    assert any("manifest.json: training: Field required" in e for examples in failed.values() for e in examples), failed

@@ -128,7 +128,36 @@ def columns_page() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-PAGES = {"profiles.md": profiles_page, "stages.md": stages_page, "cli.md": cli_page, "columns.md": columns_page}
+def manifest_page() -> str:
+    """manifest.json's fields and its JSON schema, from the release's contract (builder/release/contract.py)."""
+    from builder.release.contract import MANIFEST_SCHEMA, Manifest, manifest_json_schema
+
+    lines = [
+        HEADER.format(source="builder/release/contract.py") + "# Manifest reference",
+        "",
+        "Every release holds `manifest.json`: what it holds and how it was made. "
+        f"Beside it, `{MANIFEST_SCHEMA}` is its JSON schema, so your own tools can read a release. "
+        "The kit reads and writes it through the models of `builder/release/contract.py`; a key they do not name "
+        "is refused. How a release is built and checked: [releasing](../releasing.md).",
+        "",
+        "| field | required | description |",
+        "| --- | --- | --- |",
+    ]
+    lines += [
+        f"| `{name}` | {'yes' if field.is_required() else 'no'} | {cell(field.description or '')} |"
+        for name, field in Manifest.model_fields.items()
+    ]
+    lines += ["", f"## `{MANIFEST_SCHEMA}`", "", "```json", manifest_json_schema().rstrip("\n"), "```"]
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {
+    "profiles.md": profiles_page,
+    "stages.md": stages_page,
+    "cli.md": cli_page,
+    "columns.md": columns_page,
+    "manifest.md": manifest_page,
+}
 
 
 def write_reference(folder: Path) -> list[Path]:

@@ -164,3 +164,11 @@ def file_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path).metadata.num_rows
+
+
+def binary_threshold(profile) -> int:
+    """The level from which a judgment counts as relevant in `qrels-binary`: the profile's answer level
+    (complexity.answer_level, 4 in every bundled profile: "mostly relevant and complete")."""
+    from generation.profiles import Complexity
+
+    return (profile.complexity if profile is not None else Complexity()).answer_level

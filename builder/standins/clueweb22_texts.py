@@ -75,7 +75,23 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
         ),
         ids / "train-00000-of-00001.parquet",
     )
-    (Path(folder) / "manifest.json").write_text(
-        json.dumps({"profile": profile.model_dump(mode="json"), "files": {}, "splits": ["train"]})
+    from builder.release.assemble.training_configs import TrainingCounts, settings_record
+    from builder.release.contract import Manifest, Models, TrainingRecord
+    from generation import __version__
+
+    stub = Manifest(  # through the contract, with nothing but the profile and the split filled in
+        repo="ORG/stub-release",
+        code_version=__version__,
+        profile=profile,
+        profile_hash=profile.config_hash(),
+        models=Models(reranker=None, judge=profile.judge.model),
+        prompt=None,
+        rows={},
+        stats={},
+        splits=["train"],
+        files={},
+        training=TrainingRecord.model_validate(settings_record(profile, TrainingCounts())),
+        shards_revision=None,
     )
+    (Path(folder) / "manifest.json").write_text(json.dumps(stub.as_json(), default=str))
     return Path(folder)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from builder.release.contract import parse_manifest, read_manifest
 from builder.release.layout import MANIFEST
 
 
@@ -53,25 +54,18 @@ def reseal(release: Path, plot: bool = True) -> None:
     file entries, the card's statistics section, configs table and YAML, and (with `plot`) the level plot."""
     from huggingface_hub import DatasetCard
 
-    from builder.release.assemble.card import (
-        PRETTY_NAME,
-        STATS_BEGIN,
-        STATS_END,
-        card_data,
-        config_rows,
-        plot_levels,
-        stats_markdown,
-    )
+    from builder.release.assemble.card import PRETTY_NAME, card_data
     from builder.release.assemble.data_files import file_manifest, write_json
+    from builder.release.card_text import STATS_BEGIN, STATS_END, config_rows, plot_levels, stats_markdown
     from builder.release.layout import CONFIGS
     from builder.release.validate.folder import validate
     from generation.schema import features
 
     report = validate(release, load=False)  # what the data gives, whatever it fails
-    manifest = json.loads((release / MANIFEST).read_text())
-    splits = manifest["splits"]
-    manifest.update(stats=report.stats, rows=report.rows, files=file_manifest(release))
-    write_json(release / MANIFEST, manifest)
+    manifest = read_manifest(release)
+    splits = manifest.splits
+    resealed = {**manifest.as_json(), "stats": report.stats, "rows": report.rows, "files": file_manifest(release)}
+    write_json(release / MANIFEST, parse_manifest(resealed).as_json())
     card = DatasetCard.load(release / "README.md")
     body = card.text
     start, end = body.index(STATS_BEGIN), body.index(STATS_END) + len(STATS_END)
@@ -107,14 +101,15 @@ def edit_card(release: Path, old: str, new: str, count: int = 1) -> None:
 
 
 def queries_rows(release: Path) -> int:
-    return json.loads((release / MANIFEST).read_text())["rows"]["queries"]["train"]
+    return read_manifest(release).rows["queries"]["train"]
 
 
 def prompt_hash_everywhere(release: Path, new: str) -> None:
-    manifest = json.loads((release / MANIFEST).read_text())
-    old = manifest["prompt"]["sha256"]
-    manifest["prompt"]["sha256"] = new
-    (release / MANIFEST).write_text(json.dumps(manifest))
+    manifest = read_manifest(release)
+    assert manifest.prompt is not None, "a release the kit judged names its prompt"
+    old = manifest.prompt.sha256
+    changed = manifest.model_copy(update={"prompt": manifest.prompt.model_copy(update={"sha256": new})})
+    (release / MANIFEST).write_text(json.dumps(changed.as_json(), default=str))
     edit_card(release, old, new, count=-1)
 
 
@@ -123,9 +118,9 @@ def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
     states the true counts, so only its pixels are wrong."""
     from PIL import Image, PngImagePlugin
 
-    from builder.release.assemble.card import PLOT, plot_levels
+    from builder.release.card_text import PLOT, plot_levels
 
-    stats = json.loads((release / MANIFEST).read_text())["stats"]
+    stats = read_manifest(release).stated_stats()
     with Image.open(release / PLOT) as image:
         chunks = dict(image.text)
     for s in stats.values():

@@ -78,10 +78,10 @@ def texts_folder_for(release: Path, texts: Path) -> list[Path]:
         raise ArgumentError(f"--texts {texts}: not a folder `researchy-subq texts` wrote (no {TEXTS_MARKER})")
     made_for = json.loads(marker.read_text(encoding="utf-8")).get("profile_hash")
     _, manifest = release_context_words(release)
-    if made_for != manifest.get("profile_hash"):
+    if made_for != manifest.profile_hash:
         raise ArgumentError(
             f"--texts {texts}: written for a release of profile {made_for}, {release} is of "
-            f"{manifest.get('profile_hash')}; run `researchy-subq texts` for this release"
+            f"{manifest.profile_hash}; run `researchy-subq texts` for this release"
         )
     return text_files(texts)
 
@@ -258,7 +258,7 @@ def write_training_files(
     prepare_output_folder(out)
     shards = texts_folder_for(release, texts)
     _, manifest = release_context_words(release)
-    if not (manifest.get("training") or {}).get("fill_order"):
+    if not manifest.training.fill_order:
         raise InputError(
             release,
             0,

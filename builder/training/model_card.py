@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from builder.release.contract import Manifest
 from generation.models import MINILM
 from generation.storage import write_text_atomic
 
@@ -47,11 +48,11 @@ def base_licence(path: Path) -> str | None:
     return ModelCard.load(readme).data.get("license") if readme.is_file() else None
 
 
-def card_data(manifest: dict, base_name: str, base_path: Path):
+def card_data(manifest: Manifest, base_name: str, base_path: Path):
     """sentence-transformers' card data, filled from the release's manifest; nothing looked up on the Hub."""
     from sentence_transformers import SentenceTransformerModelCardData
 
-    repo = manifest.get("repo") or "researchy-subq-judgments"
+    repo = manifest.repo or "researchy-subq-judgments"
     data = SentenceTransformerModelCardData(
         language="en",
         license=base_licence(base_path),
@@ -75,16 +76,16 @@ def without_training_text(data) -> None:
             dataset.pop(key, None)
 
 
-def provenance(manifest: dict, profile, base_name: str, base_path: Path, chosen: str) -> str:
+def provenance(manifest: Manifest, profile, base_name: str, base_path: Path, chosen: str) -> str:
     """The section that says where the labels came from, which documents were trained on and how the model was
     chosen (Markdown)."""
-    repo = manifest.get("repo") or "researchy-subq-judgments"
+    repo = manifest.repo or "researchy-subq-judgments"
     hub_id = base_model_id(base_name, base_path)
     base = f"[{hub_id}](https://huggingface.co/{hub_id})" + (f" (`{base_name}`)" if base_name != hub_id else "")
     base = base if hub_id else f"`{base_name}`"
-    judge = (manifest.get("models") or {}).get("judge") or profile.judge.model
-    prompt = manifest.get("prompt") or {}
-    imported = manifest.get("imported")
+    judge = manifest.models.judge or profile.judge.model
+    prompt = manifest.prompt
+    imported = manifest.imported
     stand_in = profile.judge.backend == "bi-encoder"
     lines = [
         SECTION,
@@ -97,8 +98,8 @@ def provenance(manifest: dict, profile, base_name: str, base_path: Path, chosen:
             f"- **Judge**: the levels were imported from {', '.join(imported.get('judges') or ['a labels file'])} "
             f"({', '.join(imported.get('formats') or [])}), not judged by the kit."
             if imported
-            else f"- **Judge**: {judge}, prompt `{prompt.get('id')}` (sha256 {str(prompt.get('sha256'))[:12]}), "
-            f"profile `{manifest['profile']['name']}`, researchy-subq {manifest.get('code_version')}."
+            else f"- **Judge**: {judge}, prompt `{prompt and prompt.id}` (sha256 {str(prompt and prompt.sha256)[:12]}), "
+            f"profile `{manifest.profile.name}`, researchy-subq {manifest.code_version}."
         ),
         *(
             [

@@ -13,17 +13,18 @@ import pyarrow.parquet as pq
 
 from builder.release.assemble import hard_negatives as hn
 from builder.release.assemble.retrieved import StoredRetrieved
+from builder.release.contract import Manifest
 from builder.release.layout import config
 
 
-def rule_of_release(manifest: dict, negatives=None, negative_level=None, fill_order=None) -> hn.NegativeRule:
+def rule_of_release(manifest: Manifest, negatives=None, negative_level=None, fill_order=None) -> hn.NegativeRule:
     """The release's own rule (manifest.training), with any of k, negative_level and fill_order replaced."""
-    stated = manifest.get("training") or {}
+    stated = manifest.training
     rule = hn.NegativeRule(
-        stated["answer_level"],
-        stated["negative_level"] if negative_level is None else negative_level,
-        stated["negatives"] if negatives is None else negatives,
-        tuple(stated.get("fill_order") or hn.SOURCES) if fill_order is None else tuple(fill_order),
+        stated.answer_level,
+        stated.negative_level if negative_level is None else negative_level,
+        stated.negatives if negatives is None else negatives,
+        tuple(stated.fill_order or hn.SOURCES) if fill_order is None else tuple(fill_order),
     )
     unknown = sorted(set(rule.fill_order) - set(hn.SOURCES))
     if unknown or len(set(rule.fill_order)) != len(rule.fill_order) or not rule.fill_order:

@@ -24,7 +24,7 @@ FLAGS = {  # CLI flag -> the `train` key it sets
 
 
 def release_profile(release: Path) -> Profile:
-    return Profile.model_validate(release_context_words(release)[1]["profile"])
+    return release_context_words(release)[1].profile
 
 
 def _differing(ours, theirs, prefix: str) -> list[str]:

@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from builder.release.contract import Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
-from generation.profiles import Profile
 from generation.schema import columns
 from generation.shards import Shard, StageOutput, skip_if_done
 from generation.storage import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
@@ -64,20 +64,18 @@ class TextsSummary:
         }
 
 
-def release_context_words(release: Path) -> tuple[int, dict]:
+def release_context_words(release: Path) -> tuple[int, Manifest]:
     """The judge's context cut and the manifest of a release folder."""
-    path = Path(release) / MANIFEST
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        profile = Profile.model_validate(manifest["profile"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        manifest = read_manifest(release)
+    except ManifestError as e:
         raise InputError(
-            path,
+            Path(release) / MANIFEST,
             0,
-            f"not a release manifest with a profile ({str(e).splitlines()[0][:120]}); "
+            f"not a release manifest ({str(e).splitlines()[0][:160]}); "
             "give the release folder `build-release` wrote (or downloaded from the Hub)",
         ) from None
-    return profile.judge.context_words, manifest
+    return manifest.profile.judge.context_words, manifest
 
 
 def judged_docids(release: Path) -> pa.Table:
@@ -122,16 +120,12 @@ def copy_kind(copy: Path) -> str:
     )
 
 
-def texts_config_hash(manifest: dict, context_words: int, kind: str, all_retrieved: bool = False) -> str:
+def texts_config_hash(manifest: Manifest, context_words: int, kind: str, all_retrieved: bool = False) -> str:
     """What a texts shard depends on: the release files naming the documents (corpus-ids, hard-negatives, and with
     `all_retrieved` the questions), the cut, the kind of copy (reading with or without offsets gives the same rows,
     so a run may resume in the other mode)."""
     folders = ("data/corpus_ids/", "data/hard_negatives/") + (("data/questions/",) if all_retrieved else ())
-    ids = sorted(
-        (name, entry.get("sha256"))
-        for name, entry in manifest.get("files", {}).items()
-        if name.startswith(folders) and isinstance(entry, dict)
-    )
+    ids = sorted((name, entry.sha256) for name, entry in manifest.files.items() if name.startswith(folders))
     blob = json.dumps([ids, context_words, kind] + ([True] if all_retrieved else []), sort_keys=True).encode()
     return "texts-" + hashlib.sha256(blob).hexdigest()[:12]
 
@@ -241,8 +235,8 @@ def write_texts(
         json.dumps(
             {
                 "what": "document texts from a licensed copy: never publish",
-                "release": manifest.get("repo"),
-                "profile_hash": manifest.get("profile_hash"),
+                "release": manifest.repo,
+                "profile_hash": manifest.profile_hash,
                 "context_words": context_words,
                 "copy": str(copy),
                 "copy_kind": kind,

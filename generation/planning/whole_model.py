@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from generation.planning.plan import PAPER_PAIRS
 
+
 @dataclass(frozen=True)
 class Figure:
     """The whole-model figure a row is priced against, and one line saying which and why."""

@@ -23,9 +23,9 @@ from generation.labels.importer import FileCounts, QuestionLists, ShardImport
 from generation.profiles import Profile
 from generation.schema import OTHER_TEXT_STATUS
 from generation.shards import Shard, ShardError, StageOutput, sha256_file
-from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.base import Stage, StageSummary
 from generation.stages.judge import NAME, JudgeStage
-from generation.stages.questions import QuestionsStage
+from generation.stages.questions import SUBQUESTIONS_FOLDER
 from generation.storage import ParquetSink
 
 IMPORTED_PREFIX = "imported-"
@@ -43,7 +43,7 @@ class ImportLabelsStage(Stage):
     name = "import-labels"
     produces = "`judgments-*.parquet` from the label files given (the records name them)"
     writes = NAME
-    reads = (Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
+    reads = (SUBQUESTIONS_FOLDER,)
     sections = JudgeStage.sections
     unit = "lines"
     summary_fields = {

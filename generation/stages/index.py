@@ -327,3 +327,7 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
         ),
     )
     return documents
+
+
+# The index as the stages that read document texts from it declare it (their `reads`), declared once here.
+INDEX_TEXTS = Input("index", "Lucene index (document text)", (IndexStage,))

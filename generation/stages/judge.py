@@ -32,11 +32,11 @@ from generation.profiles import JudgeConfig, Profile
 from generation.schema import JUDGMENTS
 from generation.shards import Shard, ShardError, StageOutput, read_record
 from generation.stages.base import Executor, Input, Stage, StageSummary
-from generation.stages.index import IndexStage
+from generation.stages.index import INDEX_TEXTS
 from generation.stages.judge_record import FAILED_STATUS, record_fields, tally
 from generation.stages.judge_retry import finish_swap, retry_failed_pairs
 from generation.stages.pool import PoolStage
-from generation.stages.questions import QuestionsStage
+from generation.stages.questions import SUBQUESTIONS_FOLDER
 from generation.storage import ParquetSink, write_text_atomic
 from generation.topics import question_files
 
@@ -252,9 +252,9 @@ class JudgeStage(Stage):
     produces = "`judgments-*.parquet`"
     writes = NAME
     reads = (
-        Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        SUBQUESTIONS_FOLDER,
         Input("candidates", "folder of candidate pool shards", (PoolStage,)),
-        Input("index", "Lucene index (document text)", (IndexStage,)),
+        INDEX_TEXTS,
     )
     sections = ("bm25", "rerank", "pool", "judge")
     unit = "pairs"

@@ -21,7 +21,7 @@ from generation.profiles import Pool, Profile
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.corpus import CorpusStage
-from generation.stages.questions import QuestionsStage
+from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.rerank import RerankStage
 from generation.stages.retrieve import RetrieveStage
 from generation.storage import ParquetSink, commit, tmp_path
@@ -78,7 +78,7 @@ class PoolStage(Stage):
     writes = NAME
     # the corpus by rows and size only: hashing the whole corpus for every pool shard would cost more than the pool
     reads = (
-        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        QUESTIONS_FOLDER,
         Input("runs", "runs folder holding the bm25 and rerank runs", (RetrieveStage, RerankStage)),
         Input(
             "corpus", "corpus folder (its URL-hash map finds clicked documents)", (CorpusStage,), verify_sha256=False

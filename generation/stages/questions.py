@@ -20,7 +20,7 @@ from generation.errors import ArgumentError, InputError, Rejects, read_lines
 from generation.notices import warn
 from generation.schema import SOURCE_SPLITS
 from generation.shards import Shard
-from generation.stages.base import Stage, StageSummary
+from generation.stages.base import Input, Stage, StageSummary
 from generation.storage import ParquetSink
 from generation.topics import question_files
 
@@ -330,3 +330,8 @@ def write_tables(
             raise InputError(", ".join(map(str, inputs)), 0, "no questions read: the input holds no records")
         if summary.questions == 0:
             warn(f"no questions kept: all {summary.rejected:,} records were rejected (see {rejects_path})")
+
+
+# The folders `questions` writes, as the stages that read them declare them (their `reads`), declared once here.
+QUESTIONS_FOLDER = Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,))
+SUBQUESTIONS_FOLDER = Input("subquestions", "folder from `researchy-subq questions`", (QuestionsStage,))

@@ -20,8 +20,8 @@ from generation.judging.reranker_input import rerank_query
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Input, Stage, StageSummary
-from generation.stages.index import IndexStage
-from generation.stages.questions import QuestionsStage
+from generation.stages.index import INDEX_TEXTS
+from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.retrieve import RetrieveStage, RunWriter
 from generation.topics import load_topics
 
@@ -47,9 +47,9 @@ class RerankStage(Stage):
     produces = "`rerank-*.parquet` + `.trec`"
     writes = NAME
     reads = (
-        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        QUESTIONS_FOLDER,
         Input("runs", "runs folder holding the bm25 run", (RetrieveStage,)),
-        Input("index", "Lucene index (document text)", (IndexStage,)),
+        INDEX_TEXTS,
     )
     sections = ("bm25", "rerank")
     unit = "questions"

@@ -17,7 +17,7 @@ from generation.profiles import BM25, Profile
 from generation.shards import Shard, StageOutput
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.index import IndexStage
-from generation.stages.questions import QuestionsStage
+from generation.stages.questions import QUESTIONS_FOLDER
 from generation.storage import ParquetSink, commit, tmp_path
 from generation.topics import Topic, load_topics
 
@@ -128,7 +128,7 @@ class RetrieveStage(Stage):
     produces = "`bm25-*.parquet` + `.trec`"
     writes = NAME
     reads = (
-        Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),
+        QUESTIONS_FOLDER,
         Input("index", "Lucene index from `researchy-subq index`", (IndexStage,)),
     )
     sections = ("bm25",)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.topic_index import mix
+from builder.release.topic_index import mix
 from generation.spill import KeyRuns
 
 PAIR = np.dtype([("key", np.uint64), ("q", np.int64), ("count", np.int64)])  # key = mix(question, document)

@@ -142,11 +142,3 @@ class CorpusIds:
         """`corpus-ids` rows in docid order, a chunk at a time."""
         for docs in self.runs.merged():
             yield with_urls(docs, self.urls)
-
-
-def binary_threshold(profile) -> int:
-    """The level from which a judgment counts as relevant in `qrels-binary`: the profile's answer level
-    (complexity.answer_level, 4 in every bundled profile: "mostly relevant and complete")."""
-    from generation.profiles import Complexity
-
-    return (profile.complexity if profile is not None else Complexity()).answer_level

@@ -25,16 +25,15 @@ from builder.release.assemble.configs import (
     CorpusIds,
     Subtopics,
     binary_qrels,
-    binary_threshold,
     diversity_qrels,
     queries,
 )
 from builder.release.assemble.stats import Batch, SplitStats
-from builder.release.assemble.topic_index import MISSING, TopicIndex, string_hashes
-from builder.release.assemble.training_configs import TrainingWriters, with_dev_split
+from builder.release.assemble.training_configs import TrainingCounts, TrainingWriters, with_dev_split
 from builder.release.assemble.trec import QrelsWriter
 from builder.release.assemble.writer import RollingWriter
-from builder.release.layout import PARTITIONS, SPLITS, config_of_partition, data_files, file_rows
+from builder.release.layout import PARTITIONS, SPLITS, binary_threshold, config_of_partition, data_files, file_rows
+from builder.release.topic_index import MISSING, TopicIndex, string_hashes
 from generation.errors import InputError
 from generation.profiles import Complexity, TrainingConfigsSettings
 from generation.schema import SOURCE_SPLITS, conform
@@ -51,7 +50,7 @@ UNPARSED = len(PARTITIONS) - 1  # partition code of a null level; levels 0-5 are
 class ReleaseSummary:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
     stats: dict = field(default_factory=dict)  # split -> SplitStats.summary()
-    training: object = None  # builder/release/assemble/training_configs.py TrainingCounts
+    training: TrainingCounts = field(default_factory=TrainingCounts)
     files: list[Path] = field(default_factory=list)
     left_out: dict = field(default_factory=dict)  # status -> judgments left out (build-release --leave-out-other-text)
 

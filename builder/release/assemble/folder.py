@@ -6,15 +6,17 @@ import re
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.release.assemble.card import PLOT, plot_levels, render_card
-from builder.release.assemble.configs import binary_threshold
+from builder.release.assemble.card import render_card
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.assemble.failed_pairs import failed_pairs
 from builder.release.assemble.imported import import_record
 from builder.release.assemble.lineage import judgment_config_hash, release_profile
-from builder.release.assemble.pilot import named_prompts, pilot_for_release, pilot_markdown
+from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
-from builder.release.layout import CONFIGS, MANIFEST
+from builder.release.card_text import PLOT, plot_levels
+from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef, TrainingRecord
+from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
+from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
@@ -95,7 +97,9 @@ def build_release(
     runs: list[Path] | None = None,
     pilot: Path | None = None,
 ) -> tuple[ReleaseSummary, Path]:
-    refuse_links(out, "README.md", PLOT, MANIFEST, "data")  # before the long build: no write through a link
+    refuse_links(
+        out, "README.md", PLOT, MANIFEST, MANIFEST_SCHEMA, "data"
+    )  # before the long build: no write through a link
     failed = failed_pairs(judgments, allow_failed_pairs)
     profile, judges = release_profile(judgments, profile_name)
     profile = withhold_endpoint(profile)
@@ -133,58 +137,53 @@ def build_release(
             else f" ({profile.rerank.backend})"
         )
     )
-    context = {
-        "repo": repo,
-        "profile": profile,
-        "profile_hash": profile.config_hash(),
-        "code_version": __version__,
-        "judge": judge,
-        "server_template": any("request shape chat" in j for j in judges),
-        "stand_in": any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
-        "reranker": reranker,
-        "judge_precision": judge_precision(profile),
-        "prompt": {
+    training = settings_record(profile, summary.training)
+    context = CardContext(
+        repo=repo,
+        profile=profile,
+        profile_hash=profile.config_hash(),
+        code_version=__version__,
+        judge=judge,
+        server_template=any("request shape chat" in j for j in judges),
+        stand_in=any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
+        reranker=reranker,
+        judge_precision=judge_precision(profile),
+        prompt={
             "id": prompt.id,
             "source": prompt.source,
             "sha256": prompt.sha256,
             "max_level": prompt.max_level,
             "text": prompt.render("{question}", "{context}"),
         },
-        "differences": differences(profile, imported),
-        "binary_threshold": binary_threshold(profile),
-        "imported": imported,
-        "rubric": rubric(prompt.user),
-        "agreement": agreement_section,
-        "pilot": pilot_markdown(made_by) if made_by else None,
-        "pilot_precisions": sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
-        "features": table_features,
-        "training": settings_record(profile, summary.training),
-        "failed_pairs": failed,
-    }
+        differences=differences(profile, imported),
+        binary_threshold=binary_threshold(profile),
+        imported=imported,
+        rubric=rubric(prompt.user),
+        agreement=agreement_section,
+        pilot=pilot_markdown(made_by) if made_by else None,
+        pilot_precisions=sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
+        training=training,
+        failed_pairs=failed,
+    )
     plot_levels(out, summary.stats)
-    card = render_card(out, summary.rows, summary.stats, splits, context)
-    manifest = {
-        "repo": repo,
-        "code_version": __version__,
-        "profile": profile.model_dump(),
-        "profile_hash": profile.config_hash(),
-        "models": {
-            "reranker": reranker,
-            "judge": judge,
-            **({} if imported else {"judge_precision": judge_precision(profile)}),
-        },
-        "prompt": None if imported else {"id": prompt.id, "sha256": prompt.sha256},
-        "rows": summary.rows,
-        "stats": summary.stats,
-        "splits": splits,
-        "files": file_manifest(out),
-        "training": context["training"],  # the training configs' settings and what they left out
-        "shards_revision": shards_revision,  # where the judgment shards came from (CI: SHARDS_REPO@commit)
-        **({"imported": imported} if imported else {}),  # the files, judges and counts of an import
-        **({"pilot": made_by} if made_by else {}),  # build-release --pilot: the record, and which setting made these
-        **(
-            {"failed_pairs": failed} if failed else {}
-        ),  # published with --allow-failed-pairs: no level, status request_failed
-    }
-    write_json(Path(out) / MANIFEST, manifest)
+    card = render_card(out, summary.rows, summary.stats, splits, context, table_features)
+    manifest = Manifest(
+        repo=repo,
+        code_version=__version__,
+        profile=profile,
+        profile_hash=profile.config_hash(),
+        models=Models(reranker=reranker, judge=judge, judge_precision=None if imported else judge_precision(profile)),
+        prompt=None if imported else PromptRef(id=prompt.id, sha256=prompt.sha256),
+        rows=summary.rows,
+        stats=summary.stats,
+        splits=splits,
+        files=file_manifest(out),
+        training=TrainingRecord.model_validate(training),
+        shards_revision=shards_revision,
+        imported=imported or None,  # absent from the file unless set: an import's record, a pilot's, failed pairs
+        pilot=made_by,
+        failed_pairs=failed or None,
+    )
+    write_json(Path(out) / MANIFEST, manifest.as_json())
+    write_json(Path(out) / MANIFEST_SCHEMA, Manifest.model_json_schema())  # the text of manifest_json_schema()
     return summary, card

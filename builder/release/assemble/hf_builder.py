@@ -24,7 +24,7 @@ from builder.release.assemble.data_files import (
     topic_index,
     with_complexity,
 )
-from builder.release.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, config
+from builder.release.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, binary_threshold, config
 from generation.profiles import load_profile
 from generation.schema import arrow_schema, features
 
@@ -114,7 +114,7 @@ class ResearchySubqJudgments(datasets.ArrowBasedBuilder):
             yield 0, configs.queries(split_subqs)
             return
         numbers, docs = configs.Subtopics(split_subqs), configs.CorpusIds(in_split)
-        threshold = configs.binary_threshold(load_profile(self.config.profile))
+        threshold = binary_threshold(load_profile(self.config.profile))
         key, code = 0, present(questions).index(split)
         for _, routed in route(files, index):  # input order, as build-release writes them
             part = routed.rows(code).table

@@ -3,7 +3,8 @@
 judgments per sub-question, statuses, provenance shares and clicked coverage.
 
 To count something new, add an entry to `ROW_CLASSES` (a name and a mask over a batch) or a column to
-`VALUE_COUNTS`; `summary()` reports every entry, and `validate` recomputes them with the same code.
+`VALUE_COUNTS`; `summary()` reports every entry. `validate` counts them by its own code
+(builder/release/validate/statistics.py), so a new entry here needs its count there too.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.topic_index import mix
 from builder.release.layout import LEVELS
+from builder.release.topic_index import mix
 
 
 @dataclass(frozen=True)

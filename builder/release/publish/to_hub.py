@@ -8,7 +8,6 @@ comes from HF_TOKEN or the stored login, through huggingface_hub, and is never p
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sys
 from collections.abc import Callable
@@ -16,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.release.assemble.imported import imported_line
+from builder.release.contract import MANIFEST_SCHEMA, Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, data_files
 from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, checked_repo_id, hub_errors
 from generation.shards import sha256_file
 
-ROOT_FILES = ("README.md", "manifest.json", "level_distribution.png")
+ROOT_FILES = ("README.md", MANIFEST, MANIFEST_SCHEMA, "level_distribution.png")
 __all__ = ["PublishRefused", "PublishPlan", "plan_publish", "publish", "check_repo_id", "commit_description"]
 
 
@@ -76,25 +76,24 @@ def same_content(local: Path, remote) -> bool:
     return remote.blob_id == git_blob_sha1(local)
 
 
-def check_repo_id(release: Path, repo: str) -> dict:
+def check_repo_id(release: Path, repo: str) -> Manifest:
     """Cheap checks before a full validate: a valid ORG/NAME, equal to the repo the card's snippets name."""
     checked_repo_id(repo)
     path = Path(release) / MANIFEST
     if not path.is_file():
         raise PublishRefused(f"{release} has no {MANIFEST}: build it with `researchy-subq build-release`")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        manifest = read_manifest(release)
+    except ManifestError as e:
         raise PublishRefused(
-            f"{path}: not readable JSON ({e}); rebuild it with `researchy-subq build-release`"
+            f"{path}: not a release manifest ({str(e).removeprefix(MANIFEST + ': ')}); "
+            "rebuild it with `researchy-subq build-release`"
         ) from None
-    if not isinstance(manifest, dict):
-        raise PublishRefused(f"{path}: not a JSON object; rebuild it with `researchy-subq build-release`")
-    if manifest.get("repo") != repo:
+    if manifest.repo != repo:
         raise PublishRefused(
-            f"{release} was built for {manifest.get('repo')!r} (its card's loading snippets name it), "
+            f"{release} was built for {manifest.repo!r} (its card's loading snippets name it), "
             f"not {repo!r}: rebuild with `build-release --repo {repo}` or pass --repo "
-            f"{manifest.get('repo')}"
+            f"{manifest.repo}"
         )
     return manifest
 
@@ -128,20 +127,18 @@ def check_ref_name(name: str, option: str) -> None:
         raise PublishRefused(f"{option} {name!r} is not a valid git ref name: it {why} (`git help check-ref-format`)")
 
 
-def commit_description(manifest: dict) -> str:
-    rows = manifest.get("rows", {})
-    judgments = rows.get("judgments", {})
+def commit_description(manifest: Manifest) -> str:
     lines = [
-        f"Built by researchy-subq-judgments {manifest.get('code_version')} with profile "
-        f"`{manifest.get('profile', {}).get('name')}` (config hash {manifest.get('profile_hash')}).",
-        f"Judge: {manifest.get('models', {}).get('judge')}; reranker: {manifest.get('models', {}).get('reranker')}.",
-        imported_line(manifest["imported"])
-        if manifest.get("imported")
-        else f"Prompt: {(manifest.get('prompt') or {}).get('id')} (sha256 {(manifest.get('prompt') or {}).get('sha256')}).",
-        "Judgments: " + ", ".join(f"{s} {n:,}" for s, n in judgments.items()) + ".",
+        f"Built by researchy-subq-judgments {manifest.code_version} with profile "
+        f"`{manifest.profile.name}` (config hash {manifest.profile_hash}).",
+        f"Judge: {manifest.models.judge}; reranker: {manifest.models.reranker}.",
+        imported_line(manifest.imported)
+        if manifest.imported
+        else f"Prompt: {manifest.prompt and manifest.prompt.id} (sha256 {manifest.prompt and manifest.prompt.sha256}).",
+        "Judgments: " + ", ".join(f"{s} {n:,}" for s, n in manifest.rows.get("judgments", {}).items()) + ".",
     ]
-    if manifest.get("shards_revision"):
-        lines.append(f"Judgment shards: revision {manifest['shards_revision']}.")
+    if manifest.shards_revision:
+        lines.append(f"Judgment shards: revision {manifest.shards_revision}.")
     return "\n".join(lines)
 
 

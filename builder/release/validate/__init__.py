@@ -1,4 +1,5 @@
 """Validating a release folder (`validate`): every promise of the folder checked against its own data, and every
-value that other columns determine re-derived (rederive*.py). folder.py runs the checks. It reads the folder with
-assemble/'s readers and rules (topic_index.py, configs.py, stats.py, training_configs.py) and imports nothing of
-publish/."""
+value that other columns determine re-derived (rederive*.py). folder.py runs the checks. It derives by its own code
+(statistics.py, retrieval_complexity.py, derived_columns.py), over what it shares with assemble/ below both
+(builder/release/: layout, contract, topic_index, card_text, pilot_text); of assemble/ it still imports the training
+configs' derivation (training_configs.py). It imports nothing of publish/."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from builder.release.assemble.card import (
+from builder.release.card_text import (
     PLOT,
     PLOT_COUNTS,
     STATS_BEGIN,
@@ -32,6 +32,7 @@ from builder.release.assemble.card import (
     published_configs,
     stats_markdown,
 )
+from builder.release.contract import ConfigFiles, ConfigSchema, Manifest, card_entries
 from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
@@ -57,7 +58,7 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
     return (data if isinstance(data, dict) else None), body, None if isinstance(data, dict) else "YAML is not a mapping"
 
 
-def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
+def check_card(release: Path, manifest: Manifest, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
     """The card's checks, in the report's order; the card's YAML (None when it has none), for the load check."""
     yaml_check = report.check(
         "README.md YAML parses and declares every config with exact num_examples and its own files"
@@ -66,11 +67,11 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
     if problem:
         yaml_check.fail(problem)
     if data is not None:
-        declared = {
-            i.get("config_name"): {s.get("name"): s.get("num_examples") for s in i.get("splits", []) or []}
-            for i in data.get("dataset_info", []) or []
-            if isinstance(i, dict)
-        }
+        infos, problems = card_entries(ConfigSchema, data.get("dataset_info"))
+        files, problems_files = card_entries(ConfigFiles, data.get("configs"))
+        for where, line in [*(("dataset_info", p) for p in problems), *(("configs", p) for p in problems_files)]:
+            yaml_check.fail(f"README.md YAML {where} {line}")
+        declared = {i.config_name: {s.name: s.num_examples for s in i.splits} for i in infos}
         for c in published_configs(rows, splits):
             for split, n in rows[c.name].items():
                 if n and declared.get(c.name, {}).get(split) != n:
@@ -79,17 +80,15 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
                         f"{n} in the data"
                     )
         known = {c.name: c for c in CONFIGS}
-        for entry in data.get("configs", []) or []:
-            name = entry.get("config_name") if isinstance(entry, dict) else None
-            if name not in known:
-                yaml_check.fail(f"configs: {name!r} is not a config of the layout")
+        for entry in files:
+            if entry.config_name not in known:
+                yaml_check.fail(f"configs: {entry.config_name!r} is not a config of the layout")
                 continue
-            for files in entry.get("data_files", []) or []:
-                wanted = known[name].pattern(files.get("split", "")) if isinstance(files, dict) else None
-                if not isinstance(files, dict) or files.get("path") != wanted:
+            for split_files in entry.data_files:
+                wanted = known[entry.config_name].pattern(split_files.split)
+                if split_files.path != wanted:
                     yaml_check.fail(
-                        f"configs: {name} points at {files.get('path') if isinstance(files, dict) else files!r}, "
-                        f"its files are {wanted!r}"
+                        f"configs: {entry.config_name} points at {split_files.path!r}, its files are {wanted!r}"
                     )
     numbers = report.check("every number in the card's statistics equals the data")
     section = body[body.find(STATS_BEGIN) : body.find(STATS_END) + len(STATS_END)] if STATS_BEGIN in body else ""
@@ -103,16 +102,15 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
                 f"statistics section has {len(section.splitlines())} lines, expected {len(expected.splitlines())}"
             )
     names = report.check("the card names the manifest's models, profile and profile hash")
-    models = manifest.get("models") or {}
-    profile = manifest.get("profile") or {}
+    models = manifest.models
     for what, value in (
-        ("judge", models.get("judge")),
-        ("reranker", models.get("reranker")),
-        ("profile", f"Profile `{profile.get('name')}`"),
-        ("profile hash", manifest.get("profile_hash")),
-        *((("judge precision", models["judge_precision"]),) if "judge_precision" in models else ()),
+        ("judge", models.judge),
+        ("reranker", models.reranker),
+        ("profile", f"Profile `{manifest.profile.name}`"),
+        ("profile hash", manifest.profile_hash),
+        *((("judge precision", models.judge_precision),) if models.judge_precision is not None else ()),
     ):
-        if (not value or str(value) not in body) and not (what == "reranker" and manifest.get("imported")):
+        if (not value or str(value) not in body) and not (what == "reranker" and manifest.imported):
             names.fail(f"the card does not state the manifest's {what} {value!r}")
     check_prompt(
         body, manifest, report.check("the card's verbatim judge prompt is the kit's, with the manifest's sha256")
@@ -129,10 +127,11 @@ def check_card(release: Path, manifest: dict, rows: dict, stats: dict, splits: l
     return data
 
 
-def check_prompt(body: str, manifest: dict, check) -> None:
-    stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else {}
+def check_prompt(body: str, manifest: Manifest, check) -> None:
+    stated = manifest.prompt
+    stated_id, stated_sha = (stated.id, stated.sha256) if stated is not None else (None, None)
     block = PROMPT_BLOCK.search(body)
-    if manifest.get("imported"):  # imported labels: the kit built no prompt, and the card must not print one
+    if manifest.imported:  # imported labels: the kit built no prompt, and the card must not print one
         if block is not None or stated:
             check.fail("README.md or manifest.json states a judge prompt, but the labels were imported (no prompt)")
         check.note = "imported labels: no judge prompt"
@@ -142,20 +141,18 @@ def check_prompt(body: str, manifest: dict, check) -> None:
             'README.md: no verbatim judge prompt block ("The judge prompt (`ID`, SOURCE, sha256 `HASH`), verbatim:")'
         )
         return
-    if (block["id"], block["sha"]) != (stated.get("id"), stated.get("sha256")):
+    if (block["id"], block["sha"]) != (stated_id, stated_sha):
         check.fail(
             f"README.md prints prompt {block['id']} sha256 {block['sha']}; manifest.json records "
-            f"{stated.get('id')} sha256 {stated.get('sha256')}"
+            f"{stated_id} sha256 {stated_sha}"
         )
     try:
-        prompt = get_prompt(str(stated.get("id")))
+        prompt = get_prompt(str(stated_id))
     except KeyError:
-        check.fail(f"manifest.json: prompt {stated.get('id')!r} is none of the kit's: its text cannot be checked")
+        check.fail(f"manifest.json: prompt {stated_id!r} is none of the kit's: its text cannot be checked")
         return
-    if prompt.sha256 != stated.get("sha256"):
-        check.fail(
-            f"manifest.json: sha256 {stated.get('sha256')} is not the kit's prompt {prompt.id} ({prompt.sha256})"
-        )
+    if prompt.sha256 != stated_sha:
+        check.fail(f"manifest.json: sha256 {stated_sha} is not the kit's prompt {prompt.id} ({prompt.sha256})")
     printed, kit = block["text"], prompt.render("{question}", "{context}")
     if printed != kit:
         line = next(
@@ -176,16 +173,16 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
             check.fail(f"README.md configs table: {stated!r} where the data gives {line!r}")
     if data is None:
         return
-    infos = {i.get("config_name"): i for i in data.get("dataset_info", []) or [] if isinstance(i, dict)}
+    infos = {i.config_name: i for i in card_entries(ConfigSchema, data.get("dataset_info"))[0]}
     for c in published_configs(rows, splits):
-        info = infos.get(c.name) or {}
+        info = infos.get(c.name)
         present = [s for s in splits if rows.get(c.name, {}).get(s, 0)]
         size = sum(p.stat().st_size for s in present for p in c.files(release, s))
-        if info.get("download_size") != size:
+        if info is None or info.download_size != size:
             check.fail(
-                f"README.md YAML {c.name}: download_size {info.get('download_size')}, its files are {size:,} bytes"
+                f"README.md YAML {c.name}: download_size {info and info.download_size}, its files are {size:,} bytes"
             )
-        stated = {s.get("name"): s.get("num_bytes") for s in info.get("splits", []) or [] if isinstance(s, dict)}
+        stated = {s.name: s.num_bytes for s in info.splits} if info is not None else {}
         for split in present:
             try:
                 recorded = arrow_bytes(c.files(release, split))

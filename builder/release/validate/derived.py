@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.configs import clicked_urls, subtopic_numbers, with_urls
-from builder.release.assemble.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.release.topic_index import MISSING, TopicIndex, mix, string_hashes
+from builder.release.validate.derived_columns import clicked_urls, subtopic_numbers, urls_of
 from builder.release.validate.reading import Readable, batches, fingerprint
 from generation.spill import KeyRuns
 
@@ -356,7 +356,7 @@ def _corpus_ids(release, split, files, urls, judged_documents: KeyRuns, judged_p
         documents.add(string_hashes(table["_id"]))
         rows += table.num_rows
         printed = (printed + int(np.sum(fingerprint_rows(table["_id"], table["url_hash"]), dtype=np.uint64))) % 2**64
-        want = with_urls(pa.table({"docid": table["_id"], "url_hash": table["url_hash"]}), urls)["url"]
+        want = urls_of(table["url_hash"], urls)
         same = pc.or_kleene(pc.equal(table["url"], want), pc.and_(pc.is_null(table["url"]), pc.is_null(want)))
         bad = ~same.fill_null(False).to_numpy(zero_copy_only=False)
         if bad.any() and first is None:

@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.release.assemble.configs import binary_threshold
-from builder.release.assemble.lineage import judgment_config_hash
-from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX
+from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX, binary_threshold
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
 from builder.release.validate.derived import DerivedPrints, check_derived
@@ -44,6 +42,7 @@ from builder.release.validate.rows import (
 from builder.release.validate.shares import check_shares
 from builder.release.validate.training_configs import check_training
 from builder.release.validate.trec import compare_trec_qrels
+from generation.stages import stage_hash
 
 
 @dataclass
@@ -85,11 +84,11 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     check_links(release, report.check("no file or folder of the release is a link that leads out of it"))
     manifest_check = report.check("manifest.json lists every file with its checksum and row count")
     manifest, problem = read_manifest(release)
-    if problem:
+    if manifest is None:
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
-    splits = manifest["splits"]
+    splits = manifest.splits
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
     files = open_files(release, splits, checks["readable"], checks["schema"])
@@ -98,17 +97,24 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     questions, index = scan_topics(release, splits, files, checks)
     prints = DerivedPrints(splits, index, binary_threshold(profile))
     scans, complexity = scan_judgments(
-        release, splits, files, index, profile, checks, Rederivation(manifest, profile, report), prints
+        release,
+        splits,
+        files,
+        index,
+        profile,
+        checks,
+        Rederivation(manifest.prompt, bool(manifest.imported), profile, report),
+        prints,
     )
     for code, split in enumerate(splits):
         find_duplicates(release, split, files, index, scans[split].keys, checks["unique"])
-        rows, printed = scan_qrels(release, split, files, index, code, checks)
-        if (rows, printed) != (scans[split].graded, scans[split].graded_print):
+        qrels_rows, printed = scan_qrels(release, split, files, index, code, checks)
+        if (qrels_rows, printed) != (scans[split].graded, scans[split].graded_print):
             checks["qrels"].fail(
-                f"qrels/{split}: {rows:,} rows that are not the {scans[split].graded:,} graded "
+                f"qrels/{split}: {qrels_rows:,} rows that are not the {scans[split].graded:,} graded "
                 "judgments (subq_id, docid, level) of the split"
             )
-        compare_trec_qrels(release, split, index, (rows, printed), checks["trec"])
+        compare_trec_qrels(release, split, index, (qrels_rows, printed), checks["trec"])
     check_derived(release, splits, files, index, questions, scans, prints, report)
     recomputed = recomputed_questions(questions, complexity)
     compare_complexity(questions, recomputed, checks["complexity"])
@@ -135,7 +141,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         report.check(IMPORT_CHECK),
     )
     check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
-    check_pilot(body, manifest, judgment_config_hash(profile) if profile else None, report.check(PILOT))
+    check_pilot(body, manifest, stage_hash(profile, "judgments") if profile else None, report.check(PILOT))
     check_shares(stats, expect, against, report, manifest)
     root_scripts = report.check("no loading script at the root (datasets refuses them)")
     for path in release.glob("*.py"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.assemble.imported import summed
+from builder.release.contract import Manifest
 from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
 
 CHECK = (
@@ -18,11 +18,15 @@ CHECK = (
 )
 
 
-def check_import(release: Path, manifest: dict, stats: dict, judgment_files: list[Path], card_body: str, check) -> None:
+def check_import(
+    release: Path, manifest: Manifest, stats: dict, judgment_files: list[Path], card_body: str, check
+) -> None:
     """A release that records no import has no `imported` status; one that does has exactly the rows and statuses
     its import recorded, no `imported` row without a level, and a card naming the files and judges."""
-    statuses = summed(s["counts"]["status"] for s in stats.values())
-    imported = manifest.get("imported")
+    statuses: Counter = Counter()
+    for s in stats.values():
+        statuses.update(s["counts"]["status"])
+    imported = manifest.imported
     if imported is None:
         for status in IMPORTED_STATUSES:
             if statuses.get(status):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from builder.release.assemble.card import published_configs
+from builder.release.card_text import published_configs
 from generation.schema import features
 
 

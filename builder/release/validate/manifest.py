@@ -5,13 +5,12 @@ statistics and model names are what the data and profile give."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, SPLITS, TREC_QRELS_SUFFIX, data_files, file_rows
+from builder.release.contract import Manifest, ManifestError
+from builder.release.contract import read_manifest as contract_manifest
+from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, TREC_QRELS_SUFFIX, data_files, file_rows
 from generation.profiles import Profile
 from generation.shards import sha256_file
 
@@ -27,36 +26,24 @@ def check_links(release: Path, check) -> None:
                 check.fail(f"{path.relative_to(release)}: a link to {os.readlink(path)}, outside the release")
 
 
-def read_manifest(release: Path) -> tuple[dict | None, str | None]:
+def read_manifest(release: Path) -> tuple[Manifest | None, str | None]:
+    """The manifest through the contract (builder/release/contract.py), or why it is not one."""
     try:
-        manifest = json.loads((release / MANIFEST).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        return None, f"{MANIFEST}: {e}"
-    if (
-        not isinstance(manifest, dict)
-        or not isinstance(manifest.get("splits"), list)
-        or not set(manifest["splits"]) <= set(SPLITS)
-        or not isinstance(manifest.get("files"), dict)
-    ):
-        return None, f"{MANIFEST}: needs `splits` (a list from {SPLITS}) and `files`"
-    return manifest, None
+        return contract_manifest(release), None
+    except ManifestError as e:
+        return None, str(e)
 
 
-def manifest_profile(manifest: dict, check) -> Profile | None:
-    try:
-        profile = Profile.model_validate(manifest.get("profile"))
-    except ValidationError as e:
-        check.fail(f"{MANIFEST} profile: {str(e).splitlines()[0]}")
-        return None
-    if profile.config_hash() != manifest.get("profile_hash"):
-        check.fail(
-            f"{MANIFEST}: profile_hash {manifest.get('profile_hash')} is not its profile's ({profile.config_hash()})"
-        )
+def manifest_profile(manifest: Manifest, check) -> Profile:
+    """The contract parsed the profile; its hash is checked here."""
+    profile = manifest.profile
+    if profile.config_hash() != manifest.profile_hash:
+        check.fail(f"{MANIFEST}: profile_hash {manifest.profile_hash} is not its profile's ({profile.config_hash()})")
     return profile
 
 
-def check_files(release: Path, manifest: dict, check, report) -> None:
-    listed = manifest.get("files", {})
+def check_files(release: Path, manifest: Manifest, check, report) -> None:
+    listed = manifest.files
     on_disk = {str(p.relative_to(release)) for p in data_files(release)}
     for name in sorted(set(listed) - on_disk):
         check.fail(f"{name}: listed but missing")
@@ -66,11 +53,11 @@ def check_files(release: Path, manifest: dict, check, report) -> None:
         path = release / name
         if not path.is_file() or path.is_symlink():
             continue  # reported by the readable-files check
-        entry = listed[name] if isinstance(listed[name], dict) else {}
-        if sha256_file(path) != entry.get("sha256"):
+        entry = listed[name]
+        if sha256_file(path) != entry.sha256:
             check.fail(f"{name}: sha256 differs from the manifest")
-        elif entry.get("bytes") != path.stat().st_size:
-            check.fail(f"{name}: {path.stat().st_size} bytes, {entry.get('bytes')} in the manifest")
+        elif entry.bytes != path.stat().st_size:
+            check.fail(f"{name}: {path.stat().st_size} bytes, {entry.bytes} in the manifest")
     layout = report.check("data/ holds only the layout's folders (level partitions 0-5, unparsed) and splits")
     folders = {f for c in CONFIGS for f in c.folders}
     for path in sorted((release / "data").rglob("*")) if (release / "data").is_dir() else []:
@@ -82,18 +69,18 @@ def check_files(release: Path, manifest: dict, check, report) -> None:
     for name in on_disk | set(listed):
         if name.endswith(TREC_QRELS_SUFFIX):
             split = Path(name).name.removesuffix(TREC_QRELS_SUFFIX)
-            if Path(name).parent != Path("data/qrels") or split not in manifest["splits"]:
+            if Path(name).parent != Path("data/qrels") or split not in manifest.splits:
                 layout.fail(
                     f"{name}: a TREC qrels file is data/qrels/SPLIT{TREC_QRELS_SUFFIX} for a split of the "
-                    f"manifest's {manifest['splits']}"
+                    f"manifest's {manifest.splits}"
                 )
             continue
         match = FILE_NAME.match(Path(name).name)
         if not match:
             names.fail(f"{name}: not named split-XXXXX-of-YYYYY.parquet")
             continue
-        if match["split"] not in manifest["splits"]:
-            layout.fail(f"{name}: split {match['split']!r} is not one of the manifest's {manifest['splits']}")
+        if match["split"] not in manifest.splits:
+            layout.fail(f"{name}: split {match['split']!r} is not one of the manifest's {manifest.splits}")
         groups.setdefault((str(Path(name).parent), match["split"], int(match["count"])), []).append(int(match["index"]))
     for (folder, split, count), indexes in groups.items():
         present = {i for i in indexes if (release / folder / f"{split}-{i:05d}-of-{count:05d}.parquet").exists()}
@@ -102,36 +89,34 @@ def check_files(release: Path, manifest: dict, check, report) -> None:
 
 
 def check_manifest_numbers(
-    release: Path, manifest: dict, profile: Profile | None, rows: dict, stats: dict, report
+    release: Path, manifest: Manifest, profile: Profile | None, rows: dict, stats: dict, report
 ) -> None:
     check = report.check("manifest.json's row counts, statistics and model names equal the data and profile")
     for c in CONFIGS:
         for split, n in rows[c.name].items():
-            stated = manifest.get("rows", {}).get(c.name, {}).get(split, 0)
+            stated = manifest.rows.get(c.name, {}).get(split, 0)
             if stated != n:
                 check.fail(f"rows {c.name}/{split}: {stated} in the manifest, {n} in the data")
-    for name, entry in manifest.get("files", {}).items():
+    for name, entry in manifest.files.items():
         path = release / name
-        if isinstance(entry, dict) and path.is_file() and not path.is_symlink():
+        if path.is_file() and not path.is_symlink():
             try:
                 n = file_rows(path)
             except Exception:  # noqa: BLE001 - unreadable files are reported by the readable-files check
                 continue
-            if entry.get("rows") != n:
-                check.fail(f"{name}: {entry.get('rows')} rows in the manifest, {n} in the file")
-    if manifest.get("stats") != stats:
-        stated = manifest.get("stats") or {}
+            if entry.rows != n:
+                check.fail(f"{name}: {entry.rows} rows in the manifest, {n} in the file")
+    stated_stats = manifest.stated_stats()
+    if stated_stats != stats:
         differing = [
             f"{split}.{key}"
             for split in stats
             for key in stats[split]
-            if stated.get(split, {}).get(key) != stats[split][key]
+            if stated_stats.get(split, {}).get(key) != stats[split][key]
         ]
         check.fail(f"stats differ from the data: {differing or 'splits'}")
-    models = manifest.get("models") or {}
+    reranker = manifest.models.reranker
     if (
-        profile is not None
-        and not manifest.get("imported")
-        and not str(models.get("reranker", "")).startswith(profile.rerank.model)
+        profile is not None and not manifest.imported and not str(reranker or "").startswith(profile.rerank.model)
     ):  # an import names no reranker: the kit made no pool
-        check.fail(f"models.reranker {models.get('reranker')!r} is not the profile's {profile.rerank.model!r}")
+        check.fail(f"models.reranker {reranker!r} is not the profile's {profile.rerank.model!r}")

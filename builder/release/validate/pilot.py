@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import math
 
-from builder.release.assemble.pilot import PILOT_HEADING, named_prompts, pilot_markdown
+from builder.release.contract import Manifest
+from builder.release.pilot_text import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
 
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
 PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
 
 
-def check_one_prompt(manifest: dict, profile, check) -> None:
+def check_one_prompt(manifest: Manifest, profile, check) -> None:
     """The manifest's prompt is its profile's, and no judge, import parser or pilot labels setting names another."""
-    stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else None
+    stated = manifest.prompt
     own = profile.judge.prompt if profile is not None else None
-    imported = manifest.get("imported") if isinstance(manifest.get("imported"), dict) else None
+    imported = manifest.imported
     if imported is not None:
         parsers = set(imported.get("parsers") or [])
         if len(parsers) > 1 or (own is not None and parsers - {own}):
@@ -39,33 +40,30 @@ def check_one_prompt(manifest: dict, profile, check) -> None:
     if stated is None:
         check.fail("manifest.json: no prompt (id and sha256) for labels the kit judged")
         return
-    if own is not None and stated.get("id") != own:
-        check.fail(f"manifest.json: prompt {stated.get('id')}, but its profile's judge uses {own}")
-    judges = (manifest.get("models") or {}).get("judge") or ""
-    other = sorted(named_prompts([judges]) - {stated.get("id")})
+    if own is not None and stated.id != own:
+        check.fail(f"manifest.json: prompt {stated.id}, but its profile's judge uses {own}")
+    judges = manifest.models.judge
+    other = sorted(named_prompts([judges]) - {stated.id})
     if other:
         check.fail(
             f"manifest.json: the judges name the prompt{'s' if len(other) > 1 else ''} {', '.join(other)} beside "
-            f"{stated.get('id')} ({judges!r}): labels of two prompts in one config"
+            f"{stated.id} ({judges!r}): labels of two prompts in one config"
         )
-    pilot = manifest.get("pilot")
-    if isinstance(pilot, dict):
+    pilot = manifest.pilot
+    if pilot is not None:
         made = (((pilot.get("record") or {}).get("settings") or {}).get(pilot.get("labels")) or {}).get("prompt")
-        if not isinstance(made, dict) or (made.get("id"), made.get("sha256")) != (
-            stated.get("id"),
-            stated.get("sha256"),
-        ):
+        if not isinstance(made, dict) or (made.get("id"), made.get("sha256")) != (stated.id, stated.sha256):
             check.fail(
                 f"manifest.json: the pilot's setting {pilot.get('labels')!r} made the labels with prompt "
                 f"{(made or {}).get('id')!r} (sha256 {(made or {}).get('sha256')}), the manifest names "
-                f"{stated.get('id')} (sha256 {stated.get('sha256')})"
+                f"{stated.id} (sha256 {stated.sha256})"
             )
 
 
-def check_pilot(body: str, manifest: dict, judgment_hash: str | None, check) -> None:
+def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check) -> None:
     """No pilot section without a record; with one: the record is about these labels, its verdict and saving follow
     from its own figures, its prompts are the kit's, and the card's section is the record rendered again."""
-    entry = manifest.get("pilot")
+    entry = manifest.pilot
     if entry is None:
         if PILOT_HEADING in body:
             check.fail(f"README.md has a pilot section ({PILOT_HEADING!r}) and manifest.json no pilot record")

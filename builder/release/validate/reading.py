@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.assemble.topic_index import mix
 from builder.release.layout import CONFIGS
+from builder.release.topic_index import mix
 from generation.schema import arrow_schema
 
 BATCH_ROWS = 262_144

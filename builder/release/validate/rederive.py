@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.contract import PromptRef
 from builder.release.validate.rederive_distribution import check_distribution
 from builder.release.validate.rederive_findings import FileFindings, as_numpy
 from builder.release.validate.rederive_provenance import check_provenance
@@ -80,15 +81,14 @@ def status_codes(column) -> np.ndarray:
 class Rederivation:
     """Set up from the manifest and profile once; `add` per record batch, `end_file` after each file."""
 
-    def __init__(self, manifest: dict, profile, report):
+    def __init__(self, stated: PromptRef | None, imported: bool, profile, report):
+        """`stated`: the manifest's prompt; `imported`: the manifest records an import."""
         self.checks = {key: report.check(name) for key, name in CHECKS.items()}
         self.findings = FileFindings(self.checks)
-        self.imported = bool(manifest.get("imported"))
+        self.imported = imported
         self.profile, self.cache = profile, {}
         self.prompt = (
-            get_prompt(profile.judge.prompt)
-            if self.imported and profile is not None
-            else self._prompt(manifest, profile)
+            get_prompt(profile.judge.prompt) if self.imported and profile is not None else self._prompt(stated, profile)
         )
         judge = profile.judge if profile is not None else None
         # imported batch answers were parsed as the judge's text answers are, whatever the profile's mode
@@ -105,17 +105,16 @@ class Rederivation:
         if self.rule != "distribution":
             self.checks["distribution"].note = "not distribution mode"
 
-    def _prompt(self, manifest: dict, profile) -> Prompt | None:
-        stated = manifest.get("prompt") if isinstance(manifest.get("prompt"), dict) else {}
+    def _prompt(self, stated: PromptRef | None, profile) -> Prompt | None:
         check = self.checks["level"]
         try:
-            prompt = get_prompt(str(stated.get("id")))
+            prompt = get_prompt(str(stated and stated.id))
         except KeyError:
-            check.fail(f"manifest.json: prompt {stated.get('id')!r} is none of the kit's: its parser is unknown")
+            check.fail(f"manifest.json: prompt {stated and stated.id!r} is none of the kit's: its parser is unknown")
             return None
-        if prompt.sha256 != stated.get("sha256"):
+        if stated is None or prompt.sha256 != stated.sha256:
             check.fail(
-                f"manifest.json: prompt {prompt.id} has sha256 {stated.get('sha256')}, the kit's {prompt.id} has "
+                f"manifest.json: prompt {prompt.id} has sha256 {stated and stated.sha256}, the kit's {prompt.id} has "
                 f"{prompt.sha256}: the judgments' parser is not this kit's"
             )
             return None

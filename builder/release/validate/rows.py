@@ -4,7 +4,8 @@ that recomputes what the card and manifest state and checks every row.
 Per judgments batch: positions of qid and subq_id (orphans, a sub-question of another question, a question
 of another split), the level against its partition, NaN in float columns, a 64-bit key per
 (subq_id, docid) for uniqueness, an order-free fingerprint of the graded rows that the qrels must
-reproduce, and the statistics and complexity accumulators `build-release` used.
+reproduce, and validate's own statistics and complexity counts (statistics.py, retrieval_complexity.py: written
+apart from build-release's, so that one mistake is not made twice).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.complexity import ComplexityAccumulator, add_columns
-from builder.release.assemble.complexity import summary as complexity_summary
-from builder.release.assemble.stats import Batch, SplitStats
-from builder.release.assemble.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from builder.release.layout import PARTITIONS
+from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from builder.release.validate.reading import Readable, batches, fingerprint, nan_count, read_all
+from builder.release.validate.retrieval_complexity import Answers, complexity_summary, with_complexity
+from builder.release.validate.statistics import SplitCount
 from generation.profiles import Complexity, Profile
 from generation.spill import KeyRuns
 
@@ -47,7 +47,7 @@ JUDGMENT_COLUMNS = [
 
 @dataclass
 class SplitScan:
-    stats: SplitStats
+    stats: SplitCount
     keys: KeyRuns = field(default_factory=KeyRuns)  # 64-bit (subq_id, docid) key per judgment, spilled to disk
     graded: int = 0
     graded_print: int = 0  # sum of mix(subq, doc, level) over graded judgments, mod 2^64
@@ -107,19 +107,24 @@ def scan_judgments(
     checks: dict,
     rederive=None,
     derived=None,
-) -> tuple[dict[str, SplitScan], ComplexityAccumulator]:
+) -> tuple[dict[str, SplitScan], Answers]:
     """The one pass over the judgment files; `rederive` (builder/release/validate/rederive.py) sees every batch, `derived`
     (builder/release/validate/derived.py) its rows of known sub-questions."""
     settings = profile.complexity if profile is not None else Complexity()
     pool = profile.pool if profile is not None else None
-    complexity = ComplexityAccumulator(
+    complexity = Answers(
         index.subquestions_of, index.subq_question, settings.answer_level, settings.completeness_threshold
     )
     scans = {}
     subq_split = index.split_of_subquestions()
     for code, split in enumerate(splits):
         scan = scans[split] = SplitScan(
-            SplitStats(len(index.subq_question), subquestions=int((subq_split == code).sum()))
+            SplitCount(
+                len(index.subq_question),
+                int((subq_split == code).sum()),
+                pool.bm25_top if pool else None,
+                pool.rerank_top if pool else None,
+            )
         )
         for path in files.of("judgments", split):
             partition = PARTITIONS.index(path.parent.name)
@@ -177,16 +182,7 @@ def scan_judgments(
                         document[known],
                         document_codes[known],
                     )
-                scan.stats.add(
-                    Batch(
-                        table,
-                        question,
-                        subquestion,
-                        document,
-                        pool.bm25_top if pool else None,
-                        pool.rerank_top if pool else None,
-                    )
-                )
+                scan.stats.add(table, question, subquestion, document)
                 complexity.add(question, subquestion, document, table["level"])
                 if derived is not None:
                     derived.add(code, table, question, subquestion, document, distinct_documents, document_codes)
@@ -251,11 +247,9 @@ def find_duplicates(release: Path, split: str, files: Readable, index: TopicInde
             check.fail(f"{split}: {pair} appears {n} times", n - 1)
 
 
-def recomputed_questions(questions: pa.Table, complexity: ComplexityAccumulator) -> pa.Table:
+def recomputed_questions(questions: pa.Table, complexity: Answers) -> pa.Table:
     """The stored questions with their complexity columns recomputed from the judgments."""
-    return add_columns(
-        questions.drop_columns(["release_split"]), np.arange(questions.num_rows), complexity.result(), complexity.judged
-    )
+    return with_complexity(questions.drop_columns(["release_split"]), complexity)
 
 
 def compare_complexity(stored: pa.Table, recomputed: pa.Table, check) -> None:
@@ -279,7 +273,6 @@ def split_summaries(questions: pa.Table, scans: dict[str, SplitScan]) -> dict:
     stats = {}
     for split, scan in scans.items():
         part = questions.filter(pc.equal(questions["split"], split))
-        scan.stats.clicked_total = int(pc.sum(pc.list_value_length(part["clicked"])).as_py() or 0)
-        stats[split] = scan.stats.summary()
-        stats[split]["complexity"] = complexity_summary(part)
+        clicked = int(pc.sum(pc.list_value_length(part["clicked"])).as_py() or 0)
+        stats[split] = {**scan.stats.summary(clicked), "complexity": complexity_summary(part)}
     return stats

@@ -5,10 +5,9 @@ a split under `min_judgments` is not held to the bounds."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from builder.release.layout import MANIFEST
+from builder.release.contract import Manifest, ManifestError, read_manifest
 from builder.release.validate.expectations import load_expectations
 
 DEFAULT_UNPARSED_MAX = 0.01
@@ -19,21 +18,14 @@ FAILED = "request_failed"  # a request without an answer: generation/schema.py J
 def previous_shares(release: Path, check) -> dict:
     """split -> level -> share stated by a previous release's manifest; what it lacks is a report line."""
     try:
-        stated = json.loads((release / MANIFEST).read_text()).get("stats")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
-        check.fail(f"--against {release}: {MANIFEST} is not readable ({e})")
+        previous = read_manifest(release)
+    except ManifestError as e:
+        check.fail(f"--against {release}: {e}")
         return {}
-    if not isinstance(stated, dict):
-        check.fail(f"--against {release}: {MANIFEST} states no statistics")
-        return {}
-    return {
-        split: s["level_share"]
-        for split, s in stated.items()
-        if isinstance(s, dict) and isinstance(s.get("level_share"), dict)
-    }
+    return {split: s.level_share for split, s in previous.stats.items()}
 
 
-def check_failed_pairs(stats: dict, manifest: dict, report) -> dict[str, int]:
+def check_failed_pairs(stats: dict, manifest: Manifest, report) -> dict[str, int]:
     """split -> its rows of status request_failed: requests that got no answer (the judge's failed pairs, published
     with `build-release --allow-failed-pairs`, or an import's failed requests). A release the kit judged counts them
     in manifest.json (`failed_pairs`), and the data must hold exactly that many."""
@@ -41,8 +33,8 @@ def check_failed_pairs(stats: dict, manifest: dict, report) -> dict[str, int]:
     check = report.check(
         "failed pairs (status request_failed) counted apart from the judge's answers, as manifest.json counts them"
     )
-    total, stated = sum(failed.values()), manifest.get("failed_pairs") or 0
-    if not manifest.get("imported") and total != stated:
+    total, stated = sum(failed.values()), manifest.failed_pairs or 0
+    if not manifest.imported and total != stated:
         check.fail(f"{total:,} rows with status {FAILED}, but manifest.json counts {stated:,} failed pairs")
     elif total:
         check.note = (
@@ -53,7 +45,7 @@ def check_failed_pairs(stats: dict, manifest: dict, report) -> dict[str, int]:
     return failed
 
 
-def check_shares(stats: dict, expect: Path | None, against: Path | None, report, manifest: dict) -> None:
+def check_shares(stats: dict, expect: Path | None, against: Path | None, report, manifest: Manifest) -> None:
     bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
     failed = check_failed_pairs(stats, manifest, report)
     unparsed = report.check("unparsed ('Other') share under its bound")

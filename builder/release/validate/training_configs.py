@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from builder.release.assemble.retrieved import StoredRetrieved
-from builder.release.assemble.topic_index import MISSING, IdIndex
 from builder.release.assemble.training_configs import (
     COLUMNS,
     CONFIGS,
@@ -29,7 +28,9 @@ from builder.release.assemble.training_configs import (
     dev_questions,
     settings_record,
 )
+from builder.release.contract import Manifest
 from builder.release.layout import config
+from builder.release.topic_index import MISSING, IdIndex
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
 
@@ -40,13 +41,8 @@ CHECKS = {
 }
 
 
-def check_training(release: Path, manifest: dict, profile, splits: list[str], files: Readable, report) -> None:
+def check_training(release: Path, manifest: Manifest, profile, splits: list[str], files: Readable, report) -> None:
     checks = {key: report.check(name) for key, name in CHECKS.items()}
-    if "training" not in manifest:
-        checks["training"].fail(
-            "manifest.json has no `training` section: built before the training configs; rebuild with build-release"
-        )
-        return
     if profile is None:
         checks["training"].fail("no profile to re-derive the training configs with (see the profile check)")
         return
@@ -89,7 +85,7 @@ def _stored_retrieved(release: Path, splits: list[str], files: Readable, check) 
     return StoredRetrieved(table["qid"], table["retrieved_unjudged"])
 
 
-def _training_configs(release: Path, manifest: dict, profile, splits: list[str], files: Readable, check) -> None:
+def _training_configs(release: Path, manifest: Manifest, profile, splits: list[str], files: Readable, check) -> None:
     subquestions, subq_split = _subquestions(release, splits, files, check)
     index = IdIndex(subquestions["subq_id"])
     retrieved = _stored_retrieved(release, splits, files, check)
@@ -135,7 +131,7 @@ def _training_configs(release: Path, manifest: dict, profile, splits: list[str],
         extra = 0 if (name, code) in reported else cursor.rest()
         if extra:
             check.fail(f"{config(name).folders[0]}/{splits[code]}: {extra:,} rows past those the judgments give")
-    stated = manifest["training"] if isinstance(manifest["training"], dict) else {}
+    stated = manifest.training.model_dump()
     expected = settings_record(profile, rows.counts)
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:

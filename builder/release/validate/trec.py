@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builder.release.assemble.topic_index import MISSING, string_hashes
 from builder.release.layout import trec_qrels_path
+from builder.release.topic_index import MISSING, string_hashes
 from builder.release.validate.reading import fingerprint
 from generation.labels.trec_qrels import BadLine, read_trec_qrels
 

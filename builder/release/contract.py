@@ -1,0 +1,238 @@
+"""The release's typed contract: what manifest.json holds, what the card is rendered from, and what each config
+declares. `assemble/` writes through these models, `validate/`, `publish/` and `builder/training/` read through
+them, and `manifest.schema.json` (the manifest's JSON schema, in every release and in docs/reference/manifest.md)
+lets a user's own tools read a release.
+
+Every model forbids keys it does not name (`extra="forbid"`): a key added by hand, or by a newer kit, is an error
+that names it, not a value silently ignored. Fields are declared in the order the manifest lists them; the file
+itself is written with sorted keys (assemble/data_files.py `write_json`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from builder.release.layout import MANIFEST
+from generation.profiles import Profile, TrainingConfigsSettings
+from generation.schema import SPLITS
+
+MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`Manifest.model_json_schema()`)
+
+Split = Literal[SPLITS]  # type: ignore[valid-type]  # the schema module's splits, as a type
+
+
+class Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def absent(description: str) -> Any:
+    """An optional field that is left out of the file, not written as null, when it has no value."""
+    return Field(default=None, exclude_if=lambda value: value is None, description=description)
+
+
+class FileEntry(Contract):
+    """One data file (a Parquet file or a TREC qrels file) as the manifest lists it."""
+
+    bytes: int = Field(ge=0, description="size on disk")
+    sha256: str = Field(description="sha256 of the file's bytes, lower-case hex")
+    rows: int = Field(ge=0, description="rows (a Parquet file's footer) or lines (a TREC qrels file)")
+
+
+class Models(Contract):
+    reranker: str | None = Field(description="the reranker and its backend; null for imported labels (no pool made)")
+    judge: str = Field(description="every judge the judgment records name, '; '-joined (or the profile's model)")
+    judge_precision: str | None = absent("fp8 or the judge's dtype; absent for imported labels")
+
+
+class PromptRef(Contract):
+    id: str = Field(description="the prompt's id in generation/judging/prompts.py")
+    sha256: str = Field(description="sha256 of the prompt's template")
+
+
+class LevelRow(Contract):
+    """One row of the paper's Table 1: a level (or 'Other', the unparsed) and its judgments."""
+
+    level: str
+    count: int
+    per_subquestion: float
+
+
+class PerSubquestion(Contract):
+    mean: float
+    min: int
+    max: int
+
+
+class Clicked(Contract):
+    in_questions: int = Field(description="clicked documents listed by the split's questions")
+    judged: int = Field(description="of them, those judged at least once")
+    coverage: float
+
+
+class ComplexityStats(Contract):
+    """The split's retrieval-complexity figures (assemble/complexity.py `summary`); only `questions` when none was
+    judged."""
+
+    questions: int = Field(description="questions with at least one judged sub-question")
+    answerable_share: float | None = absent("questions some document answers completely")
+    mean_subquestions_answerable: float | None = absent("mean share of a question's sub-questions answered")
+    completeness_quartiles: list[float] | None = absent("completeness at the 25th, 50th and 75th percentile")
+    retrieval_complex_share: float | None = absent("questions neither answerable nor complete enough")
+
+
+class SplitStats(Contract):
+    """A split's statistics as the card and `validate` state them (assemble/stats.py `SplitStats.summary`)."""
+
+    judgments: int
+    subquestions: int
+    subquestions_judged: int
+    table1: list[LevelRow]
+    judgments_per_subquestion: PerSubquestion
+    provenance_share: dict[str, float]
+    context_cut_by_tokens: int
+    counts: dict[str, dict[str, int]] = Field(description="string column -> value -> rows ('null' for a null)")
+    clicked: Clicked
+    level_share: dict[str, float]
+    complexity: ComplexityStats
+
+
+class TrainingRecord(TrainingConfigsSettings):
+    """`manifest.training`: the profile's training settings the configs were derived with (the profile section's
+    own fields, declared once there), and what the derivation gave (assemble/training_configs.py `settings_record`)."""
+
+    answer_level: int = Field(description="complexity.answer_level: a positive is judged at least this")
+    positives: int = Field(description="judged positives, each with a hard-negatives row")
+    short_positives: int = Field(description="positives that all the sources together could not give k negatives")
+    negatives_by_source: dict[str, int] = Field(description="negatives filled from each source of fill_order")
+    other_questions_sampled: int = Field(description="questions per split sampled for other-question negatives")
+    retrieved_unjudged_from: str = Field(description="where questions.retrieved_unjudged came from: runs or none")
+    dev_rule: str = Field(description="the dev split's rule, in words")
+
+
+class Manifest(Contract):
+    """manifest.json: what a release holds and how it was made."""
+
+    repo: str = Field(description="the Hub dataset repository the card's snippets name")
+    code_version: str = Field(description="the kit's version that built it")
+    profile: Profile = Field(description="the profile the judgments were made under (generation/profiles.py)")
+    profile_hash: str = Field(description="the profile's config hash")
+    models: Models = Field(description="the reranker and judge that made the labels")
+    prompt: PromptRef | None = Field(description="the judge's prompt; null for imported labels")
+    rows: dict[str, dict[Split, int]] = Field(description="config -> split -> rows")
+    stats: dict[Split, SplitStats] = Field(description="split -> the statistics the card states (Table 1 and more)")
+    splits: list[Split] = Field(description="the splits the release holds, in order")
+    files: dict[str, FileEntry] = Field(description="every data file, by its path in the release")
+    training: TrainingRecord = Field(description="the training configs' settings and what they hold")
+    shards_revision: str | None = Field(description="where the judgment shards came from (CI: SHARDS_REPO@commit)")
+    imported: dict[str, Any] | None = absent("absent unless imported: the label files, judges and counts of the import")
+    pilot: dict[str, Any] | None = absent(
+        "absent unless `build-release --pilot`: the record, and which setting made these"
+    )
+    failed_pairs: int | None = absent("absent unless published with --allow-failed-pairs: pairs with no level")
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest as written (the optional records absent, not null, when they have no value)."""
+        return self.model_dump()
+
+    def stated_stats(self) -> dict[str, dict[str, Any]]:
+        """split -> statistics, as plain values (the shape validate re-derives and the card renders)."""
+        return {split: s.model_dump() for split, s in self.stats.items()}
+
+
+class ManifestError(ValueError):
+    """manifest.json is missing, not JSON, or not the contract; the message names the file and the first field."""
+
+
+def parse_manifest(data: Any) -> Manifest:
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise ManifestError(f"{MANIFEST}: {where}: {first['msg']}") from None
+
+
+def read_manifest(release: Path) -> Manifest:
+    try:
+        data = json.loads((Path(release) / MANIFEST).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ManifestError(f"{MANIFEST}: {e}") from None
+    return parse_manifest(data)
+
+
+def manifest_json_schema() -> str:
+    """The manifest's JSON schema as the release and the reference page hold it."""
+    return json.dumps(Manifest.model_json_schema(), indent=1, sort_keys=True) + "\n"
+
+
+class CardContext(Contract):
+    """What the card template (assemble/cards/dataset_card.md) is rendered from, beside the data's numbers."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    repo: str
+    profile: Profile
+    profile_hash: str
+    code_version: str
+    judge: str
+    server_template: bool = Field(description="a served judge wrapped the prompt in its own chat template")
+    stand_in: bool = Field(description="a stand-in judge (tests, the demo) made the labels")
+    reranker: str | None
+    judge_precision: str
+    prompt: dict[str, Any] = Field(description="id, source, sha256, max_level and the rendered text")
+    differences: str = Field(description="markdown: where the profile differs from the paper's")
+    binary_threshold: int
+    imported: dict[str, Any] | None
+    rubric: list[tuple[int, str]]
+    agreement: str | None
+    pilot: str | None
+    pilot_precisions: list[str]
+    training: dict[str, Any]
+    failed_pairs: int
+
+
+class SplitFiles(Contract):
+    split: Split
+    path: str = Field(description="a glob under the release, as `load_dataset` resolves it")
+
+
+class ConfigFiles(Contract):
+    """One entry of the card YAML's `configs:`: where a config's files are (huggingface_hub `DatasetCardData`)."""
+
+    config_name: str
+    default: bool | None = absent("true for the default config; absent otherwise")
+    data_files: list[SplitFiles]
+
+
+class DeclaredSplit(Contract):
+    name: Split
+    num_bytes: int
+    num_examples: int = Field(description="exact: `load_dataset` checks the rows it reads against it")
+
+
+class ConfigSchema(Contract):
+    """One entry of the card YAML's `dataset_info:`, each config's declared schema as `datasets` writes it
+    (`DatasetInfosDict.to_dataset_card_data`): its columns' Features and its splits' sizes."""
+
+    config_name: str
+    features: list[dict[str, Any]] = Field(description="the columns' `datasets` Features, in YAML form")
+    splits: list[DeclaredSplit]
+    download_size: int
+    dataset_size: int
+
+
+def card_entries(model: type[Contract], entries: Any) -> tuple[list, list[str]]:
+    """The YAML list `entries` read through `model`: the entries that parse, and one line per entry that does not."""
+    parsed, problems = [], []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        try:
+            parsed.append(model.model_validate(entry))
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            name = entry.get("config_name") if isinstance(entry, dict) else repr(entry)
+            problems.append(f"entry {i} ({name}): {where}: {first['msg']}")
+    return parsed, problems

@@ -1,0 +1,101 @@
+"""`validate`'s own derivation of the questions' retrieval-complexity columns and of their summary in the
+statistics, apart from build-release's (builder/release/assemble/complexity.py), so that one mistake is not made
+twice. The definitions (docs/analysis.md, after Gabburo et al.): a document answers a sub-question when its level
+is at least the profile's `answer_level`; with K the question's sub-questions and m_d the sub-questions document d
+answers,
+
+- answerable: some document answers all K;
+- answerable_share: the share of the K that some document answers;
+- completeness: the mean over the documents with m_d >= 1 of log(m_d) / log(K) (1 when K = 1), 0 when none;
+- retrieval_complex: not answerable and completeness under the profile's threshold.
+
+Here the answering (question, document, sub-question) rows are kept as arrays and grouped once at the end by a
+lexicographic sort (the build streams them through sorted runs on disk)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+COLUMNS = {"answerable": pa.bool_(), "answerable_share": pa.float32(), "completeness": pa.float32()}
+COLUMNS["retrieval_complex"] = pa.bool_()
+
+
+class Answers:
+    """Per question position: judged or not, and the (question, document) of every answering judgment."""
+
+    def __init__(self, subquestions_of: np.ndarray, subq_question: np.ndarray, answer_level: int, threshold: float):
+        self.k: np.ndarray = subquestions_of.astype(np.int64)
+        self.subq_question = subq_question
+        self.answer_level, self.threshold = answer_level, threshold
+        self.judged: np.ndarray = np.zeros(len(self.k), bool)
+        self.answered_subquestions: np.ndarray = np.zeros(len(subq_question), bool)
+        self.rows: list[np.ndarray] = []
+
+    def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:
+        self.judged[question] = True
+        levels = level.to_numpy(zero_copy_only=False).astype(np.float64)
+        answers = np.nan_to_num(levels, nan=-np.inf) >= self.answer_level
+        self.answered_subquestions[subquestion[answers]] = True
+        self.rows.append(np.stack([question[answers].astype(np.uint64), document[answers].astype(np.uint64)], 1))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        n = len(self.k)
+        k: np.ndarray = self.k.astype(np.float64)
+        owners = self.subq_question[self.answered_subquestions]
+        answered = np.bincount(owners[owners >= 0], minlength=n)
+        documents: np.ndarray = np.zeros(n, np.int64)
+        spread_sum: np.ndarray = np.zeros(n)
+        most: np.ndarray = np.zeros(n, np.int64)
+        rows = np.concatenate(self.rows) if self.rows else np.zeros((0, 2), np.uint64)
+        if len(rows):
+            rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+            starts = np.flatnonzero(np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)])
+            m = np.diff(np.r_[starts, len(rows)])  # sub-questions each answering (question, document) answers
+            q = rows[starts, 0].astype(np.int64)
+            kq = k[q]
+            spread = np.ones(len(m))
+            several = kq > 1
+            spread[several] = np.log(m[several]) / np.log(kq[several])
+            np.add.at(documents, q, 1)
+            np.add.at(spread_sum, q, spread)
+            np.maximum.at(most, q, m)
+        completeness = np.divide(spread_sum, documents, out=np.zeros(n), where=documents > 0)
+        answerable = (k > 0) & (most >= k)
+        return {
+            "answerable": answerable,
+            "answerable_share": np.divide(answered, k, out=np.zeros(n), where=k > 0),
+            "completeness": completeness,
+            "retrieval_complex": ~answerable & (completeness < self.threshold),
+        }
+
+
+def with_complexity(questions: pa.Table, answers: Answers) -> pa.Table:
+    """The questions (one row per question position, in order) with their complexity columns derived here; null
+    where the question has no judgment."""
+    values = answers.columns()
+    for name, kind in COLUMNS.items():
+        column = pa.array(values[name].astype(np.float32) if kind == pa.float32() else values[name], kind)
+        column = pa.array([v if j else None for v, j in zip(column.to_pylist(), answers.judged)], kind)
+        questions = questions.set_column(questions.schema.get_field_index(name), name, column)
+    return questions
+
+
+def complexity_summary(questions: pa.Table) -> dict:
+    """A split's `complexity` statistics from its questions' columns (only `questions` when none is judged)."""
+    rows = [r for r in questions.select(list(COLUMNS)).to_pylist() if r["answerable"] is not None]
+    if not rows:
+        return {"questions": 0}
+    n = len(rows)
+    completeness = sorted(r["completeness"] for r in rows)
+
+    def quartile(p: float) -> float:
+        return round(completeness[min(int(p * (n - 1) + 0.5), n - 1)], 4)
+
+    return {
+        "questions": n,
+        "answerable_share": round(sum(bool(r["answerable"]) for r in rows) / n, 4),
+        "mean_subquestions_answerable": round(sum(r["answerable_share"] for r in rows) / n, 4),
+        "completeness_quartiles": [quartile(0.25), quartile(0.5), quartile(0.75)],
+        "retrieval_complex_share": round(sum(bool(r["retrieval_complex"]) for r in rows) / n, 4),
+    }

@@ -1,0 +1,91 @@
+"""The release's typed contract (builder/release/contract.py) and a validator that derives apart from the builder:
+manifest.json is read and written through the contract and published with its JSON schema; a derivation made
+wrong in build-release is caught by validate's own (builder/release/validate/statistics.py, retrieval_complexity.py),
+not made again there."""
+
+import json
+import shutil
+
+import pytest
+
+from builder.release.validate.folder import validate
+from generation.profiles import Profile
+
+SYNTHETIC_RELEASE = dict(subquestions=300, judgments=4000, test_share=0.25, shards=2, seed=5)
+
+
+def failing(report) -> dict[str, list]:
+    return {c.name: c.examples for c in report.checks if not c.ok}
+
+
+def test_the_manifest_is_its_published_schema_and_the_contract_refuses_other_keys(release, tmp_path):
+    """manifest.schema.json beside manifest.json is the contract's JSON schema: a user's tool (here jsonschema)
+    accepts the manifest by it, and both it and the kit refuse a key the contract does not name."""
+    import jsonschema
+
+    from builder.release.contract import MANIFEST_SCHEMA, ManifestError, manifest_json_schema, read_manifest
+
+    schema = json.loads((release / MANIFEST_SCHEMA).read_text())
+    assert (release / MANIFEST_SCHEMA).read_text() == manifest_json_schema()
+    manifest = json.loads((release / "manifest.json").read_text())
+    jsonschema.validate(manifest, schema)
+    assert read_manifest(release).as_json() == manifest
+    # the profile is written whole, its defaults included, as before the contract
+    assert manifest["profile"] == Profile.model_validate(manifest["profile"]).model_dump()
+    assert "bandit" in manifest["profile"] and "attention" in manifest["profile"]["judge"]
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    manifest["models"]["judge_temperature"] = 0
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(jsonschema.ValidationError, match="judge_temperature"):
+        jsonschema.validate(manifest, schema)
+    with pytest.raises(ManifestError, match=r"manifest.json: models.judge_temperature: Extra inputs are not permitted"):
+        read_manifest(copy)
+    assert list(failing(validate(copy, load=False)).values()) == [
+        ["manifest.json: models.judge_temperature: Extra inputs are not permitted"]
+    ]
+
+
+def test_a_statistic_build_release_counts_wrong_is_caught_by_validate(synthetic_release, monkeypatch):
+    """build-release with a wrong provenance rule (a document counted as BM25-only when the reranker also has it):
+    the manifest and the card state its numbers, consistently; validate counts by its own code and names the share."""
+    from builder.release.assemble import stats
+
+    monkeypatch.setitem(stats.ROW_CLASSES, "bm25_only", lambda b: b.bm25)
+    release, _ = synthetic_release("wrong-provenance", **SYNTHETIC_RELEASE)
+    found = failing(validate(release, load=False))
+    assert any("provenance_share" in e for examples in found.values() for e in examples), found
+
+
+def test_a_complexity_build_release_derives_wrong_is_caught_by_validate(synthetic_release, monkeypatch):
+    """build-release with a wrong completeness (every answering document counted as covering its whole question):
+    validate derives the complexity columns by its own code and names the questions that differ."""
+    from builder.release.assemble.complexity import ComplexityAccumulator
+
+    right = ComplexityAccumulator.result
+
+    def whole(self):
+        values = right(self)
+        values["completeness"] = (values["completeness"] > 0).astype(float)
+        return values
+
+    monkeypatch.setattr(ComplexityAccumulator, "result", whole)
+    release, _ = synthetic_release("wrong-complexity", **SYNTHETIC_RELEASE)
+    found = failing(validate(release, load=False))
+    assert any("completeness of qid" in e for examples in found.values() for e in examples), found
+
+
+def test_the_cards_config_entries_are_read_through_the_contract(release, tmp_path):
+    """The card's `configs:` entries are written and read through `ConfigFiles`: a key it does not name (a
+    `revision` pinned by hand) is named, with its entry, not passed over."""
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    card = (copy / "README.md").read_text()
+    assert "  default: true\n" in card
+    (copy / "README.md").write_text(card.replace("  default: true\n", "  default: true\n  revision: main\n", 1))
+    found = failing(validate(copy, load=False))
+    assert any(
+        e == "README.md YAML configs entry 0 (judgments): revision: Extra inputs are not permitted"
+        for examples in found.values()
+        for e in examples
+    ), found
