@@ -142,6 +142,13 @@ def refuse_links_under(folder: str | Path) -> None:
     refuse_links(folder, *present)
 
 
+def files_under(folder: str | Path) -> list[str]:
+    """Every file under `folder`, as sorted relative POSIX paths; a link under it refused (`refuse_links_under`)."""
+    folder = Path(folder)
+    refuse_links_under(folder)
+    return sorted(Path(top, name).relative_to(folder).as_posix() for top, _, names in os.walk(folder) for name in names)
+
+
 def prepare_output_folder(folder: str | Path) -> None:
     """Before a writer that owns `folder` (texts, training-files, a model folder) writes into it: no link under it
     (`refuse_links_under`), and the temporary files a killed earlier run left in it or its subfolders removed

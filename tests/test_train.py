@@ -21,6 +21,7 @@ from builder.training.shaped import paper_shaped_guard
 from builder.training.texts import judged_docids, write_texts
 from generation.profiles import load_profile
 from generation.schema import conform
+from generation.storage import files_under
 
 WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration", "tiger", "lion", "domestic", "wild")
 
@@ -276,6 +277,38 @@ def test_train_command_end_to_end(trained):
     assert (state["train_batch_size"], state["max_steps"]) == (4, 3)
     card = (out / "README.md").read_text()
     assert "- `learning_rate`: 0.0001" in card and "- `seed`: 3" in card
+    assert report["model_files"] == files_under(out) and "training_report.json" in report["model_files"]
+    assert "model.safetensors" in report["model_files"] and "README.md" in report["model_files"]
+
+
+def card_log_steps(card: str) -> list[int]:
+    """The steps of the card's training-log table (sentence-transformers' "### Training Logs")."""
+    lines = card.split("### Training Logs", 1)[1].strip().splitlines()
+    table = [line for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]]
+    steps = [int(line.split("|")[2].strip(" *")) for line in table[2:]]
+    return [step for step in steps if step >= 0]  # the test row sentence-transformers logs at step -1 left out
+
+
+@pytest.mark.slow
+def test_a_resumed_train_keeps_every_logged_row_in_the_card(release, texts, trained, tmp_path):
+    """train run again over its work folder resumes from the last checkpoint (no step left to train): the card's
+    training-log table still holds a row for every dev evaluation, the chosen checkpoint's included."""
+    import shutil
+
+    from builder.cli.main import app
+
+    out, first = trained
+    shutil.copytree(out.parent, tmp_path / "again", symlinks=True)
+    profile = tmp_path / "again" / "tiny.yaml"
+    args = ["--profile", str(profile), "--max-steps", "3", "--batch-size", "4", "--learning-rate", "1e-4"]
+    model = tmp_path / "again" / "model"
+    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(model), *args,
+                                      "--seed", "3"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((model / "training_report.json").read_text())
+    steps = [c["step"] for c in report["dev"]["checkpoints"]]
+    assert steps == [1, 2, 3] and report["dev"]["chosen"]["step"] in card_log_steps((model / "README.md").read_text())
+    assert card_log_steps((model / "README.md").read_text()) == card_log_steps((out / "README.md").read_text())
 
 
 @pytest.mark.slow

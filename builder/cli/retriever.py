@@ -158,7 +158,8 @@ def train(
     push_to_hub: str | None = typer.Option(
         None,
         "--push-to-hub",
-        help="ORG/NAME: upload the model folder, once a scan of its files finds none of the training texts",
+        help="ORG/NAME: upload the files train wrote (a folder holding any other is refused), once a scan of them "
+        "finds none of the training texts",
     ),
 ) -> None:
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
@@ -198,7 +199,7 @@ def train(
     results.print(render_report(report, chosen), highlight=False, markup=False)
     if push_to_hub:
         try:
-            url = push_model(out, texts, push_to_hub, say=notice)
+            url = push_model(out, texts, push_to_hub, report.model_files, say=notice)
         except PublishRefused as e:  # training text found (nothing uploaded), or a Hub error in one line
             fail(str(e))
         results.print(f"pushed {out} -> {url}", highlight=False, markup=False)
