@@ -12,6 +12,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from builder.release.layout import ARROW_NBYTES, CONFIGS, DEFAULT_CONFIG
+from builder.release.ranking_documents import ranking_documents
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
@@ -200,7 +201,9 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
         configs=config_rows(rows, splits),
         splits=splits,
         fields=field_tables(published),
-        snippets=loading_snippets(context["repo"], published, splits, context["binary_threshold"]),
+        snippets=loading_snippets(
+            context["repo"], published, splits, context["binary_threshold"], ranking_documents(out)
+        ),
         license_name=LICENSE,
         source_dataset=SOURCE_DATASET,
         paper_bibtex=PAPER_BIBTEX,
