@@ -249,7 +249,7 @@ def trained(release, texts, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_train_command_end_to_end(trained):
+def test_train_command_end_to_end(release, texts, trained):
     """Dev (every evaluation, the chosen one) and test (once, for the chosen model) on stdout, each naming what was
     ranked; the report; the saved model; the flags in the trainer's own record."""
     from sentence_transformers import SentenceTransformer
@@ -258,6 +258,12 @@ def test_train_command_end_to_end(trained):
     stdout = " ".join(result.stdout.split())
     assert "dev, which chose the model" in stdout and "test, measured once, for the chosen model" in stdout
     assert stdout.count("ranked: the texts corpus:") == 2
+    texts_ids = {d for p in texts.glob("texts-*.parquet") for d in pq.read_table(p)["docid"].to_pylist()}
+    judged = set(judged_docids(release)["docid"].to_pylist())
+    assert (
+        f"the texts corpus: {len(texts_ids):,} documents ({len(texts_ids & judged):,} judged in the release, "
+        f"{len(texts_ids - judged):,} never judged" in stdout
+    )  # this release has no runs, so none are never judged: test_training_configs.py checks a release with some
     report = json.loads((out / "training_report.json").read_text())
     assert report["steps"] == 3 and report["ranking"] == "corpus"
     assert [c["step"] for c in report["dev"]["checkpoints"]] == [1, 2, 3]  # evaluations: 10 a run, at most 1 a step
@@ -415,3 +421,12 @@ def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release,
         in card.text
     )
     assert "Graded Retrieval" in card.text and "| dev" in card.text and "test" in card.text
+    ids = pq.read_table(work / "training-files" / "sentence-transformers-ids" / "train.parquet")
+    sources = [s for row in ids["negative_sources"].to_pylist() for s in row]
+    assert "documents judged at level <= 1 (hard negatives)" not in card.text
+    said = " ".join(card.text.split())
+    assert f"of the {ids.num_rows:,} rows' {len(sources):,} negatives, " in said
+    for source, words in (("retrieved_unjudged", "retrieved for the question and never judged"), ("judged", "")):
+        if sources.count(source):
+            assert f"{sources.count(source):,} {words}" in said and f"(`{source}`)" in said
+    assert "sends only the files `train` wrote" in said

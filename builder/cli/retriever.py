@@ -122,7 +122,7 @@ def training_files(
             whole=whole,
             negatives=negatives,
             negative_level=negative_level,
-            fill_order=tuple(part.strip() for part in fill_order.split(",")) if fill_order else None,
+            fill_order=None if fill_order is None else tuple(p.strip() for p in fill_order.split(",") if p.strip()),
             progress=advance,
             **({"formats": tuple(formats)} if formats else {}),
         ),

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.layout import config, present_splits
@@ -202,6 +203,13 @@ def dev_history(trainer, evaluator) -> tuple[list[dict], dict]:
     return history, next(h for h in reversed(history) if h["step"] == step)
 
 
+def negatives_by_source(ids: Path) -> dict[str, int]:
+    """The trained rows' negatives counted by source (the id sidecar's `negative_sources`), largest first."""
+    sources = pq.read_table(ids, columns=["negative_sources"])["negative_sources"]
+    counts = {s["values"]: s["counts"] for s in pc.value_counts(pc.list_flatten(sources)).to_pylist()}
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def card_training_logs(log_history: list[dict], evaluator) -> list[dict]:
     """The card's training-log table (sentence-transformers' `training_logs` rows) from the trainer's whole log:
     its callbacks keep only this process's rows, so a resumed run would lose those before the checkpoint it resumed
@@ -297,7 +305,9 @@ def train_and_measure(
     if staged.exists():
         shutil.rmtree(staged)
     model.save(str(staged))
-    add_section(staged / "README.md", provenance(manifest, profile, settings.model, base_path, chosen))
+    by_source = negatives_by_source(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
+    card = provenance(manifest, profile, settings.model, base_path, chosen, len(rows.dataset), by_source)
+    add_section(staged / "README.md", card)
     report.model_files = sorted({*files_under(staged), REPORT})
     write_text_atomic(staged / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
     for name in report.model_files:
