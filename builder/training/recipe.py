@@ -93,6 +93,7 @@ def training_rows(release: Path, files: Path, profile: Profile) -> TrainingRows:
     judged documents from the release's `graded-lists`."""
     from datasets import Dataset
 
+    release, files = Path(release), Path(files)
     texts = files / "sentence-transformers" / f"{TRAIN_SPLIT}.parquet"
     ids = pq.read_table(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
     graded = pq.read_table(config("graded-lists").files(release, TRAIN_SPLIT), columns=["query_id", "docids", "labels"])

@@ -202,6 +202,11 @@ class MissingList:
         commit(self.tmp, self.path)
         return self.path
 
+    def abort(self) -> None:
+        """A failed run leaves no temporary list behind."""
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
 
 def write_texts(
     release: Path,
@@ -245,17 +250,21 @@ def write_texts(
         else parquet_found(copy, docs, shard)
     )
     missing = MissingList(out / f"missing-{shard.label}.tsv")
-    with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
-        for item in found:
-            summary.documents += 1
-            if item.text is None:
-                missing.add(item.docid, item.reason)
-                summary.missing[item.reason] += 1
-            else:
-                sink.write_rows([row_of(item, context_words)])
-                summary.written += 1
-            if progress is not None:
-                progress(1)
+    try:
+        with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
+            for item in found:
+                summary.documents += 1
+                if item.text is None:
+                    missing.add(item.docid, item.reason)
+                    summary.missing[item.reason] += 1
+                else:
+                    sink.write_rows([row_of(item, context_words)])
+                    summary.written += 1
+                if progress is not None:
+                    progress(1)
+    except BaseException:
+        missing.abort()
+        raise
     missing_path = missing.close()
     output.mark_done(
         shard,
