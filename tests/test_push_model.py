@@ -169,3 +169,17 @@ def test_a_text_found_by_many_shingles_is_named_once(model, texts):  # noqa: F81
     with pytest.raises(TrainingTextFound) as refused:
         push_model(model, texts, REPO, own(model), api=RecordingHub(), say=lambda line: None)
     assert str(refused.value).count(f"NOTES.md holds text of {docid}") == 1
+
+
+def test_train_with_push_refuses_a_foreign_file_before_any_work(release, texts, tmp_path):  # noqa: F811
+    from builder.cli.main import app
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "secrets.txt").write_text("HF_TOKEN=hf_not_for_the_hub\n")
+    result = CliRunner().invoke(
+        app, ["train", str(release), "--texts", str(texts), "--out", str(out), "--push-to-hub", REPO]
+    )
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"{out / 'secrets.txt'}: not a file `train` wrote" in output, output
+    assert not (tmp_path / "m-work").exists(), "refused before the training files were written"

@@ -166,7 +166,7 @@ def train(
     batches that keep judged positives out of each anchor's negatives), keep the checkpoint with the best dev
     nDCG@10, and measure it once on test."""
     from builder.release.publish.hub_errors import PublishRefused, checked_repo_id
-    from builder.training.push import push_model
+    from builder.training.push import check_before_training, push_model
     from builder.training.recipe import train_and_measure
     from builder.training.report import render_report
     from builder.training.run_settings import train_profile
@@ -179,6 +179,7 @@ def train(
     try:
         if push_to_hub:
             checked_repo_id(push_to_hub, "--push-to-hub")  # before the long work
+            check_before_training(out)
     except PublishRefused as e:
         fail(str(e))
     chosen = train_profile(

@@ -8,9 +8,11 @@ texts (builder/training/text_scan.py). The upload is one `create_commit` of exac
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from builder.release.publish.hub_errors import PublishRefused, checked_repo_id, hub_errors
+from builder.training.recipe import REPORT
 from builder.training.text_scan import MIN_WORDS, ScanResult, scan_folder
 from builder.training.texts import text_files
 from generation.storage import files_under
@@ -38,6 +40,19 @@ def check_own_files(folder: Path, files: list[str]) -> None:
     missing = sorted(set(files) - set(present))
     if missing:
         raise ForeignFile(f"{folder / missing[0]}: `train` wrote it and it is gone; nothing was uploaded: train again")
+
+
+def check_before_training(folder: Path) -> None:
+    """Before a `train --push-to-hub`: the model folder holds nothing but what an earlier `train` wrote there (its
+    report's `model_files`), so a foreign file is refused before the long work, not after it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    try:
+        written = json.loads((folder / REPORT).read_text(encoding="utf-8")).get("model_files") or []
+    except (OSError, ValueError, AttributeError):
+        written = []
+    check_own_files(folder, sorted(set(files_under(folder)) & set(written)))
 
 
 def check_no_training_text(folder: Path, texts: Path) -> ScanResult:

@@ -75,9 +75,9 @@ def load_setting(label: str, given: str, overrides: list[str] | tuple[str, ...] 
         section = assignment.partition("=")[0].strip().split(".")[0]
         if section != COMPARED_SECTION:
             raise ArgumentError(
-                f"{origin} {assignment!r}: the pilot compares judge settings only (judge.KEY=VALUE); a {section!r} key "
-                "would change nothing it measures"
-                + (" (the positives' level is --answer-level)" if section == "complexity" else "")
+                f"{origin} {assignment!r}: the pilot compares judge settings only, set as judge.KEY=VALUE; it does not "
+                f"apply a {section!r} key"
+                + ("; the positives' level is --answer-level" if section == "complexity" else "")
             )
     profile = load_profile(given)
     if overrides:
