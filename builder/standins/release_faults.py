@@ -170,7 +170,7 @@ GENERATE_FAULTS = {
     ),
     "hard-negatives row dropped": (
         sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
-        {"training"},
+        {"training", "card-training"},
         "training",
     ),
     "graded-lists label changed": (
