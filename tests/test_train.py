@@ -71,12 +71,6 @@ def rows(release, texts, tmp_path_factory):
     return training_rows(release, files, load_profile("demo"))
 
 
-def test_training_rows_takes_str_paths(release, texts, rows, tmp_path):
-    write_training_files(str(release), str(texts), str(tmp_path / "files"), formats=("sentence-transformers",))
-    again = training_rows(str(release), str(tmp_path / "files"), load_profile("demo"))
-    assert len(again.dataset) == len(rows.dataset) > 0
-
-
 def levels(release, split="train") -> dict[tuple[str, str], int]:
     table = pq.read_table(judgment_files(release, split), columns=["subq_id", "docid", "level"])
     table = table.filter(pc.is_valid(table["level"]))

@@ -317,3 +317,13 @@ def test_a_release_without_its_training_configs_is_refused_by_training_files_and
         code, output = cli_one_line(command, bare, "--texts", root / "texts-bare", "--out", out)
         assert_one_line_error(code, output, "no hard-negatives rows to write", "rebuild it with")
         assert not out.exists() or not [p for p in out.rglob("*.parquet")]
+
+
+def test_training_rows_takes_str_paths(retrieved_release, tmp_path):
+    from builder.training.recipe import training_rows
+
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    write_texts(built, retrieved_release["copy"], root / "texts-str")
+    summary = write_training_files(str(built), str(root / "texts-str"), str(tmp_path / "files"))
+    rows = training_rows(str(built), str(tmp_path / "files"), load_profile("paper"))
+    assert len(rows.dataset) == summary.rows["train"] > 0
