@@ -369,6 +369,9 @@ def test_the_card_states_the_documents_and_negatives_the_files_hold_and_validate
     card = (release / "README.md").read_text()
     said = f"the release's {len(judged):,} judged documents and the {len(unjudged):,} never-judged documents"
     assert said in card and "the judged documents only" not in card
+    # mteb caches results by model name and names every local model no_model_name/available: the snippet turns the
+    # cache off (mteb/evaluate.py `evaluate`: "If None, then no cache will be used")
+    assert "results = mteb.evaluate(model, ResearchySubquestions(), cache=None)" in card
     by_source = ", ".join(f"`{s}` {sources.count(s):,}" for s in ("judged", "retrieved_unjudged", "other_question"))
     assert f"Negatives by source: {by_source}." in " ".join(card.split())
     check = next(c for c in validate(release, load=False).checks if c.name == TRAINING_STATEMENTS)
