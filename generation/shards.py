@@ -29,7 +29,7 @@ from typing import TypeVar
 import pyarrow.parquet as pq
 
 from generation import __version__
-from generation.storage import clean_stale_tmp, pid_alive, write_text_atomic
+from generation.storage import clean_stale_tmp, pid_alive, refuse_links_under, write_text_atomic
 
 T = TypeVar("T")
 DONE_DIR = "_done"
@@ -188,6 +188,7 @@ class StageOutput:
         """Takes the shard's lock and removes temporary files a killed writer of this shard left."""
         if self.out.exists() and not self.out.is_dir():
             raise ShardError(f"{self.out}: is a file, not a folder; choose another --out")
+        refuse_links_under(self.out)  # before the lock: `_locks/` or `_done/` may be the link
         self.lock(shard).acquire()
         clean_stale_tmp(
             self.out,

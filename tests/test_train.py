@@ -21,6 +21,7 @@ from builder.training.shaped import paper_shaped_guard
 from builder.training.texts import judged_docids, write_texts
 from generation.profiles import load_profile
 from generation.schema import conform
+from generation.storage import files_under
 
 WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration", "tiger", "lion", "domestic", "wild")
 
@@ -248,7 +249,7 @@ def trained(release, texts, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_train_command_end_to_end(trained):
+def test_train_command_end_to_end(release, texts, trained):
     """Dev (every evaluation, the chosen one) and test (once, for the chosen model) on stdout, each naming what was
     ranked; the report; the saved model; the flags in the trainer's own record."""
     from sentence_transformers import SentenceTransformer
@@ -257,6 +258,12 @@ def test_train_command_end_to_end(trained):
     stdout = " ".join(result.stdout.split())
     assert "dev, which chose the model" in stdout and "test, measured once, for the chosen model" in stdout
     assert stdout.count("ranked: the texts corpus:") == 2
+    texts_ids = {d for p in texts.glob("texts-*.parquet") for d in pq.read_table(p)["docid"].to_pylist()}
+    judged = set(judged_docids(release)["docid"].to_pylist())
+    assert (
+        f"the texts corpus: {len(texts_ids):,} documents ({len(texts_ids & judged):,} judged in the release, "
+        f"{len(texts_ids - judged):,} never judged" in stdout
+    )  # this release has no runs, so none are never judged: test_training_configs.py checks a release with some
     report = json.loads((out / "training_report.json").read_text())
     assert report["steps"] == 3 and report["ranking"] == "corpus"
     assert [c["step"] for c in report["dev"]["checkpoints"]] == [1, 2, 3]  # evaluations: 10 a run, at most 1 a step
@@ -276,6 +283,38 @@ def test_train_command_end_to_end(trained):
     assert (state["train_batch_size"], state["max_steps"]) == (4, 3)
     card = (out / "README.md").read_text()
     assert "- `learning_rate`: 0.0001" in card and "- `seed`: 3" in card
+    assert report["model_files"] == files_under(out) and "training_report.json" in report["model_files"]
+    assert "model.safetensors" in report["model_files"] and "README.md" in report["model_files"]
+
+
+def card_log_steps(card: str) -> list[int]:
+    """The steps of the card's training-log table (sentence-transformers' "### Training Logs")."""
+    lines = card.split("### Training Logs", 1)[1].strip().splitlines()
+    table = [line for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]]
+    steps = [int(line.split("|")[2].strip(" *")) for line in table[2:]]
+    return [step for step in steps if step >= 0]  # the test row sentence-transformers logs at step -1 left out
+
+
+@pytest.mark.slow
+def test_a_resumed_train_keeps_every_logged_row_in_the_card(release, texts, trained, tmp_path):
+    """train run again over its work folder resumes from the last checkpoint (no step left to train): the card's
+    training-log table still holds a row for every dev evaluation, the chosen checkpoint's included."""
+    import shutil
+
+    from builder.cli.main import app
+
+    out, first = trained
+    shutil.copytree(out.parent, tmp_path / "again", symlinks=True)
+    profile = tmp_path / "again" / "tiny.yaml"
+    args = ["--profile", str(profile), "--max-steps", "3", "--batch-size", "4", "--learning-rate", "1e-4"]
+    model = tmp_path / "again" / "model"
+    result = CliRunner().invoke(app, ["train", str(release), "--texts", str(texts), "--out", str(model), *args,
+                                      "--seed", "3"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((model / "training_report.json").read_text())
+    steps = [c["step"] for c in report["dev"]["checkpoints"]]
+    assert steps == [1, 2, 3] and report["dev"]["chosen"]["step"] in card_log_steps((model / "README.md").read_text())
+    assert card_log_steps((model / "README.md").read_text()) == card_log_steps((out / "README.md").read_text())
 
 
 @pytest.mark.slow
@@ -382,3 +421,12 @@ def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release,
         in card.text
     )
     assert "Graded Retrieval" in card.text and "| dev" in card.text and "test" in card.text
+    ids = pq.read_table(work / "training-files" / "sentence-transformers-ids" / "train.parquet")
+    sources = [s for row in ids["negative_sources"].to_pylist() for s in row]
+    assert "documents judged at level <= 1 (hard negatives)" not in card.text
+    said = " ".join(card.text.split())
+    assert f"of the {ids.num_rows:,} rows' {len(sources):,} negatives, " in said
+    for source, words in (("retrieved_unjudged", "retrieved for the question and never judged"), ("judged", "")):
+        if sources.count(source):
+            assert f"{sources.count(source):,} {words}" in said and f"(`{source}`)" in said
+    assert "sends only the files `train` wrote" in said

@@ -349,3 +349,44 @@ def test_a_release_without_training_settings_is_named(release, tmp_path):
     report = validate(broken, load=False)
     failed = {c.name: c.examples for c in report.checks if not c.ok}
     assert any("manifest.json: training: Field required" in e for examples in failed.values() for e in examples), failed
+
+
+def test_the_card_states_the_documents_and_negatives_the_files_hold_and_validate_checks_it(release, tmp_path):
+    """The mteb note's corpus and the negatives by source, recomputed here from the release's own files; a card
+    that says "the judged documents only" (re-sealed) and one with another count are found by `validate`."""
+    from builder.release.validate.training_statements import TRAINING_STATEMENTS
+    from builder.standins.release_edits import edit_card, reseal
+
+    judged = {
+        d for s in ("train", "dev", "test") for p in config("corpus-ids").files(release, s)
+        for d in pq.read_table(p)["_id"].to_pylist()
+    }  # fmt: skip
+    rows = [r for s in ("train", "dev", "test") for p in config("hard-negatives").files(release, s)
+            for r in pq.read_table(p).to_pylist()]  # fmt: skip
+    unjudged = {d for r in rows for d in r["negative_document_ids"]} - judged
+    sources = [s for r in rows for s in r["negative_sources"]]
+    assert sources.count("retrieved_unjudged") > 0 and unjudged, "the sample has unjudged negatives"
+    card = (release / "README.md").read_text()
+    said = f"the release's {len(judged):,} judged documents and the {len(unjudged):,} never-judged documents"
+    assert said in card and "the judged documents only" not in card
+    # mteb caches results by model name and names every local model no_model_name/available: the snippet turns the
+    # cache off (mteb/evaluate.py `evaluate`: "If None, then no cache will be used")
+    assert "results = mteb.evaluate(model, ResearchySubquestions(), cache=None)" in card
+    by_source = ", ".join(f"`{s}` {sources.count(s):,}" for s in ("judged", "retrieved_unjudged", "other_question"))
+    assert f"Negatives by source: {by_source}." in " ".join(card.split())
+    check = next(c for c in validate(release, load=False).checks if c.name == TRAINING_STATEMENTS)
+    assert check.failures == 0, check.examples
+
+    for old, new, finding in (
+        (said.split(" and the ")[0] + " and the " + f"{len(unjudged):,} never-judged documents its `hard-negatives` "
+         "rows name as negatives", "the judged documents only", "the mteb corpus is stated as (the judged documents "
+         "only); the release's files give"),
+        (f"`retrieved_unjudged` {sources.count('retrieved_unjudged'):,}", "`retrieved_unjudged` 0",
+         "README.md: negatives by source"),
+    ):  # fmt: skip
+        copy = tmp_path / f"edited-{len(old)}"
+        shutil.copytree(release, copy)
+        edit_card(copy, old, new)
+        reseal(copy)
+        check = next(c for c in validate(copy, load=False).checks if c.name == TRAINING_STATEMENTS)
+        assert any(finding in str(e) for e in check.examples), check.examples

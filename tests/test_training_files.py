@@ -21,6 +21,7 @@ from generation.errors import ArgumentError
 from generation.models import MINILM, resolve_model
 from generation.profiles import load_profile
 from generation.schema import conform
+from tests.helpers import assert_one_line_error, cli_one_line
 from tests.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 
 PAPER = load_profile("paper")
@@ -287,7 +288,42 @@ def test_training_files_rederive_rows_from_the_graded_lists(retrieved_release, t
 def test_training_files_refuses_a_negative_level_at_the_answer_level(retrieved_release, tmp_path):
     built, root = retrieved_release["release"], retrieved_release["root"]
     write_texts(built, retrieved_release["copy"], root / "texts-refusal")
-    with pytest.raises(ArgumentError, match="negative level 4: must be below the release's answer level 4"):
+    with pytest.raises(ArgumentError, match="--negative-level 4: must be below the release's answer level 4"):
         write_training_files(built, root / "texts-refusal", tmp_path / "out", negative_level=4)
-    with pytest.raises(ArgumentError, match="fill order"):
+    with pytest.raises(ArgumentError, match="--fill-order 'judged,bm25'"):
         write_training_files(built, root / "texts-refusal", tmp_path / "out", fill_order=("judged", "bm25"))
+    texts_args = ("--texts", root / "texts-refusal")
+    for more, fragment in (
+        (("--fill-order", ""), "--fill-order '': name each of judged, retrieved_unjudged, other_question"),
+        (("--negatives", 1000), "--negatives 1000: every one of the"),
+    ):
+        code, output = cli_one_line("training-files", built, *texts_args, "--out", tmp_path / "cli", *more)
+        assert_one_line_error(code, output, fragment)
+    code, output = cli_one_line(
+        "training-files", built, *texts_args, "--out", tmp_path / "st", "--format", "sentence-transformers"
+    )
+    assert code == 0 and "no queries (only --format beir writes them)" in output and "0 queries" not in output
+
+
+def test_a_release_without_its_training_configs_is_refused_by_training_files_and_train(retrieved_release, tmp_path):
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    bare = tmp_path / "bare"
+    shutil.copytree(built, bare)
+    for name in ("graded_lists", "hard_negatives"):
+        shutil.rmtree(bare / "data" / name)
+    write_texts(built, retrieved_release["copy"], root / "texts-bare")
+    for command in ("training-files", "train"):
+        out = tmp_path / command
+        code, output = cli_one_line(command, bare, "--texts", root / "texts-bare", "--out", out)
+        assert_one_line_error(code, output, "no hard-negatives rows to write", "rebuild it with")
+        assert not out.exists() or not [p for p in out.rglob("*.parquet")]
+
+
+def test_training_rows_takes_str_paths(retrieved_release, tmp_path):
+    from builder.training.recipe import training_rows
+
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    write_texts(built, retrieved_release["copy"], root / "texts-str")
+    summary = write_training_files(str(built), str(root / "texts-str"), str(tmp_path / "files"))
+    rows = training_rows(str(built), str(tmp_path / "files"), load_profile("paper"))
+    assert len(rows.dataset) == summary.rows["train"] > 0

@@ -139,3 +139,37 @@ def test_train_keeps_its_work_folder_out_of_the_model_folder(release, texts, tmp
     )
     assert result.exit_code == 1 and "is inside the model folder" in result.output, result.output
     assert not out.exists()
+
+
+def test_a_failed_texts_run_leaves_no_temporary_missing_list(release, copy, tmp_path):  # noqa: F811
+    """A copy whose judged documents' file is damaged half-way: texts fails naming it, and leaves neither its
+    temporary texts shard nor its temporary missing list (it used to leave `.missing-*.tsv.tmp-*` each time)."""
+    import shutil
+
+    from generation.errors import InputError
+
+    damaged = tmp_path / "copy"
+    shutil.copytree(copy["root"], damaged)
+    data = damaged / "txt/en/en00/en0000/en0000-00.json.gz"
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    for offsets in damaged.rglob("*.offset"):
+        offsets.unlink()  # streamed: the damage is found after some documents were read
+    out = tmp_path / "texts"
+    with pytest.raises(InputError, match="en0000-00.json.gz"):
+        write_texts(release, damaged, out)
+    assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
+
+
+def test_every_stage_refuses_a_link_in_its_output_folder_before_writing(tmp_path, small_pipeline, users_folder):
+    """The stage template's shards (here the pool's) share the writers' guard: `_locks/` a link to a user's folder
+    is refused before the lock is written through it."""
+    from generation.stages.pool import build_pool
+
+    out = tmp_path / "candidates"
+    out.mkdir()
+    (out / "_locks").symlink_to(users_folder)
+    runs = small_pipeline["candidates"].parent / "runs"
+    with pytest.raises(LinkRefused, match="_locks: is a symbolic link"):
+        build_pool(small_pipeline["profile"], small_pipeline["questions"], runs, small_pipeline["index"].parent /
+                   "corpus", out)  # fmt: skip
+    assert untouched(users_folder)

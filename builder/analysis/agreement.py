@@ -67,7 +67,8 @@ def cohen_kappa(a: np.ndarray, b: np.ndarray, levels: list[int], weights: str | 
     else:
         w = ((i - j) / max(k - 1, 1)) ** 2
     denominator = (w * expected).sum()
-    return float(1 - (w * observed).sum() / denominator) if denominator else 1.0
+    # undefined when both sides give one level (sklearn's cohen_kappa_score returns NaN there too)
+    return float(1 - (w * observed).sum() / denominator) if denominator else float("nan")
 
 
 def krippendorff_alpha_ordinal(a: np.ndarray, b: np.ndarray, levels: list[int]) -> float:
@@ -130,7 +131,7 @@ def bootstrap(
     """95% percentile intervals of `point_measures`. Pairs are resampled with replacement; with `groups` (a label
     per pair, e.g. its question), whole groups are, so pairs that share a question are not counted as independent."""
     rng = np.random.default_rng(seed)
-    members = [np.arange(len(a))] if groups is None else list(_group_members(groups))
+    members = [np.arange(len(a))] if groups is None else list(group_members(groups))
     samples: dict[str, list[float]] = {}
     for _ in range(resamples):
         if groups is None:
@@ -146,7 +147,7 @@ def bootstrap(
         }
 
 
-def _group_members(groups: np.ndarray):
+def group_members(groups: np.ndarray):
     """The positions of each group's pairs, groups in sorted order (so a seeded bootstrap is reproducible)."""
     order = np.argsort(groups, kind="stable")
     _, starts = np.unique(groups[order], return_index=True)

@@ -13,20 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving, verdict
-from builder.analysis.pilot_record import KIND, PILOT_RECORD, record_json, setting_record
+from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving
+from builder.analysis.pilot_record import KIND, PILOT_RECORD, finite, record_json, setting_record
 from builder.analysis.pilot_stability import label_stability
+from builder.analysis.pilot_verdict import VerdictRule, decide
 from builder.pasteable import profile_argument
 from generation import __version__
 from generation.errors import ArgumentError
 from generation.notices import warn
-from generation.pilot.sample import SampleRequest, read_population, sample_for
+from generation.pilot.sample import SAMPLE_FILE, SampleRequest, read_population, sample_for
 from generation.pilot.settings import Setting, check_batch_comparison, check_comparable, judge_differences
 from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.base import StageSummary
 from generation.stages.pilot_judge import PilotJudgeStage
 from generation.stages.pool import PoolStage
-from generation.storage import write_text_atomic
+from generation.storage import clean_stale_tmp, refuse_links_under, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -42,22 +43,41 @@ class PilotOptions:
     request: SampleRequest = field(default_factory=SampleRequest)
     threshold: float = 0.8  # the weighted kappa B must reach
     weights: str = "linear"  # of that kappa
-    answer_level: int = 4  # level >= this answers a sub-question (the card's and training's threshold)
+    answer_level: int | None = None  # a positive: level >= this; None: A's profile's (training's positives)
     resamples: int = 1000  # bootstrap resamples of the 95% intervals
     plan_sample: int = 200  # prompts `plan` tokenizes per setting
+    min_recall: float = 0.9  # B's recall of A's positives must reach this
+    min_precision: float = 0.9  # B's precision on A's positives must reach this
+    lower_end: bool = False  # the verdict reads the bootstrap intervals' lower ends, not the point estimates
 
     def __post_init__(self) -> None:
-        if not 0 < self.threshold <= 1:
-            raise ArgumentError(f"--threshold {self.threshold}: a weighted kappa in (0, 1]")
         if self.weights not in WEIGHTS:
             raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
+        if self.lower_end and not self.resamples:
+            raise ArgumentError("--require-lower-end with --resamples 0: no bootstrap interval to read")
+        self.rule(4)  # the bounds checked before anything is judged
+
+    def rule(self, answer_level: int) -> VerdictRule:
+        return VerdictRule(
+            measure=f"kappa_{self.weights}",
+            threshold=self.threshold,
+            min_recall=self.min_recall,
+            min_precision=self.min_precision,
+            answer_level=answer_level,
+            basis="lower end" if self.lower_end else "point",
+        )
+
+    def positives_at(self, a: Setting) -> int:
+        """The answer level: the option, else setting A's `complexity.answer_level` (what training calls positive)."""
+        return a.profile.complexity.answer_level if self.answer_level is None else self.answer_level
 
 
 def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:
     """Refuses what cannot be compared (generation/pilot/settings.py); the notes on what will be compared."""
     check_comparable(a, b)
-    if not 1 <= options.answer_level <= a.max_level:
-        raise ArgumentError(f"--answer-level {options.answer_level}: a level of the settings' scale 1..{a.max_level}")
+    level = options.positives_at(a)
+    if not 1 <= level <= a.max_level:
+        raise ArgumentError(f"--answer-level {level}: a level of the settings' scale 1..{a.max_level}")
     notes = [a.shares_document_prefix(), b.shares_document_prefix()]
     stability_check = check_batch_comparison(a, b)
     if stability_check:
@@ -85,6 +105,8 @@ class Pilot:
         for line in self.notes:
             warn(f"pilot: {line}")
         inputs = self.inputs
+        refuse_links_under(inputs.out)  # `OUT/a` a link to a user's folder: refused before anything is written
+        clean_stale_tmp(inputs.out, [SAMPLE_FILE, PILOT_RECORD])  # what a killed pilot left (a live one's kept)
         candidate_files = PoolStage.completed_files(inputs.candidates, self.settings[0].profile)
         population = read_population(inputs.subquestions, candidate_files, inputs.candidates)
         _, self.definition, self.sample = sample_for(inputs.out, population, self.options.request)
@@ -147,8 +169,9 @@ def pilot_record(
     notes: list[str],
 ) -> dict:
     """The pilot record (its fields: builder/analysis/pilot_record.py)."""
+    answer_level = options.positives_at(a)
     agreement = measure_agreement(
-        tables["A"], tables["B"], a.max_level, options.answer_level, options.resamples, options.request.seed
+        tables["A"], tables["B"], a.max_level, answer_level, options.resamples, options.request.seed
     )
     bills = {
         s.label: paper_bill(s, inputs.subquestions, inputs.candidates, inputs.index, options.plan_sample)
@@ -164,12 +187,12 @@ def pilot_record(
         "agreement": {
             **agreement,
             "weights": options.weights,
-            "answer_level": options.answer_level,
+            "answer_level": answer_level,
             "resamples": options.resamples,
             "interval": "95% percentile bootstrap over whole questions",
         },
         "stability": label_stability(tables["A"], tables["B"]),
         "gpu_hours": {**bills, "saved": saving(bills["A"], bills["B"])},
-        "verdict": verdict(agreement, options.weights, options.threshold),
+        "verdict": decide(finite(agreement), options.rule(answer_level)),
         "notes": notes,
     }

@@ -1,12 +1,13 @@
 """What a pilot measures once both settings have judged its sample: their agreement (builder/analysis/agreement.py,
-with A as the reference), each setting's paper-scale bill from `plan` (generation/planning/), and the verdict.
+with A as the reference) and each setting's paper-scale bill from `plan` (generation/planning/). The verdict on
+them is builder/analysis/pilot_verdict.py.
 
 Agreement is over the pairs both settings graded (a level, not unparsed or failed); the coverage says how many
 each left without one. The 95% intervals resample whole questions, as the sample drew them."""
 
 from __future__ import annotations
 
-import math
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from scipy import stats as sps
 
-from builder.analysis.agreement import Joined, compare, correlation, threshold_precision_recall
+from builder.analysis.agreement import Joined, compare, correlation, group_members, threshold_precision_recall
 from generation.pilot.settings import Setting
 from generation.shards import stage_files
 from generation.stages.pilot_judge import PILOT_JUDGMENTS
@@ -79,35 +80,28 @@ def measure_agreement(a: pa.Table, b: pa.Table, max_level: int, answer_level: in
         "b": expected_source(b),
     }
     result["answer"] = threshold_precision_recall(joined.b, joined.a, answer_level)
+    if len(joined.a) and resamples:
+        result["answer"]["confidence_95"] = answer_intervals(joined, questions, answer_level, resamples, seed)
     result["questions"] = len(set(questions.tolist()))
     return result
 
 
-def verdict(agreement: dict, weights: str, threshold: float) -> dict:
-    """PASS when the weighted kappa reaches `threshold` (B may replace A), else FAIL; the line says it with the
-    interval, and whether the interval's lower end also clears the threshold."""
-    name = f"kappa_{weights}"
-    value = agreement["measures"][name]
-    low, high = agreement.get("confidence_95", {}).get(name, (float("nan"), float("nan")))
-    label = f"{weights}-weighted kappa"
-    interval = f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else ""
-    if math.isnan(value) or agreement["coverage"]["both"] == 0:
-        passed, line = False, f"FAIL: {label} undefined (no pair graded by both settings): B may not replace A"
-    elif value >= threshold:
-        passed = True
-        line = f"PASS: {label} {value:.2f}{interval} >= {threshold:.2f}: B may replace A"
-        if not math.isnan(low) and low < threshold:
-            line += f" (the interval's lower end {low:.2f} is below {threshold:.2f}: a larger sample would settle it)"
-    else:
-        passed, line = False, f"FAIL: {label} {value:.2f}{interval} < {threshold:.2f}: B may not replace A"
-    return {
-        "measure": name,
-        "value": value,
-        "interval": [low, high],
-        "threshold": threshold,
-        "passed": passed,
-        "line": line,
-    }
+def answer_intervals(joined: Joined, questions: np.ndarray, answer_level: int, resamples: int, seed: int) -> dict:
+    """95% percentile intervals of B's precision and recall of A's positives, resampling whole questions as
+    `agreement.bootstrap` does (a resample where one is undefined is left out of its interval)."""
+    rng = np.random.default_rng(seed)
+    members = list(group_members(questions))
+    samples: dict[str, list[float]] = {"precision": [], "recall": []}
+    for _ in range(resamples):
+        pick = np.concatenate([members[i] for i in rng.integers(0, len(members), len(members))])
+        found = threshold_precision_recall(joined.b[pick], joined.a[pick], answer_level)
+        for name, values in samples.items():
+            values.append(float("nan") if found[name] is None else found[name])
+    with warnings.catch_warnings():  # undefined in every resample: no interval (NaN, null in the record)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {
+            name: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] for name, v in samples.items()
+        }
 
 
 def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 200) -> dict:

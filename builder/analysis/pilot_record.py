@@ -67,7 +67,8 @@ def finite(value):
 
 
 def record_json(record: dict) -> str:
-    return json.dumps(finite(record), indent=1, allow_nan=False)
+    """The record's bytes: keys sorted, so two runs of one pilot (or a resumed one) write the same file."""
+    return json.dumps(finite(record), indent=1, allow_nan=False, sort_keys=True) + "\n"
 
 
 def read_pilot_record(path: Path) -> dict:

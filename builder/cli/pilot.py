@@ -22,6 +22,8 @@ from builder.cli.support import (
 )
 from generation.progress import results
 
+STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/backend_registry.py)
+
 SET_HELP = "a key of setting {label}'s profile, SECTION.KEY=VALUE (e.g. judge.quantization=fp8); repeatable"
 
 
@@ -38,11 +40,18 @@ def pilot(
     ),
     pairs: int = typer.Option(2000, "--pairs", min=1, help="pairs in the sample"),
     questions: int = typer.Option(100, "--questions", min=1, help="questions drawn whole; the pairs come from them"),
-    seed: int = typer.Option(0, "--seed", help="seed of the draw and of the bootstrap"),
+    seed: int = typer.Option(0, "--seed", help="seed of the draw and of the bootstrap (>= 0)"),
     threshold: float = typer.Option(0.8, "--threshold", help="the weighted kappa B must reach to replace A"),
     weights: str = typer.Option("linear", "--weights", help="the kappa's disagreement weights: linear or quadratic"),
-    answer_level: int = typer.Option(
-        4, "--answer-level", min=1, help="level >= this answers a sub-question (precision and recall)"
+    answer_level: int | None = typer.Option(
+        None,
+        "--answer-level",
+        help="a positive: level >= this (precision and recall; default: A's complexity.answer_level, training's)",
+    ),
+    min_recall: float = typer.Option(0.9, "--min-recall", help="B's recall of A's positives must reach this"),
+    min_precision: float = typer.Option(0.9, "--min-precision", help="B's precision on A's positives must reach this"),
+    require_lower_end: bool = typer.Option(
+        False, "--require-lower-end", help="the verdict reads each bootstrap interval's lower end, not the estimate"
     ),
     resamples: int = typer.Option(1000, "--resamples", min=0, help="bootstrap resamples (whole questions)"),
     shard: int = SHARD,
@@ -62,7 +71,16 @@ def pilot(
         if not folder.is_dir():
             fail(f"{folder}: no such folder ({option})")
     settings = load_setting("A", a, a_set), load_setting("B", b, b_set)
-    options = PilotOptions(SampleRequest(pairs, questions, seed), threshold, weights, answer_level, resamples)
+    options = PilotOptions(
+        SampleRequest(pairs, questions, seed),
+        threshold,
+        weights,
+        answer_level,
+        resamples,
+        min_recall=min_recall,
+        min_precision=min_precision,
+        lower_end=require_lower_end,
+    )
     run = Pilot(*settings, PilotInputs(subquestions, candidates, index, out), options, shard_of(shard, num_shards))
     run.prepare()
     for setting in settings:
@@ -97,10 +115,14 @@ def print_pilot(record: dict) -> None:
     )
     for label, setting in record["settings"].items():
         counts = agreement["settings"][label]
+        said = (
+            "no prompt (a stand-in judge)"
+            if setting["profile"]["judge"]["backend"] == STAND_IN
+            else f"prompt {setting['prompt']['id']} (sha256 {setting['prompt']['sha256'][:12]}), {setting['precision']}"
+        )
         say(
             f"{label}: {setting['given']}{' with ' + ' '.join(setting['overrides']) if setting['overrides'] else ''}"
-            f" = {setting['judge']}, prompt {setting['prompt']['id']} (sha256 {setting['prompt']['sha256'][:12]}), "
-            f"{setting['precision']}: {counts['graded']:,} of {counts['pairs']:,} pairs graded"
+            f" = {setting['judge']}, {said}: {counts['graded']:,} of {counts['pairs']:,} pairs graded"
         )
     print_agreement(agreement)
     spearman = agreement["expected_spearman"]
@@ -115,6 +137,7 @@ def print_pilot(record: dict) -> None:
     if "stability" in record:  # records written before it have none
         say(stability_line(record["stability"]))
     print_bills(record["gpu_hours"])
+    say(f"the rule: {record['verdict']['rule_text']}")
     say(record["verdict"]["line"])
 
 

@@ -122,7 +122,7 @@ def training_files(
             whole=whole,
             negatives=negatives,
             negative_level=negative_level,
-            fill_order=tuple(part.strip() for part in fill_order.split(",")) if fill_order else None,
+            fill_order=None if fill_order is None else tuple(p.strip() for p in fill_order.split(",") if p.strip()),
             progress=advance,
             **({"formats": tuple(formats)} if formats else {}),
         ),
@@ -158,14 +158,15 @@ def train(
     push_to_hub: str | None = typer.Option(
         None,
         "--push-to-hub",
-        help="ORG/NAME: upload the model folder, once a scan of its files finds none of the training texts",
+        help="ORG/NAME: upload the files train wrote (a folder holding any other is refused), once a scan of them "
+        "finds none of the training texts",
     ),
 ) -> None:
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
     batches that keep judged positives out of each anchor's negatives), keep the checkpoint with the best dev
     nDCG@10, and measure it once on test."""
     from builder.release.publish.hub_errors import PublishRefused, checked_repo_id
-    from builder.training.push import push_model
+    from builder.training.push import check_before_training, push_model
     from builder.training.recipe import train_and_measure
     from builder.training.report import render_report
     from builder.training.run_settings import train_profile
@@ -178,6 +179,7 @@ def train(
     try:
         if push_to_hub:
             checked_repo_id(push_to_hub, "--push-to-hub")  # before the long work
+            check_before_training(out)
     except PublishRefused as e:
         fail(str(e))
     chosen = train_profile(
@@ -198,7 +200,7 @@ def train(
     results.print(render_report(report, chosen), highlight=False, markup=False)
     if push_to_hub:
         try:
-            url = push_model(out, texts, push_to_hub, say=notice)
+            url = push_model(out, texts, push_to_hub, report.model_files, say=notice)
         except PublishRefused as e:  # training text found (nothing uploaded), or a Hub error in one line
             fail(str(e))
         results.print(f"pushed {out} -> {url}", highlight=False, markup=False)

@@ -117,6 +117,8 @@ def pilot_markdown(entry: dict) -> str:
         "",
         f"Verdict: {verdict['line']}",
         "",
+        f"The rule: {verdict['rule_text']}.",
+        "",
         saved_line(record, labels),
     ]
     return "\n".join(lines)

@@ -87,7 +87,7 @@ GENERATE_FAULTS = {
     ),
     "corpus-ids row dropped": (
         sealed(lambda r: rewrite(data_file(r, "corpus_ids"), lambda t: t.slice(1))),
-        {"corpus-ids"},
+        {"corpus-ids", "card-training"},
         "corpus-ids",
     ),
     "corpus-ids URL for a document nobody clicked": (
@@ -135,7 +135,7 @@ GENERATE_FAULTS = {
                 ),
             )
         ),
-        {"training"},
+        {"training", "card-training"},
         "training",
     ),
     "hard-negatives: the positive among its own negatives": (
@@ -149,7 +149,7 @@ GENERATE_FAULTS = {
                 ),
             )
         ),
-        {"training"},
+        {"training", "card-training"},
         "training",
     ),
     "hard-negatives: a negative's source named wrong": (
@@ -165,12 +165,12 @@ GENERATE_FAULTS = {
                 ),
             )
         ),
-        {"training"},
+        {"training", "card-training"},
         "training",
     ),
     "hard-negatives row dropped": (
         sealed(lambda r: rewrite(data_file(r, "hard_negatives"), lambda t: t.slice(1))),
-        {"training"},
+        {"training", "card-training"},
         "training",
     ),
     "graded-lists label changed": (
@@ -266,6 +266,7 @@ CHECK_NAMES = {
     "figures": "the card's configs table",
     "plot": "level_distribution.png draws",
     "training": "hard-negatives and graded-lists are what the judgments give",
+    "card-training": "the card's training statements",
 }
 
 

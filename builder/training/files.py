@@ -61,9 +61,16 @@ class TrainingFilesSummary:
         )
         by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.record()["negatives_by_source"].items())
         rule = self.rule
+        corpus = (
+            f"corpus {self.corpus:,} documents"
+            if {"beir", "tevatron"} & set(self.formats)
+            else "no corpus (only --format beir and tevatron write one)"
+        )
+        queries = (
+            f"{self.queries:,} queries" if "beir" in self.formats else "no queries (only --format beir writes them)"
+        )
         return [
-            f"{splits}; {self.negatives} negatives a row; corpus {self.corpus:,} documents, {self.queries:,} "
-            f"queries -> {self.out}",
+            f"{splits}; {self.negatives} negatives a row; {corpus}, {queries} -> {self.out}",
             f"  rows: {self.counts.positives - self.counts.short_positives:,} of {self.counts.positives:,} positives "
             f"(negative level <= {rule.negative_level}, fill order {', '.join(rule.fill_order)}); "
             f"negatives by source: {by_source}",
@@ -270,6 +277,13 @@ def write_training_files(
     except ValueError as e:
         raise ArgumentError(str(e)) from None
     splits = [s for s in SPLITS if config("graded-lists").files(release, s)]
+    if not splits:
+        raise InputError(
+            release,
+            0,
+            "no hard-negatives rows to write: the release holds no graded-lists files, the training configs' source; "
+            "rebuild it with `researchy-subq build-release`",
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(
         out / TEXTS_MARKER,
@@ -290,6 +304,12 @@ def write_training_files(
     finally:
         for db in lookups:
             db.close()
+    if summary.counts.positives and summary.counts.short_positives == summary.counts.positives:
+        raise ArgumentError(
+            f"--negatives {rule.negatives}: every one of the {summary.counts.positives:,} positives is short of "
+            f"{rule.negatives} negatives from {', '.join(rule.fill_order)} (level <= {rule.negative_level}): no row "
+            "was written; choose a smaller k"
+        )
     summary.corpus = write_corpora(shards, out, whole, [f for f in ("beir", "tevatron") if f in formats])
     if "beir" in formats:
         summary.queries = write_queries_and_qrels(release, out, splits)

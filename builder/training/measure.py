@@ -4,8 +4,9 @@ set, each sub-question ranking it (nDCG@10 over sub-questions, gain = the level)
 questions: builder/analysis/evaluate.py `evaluate_run`).
 
 The ranking set is named in every table:
-- `corpus`: every document of the texts folder (every split's judged documents the user's copy has), as the release
-  card's mteb task ranks them (its corpus is the texts folder's `text` column);
+- `corpus`: every document of the texts folder (every split's judged documents the user's copy has, and the
+  hard-negatives rows' never-judged negatives), as the release card's mteb task ranks them (its corpus is the texts
+  folder's `text` column);
 - `judged`: only the split's own judged documents (cheaper; an easier task, so higher numbers).
 """
 
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from builder.analysis.evaluate import evaluate_run, evaluate_subquestion_run, judgment_files
 from builder.release.layout import config
+from builder.release.ranking_documents import judged_docids
 
 RANKINGS = ("corpus", "judged")
 QUERY_CHUNK = 1024  # queries scored against a chunk of documents at once (memory: QUERY_CHUNK x CORPUS_CHUNK floats)
@@ -74,12 +76,22 @@ class RankingSet:
             docids = [d for d in topics.documents[start : start + CORPUS_CHUNK] if d in found]
             yield docids, [found[d] for d in docids]
 
-    def describe(self, documents: int) -> str:
+    def describe(self, documents: int, judged: int | None = None) -> str:
+        """What was ranked, in words; for the corpus, its documents by kind (`judged` of them judged in the release)."""
         if self.kind == "corpus":
             return (
-                f"the texts corpus: {documents:,} documents, every split's judged documents (as the card's mteb task)"
+                f"the texts corpus: {documents:,} documents ({judged:,} judged in the release, {documents - judged:,} "
+                "never judged: the hard-negatives rows' unjudged negatives; as the card's mteb task)"
             )
         return f"the split's judged documents ({documents:,})"
+
+    def judged_in(self, release: Path) -> int:
+        """How many documents of the texts folder the release judged (the rest are unjudged negatives)."""
+        ids = [pq.read_table(path, columns=["docid"])["docid"] for path in self.text_files]
+        if not ids:
+            return 0
+        docids = pc.unique(pa.chunked_array(ids))
+        return int(pc.sum(pc.is_in(docids, value_set=judged_docids(release)["docid"].combine_chunks())).as_py() or 0)
 
 
 def rank(
@@ -146,6 +158,7 @@ def measure_splits(
     if ranking.kind == "corpus":
         queries = {k: v for t in topics.values() for k, v in (*t.subquestions.items(), *t.questions.items())}
         shared = rank(model, queries, ranking.chunks(None), depth, batch_size)
+        judged = ranking.judged_in(release)
     results = {}
     for split, topic in topics.items():
         if ranking.kind == "corpus":
@@ -159,6 +172,6 @@ def measure_splits(
             **scores_of(release, split, run, answer_level),
             "documents": documents,
             "documents missing": len(topic.documents) - with_text,
-            "ranking": ranking.describe(documents),
+            "ranking": ranking.describe(documents, judged if ranking.kind == "corpus" else None),
         }
     return results

@@ -76,7 +76,24 @@ def without_training_text(data) -> None:
             dataset.pop(key, None)
 
 
-def provenance(manifest: Manifest, profile, base_name: str, base_path: Path, chosen: str) -> str:
+def negatives_sentence(profile, rows: int, by_source: dict[str, int]) -> str:
+    """What the trained rows' negatives are, from their counts by source (the sidecar's `negative_sources`)."""
+    level = profile.training.negative_level
+    kinds = {
+        "judged": f"judged at level <= {level} for the sub-question",
+        "retrieved_unjudged": "retrieved for the question and never judged",
+        "other_question": f"judged at level <= {level} for a sub-question of another question",
+    }
+    parts = [f"{n:,} {kinds.get(source, source)} (`{source}`)" for source, n in by_source.items() if n]
+    total = sum(by_source.values())
+    return f"{profile.training.negatives} negatives; of the {rows:,} rows' {total:,} negatives, " + (
+        ", ".join(parts) if parts else "none"
+    )
+
+
+def provenance(
+    manifest: Manifest, profile, base_name: str, base_path: Path, chosen: str, rows: int, by_source: dict[str, int]
+) -> str:
     """The section that says where the labels came from, which documents were trained on and how the model was
     chosen (Markdown)."""
     repo = manifest.repo or "researchy-subq-judgments"
@@ -92,8 +109,8 @@ def provenance(manifest: Manifest, profile, base_name: str, base_path: Path, cho
         "",
         f"- **Labels**: the `hard-negatives` config of [{repo}](https://huggingface.co/datasets/{repo}), train split "
         f"(licence {DATASET_LICENCE}). Each row is a sub-question of Researchy Questions, one document judged at level "
-        f">= {profile.complexity.answer_level} for it (the positive), and {profile.training.negatives} documents judged "
-        f"at level <= {profile.training.negative_level} (hard negatives).",
+        f">= {profile.complexity.answer_level} for it (the positive), and "
+        f"{negatives_sentence(profile, rows, by_source)}.",
         (
             f"- **Judge**: the levels were imported from {', '.join(imported.get('judges') or ['a labels file'])} "
             f"({', '.join(imported.get('formats') or [])}), not judged by the kit."
@@ -111,8 +128,8 @@ def provenance(manifest: Manifest, profile, base_name: str, base_path: Path, cho
         ),
         "- **Documents**: ClueWeb22-B pages from the trainer's own licensed copy, as the judge saw them (the first "
         f"{profile.judge.context_words:,} words). No document text belongs in this repository: ClueWeb22's licence "
-        "forbids redistributing it. `researchy-subq train --push-to-hub` scans every file for every training text "
-        "before it uploads the folder.",
+        "forbids redistributing it. `researchy-subq train --push-to-hub` sends only the files `train` wrote, by name, "
+        "once a scan of them finds none of the training texts.",
         f"- **Base model**: {base}; this model keeps its licence.",
         f"- **Chosen on dev**: {chosen}. Test was measured once, for the chosen model.",
         "",

@@ -14,17 +14,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.layout import config, present_splits
 from builder.release.no_text import refuse_release_target
-from builder.training.evaluator import KEYS, GradedRetrievalEvaluator, metric_for_best_model
+from builder.training.evaluator import KEYS, PRIMARY, GradedRetrievalEvaluator, metric_for_best_model
 from builder.training.files import build_lookup, lookup, texts_folder_for, write_training_files
 from builder.training.measure import METRICS, RankingSet, measure_splits
 from builder.training.model_card import add_section, card_data, provenance, without_training_text
@@ -39,7 +41,7 @@ from builder.training.sampler import (
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError
 from generation.profiles import Profile
-from generation.storage import prepare_output_folder, write_text_atomic
+from generation.storage import files_under, prepare_output_folder, replace_file, write_text_atomic
 
 TRAIN_SPLIT, DEV_SPLIT, TEST_SPLIT = "train", "dev", "test"
 REPORT = "training_report.json"
@@ -66,6 +68,7 @@ class TrainingReport:
     steps: int
     dev: dict = field(default_factory=dict)  # base, checkpoints (step -> metrics), chosen (its step and metrics)
     test: dict = field(default_factory=dict)  # base (for reference) and chosen, measured once after the choice
+    model_files: list[str] = field(default_factory=list)  # what train wrote into OUT: all `--push-to-hub` sends
 
     def as_json(self) -> dict:
         out = asdict(self)
@@ -90,6 +93,7 @@ def training_rows(release: Path, files: Path, profile: Profile) -> TrainingRows:
     judged documents from the release's `graded-lists`."""
     from datasets import Dataset
 
+    release, files = Path(release), Path(files)
     texts = files / "sentence-transformers" / f"{TRAIN_SPLIT}.parquet"
     ids = pq.read_table(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
     graded = pq.read_table(config("graded-lists").files(release, TRAIN_SPLIT), columns=["query_id", "docids", "labels"])
@@ -200,6 +204,30 @@ def dev_history(trainer, evaluator) -> tuple[list[dict], dict]:
     return history, next(h for h in reversed(history) if h["step"] == step)
 
 
+def negatives_by_source(ids: Path) -> dict[str, int]:
+    """The trained rows' negatives counted by source (the id sidecar's `negative_sources`), largest first."""
+    sources = pq.read_table(ids, columns=["negative_sources"])["negative_sources"]
+    counts = {s["values"]: s["counts"] for s in pc.value_counts(pc.list_flatten(sources)).to_pylist()}
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def card_training_logs(log_history: list[dict], evaluator) -> list[dict]:
+    """The card's training-log table (sentence-transformers' `training_logs` rows) from the trainer's whole log:
+    its callbacks keep only this process's rows, so a resumed run would lose those before the checkpoint it resumed
+    from, the chosen one among them."""
+    primary = f"{evaluator.name}_{PRIMARY}"
+    rows: dict[int, dict] = {}
+    for entry in log_history:
+        if "loss" not in entry and f"eval_{primary}" not in entry:
+            continue
+        row = rows.setdefault(entry["step"], {"Epoch": entry.get("epoch"), "Step": entry["step"]})
+        if "loss" in entry:
+            row["Training Loss"] = entry["loss"]
+        if f"eval_{primary}" in entry:
+            row[primary] = entry[f"eval_{primary}"]
+    return [rows[step] for step in sorted(rows)]
+
+
 def train_and_measure(
     release: Path,
     texts: Path,
@@ -254,6 +282,8 @@ def train_and_measure(
     progress(f"fine-tuning {settings.model} on {len(rows.dataset):,} rows")
     started = time.perf_counter()
     trainer = fine_tune(rows, profile, model, dev, work / "checkpoints")
+    if dev is not None:
+        model.model_card_data.training_logs = card_training_logs(trainer.state.log_history, dev)
     seconds = time.perf_counter() - started
     report = TrainingReport(
         settings.model, settings.ranking, len(rows.dataset), rows.left_out, counts, seconds, trainer.state.global_step
@@ -272,7 +302,16 @@ def train_and_measure(
         test(model)
         report.test = {"base": base[TEST_SPLIT], "chosen": test.last}
     db.close()
-    model.save(str(out))
-    add_section(out / "README.md", provenance(manifest, profile, settings.model, base_path, chosen))
-    write_text_atomic(out / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
+    staged = work / "model"  # saved whole here first, so the model's own files are known by name
+    if staged.exists():
+        shutil.rmtree(staged)
+    model.save(str(staged))
+    by_source = negatives_by_source(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
+    card = provenance(manifest, profile, settings.model, base_path, chosen, len(rows.dataset), by_source)
+    add_section(staged / "README.md", card)
+    report.model_files = sorted({*files_under(staged), REPORT})
+    write_text_atomic(staged / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
+    for name in report.model_files:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        replace_file(out, name, lambda tmp, name=name: shutil.copyfile(staged / name, tmp))
     return report

@@ -28,13 +28,16 @@ def rule_of_release(manifest: Manifest, negatives=None, negative_level=None, fil
     )
     unknown = sorted(set(rule.fill_order) - set(hn.SOURCES))
     if unknown or len(set(rule.fill_order)) != len(rule.fill_order) or not rule.fill_order:
-        raise ValueError(f"fill order {list(rule.fill_order)}: name each of {', '.join(hn.SOURCES)} at most once")
+        raise ValueError(
+            f"--fill-order {','.join(rule.fill_order)!r}: name each of {', '.join(hn.SOURCES)} at most once, "
+            "comma-separated"
+        )
     if not 0 <= rule.negative_level < rule.answer_level:
         raise ValueError(
-            f"negative level {rule.negative_level}: must be below the release's answer level {rule.answer_level}"
+            f"--negative-level {rule.negative_level}: must be below the release's answer level {rule.answer_level}"
         )
     if rule.negatives < 1:
-        raise ValueError(f"negatives {rule.negatives}: at least 1")
+        raise ValueError(f"--negatives {rule.negatives}: at least 1")
     return rule
 
 

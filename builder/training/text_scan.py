@@ -156,9 +156,12 @@ def _matches(batch: pa.RecordBatch, folder: FolderShingles, result: ScanResult) 
     for values, at in candidates:
         for value, position in zip(*(a[folder.holds(values)].tolist() for a in (values, at))):
             text = int(owner[position])
+            file, docid = folder.files[value], batch["docid"][text].as_py()
+            if any((f.file, f.docid) == (file, docid) for f in result.found):
+                continue  # one finding per file and document, not one per shingle
             words = pc.split_pattern_regex(pc.utf8_lower(batch["text"][text : text + 1]), WORD_BREAK)
             words = [w for w in words[0].as_py() if w][position - int(starts[text]) :][:SHINGLE_WORDS]
-            result.found.append(TextFound(folder.files[value], batch["docid"][text].as_py(), " ".join(words)))
+            result.found.append(TextFound(file, docid, " ".join(words)))
 
 
 def scan_folder(folder: Path, text_files: list[Path], limit: int = 10) -> ScanResult:

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from builder.release.contract import Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
+from builder.release.ranking_documents import judged_docids, negative_docids
 from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
@@ -78,30 +79,16 @@ def release_context_words(release: Path) -> tuple[int, Manifest]:
     return manifest.profile.judge.context_words, manifest
 
 
-def judged_docids(release: Path) -> pa.Table:
-    """The docid of every judged document of the release, once each, over its splits (Arrow: ~30 bytes a document)."""
-    release = Path(release)
-    files = [p for split in SPLITS for p in config("corpus-ids").files(release, split)]
-    if not files:
-        raise InputError(release, 0, "no corpus-ids files (data/corpus_ids/SPLIT-*.parquet): not a release folder")
-    ids = pa.chunked_array([pq.read_table(p, columns=["_id"])["_id"] for p in files])
-    return pa.table({"docid": pc.unique(ids)})
-
-
 def wanted_docids(release: Path, all_retrieved: bool = False) -> pa.Table:
     """The documents `texts` brings: every judged one, every unjudged negative of the release's hard-negatives rows
     (retrieved for the question or judged for another), and with `all_retrieved` every document of
     `questions.retrieved_unjudged` (what `training-files` needs to re-derive rows with a larger k)."""
     release = Path(release)
-    parts = [judged_docids(release)["docid"]]
-    for split in SPLITS:
-        for path in config("hard-negatives").files(release, split):
-            rows = pq.read_table(path, columns=["negative_document_ids"])
-            parts.append(pc.list_flatten(rows["negative_document_ids"]))
-        if all_retrieved:
-            for path in config("questions").files(release, split):
-                lists = pq.read_table(path, columns=["retrieved_unjudged"])["retrieved_unjudged"]
-                parts.append(pc.struct_field(pc.list_flatten(lists), "docid"))
+    parts = [judged_docids(release)["docid"], negative_docids(release)]
+    for split in SPLITS if all_retrieved else ():
+        for path in config("questions").files(release, split):
+            lists = pq.read_table(path, columns=["retrieved_unjudged"])["retrieved_unjudged"]
+            parts.append(pc.struct_field(pc.list_flatten(lists), "docid"))
     ids = pa.chunked_array([p.cast(pa.string()) for p in parts if len(p)], pa.string())
     return pa.table({"docid": pc.unique(ids)})
 
@@ -209,6 +196,11 @@ class MissingList:
         commit(self.tmp, self.path)
         return self.path
 
+    def abort(self) -> None:
+        """A failed run leaves no temporary list behind."""
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
 
 def write_texts(
     release: Path,
@@ -252,17 +244,21 @@ def write_texts(
         else parquet_found(copy, docs, shard)
     )
     missing = MissingList(out / f"missing-{shard.label}.tsv")
-    with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
-        for item in found:
-            summary.documents += 1
-            if item.text is None:
-                missing.add(item.docid, item.reason)
-                summary.missing[item.reason] += 1
-            else:
-                sink.write_rows([row_of(item, context_words)])
-                summary.written += 1
-            if progress is not None:
-                progress(1)
+    try:
+        with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
+            for item in found:
+                summary.documents += 1
+                if item.text is None:
+                    missing.add(item.docid, item.reason)
+                    summary.missing[item.reason] += 1
+                else:
+                    sink.write_rows([row_of(item, context_words)])
+                    summary.written += 1
+                if progress is not None:
+                    progress(1)
+    except BaseException:
+        missing.abort()
+        raise
     missing_path = missing.close()
     output.mark_done(
         shard,

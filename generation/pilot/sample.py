@@ -55,6 +55,8 @@ class SampleRequest:
         for name in ("pairs", "questions"):
             if getattr(self, name) < 1:
                 raise ArgumentError(f"--{name} {getattr(self, name)}: must be >= 1")
+        if self.seed < 0:  # numpy's bootstrap generator takes no negative seed
+            raise ArgumentError(f"--seed {self.seed}: must be >= 0")
 
 
 @dataclass(frozen=True)

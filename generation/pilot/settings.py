@@ -13,6 +13,7 @@ from generation.judging.prompts import Prompt, get_prompt
 from generation.profiles import Profile, load_profile, with_overrides
 
 POOL_SECTIONS = ("bm25", "rerank", "pool")  # what makes the pairs; the judge section is what a pilot varies
+COMPARED_SECTION = "judge"  # the only section --a-set/--b-set may set
 STAND_IN_SCALE = 5  # the bi-encoder stand-in cuts its cosine into levels 0..5 (profile_sections: five cut points)
 
 
@@ -69,9 +70,18 @@ class Setting:
 def load_setting(label: str, given: str, overrides: list[str] | tuple[str, ...] = ()) -> Setting:
     """Setting `label` from a profile name or path and its overrides (a ProfileError names what is wrong). A profile
     with overrides is a profile of its own: named `NAME-pilot-a` (or -b), its description saying what was set."""
+    origin = f"--{label.lower()}-set"
+    for assignment in overrides:
+        section = assignment.partition("=")[0].strip().split(".")[0]
+        if section != COMPARED_SECTION:
+            raise ArgumentError(
+                f"{origin} {assignment!r}: the pilot compares judge settings only, set as judge.KEY=VALUE; it does not "
+                f"apply a {section!r} key"
+                + ("; the positives' level is --answer-level" if section == "complexity" else "")
+            )
     profile = load_profile(given)
     if overrides:
-        profile = with_overrides(profile, list(overrides), origin=f"--{label.lower()}-set")
+        profile = with_overrides(profile, list(overrides), origin=origin)
         profile = profile.model_copy(
             update={
                 "name": f"{profile.name}-pilot-{label.lower()}",

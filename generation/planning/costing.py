@@ -331,6 +331,11 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
         "utilisation from",
     ):
         table.add_column(column, justify="right")
+    sources: dict[str, str] = {}  # a long source in the table made it ~500 characters wide: a short key there
+
+    def key(source: str | None) -> str | None:
+        return sources.setdefault(source, f"[{len(sources) + 1}]") if source else None
+
     for row in judged + reranked:
         table.add_row(
             row.label,
@@ -347,14 +352,15 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
             f"{row.node_rate:,.2f}",
             f"{row.decode_batch or '-'}",
             f"{row.gpus}",
-            "; ".join(filter(None, (row.whole_model, row.source, row.suffix_source))),
+            " ".join(filter(None, (key(row.source), key(row.suffix_source), row.whole_model and "whole-model figure"))),
         )
+    keyed = [f"{k} utilisation from {source}." for source, k in sources.items()]
     sources = sorted({f"{r.precision}: {r.source}" for r in judged})
     suffixes = sorted({f"{r.precision}: {r.suffix_source}" for r in judged if r.suffix_source})
     shares = [f"Judge utilisation: {'; '.join(sources) or 'none'}."]
     if suffixes:
         shares.append(f"Document-first suffixes: {'; '.join(suffixes)}.")
-    notes = shares + [f"Calibration: {cal.source}."] + notes + rerank_notes
+    notes = shares + keyed + [f"Calibration: {cal.source}."] + notes + rerank_notes
     return table, notes
 
 

@@ -14,6 +14,7 @@ from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loadin
 from builder.release.card_text import arrow_bytes, config_rows, published_configs, splits_with_rows, stats_markdown
 from builder.release.contract import CardContext, ConfigFiles, SplitFiles
 from builder.release.layout import DEFAULT_CONFIG
+from builder.release.ranking_documents import ranking_documents
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
@@ -100,7 +101,9 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
         configs=config_rows(rows, splits),
         splits=splits,
         fields=field_tables(published),
-        snippets=loading_snippets(context.repo, published, splits, context.binary_threshold),
+        snippets=loading_snippets(
+            context.repo, published, splits, context.binary_threshold, ranking_documents(out)
+        ),
         license_name=LICENSE,
         source_dataset=SOURCE_DATASET,
         paper_bibtex=PAPER_BIBTEX,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.analysis.pilot_record import labels_setting, read_pilot_record
+from builder.analysis.pilot_verdict import verdict_problems
 from generation.errors import InputError
 from generation.judging.prompts import Prompt
 
@@ -33,6 +34,9 @@ def pilot_for_release(path: Path, judgment_hash: str, prompt: Prompt, imported: 
             f"(prompt {prompt.id}): the record is not about these labels. Pass the pilot.json of the settings "
             "that made them",
         )
+    wrong = verdict_problems(record)
+    if wrong:
+        raise InputError(path, 0, f"{'; '.join(wrong)}: the record was edited or made by another kit")
     stated = settings[labels]["prompt"]
     if (stated["id"], stated["sha256"]) != (prompt.id, prompt.sha256):
         raise InputError(

@@ -10,6 +10,7 @@ import re
 import pyarrow as pa
 
 from builder.release.layout import TREC_QRELS_SUFFIX, config
+from builder.release.ranking_documents import ranking_sentence
 from generation.schema import columns
 
 MTEB_TITLE = "mteb: a retrieval task over your ClueWeb22 texts"
@@ -66,7 +67,9 @@ def variable(name: str) -> str:
     return name.replace("-", "_")
 
 
-def loading_snippets(repo: str, published: list[str], splits: list[str], threshold: int) -> list[dict]:
+def loading_snippets(
+    repo: str, published: list[str], splits: list[str], threshold: int, documents: dict[str, int]
+) -> list[dict]:
     """[{"title", "code", "note"?, "language"?}]: every published config, a split slice and streaming, ir-measures
     and BEIR-style dicts over `qrels` with the binary threshold, an mteb task, trec_eval on the TREC qrels files
     (builder/release/assemble/trec.py; shell, the one snippet that is not Python), and alpha-nDCG over the diversity qrels.
@@ -159,8 +162,8 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
                     "mteb 2 (tested with 2.26) reads this repository's `qrels` config (its `RetrievalDatasetLoader` falls back "
                     "to that name when there is no `default` config) and `queries` as they are, and wants the texts as a "
                     "`corpus` config, which this dataset cannot ship: the task below takes them from the folder "
-                    "`researchy-subq texts` writes from your licensed ClueWeb22-B copy (the judged documents only, as the "
-                    "judge saw them). Its metadata is complete (`TaskMetadata.is_filled()`): the annotations are "
+                    f"`researchy-subq texts` writes from your licensed ClueWeb22-B copy ({ranking_sentence(documents)}, "
+                    "as the judge saw them). Its metadata is complete (`TaskMetadata.is_filled()`): the annotations are "
                     "LM-generated, the licence (CDLA-Permissive-2.0, not in mteb's list) is given by its URL. mteb counts "
                     "every score >= 1 as relevant in precision, recall and MRR; load "
                     f"`qrels-binary` instead for level >= {threshold} (nDCG then loses the grades)."
@@ -204,7 +207,8 @@ def loading_snippets(repo: str, published: list[str], splits: list[str], thresho
                         "",
                         "assert ResearchySubquestions.metadata.is_filled()",
                         'model = SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")',
-                        "results = mteb.evaluate(model, ResearchySubquestions())",
+                        "# cache=None: mteb caches results by model name, and names every local model no_model_name/available",
+                        "results = mteb.evaluate(model, ResearchySubquestions(), cache=None)",
                         "for split in SPLITS:",
                         '    print(split, "nDCG@10", results.task_results[0].get_score(splits=[split]))',
                     ]

@@ -41,6 +41,7 @@ from builder.release.validate.rows import (
 )
 from builder.release.validate.shares import check_shares
 from builder.release.validate.training_configs import check_training
+from builder.release.validate.training_statements import TRAINING_STATEMENTS, check_training_statements
 from builder.release.validate.trec import compare_trec_qrels
 from generation.stages import stage_hash
 
@@ -140,6 +141,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         body,
         report.check(IMPORT_CHECK),
     )
+    check_training_statements(release, body, report.check(TRAINING_STATEMENTS))
     check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
     check_pilot(body, manifest, stage_hash(profile, "judgments") if profile else None, report.check(PILOT))
     check_shares(stats, expect, against, report, manifest)

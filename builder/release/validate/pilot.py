@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from builder.analysis.pilot_verdict import verdict_problems
 from builder.release.contract import Manifest
 from builder.release.pilot_text import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
@@ -91,7 +92,7 @@ def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check)
 def record_problems(entry: dict, judgment_hash: str | None) -> list[str]:
     """What is inconsistent in a pilot entry: the labels setting, the prompts, the verdict and the saving."""
     record, labels = entry["record"], entry["labels"]
-    settings, agreement, verdict = record["settings"], record["agreement"], record["verdict"]
+    settings, agreement = record["settings"], record["agreement"]
     problems = []
     if labels not in ("A", "B"):
         return [f"labels {labels!r}: A or B"]
@@ -108,14 +109,7 @@ def record_problems(entry: dict, judgment_hash: str | None) -> list[str]:
             continue
         if prompt["sha256"] != kit:
             problems.append(f"setting {label}'s prompt {prompt['id']} has sha256 {prompt['sha256']}, the kit's {kit}")
-    value = agreement["measures"][verdict["measure"]]
-    if value != verdict["value"] or verdict["passed"] != (value is not None and value >= verdict["threshold"]):
-        problems.append(
-            f"verdict {'PASS' if verdict['passed'] else 'FAIL'} on {verdict['measure']} {verdict['value']}, but the "
-            f"agreement gives {value} against the threshold {verdict['threshold']}"
-        )
-    if not verdict["line"].startswith("PASS" if verdict["passed"] else "FAIL"):
-        problems.append(f"the verdict line {verdict['line']!r} says otherwise than passed={verdict['passed']}")
+    problems += verdict_problems(record)
     counted = sum(map(sum, agreement["confusion"]["rows_a_columns_b"]))
     if counted != agreement["coverage"]["both"] or counted > record["sample"]["taken"]["pairs"]:
         problems.append(

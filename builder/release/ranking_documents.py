@@ -1,0 +1,53 @@
+"""The documents a release's users bring texts for, counted by kind from the release's own files: the judged ones
+(every split's `corpus-ids`) and the never-judged ones its `hard-negatives` rows name as negatives (source
+`retrieved_unjudged`: retrieved for the question, left out of its pool). `researchy-subq texts` brings exactly these,
+so they are the card's mteb corpus and `train`'s ranking set; the card states the counts (build-release) and
+`validate` finds them there again (builder/release/validate/training_statements.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from builder.release.layout import SPLITS, config
+from generation.errors import InputError
+
+
+def judged_docids(release: Path) -> pa.Table:
+    """The docid of every judged document of the release, once each, over its splits (Arrow: ~30 bytes a document)."""
+    release = Path(release)
+    files = [p for split in SPLITS for p in config("corpus-ids").files(release, split)]
+    if not files:
+        raise InputError(release, 0, "no corpus-ids files (data/corpus_ids/SPLIT-*.parquet): not a release folder")
+    ids = pa.chunked_array([pq.read_table(p, columns=["_id"])["_id"] for p in files])
+    return pa.table({"docid": pc.unique(ids)})
+
+
+def negative_docids(release: Path) -> pa.Array:
+    """Every docid the release's hard-negatives rows name as a negative, once each."""
+    parts = [
+        pc.list_flatten(pq.read_table(path, columns=["negative_document_ids"])["negative_document_ids"])
+        for split in SPLITS
+        for path in config("hard-negatives").files(Path(release), split)
+    ]
+    parts = [p.cast(pa.string()) for p in parts if len(p)]
+    return pc.unique(pa.chunked_array(parts, pa.string())) if parts else pa.array([], pa.string())
+
+
+def ranking_documents(release: Path) -> dict[str, int]:
+    """{"judged": the judged documents, "unjudged_negatives": the never-judged negatives of hard-negatives}."""
+    judged = judged_docids(release)["docid"]
+    negatives = negative_docids(release)
+    unjudged = int(pc.sum(pc.invert(pc.is_in(negatives, value_set=judged.combine_chunks()))).as_py() or 0)
+    return {"judged": len(judged), "unjudged_negatives": unjudged}
+
+
+def ranking_sentence(documents: dict[str, int]) -> str:
+    """What the texts folder holds, in the card's words (validate finds this sentence in the card)."""
+    return (
+        f"the release's {documents['judged']:,} judged documents and the {documents['unjudged_negatives']:,} "
+        "never-judged documents its `hard-negatives` rows name as negatives"
+    )
