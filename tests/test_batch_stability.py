@@ -164,7 +164,8 @@ def test_a_stability_check_on_a_backend_that_cannot_isolate_pairs_is_refused(
 def test_the_whole_model_benchmark_runs_at_a_tiny_shape_on_the_cpu(tmp_path):
     """scripts/bench_whole_model.py --tiny: both prompts through the kit, its table on stdout, its rows and calibration
     entries in OUT/whole_model.json. In float32 a pair's label does not depend on its batch: no flips, |dP| < 1e-4;
-    the document-first prompt runs one document's prefix a forward (its long forwards hold one row)."""
+    the document-first prompt runs both documents' prefixes in one forward (generation/backends/document_batches.py),
+    then all their sub-questions' suffixes in one more."""
     import subprocess
     import sys
     from pathlib import Path
@@ -182,10 +183,10 @@ def test_the_whole_model_benchmark_runs_at_a_tiny_shape_on_the_cpu(tmp_path):
         assert f"| tiny-llama | float32 | {prompt} | {row['pairs_per_s']:.2f} | {row['forwards']} |" in done.stdout
         assert row["pairs"] == 6 and row["level_flips"] == 0 and row["max_abs_dp"] < 1e-4
     variant, paper = rows["crux-paper-document-first"], rows["crux-paper"]
-    assert variant["rows_per_long_forward"] == 1.0 and variant["forwards"] == 4, "2 prefixes, then 2 suffix passes"
+    assert (variant["rows_per_long_forward"], variant["forwards"]) == (2.0, 2), "2 prefixes in one, then the suffixes"
     assert variant["tokens_computed_per_pair"] < paper["tokens_computed_per_pair"]
     entries = {e["prompt"]: e for e in record["whole_model"]}
-    assert entries["crux-paper-document-first"]["rows_per_forward"] == 1.0
+    assert entries["crux-paper-document-first"]["rows_per_forward"] == 2.0
     assert entries["crux-paper"]["pairs_per_s"] == round(paper["pairs_per_s"], 4)
     from generation.judging.calibration import REFERENCE, Calibration
 

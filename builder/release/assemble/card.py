@@ -101,9 +101,7 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
         configs=config_rows(rows, splits),
         splits=splits,
         fields=field_tables(published),
-        snippets=loading_snippets(
-            context.repo, published, splits, context.binary_threshold, ranking_documents(out)
-        ),
+        snippets=loading_snippets(context.repo, published, splits, context.binary_threshold, ranking_documents(out)),
         license_name=LICENSE,
         source_dataset=SOURCE_DATASET,
         paper_bibtex=PAPER_BIBTEX,
