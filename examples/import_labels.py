@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from builder.release.assemble.folder import build_release
+from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.validate.folder import validate
 from generation.labels.formats import LabelFormat
 from generation.profiles import load_profile
@@ -48,7 +48,7 @@ def main() -> None:
           + ", ".join(f"{s} {n:,}" for s, n in sorted(summary.statuses.items())))  # fmt: skip
 
     print(f"building the release -> {release}", file=sys.stderr)
-    build_release([judgments], [args.subquestions], release, profile)
+    build_release(ReleaseOptions([judgments], [args.subquestions], release, profile))
     print(f"validating {release} (every config loaded with datasets)", file=sys.stderr)
     report = validate(release, args.expect)
     for check in report.checks:

@@ -55,9 +55,9 @@ for writer in writers.values():
 """
 BUILD = """
 {stub}
-from builder.release.assemble.folder import build_release
-build_release([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
-                repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}])
+from builder.release.assemble.folder import ReleaseOptions, build_release
+build_release(ReleaseOptions([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
+                repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}]))
 """
 WITHOUT_TRAINING = """
 import builder.release.assemble.data_files as data_files

@@ -73,7 +73,7 @@ print(f"RESULT {{wall:.3f}} {{cpu:.3f}} {{peak:.0f}}")
 
 def training_bench(work: Path, subquestions: int, words: int) -> None:
     """`training-files` on a synthetic release (paper profile, Table 1's level mix) whose documents all have a text."""
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.standins.synthetic import synthesize
     from builder.training.texts import judged_docids, write_texts
 
@@ -81,7 +81,7 @@ def training_bench(work: Path, subquestions: int, words: int) -> None:
         work / "in", subquestions=subquestions, judgments=int(subquestions * 18.87), test_share=0.1, shards=1, seed=3
     )
     release = work / "researchy-subq-judgments"
-    build_release([inputs["judgments"]], list(inputs["questions"].values()), release, "paper")
+    build_release(ReleaseOptions([inputs["judgments"]], list(inputs["questions"].values()), release, "paper"))
     records: dict[str, int] = {}
     for docid in judged_docids(release)["docid"].to_pylist():
         key, record = docid[len("clueweb22-") :].rsplit("-", 1)

@@ -34,7 +34,7 @@ def setup(w: Path) -> dict:
     release of synthetic judgments, and profiles differing in one section."""
     import pyarrow.compute as pc
 
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.standins.synthetic import synthesize
     from generation.profiles import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
@@ -79,12 +79,14 @@ def setup(w: Path) -> dict:
     )
     release = w / "release"
     build_release(
-        [synthetic["judgments"]],
-        list(synthetic["questions"].values()),
-        release,
-        "paper",
-        repo="org/researchy-subq-judgments",
-        rows_per_file=3000,
+        ReleaseOptions(
+            [synthetic["judgments"]],
+            list(synthetic["questions"].values()),
+            release,
+            "paper",
+            repo="org/researchy-subq-judgments",
+            rows_per_file=3000,
+        )
     )
     paper = load_profile("paper")
     distribution = paper.model_copy(update={"judge": paper.judge.model_copy(update={"mode": "distribution"})})
@@ -99,12 +101,14 @@ def setup(w: Path) -> dict:
         profile=distribution,
     )
     build_release(
-        [judged["judgments"]],
-        list(judged["questions"].values()),
-        w / "distribution-release",
-        distribution,
-        repo="org/researchy-subq-judgments",
-        rows_per_file=3000,
+        ReleaseOptions(
+            [judged["judgments"]],
+            list(judged["questions"].values()),
+            w / "distribution-release",
+            distribution,
+            repo="org/researchy-subq-judgments",
+            rows_per_file=3000,
+        )
     )
     first = pq.read_table(sorted((release / "data" / "judgments").glob("*/train-*.parquet"))[0]).slice(0, 3)
     return {

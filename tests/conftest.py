@@ -41,7 +41,7 @@ def synthetic_release(tmp_path_factory):
     (builder/standins/synthetic.py), lets `edit(inputs)` change them, and builds the release beside them. It returns
     the release folder and synthesize's inputs. `repo`, `rows_per_file` and `shards_revision` go to build_release, and
     the runs synthesize wrote (`runs_depth`) as its `runs`; every other option goes to synthesize."""
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.standins.synthetic import synthesize
 
     def make(name, profile="paper", edit=None, repo=RELEASE_REPO, rows_per_file=None, shards_revision=None, **options):
@@ -53,14 +53,16 @@ def synthetic_release(tmp_path_factory):
         questions = list(inputs["questions"].values())
         runs = [inputs["runs"]] if "runs" in inputs else None
         build_release(
-            [inputs["judgments"]],
-            questions,
-            out,
-            profile,
-            repo,
-            rows_per_file,
-            shards_revision=shards_revision,
-            runs=runs,
+            ReleaseOptions(
+                [inputs["judgments"]],
+                questions,
+                out,
+                profile,
+                repo,
+                rows_per_file,
+                shards_revision=shards_revision,
+                runs=runs,
+            )
         )
         return out, inputs
 

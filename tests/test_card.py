@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from builder.release.assemble.card import template_text
-from builder.release.assemble.folder import build_release
+from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.assemble.snippets import card_snippets
 from builder.release.layout import config
 
@@ -106,7 +106,7 @@ def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipel
         tmp_path / "judgments",
     )
     out = tmp_path / "release"
-    build_release([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO)
+    build_release(ReleaseOptions([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO))
     _, body = card(out)
     warning = [line for line in body.splitlines() if "STAND-IN" in line]
     assert warning == [

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
@@ -155,3 +157,26 @@ def test_the_cli_sits_on_top_of_the_import_graph():
             assert not imported & cli_modules, f"{module} imports a CLI module"
         if module.startswith("generation"):
             assert not any(m == "builder" or m.startswith("builder.") for m in imported), f"{module} imports builder"
+
+
+def test_judge_options_choose_one_variant_from_the_table_and_refuse_batch_mixed_with_another(tmp_path):
+    from builder.cli.judge import JUDGE_OPTIONS, JUDGE_VARIANTS, JudgeOptions
+    from generation.profiles import load_profile
+    from generation.shards import Shard
+
+    given = dict(zip(("subquestions", "candidates", "index"), (tmp_path / "s", tmp_path / "c", tmp_path / "i")))
+    base = JudgeOptions(profile=load_profile("paper"), out=tmp_path / "j", shard=Shard(0, 1), **given)
+    assert list(JUDGE_OPTIONS)[:2] == ["budget", "policy"] and list(JUDGE_OPTIONS)[-1] == "batch_manifest"
+
+    def chosen(**changed):
+        return next(v.name for v in JUDGE_VARIANTS if v.chosen(dataclasses.replace(base, **changed)))
+
+    assert chosen() == "full judge" and chosen(budget=0.5) == "budgeted" and chosen(limit=3) == "smoke test"
+    assert chosen(limit=3, budget=0.5) == "smoke test"
+    assert chosen(import_batch=[tmp_path / "r.jsonl"]) == "batch import" and chosen(import_batch=[]) == "full judge"
+    assert chosen(export_batch=tmp_path / "b", import_batch=[tmp_path / "r.jsonl"]) == "batch export"
+    args = ["judge", "--profile", "paper", "--out", str(tmp_path / "j")]
+    args += [f"--{name}={path}" for name, path in given.items()]
+    mixed = runner.invoke(app, [*args, "--export-batch", str(tmp_path / "b"), "--limit", "3"])
+    assert mixed.exit_code == 1 and "leave out --budget, --limit and the other batch option" in mixed.output
+    assert not (tmp_path / "b").exists()

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.assemble.folder import build_release
+from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.validate.folder import validate
 from generation.docstore import DocStore
 from generation.judging.judges import LLMJudge, Pair
@@ -127,7 +127,11 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
 
     release = tmp_path / "release"
     # the profile the judgments were made under (the tiny models'), as their completion records say
-    build_release([tmp_path / "judgments"], [two_questions], release, profile, repo="test/researchy-subq-judgments")
+    build_release(
+        ReleaseOptions(
+            [tmp_path / "judgments"], [two_questions], release, profile, repo="test/researchy-subq-judgments"
+        )
+    )
     report = validate(release)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
 

@@ -258,12 +258,12 @@ def test_a_killed_import_leaves_no_partial_shard_and_a_rerun_gives_the_same_shar
 
 
 def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeypatch):
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.release.publish.to_hub import publish
     from tests.test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
-    build_release([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported")
+    build_release(ReleaseOptions([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported"))
     monkeypatch.setenv("HF_TOKEN", "hf_token")
     hub = RecordingHub(remote_files=None)
     publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)

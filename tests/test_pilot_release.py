@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
-from builder.release.assemble.folder import build_release
+from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.pilot_text import PILOT_HEADING, pilot_markdown
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
@@ -36,8 +36,8 @@ def piloted(small_pipeline, tmp_path_factory):
     assert judge_profile == b.profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
-    build_release([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"], repo="o/r",
-                    pilot=root / "p" / "pilot.json")  # fmt: skip
+    build_release(ReleaseOptions([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"],
+                                 repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
 
 
@@ -144,10 +144,10 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
     other.write_text(json.dumps(record))
     inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
     with pytest.raises(InputError, match="the record is not about these labels"):
-        build_release(*inputs, pilot=other)
+        build_release(ReleaseOptions(*inputs, pilot=other))
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
-        build_release(*inputs, pilot=other)
+        build_release(ReleaseOptions(*inputs, pilot=other))
 
 
 def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figures(piloted, tmp_path, small_pipeline):
@@ -159,5 +159,5 @@ def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figu
     edited.write_text(json.dumps(record))
     inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
     with pytest.raises(InputError, match=f"edited.json.*verdict '{flipped}'.*its rule on the record's own figures"):
-        build_release(*inputs, pilot=edited)
+        build_release(ReleaseOptions(*inputs, pilot=edited))
     assert not (tmp_path / "r" / "README.md").exists()

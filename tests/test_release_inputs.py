@@ -5,7 +5,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from builder.release.assemble.folder import build_release
+from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.standins.synthetic import synthesize
 from generation.errors import InputError
 from generation.shards import ShardError
@@ -19,11 +19,13 @@ def inputs(tmp_path_factory):
 
 def build(inputs, out, questions=None, judgments=None, profile="paper"):
     return build_release(
-        judgments or [inputs["judgments"]],
-        questions or list(inputs["questions"].values()),
-        out,
-        profile,
-        repo="org/rsj",
+        ReleaseOptions(
+            judgments or [inputs["judgments"]],
+            questions or list(inputs["questions"].values()),
+            out,
+            profile,
+            repo="org/rsj",
+        )
     )
 
 

@@ -11,7 +11,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv-vllm)")
 
-from builder.release.assemble.folder import build_release  # noqa: E402
+from builder.release.assemble.folder import ReleaseOptions, build_release  # noqa: E402
 from builder.release.validate.folder import validate  # noqa: E402
 from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
@@ -79,7 +79,9 @@ def test_profile_end_to_end_on_vllm_matches_transformers(name, two_questions, sa
     release = tmp_path / "release"
     # the profile the judgments were made under (the tiny models' on vLLM), as their completion records say
     build_release(
-        [tmp_path / "vllm" / "judgments"], [two_questions], release, on_vllm, repo="test/researchy-subq-judgments"
+        ReleaseOptions(
+            [tmp_path / "vllm" / "judgments"], [two_questions], release, on_vllm, repo="test/researchy-subq-judgments"
+        )
     )
     report = validate(release)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]

@@ -210,7 +210,7 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     """Build the sample's release, validate it, and load two configs the way a user would."""
     from datasets import load_dataset
 
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.release.validate.folder import validate
 
     release = out / "release"
@@ -229,14 +229,10 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     )
     with counter("build-release", unit="judgments") as advance:
         summary, card = build_release(
-            judgments,
-            questions,
-            release,
-            profile,
-            repo=DEMO_REPO,
-            agreement=out / "agreement.json",
+            ReleaseOptions(
+                judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", runs=runs
+            ),
             progress=advance,
-            runs=runs,
         )
     step(f"researchy-subq validate {release}")
     with counter("validate", unit="checks"):

@@ -60,7 +60,7 @@ def build_release_command(
     ),
 ) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
-    from builder.release.assemble.folder import build_release
+    from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.release.layout import MANIFEST
 
     try:  # only a folder this command made (its manifest or marker is there) is rebuilt
@@ -71,19 +71,21 @@ def build_release_command(
         "building release",
         "judgments",
         lambda advance: build_release(
-            judgments,
-            questions,
-            out,
-            profile,
-            repo,
-            rows_per_file,
+            ReleaseOptions(
+                judgments,
+                questions,
+                out,
+                profile,
+                repo,
+                rows_per_file,
+                agreement=agreement_file,
+                shards_revision=shards_revision,
+                leave_out_other_text=leave_out_other_text,
+                allow_failed_pairs=allow_failed_pairs,
+                runs=runs or None,
+                pilot=pilot,
+            ),
             progress=advance,
-            agreement=agreement_file,
-            shards_revision=shards_revision,
-            leave_out_other_text=leave_out_other_text,
-            allow_failed_pairs=allow_failed_pairs,
-            runs=runs or None,
-            pilot=pilot,
         ),
     )
     for split, stats in summary.stats.items():

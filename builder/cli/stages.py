@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from builder.cli.import_labels import import_labels_command
-from builder.cli.judge import JUDGE_OPTIONS, make_judge_stage
+from builder.cli.judge import JUDGE_OPTIONS, JudgeOptions, make_judge_stage
 from builder.cli.reports import JSON_HELP, emit_json, stage_report
 from builder.cli.support import (
     NUM_SHARDS,
@@ -138,7 +138,7 @@ def stage_command(
 ) -> None:
     """Registers the command `stage_class.name`: --profile, a --FOLDER option per input the stage reads (its help
     from the declaration), --out, the stage's own `options`, --shard and --num-shards. `make` builds the stage from
-    the parsed values when the constructor alone does not; `before` warns or checks before the run."""
+    the parsed values, by keyword, when the constructor alone does not; `before` warns or checks before the run."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("profile", keyword, default=PROFILE, annotation=str)]
     params += [
@@ -168,7 +168,7 @@ def stage_command(
         check_folder_arg(out, "--out")
         if before is not None:
             before(profile)
-        stage = make(profile, out, shard=shard, **values) if make else stage_class(profile, out, **values)
+        stage = make(profile=profile, out=out, shard=shard, **values) if make else stage_class(profile, out, **values)
         say(stage_report(execute(stage, shard), profile, out))
 
     command.__signature__ = inspect.Signature(params)
@@ -188,7 +188,7 @@ stage_command(
 )
 stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
 stage_command(REGISTRY["pool"], {})
-stage_command(REGISTRY["judge"], JUDGE_OPTIONS, make=make_judge_stage)
+stage_command(REGISTRY["judge"], JUDGE_OPTIONS, make=lambda **values: make_judge_stage(JudgeOptions(**values)))
 app.command(name="import-labels")(import_labels_command(execute))
 
 

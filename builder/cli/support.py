@@ -49,7 +49,7 @@ def notice(message: str) -> None:
     console.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> typing.NoReturn:
     text = Text("error: ", style="bold red")
     text.append(str(message))
     console.print(text, highlight=False, soft_wrap=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
@@ -82,46 +83,56 @@ def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path])
         )
 
 
-def build_release(
-    judgments: list[Path],
-    questions: list[Path],
-    out: Path,
-    profile_name: str | Path | Profile | None,
-    repo: str = "ORG/researchy-subq-judgments",
-    rows_per_file: int | None = None,
-    progress=None,
-    agreement: Path | None = None,
-    shards_revision: str | None = None,
-    leave_out_other_text: bool = False,
-    allow_failed_pairs: bool = False,
-    runs: list[Path] | None = None,
-    pilot: Path | None = None,
-) -> tuple[ReleaseSummary, Path]:
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """What `build-release` builds a release from: the judgment and question folders, the folder it writes, the
+    profile the judgments were made under (a name, a YAML path, a Profile, or None: the one their records name),
+    and the command's options."""
+
+    judgments: list[Path]
+    questions: list[Path]
+    out: Path
+    profile: str | Path | Profile | None
+    repo: str = "ORG/researchy-subq-judgments"
+    rows_per_file: int | None = None
+    agreement: Path | None = None
+    shards_revision: str | None = None
+    leave_out_other_text: bool = False
+    allow_failed_pairs: bool = False
+    runs: list[Path] | None = None
+    pilot: Path | None = None
+
+
+def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummary, Path]:
+    """Builds the release `options` describe; `progress(n)` is told of each n judgments read. Returns the data's
+    summary and the card's path."""
+    judgments, out, repo, pilot = options.judgments, options.out, options.repo, options.pilot
     refuse_links(
         out, "README.md", PLOT, MANIFEST, MANIFEST_SCHEMA, "data"
     )  # before the long build: no write through a link
-    failed = failed_pairs(judgments, allow_failed_pairs)
-    profile, judges = release_profile(judgments, profile_name)
+    failed = failed_pairs(judgments, options.allow_failed_pairs)
+    profile, judges = release_profile(judgments, options.profile)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
-    if leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
+    if options.leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
         raise InputError(
             "--leave-out-other-text",
             0,
             "no import of these judgments checked the authors' clicked pass "
             "(import-labels --format crux-ratings --corpus): there is nothing to leave out",
         )
-    leave_out = (OTHER_TEXT_STATUS,) if leave_out_other_text else ()
-    agreement_section = agreement_markdown(read_agreement(agreement)) if agreement else None  # before the long build
+    leave_out = (OTHER_TEXT_STATUS,) if options.leave_out_other_text else ()
+    # the agreement file is read before the long build
+    agreement_section = agreement_markdown(read_agreement(options.agreement)) if options.agreement else None
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
     if not imported:
         refuse_other_prompts(judges, prompt.id, judgments)
     made_by = pilot_for_release(pilot, judgment_config_hash(profile), prompt, bool(imported)) if pilot else None
     table_features = {table: features(table) for table in {c.table for c in CONFIGS}}
-    kwargs = {"rows_per_file": rows_per_file} if rows_per_file else {}
+    kwargs = {"rows_per_file": options.rows_per_file} if options.rows_per_file else {}
     summary = build_release_data(
-        judgments, questions, out, profile, progress=progress, leave_out=leave_out, runs=runs, **kwargs
+        judgments, options.questions, out, profile, progress=progress, leave_out=leave_out, runs=options.runs, **kwargs
     )
     if imported and leave_out:
         imported["left_out"] = summary.left_out
@@ -179,7 +190,7 @@ def build_release(
         splits=splits,
         files=file_manifest(out),
         training=TrainingRecord.model_validate(training),
-        shards_revision=shards_revision,
+        shards_revision=options.shards_revision,
         imported=imported or None,  # absent from the file unless set: an import's record, a pilot's, failed pairs
         pilot=made_by,
         failed_pairs=failed or None,
