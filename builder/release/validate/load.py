@@ -26,6 +26,10 @@ def datasets_log() -> Iterator[list[logging.LogRecord]]:
     """The records `datasets` logs (WARNING and up) while the load checks run, kept instead of printed: a reader
     error it logs before raising (`Failed to read file ... ArrowInvalid`) is the failure the check reports, and
     printed it came before validate's own report. validate's lines are its report's, untouched."""
+    # datasets' import adds its own stderr handler to this logger (datasets/utils/logging.py,
+    # _configure_library_root_logger): imported first, so that handler is among those set aside below
+    import datasets  # noqa: F401
+
     logger = logging.getLogger("datasets")
     records: list[logging.LogRecord] = []
 
