@@ -117,8 +117,8 @@ def judge_description(config: JudgeConfig) -> str:
     model, backend = config.model, config.backend
     if config.backend == "ray":
         backend = f"ray x{config.ray_workers} over {config.ray_backend}"
-    elif config.openai is not None:  # backend openai, which needs the section; never the endpoint: records, the card
-        model = config.openai.served_model or config.model  # and the manifest name the judge
+    elif config.backend == "openai" and config.openai is not None:  # the backend needs the section (profile_sections)
+        model = config.openai.served_model or config.model  # never the endpoint: records, card, manifest name the judge
         backend = f"openai server, request shape {config.openai.request_shape}"
     return f"{model} ({backend}, prompt {config.prompt}, mode {config.mode})"
 
