@@ -4,6 +4,7 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,7 +13,8 @@ import pytest
 from generation.profiles import load_profile
 from generation.shards import Shard, ShardError
 from generation.stages import PIPELINE, REGISTRY, Input, Stage, pipeline_table
-from generation.stages.base import StageSummary
+from generation.stages.base import ProfiledStage, StageSummary
+from generation.stages.pool import PoolStage
 from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink
 from generation.topics import load_topics
@@ -66,6 +68,22 @@ def test_a_summary_names_its_fields_and_refuses_others():
     assert summary.questions == 3 and summary.as_dict()["questions"] == 3
     with pytest.raises(AttributeError, match="has no field 'candidate'"):
         _ = summary.candidate
+
+
+def test_a_stage_that_reads_profile_sections_is_made_and_hashed_with_a_profile(tmp_path):
+    assert [s.name for s in REGISTRY.values() if s.sections and not issubclass(s, ProfiledStage)] == []
+    with pytest.raises(TypeError, match="stage pool needs a profile"):
+        PoolStage(None, tmp_path, questions=tmp_path, runs=tmp_path, corpus=tmp_path)
+    with pytest.raises(TypeError, match=r"stage count-subquestions's config hash covers profile sections \('bm25',\)"):
+        CountSubquestions.config_hash(None)
+
+
+def test_the_type_check_covers_the_generation_packages_and_switches_no_error_code_off():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        mypy = tomllib.load(f)["tool"]["mypy"]
+    packages = {"generation/planning", "generation/stages", "generation/backends", "generation/judging"}
+    assert packages <= set(mypy["files"])
+    assert [o["module"] for o in mypy["overrides"] if "disable_error_code" in o] == []
 
 
 def test_every_stage_declares_what_it_reads_and_writes():

@@ -202,7 +202,7 @@ class TokenBudget:
             if self._recover() and pending:
                 pending = batches.cut([i for b in pending for i in b], self.max_pairs, self.max_tokens)
         if self.first_failure and self.fitted_after_failure and not self.noticed:
-            self._notice()
+            self._notice(*self.first_failure)
         if given_up:
             longest = max(len(sequences[i]) for i in given_up)
             warnings.warn(
@@ -221,11 +221,10 @@ class TokenBudget:
         self.max_tokens = (self.max_tokens + self.smallest_failed) // 2
         return True
 
-    def _notice(self) -> None:
-        """Once, at the end of the first call that ran out of memory: what failed and the largest batch that ran
-        after it (a budget that is known to fit)."""
+    def _notice(self, failed_pairs: int, failed_cost: int) -> None:
+        """Once, at the end of the first call that ran out of memory: what failed (`failed_pairs` sequences of
+        `failed_cost` tokens) and the largest batch that ran after it (a budget that is known to fit)."""
         self.noticed = True
-        failed_pairs, failed_cost = self.first_failure
         warnings.warn(
             f"out of memory on a batch of {failed_pairs} sequences ({failed_cost:,} tokens); batches of up to "
             f"{self.fitted_after_failure:,} tokens fitted after it, and batches stay under "

@@ -182,7 +182,7 @@ class TransformersBackend:
         """The backend a profile section (`judge` or `rerank`) asks for."""
         return cls(
             model_path,
-            device=device or getattr(config, "device", "auto"),
+            device=device or str(getattr(config, "device", "auto")),  # the judge section has a device, rerank none
             dtype=config.dtype,
             batch_size=config.batch_size,
             max_batch_tokens=config.max_batch_tokens,

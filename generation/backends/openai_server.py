@@ -317,6 +317,7 @@ class OpenAIServerBackend:
                 f"{where}: the server does not serve the model {self.format.model!r} (it serves: "
                 f"{', '.join(map(str, served)) or 'nothing'}); set judge.openai.served_model"
             )
+        read: Callable[[Any], str | list[float]]
         if digit_ids is None:
             body, read = self.format.generate_body(probe_payload, max_new_tokens), self.format.text
         else:

@@ -28,7 +28,7 @@ class ModelTooLarge(ValueError):
 
 @dataclass(frozen=True)
 class Placement:
-    device_map: dict | None  # None: the whole model on `device`
+    device_map: dict[str, int | str]  # module -> GPU index (transformers' `device_map`; {"": 0}: all on GPU 0)
     description: str
 
 

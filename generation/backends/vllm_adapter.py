@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from generation.backends.request_order import grouped_order
 from generation.judging.judges import LLMJudge
@@ -120,7 +121,7 @@ class VllmJudgeBackend:
         outputs = self.llm.generate(
             token_prompts([sequences[i] for i in order]), SamplingParams(**params), use_tqdm=False
         )
-        ordered = [None] * len(sequences)
+        ordered: list[Any] = [None] * len(sequences)  # vLLM's RequestOutput each, once filled
         for i, output in zip(order, outputs):
             ordered[i] = output
         self.last_cached = [o.num_cached_tokens or 0 for o in ordered]

@@ -93,6 +93,14 @@ class BatchRequests:
     next_token_logprobs = generate
 
 
+def judge_format(judge: LLMJudge) -> RequestFormat:
+    """The request format of a judge whose backend sends OpenAI requests (BatchRequests, the openai backend)."""
+    fmt = getattr(judge.backend, "format", None)
+    if not isinstance(fmt, RequestFormat):
+        raise TypeError(f"the judge {judge.description} sends no OpenAI requests: it has no request format")
+    return fmt
+
+
 def request_format(config, shape: str | None = None) -> RequestFormat:
     """The request format of the profile's `openai` section (or the defaults, `chat`, when it has none)."""
     server = config.openai
@@ -115,7 +123,7 @@ def export_judge(config, tokenizer, shape: str | None = None) -> LLMJudge:
 
 
 def request_body(judge: LLMJudge, payload) -> dict:
-    fmt: RequestFormat = judge.backend.format
+    fmt = judge_format(judge)
     if judge.config.mode == "distribution":
         return fmt.distribution_body(payload, judge.digit_ids)
     return fmt.generate_body(payload, judge.max_new_tokens)
@@ -131,7 +139,7 @@ class ExportSummary:
 
 def request_lines(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], summary: ExportSummary) -> Iterator[bytes]:
     """One JSON line per (custom_id, pair); a pair whose prompt cannot fit is recorded in `summary` instead."""
-    url = URLS[judge.backend.format.shape]
+    url = URLS[judge_format(judge).shape]
     for cid, pair in pairs:
         try:
             payload, cut = judge.encode_pair(pair)
@@ -217,7 +225,7 @@ def export_batch(
     write_request_files(
         request_lines(judge, pairs, summary), out_dir, summary, max_lines=max_lines, max_bytes=max_bytes
     )
-    fmt: RequestFormat = judge.backend.format
+    fmt = judge_format(judge)
     manifest = {
         "profile_hash": profile_hash,
         "prompt": judge.prompt.id,
@@ -247,7 +255,7 @@ def load_manifest(path: str | Path) -> dict:
 
 def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
     """Results are imported under the profile and prompt they were exported with, or not at all."""
-    fmt: RequestFormat = judge.backend.format
+    fmt = judge_format(judge)
     expected = {
         "profile_hash": profile_hash,
         "prompt_sha256": judge.prompt.sha256,

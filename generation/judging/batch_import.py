@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generation.errors import InputError, Rejects, read_lines
-from generation.judging.batch_files import parse_custom_id
+from generation.judging.batch_files import judge_format, parse_custom_id
 from generation.judging.batch_results import BatchResult, read_result_lines
 from generation.judging.judges import Grade, LLMJudge, RequestFailed, failed
-from generation.judging.openai_format import AnswerUnreadable, RequestFormat
+from generation.judging.openai_format import AnswerUnreadable
 
 EXAMPLES = 5  # examples kept per kind of problem
 
@@ -180,7 +180,8 @@ def _settle(result: ImportResult, wanted: list[str], answers, errors) -> None:
 def answer_grader(judge: LLMJudge) -> Callable[[dict, bool], Grade]:
     """`grade(body, cut)` for `import_results`: the judge's own parsing of the backend's answer (the profile's
     parser in generate mode, the digit distribution in distribution mode); an unreadable body is request_failed."""
-    fmt: RequestFormat = judge.backend.format
+    fmt = judge_format(judge)
+    read: Callable[[dict], str | list[float]]
     if judge.config.mode == "distribution":
         texts = [judge.encoder.tokenizer.decode([t]) for t in judge.digit_ids]
         read = lambda body: fmt.digit_row(body, judge.digit_ids, texts)  # noqa: E731

@@ -38,7 +38,8 @@ class BatchResult:
 
 def _error_text(error: Any) -> str:
     if isinstance(error, dict):
-        inner = error.get("error") if isinstance(error.get("error"), dict) else error
+        nested = error.get("error")
+        inner = nested if isinstance(nested, dict) else error
         message = inner.get("message")
         if isinstance(message, str) and message:
             code = inner.get("code")
@@ -100,7 +101,12 @@ def read_result_lines(lines: Iterable[tuple[int, bytes]], path: Path) -> Iterato
         try:
             record = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            yield line, InputError(path, line, f"not valid JSON ({getattr(e, 'msg', None) or e.reason})")
+            yield (
+                line,
+                InputError(
+                    path, line, f"not valid JSON ({e.msg if isinstance(e, json.JSONDecodeError) else e.reason})"
+                ),
+            )
             continue
         try:
             yield line, parse_result_line(record, path, line)

@@ -119,6 +119,7 @@ def pipelined(pieces: Sequence, prepare: Callable, run: Callable) -> list:
     with ThreadPoolExecutor(max_workers=1) as pool:
         upcoming = pool.submit(prepare, pieces[0]) if pieces else None
         for n, piece in enumerate(pieces):
+            assert upcoming is not None  # piece n was submitted before the loop or in the previous round
             prepared = upcoming.result()
             if n + 1 < len(pieces):
                 upcoming = pool.submit(prepare, pieces[n + 1])

@@ -133,6 +133,10 @@ def distribution(logprobs: Sequence[float], levels: Sequence[int]) -> tuple[list
     return probs, level, sum(p * lv for p, lv in zip(probs, levels))
 
 
+# A pair's prompt as the backend takes it (token ids, or messages for a backend that takes messages), and whether its
+# context was cut to fit; or the PromptTooLong that stands in for it.
+Encoded = tuple[list[int] | list[dict], bool]
+
 PIECE_BATCHES = 4  # a document-first judge's pieces hold about this many batches (`batch_size` pairs) of pairs
 
 
@@ -163,7 +167,7 @@ class LLMJudge:
         """Prompt tokens that leave room for the answer within max_model_len."""
         return self.config.max_model_len - self.max_new_tokens
 
-    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> tuple[list[int] | list[dict], bool]:
+    def encode_pair(self, pair: Pair, history: list[dict] | None = None) -> Encoded:
         """The pair's prompt ids (its messages, for a backend that takes messages), its context cut by tokens
         (after the word cut) when the prompt would not fit; and whether it was."""
 
@@ -176,20 +180,22 @@ class LLMJudge:
         )
         return (messages(used) if self.takes_messages else ids), used != context
 
-    def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[tuple[list[int], bool] | Exception]:
+    def _encode_all(self, pairs: Sequence[Pair], histories=None) -> list[Encoded | Exception]:
         """`encode_pair` of each pair: all tokenized in one batch (a document-first prompt's document part once per
         document: document_prompts.py), then those over the budget cut one by one."""
-        token_ids = self._document_first_ids(pairs) if histories is None else [None] * len(pairs)
+        token_ids: list[list[int] | None] = (
+            self._document_first_ids(pairs) if histories is None else [None] * len(pairs)
+        )
         whole = [i for i, ids in enumerate(token_ids) if ids is None]
         messages = {
             i: self.prompt.messages(pairs[i].question, self.context(pairs[i]), histories[i] if histories else None)
             for i in (range(len(pairs)) if self.takes_messages else whole)
         }
-        for i, ids in zip(whole, self.encoder.encode_many([messages[i] for i in whole])):
-            token_ids[i] = ids
-        encoded = []
+        for i, whole_ids in zip(whole, self.encoder.encode_many([messages[i] for i in whole])):
+            token_ids[i] = whole_ids
+        encoded: list[Encoded | Exception] = []
         for i, (pair, ids) in enumerate(zip(pairs, token_ids)):
-            if len(ids) <= self.budget:
+            if ids is not None and len(ids) <= self.budget:  # every pair has its ids by now
                 encoded.append((messages[i] if self.takes_messages else ids, False))
                 continue
             try:
@@ -237,15 +243,14 @@ class LLMJudge:
             return self._grade_encoded(pairs, self._encode_all(pairs), keys)
         # by pieces of whole documents, the next piece's prompts built while the backend answers this one's
         pieces = document_pieces([p.document for p in pairs], PIECE_BATCHES * self.config.batch_size)
-        grades: list[Grade | None] = [None] * len(pairs)
 
-        def run(piece: list[int], encoded: list) -> None:
+        def run(piece: list[int], encoded: list) -> list[Grade]:
             piece_pairs = [pairs[i] for i in piece]
-            for i, grade in zip(piece, self._grade_encoded(piece_pairs, encoded, [p.document for p in piece_pairs])):
-                grades[i] = grade
+            return self._grade_encoded(piece_pairs, encoded, [p.document for p in piece_pairs])
 
-        pipelined(pieces, lambda piece: self._encode_all([pairs[i] for i in piece]), run)
-        return grades
+        graded = pipelined(pieces, lambda piece: self._encode_all([pairs[i] for i in piece]), run)
+        by_position = {i: grade for piece, grades in zip(pieces, graded) for i, grade in zip(piece, grades)}
+        return [by_position[i] for i in range(len(pairs))]
 
     def _grade_encoded(self, pairs: Sequence[Pair], encoded: list, keys: list | None) -> list[Grade]:
         if self.config.mode == "distribution":
@@ -293,12 +298,11 @@ class LLMJudge:
         docs = [cut_words(d, self.config.context_words) for d in auxiliary]
         for j in range(len(docs), 0, -1):
             try:
-                ids, last = fit_context(
-                    self.encoder.tokenizer,
-                    lambda c, j=j: self.encoder.encode(self._intent_messages(question, docs[: j - 1] + [c])),
-                    docs[j - 1],
-                    self.budget,
-                )
+
+                def with_last(context: str, j: int = j) -> list[int]:
+                    return self.encoder.encode(self._intent_messages(question, docs[: j - 1] + [context]))
+
+                ids, last = fit_context(self.encoder.tokenizer, with_last, docs[j - 1], self.budget)
                 return ids, self._intent_messages(question, docs[: j - 1] + [last])
             except PromptTooLong:
                 continue
@@ -309,7 +313,7 @@ class LLMJudge:
     def _grade_r3a(self, pairs: Sequence[Pair]) -> list[Grade]:
         """Round one per distinct (question, auxiliary documents); round two per pair, with the intent turn."""
         keys = list(dict.fromkeys((p.question, p.auxiliary) for p in pairs))
-        firsts = {}
+        firsts: dict[tuple[str, tuple[str, ...]], tuple[list[int], list[dict]] | PromptTooLong] = {}
         for question, auxiliary in keys:
             try:
                 firsts[(question, auxiliary)] = self._encode_intent(question, auxiliary)
@@ -323,20 +327,22 @@ class LLMJudge:
             ],
         )
         intents = dict(zip(keys, answers))
-        histories = [
-            None
-            if isinstance(intents[key], Exception)
-            else [*firsts[key][1][1:], {"role": "assistant", "content": intents[key]}]
-            for key in ((p.question, p.auxiliary) for p in pairs)
-        ]
-        encoded = [
+
+        def history(key: tuple[str, tuple[str, ...]]) -> list[dict] | None:
+            first, intent = firsts[key], intents[key]
+            if isinstance(intent, Exception) or isinstance(first, PromptTooLong):  # a prompt's failure is its answer
+                return None
+            return [*first[1][1:], {"role": "assistant", "content": intent}]
+
+        histories = [history((p.question, p.auxiliary)) for p in pairs]
+        encoded: list[Encoded | Exception] = [
             intents[(p.question, p.auxiliary)] if h is None else enc
             for p, h, enc in zip(pairs, histories, self._encode_all(pairs, histories))
         ]
         texts = self._run(lambda seqs: self.backend.generate(seqs, self.max_new_tokens), encoded)
         grades = []
         for pair, text, enc in zip(pairs, texts, encoded):
-            if isinstance(text, Exception):
+            if isinstance(text, Exception) or isinstance(enc, Exception):  # a prompt's failure is its answer (_run)
                 grades.append(failed(text))
                 continue
             parsed = check_r3a_extract(self._parse(text), self.context(pair))

@@ -36,7 +36,7 @@ def parse_first_digit(text: str, max_level: int = 5) -> Parsed:
     if text.strip() == REQUEST_FAILED_SENTINEL:
         return Parsed(None, status="request_failed")
     match = AUTHORS_PATTERN.search(text + NO_DIGIT_SENTINEL)
-    if match.start() >= len(text):  # only the appended sentinel matched: the output has no digit
+    if match is None or match.start() >= len(text):  # only the appended sentinel matched: the output has no digit
         return Parsed(None, status="no_digit")
     value = int(match.group())
     if value < 0:

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from generation.docstore import cut_words
 from generation.judging.prompts import authors_subquestion
 from generation.profiles import Rerank
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 SYSTEM = (
     "Judge whether the Document meets the requirements based on the Query and the Instruct provided. "
@@ -55,7 +59,7 @@ def rerank_query(config: Rerank, question: str, subquestions: Sequence[str]) -> 
 class RerankEncoder:
     """Token ids for (instruction, query, document): prefix and suffix always whole, the middle cut to fit."""
 
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     max_length: int
     max_doc_words: int | None = None
 
@@ -76,7 +80,7 @@ class RerankEncoder:
 class AuthorsRerankEncoder:
     """Token ids built as crux-researchy/rerank-candidates.py builds them (module docstring)."""
 
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     max_length: int
     max_doc_words: int | None = None
 

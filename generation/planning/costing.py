@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 from generation.judging.calibration import REFERENCE, Calibration, device_spec
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED, QWEN3_RERANKER_06B, Shape, prompt_flops
-from generation.planning.document_first import PAPER_QUESTIONS_ASSUMED  # the rerank rows name it as an assumption
+from generation.planning.document_first import (
+    PAPER_QUESTIONS_ASSUMED,  # the rerank rows name it as an assumption
+    Groups,
+)
 from generation.planning.execution import Execution, Refused, execution_for
 from generation.planning.plan import PAPER_PAIRS, Plan, Scenario
 from generation.planning.whole_model import composition, figure_for, floored
@@ -182,7 +185,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                 prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
                 cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
             else:
-                prefill, suffix_source = grouped_prefill_seconds(scenario, costing, precision, peak, share)
+                prefill, suffix_source = grouped_prefill_seconds(scenario.groups, costing, precision, peak, share)
                 prefill, cached_prefill = prefill * span, prefill * span
             granularity = getattr(costing.judge_config, "fp8_granularity", "per-tensor")
             rows_now = composition(batch)
@@ -209,7 +212,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     run.gpus,
                     scenario.prompt,
                     suffix_source,
-                    figure.line.split(":")[0] + ", the whole-model figure" if by_figure else "",
+                    figure.line.split(":")[0] + ", the whole-model figure" if by_figure and figure is not None else "",
                 )
             )
     return rows, notes
@@ -220,10 +223,10 @@ def flops_per_pair(scenario: Scenario, shape: Shape) -> float:
     return prompt_flops(shape, scenario.prompt_tokens) if scenario.groups is None else scenario.groups.flops(shape, 0)
 
 
-def grouped_prefill_seconds(scenario: Scenario, costing: Costing, precision: str, peak: float, share: float):
-    """Per pair of a document-first prompt: 1/g of its group's prefix at the prefill's share, and its suffix at the
-    suffixes' share."""
-    prefix, suffix = scenario.groups.split_flops(costing.judge, 0)
+def grouped_prefill_seconds(groups: Groups, costing: Costing, precision: str, peak: float, share: float):
+    """Per pair of a document-first prompt (its `groups`): 1/g of its group's prefix at the prefill's share, and its
+    suffix at the suffixes' share."""
+    prefix, suffix = groups.split_flops(costing.judge, 0)
     suffix_share, source = costing.suffix_share(precision)
     return prefix / (peak * share) + suffix / (peak * suffix_share), source
 
@@ -355,9 +358,9 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
             " ".join(filter(None, (key(row.source), key(row.suffix_source), row.whole_model and "whole-model figure"))),
         )
     keyed = [f"{k} utilisation from {source}." for source, k in sources.items()]
-    sources = sorted({f"{r.precision}: {r.source}" for r in judged})
+    utilisations = sorted({f"{r.precision}: {r.source}" for r in judged})
     suffixes = sorted({f"{r.precision}: {r.suffix_source}" for r in judged if r.suffix_source})
-    shares = [f"Judge utilisation: {'; '.join(sources) or 'none'}."]
+    shares = [f"Judge utilisation: {'; '.join(utilisations) or 'none'}."]
     if suffixes:
         shares.append(f"Document-first suffixes: {'; '.join(suffixes)}.")
     notes = shares + keyed + [f"Calibration: {cal.source}."] + notes + rerank_notes

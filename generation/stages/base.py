@@ -38,7 +38,8 @@ class StageSummary:
 
     def __init__(self, stage: str, shard: str, fields: dict[str, Any]):
         object.__setattr__(self, "fields", dict(fields))
-        self.stage, self.shard, self.skipped, self.outputs = stage, shard, False, []
+        self.stage, self.shard, self.skipped = stage, shard, False
+        self.outputs: list[Path] = []
 
     def __getattr__(self, name: str) -> Any:
         fields = self.__dict__.get("fields", {})
@@ -117,6 +118,10 @@ class Stage:
     # -- what the registry, the lineage checks of later stages and the release read ---------------------------------
     @classmethod
     def config_hash(cls, profile: Profile | None) -> str:
+        if profile is None:
+            raise TypeError(
+                f"stage {cls.name}'s config hash covers profile sections {cls.sections}: it needs a profile"
+            )
         return profile.config_hash(*cls.sections)
 
     @classmethod
@@ -124,14 +129,20 @@ class Stage:
         """This stage's finished output files in `folder`, each checked against its completion record and, given a
         profile, made under that profile's sections."""
         expected = cls.config_hash(profile) if profile is not None and cls.sections else None
-        return stage_files(folder, cls.writes, expected, verify_sha256, cls.sections)
+        return stage_files(folder, cls.shard_name(), expected, verify_sha256, cls.sections)
 
     # -- the template ------------------------------------------------------------------------------------------------
     def new_summary(self, shard: Shard) -> StageSummary:
         return StageSummary(self.name, shard.label, {k: make() for k, make in self.summary_fields.items()})
 
     def output(self) -> StageOutput:
-        return StageOutput(self.out, self.writes, self.config_hash(self.profile))
+        return StageOutput(self.out, self.shard_name(), self.config_hash(self.profile))
+
+    @classmethod
+    def shard_name(cls) -> str:
+        if cls.writes is None:
+            raise TypeError(f"stage {cls.name} manages its own output: it has no shard name")
+        return cls.writes
 
     def check_inputs(self) -> None:
         """Each input folder's files, checked once against the records of the stages that wrote them."""
@@ -170,3 +181,15 @@ class Stage:
     def tick(progress, n: int = 1) -> None:
         if progress is not None:
             progress(n)
+
+
+class ProfiledStage(Stage):
+    """A stage whose work reads profile sections: it is made with a profile (the corpus, questions and index stages
+    are not)."""
+
+    profile: Profile
+
+    def __init__(self, profile: Profile, out: str | Path, **inputs: Any):
+        if profile is None:
+            raise TypeError(f"stage {self.name} needs a profile")
+        super().__init__(profile, out, **inputs)

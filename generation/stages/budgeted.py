@@ -20,7 +20,7 @@ from generation.docstore import DocStore, cut_words
 from generation.judging.judges import Judge, Pair
 from generation.profiles import Profile
 from generation.shards import Shard, ShardError, StageOutput
-from generation.stages.base import Stage, StageSummary
+from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.judge import NAME, JudgeStage, judgment_row, pairs_of
 from generation.storage import ParquetSink
 
@@ -39,10 +39,10 @@ class Question:
         embedding=None,
         hierarchy: Hierarchy | None = None,
     ):
-        order = {}
+        order: dict[str, tuple[int, int, str]] = {}
         for r in rows:
             order.setdefault(r["docid"], (r["rerank_rank"] or 10**9, r["bm25_rank"] or 10**9, r["docid"]))
-        self.docs = sorted(order, key=order.get)
+        self.docs = sorted(order, key=order.__getitem__)
         self.arms = list(dict.fromkeys(r["subq_id"] for r in rows))
         self.rows = {(r["subq_id"], r["docid"]): r for r in rows}
         self.steps = max(1, int(round(budget * len(self.arms) * len(self.docs))))
@@ -65,6 +65,8 @@ class Question:
         return self.rows[(choice[0], self.docs[choice[1] - 1])]
 
     def record(self, level: int | None) -> None:
+        if self.pending is None:
+            raise RuntimeError("a level recorded before next_pair() chose a pair")
         arm, rank = self.pending
         relevant = float(level is not None and level >= self.relevant_level)
         signal = (level or 0) / MAX_LEVEL if self.policy == "gaussian" else relevant
@@ -91,7 +93,7 @@ def hierarchy_of(subquestions: Path, arms: list[str]) -> Hierarchy | None:
     return Hierarchy(children) if children else None
 
 
-class BudgetedJudgeStage(Stage):
+class BudgetedJudgeStage(ProfiledStage):
     """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (Petcu et al.)."""
 
     name = "judge-budgeted"
@@ -180,8 +182,8 @@ class BudgetedJudgeStage(Stage):
         judge = self.judge or make_judge(self.profile.judge)
         round_no = 0
         while True:
-            picked = [(q, q.next_pair()) for q in questions]
-            picked = [(q, row) for q, row in picked if row is not None]
+            offered = [(q, q.next_pair()) for q in questions]
+            picked = [(q, row) for q, row in offered if row is not None]
             if not picked:
                 break
             new = [(q, row) for q, row in picked if (row["subq_id"], row["docid"]) not in cache]

@@ -23,7 +23,7 @@ from generation.labels.importer import FileCounts, QuestionLists, ShardImport
 from generation.profiles import Profile
 from generation.schema import OTHER_TEXT_STATUS
 from generation.shards import Shard, ShardError, StageOutput, sha256_file
-from generation.stages.base import Stage, StageSummary
+from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.judge import NAME, JudgeStage
 from generation.stages.questions import SUBQUESTIONS_FOLDER
 from generation.storage import ParquetSink
@@ -36,7 +36,7 @@ def source_identity(record: dict) -> tuple:
     return record["format"], record["judge"], tuple(sorted(f["sha256"] for f in record["files"]))
 
 
-class ImportLabelsStage(Stage):
+class ImportLabelsStage(ProfiledStage):
     """Labels made elsewhere (the authors' ratings, graded qrels, OpenAI Batch results) -> judgment shards whose
     completion records name the files they came from."""
 
@@ -80,8 +80,8 @@ class ImportLabelsStage(Stage):
         self.sources: list[FileCounts] = []
 
     @classmethod
-    def config_hash(cls, profile: Profile) -> str:
-        return IMPORTED_PREFIX + profile.config_hash(*cls.sections)
+    def config_hash(cls, profile: Profile | None) -> str:
+        return IMPORTED_PREFIX + super().config_hash(profile)
 
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +57,7 @@ def json_parts(corpus_files: list[Path], parts: int) -> list[tuple[Path, list[in
     """(corpus file, its row groups) of each JsonCollection part: every file cut into runs of row groups, at least
     `parts` in all where the files have that many row groups."""
     per_file = -(-parts // max(1, len(corpus_files)))
-    cut = []
+    cut: list[tuple[Path, list[int]]] = []
     for path in corpus_files:
         groups = list(range(pq.ParquetFile(path).num_row_groups))
         cut.extend((path, list(chunk)) for chunk in np.array_split(groups, min(per_file, len(groups))) if len(chunk))
@@ -98,7 +99,7 @@ class JsonPipes:
         self.pipes = [folder / f"part-{n:05d}.jsonl" for n in range(len(self.parts))]
         for pipe in self.pipes:
             os.mkfifo(pipe)
-        self._futures = []
+        self._futures: list[Future] = []
 
     def start(self, progress=None) -> None:
         """The writers, started once Java is (a writer waits for its reader)."""

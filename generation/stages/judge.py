@@ -31,7 +31,7 @@ from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
 from generation.schema import JUDGMENTS
 from generation.shards import Shard, ShardError, StageOutput, read_record
-from generation.stages.base import Executor, Input, Stage, StageSummary
+from generation.stages.base import Executor, Input, ProfiledStage, StageSummary
 from generation.stages.index import INDEX_TEXTS
 from generation.stages.judge_record import FAILED_STATUS, record_fields, tally
 from generation.stages.judge_retry import finish_swap, retry_failed_pairs
@@ -106,7 +106,7 @@ def auxiliary_docids(pairs: list[dict], k: int) -> dict[str, tuple[str, ...]]:
     for p in pairs:
         key = (p["rerank_rank"] or 10**9, p["bm25_rank"] or 10**9)
         best.setdefault(p["qid"], {})[p["docid"]] = key
-    return {q: tuple(sorted(docs, key=docs.get)[:k]) for q, docs in best.items()}
+    return {q: tuple(sorted(docs, key=docs.__getitem__)[:k]) for q, docs in best.items()}
 
 
 def judge_description(config: JudgeConfig) -> str:
@@ -117,8 +117,8 @@ def judge_description(config: JudgeConfig) -> str:
     model, backend = config.model, config.backend
     if config.backend == "ray":
         backend = f"ray x{config.ray_workers} over {config.ray_backend}"
-    elif config.backend == "openai":  # never the endpoint: records, the card and the manifest name the judge
-        model = config.openai.served_model or config.model
+    elif config.backend == "openai" and config.openai is not None:  # the backend needs the section (profile_sections)
+        model = config.openai.served_model or config.model  # never the endpoint: records, card, manifest name the judge
         backend = f"openai server, request shape {config.openai.request_shape}"
     return f"{model} ({backend}, prompt {config.prompt}, mode {config.mode})"
 
@@ -245,7 +245,7 @@ class ShardJob:
         return record_fields(summary, len(self.pairs))
 
 
-class JudgeStage(Stage):
+class JudgeStage(ProfiledStage):
     """Every (sub-question x candidate) pair graded by the profile's judge; resumable chunk by chunk."""
 
     name = "judge"

@@ -83,7 +83,8 @@ class BatchImport:
     description = "batch import"
 
     def __init__(self, results: Sequence[Path], manifest: dict):
-        self.results, self.manifest, self.counts = list(results), manifest, {}
+        self.results, self.manifest = list(results), manifest
+        self.counts: dict[str, int] = {}
         self.set_aside: dict[str, dict] = {}
 
     def run_chunks(self, job: ShardJob, pending: Sequence[int], progress=None) -> int:

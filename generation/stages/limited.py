@@ -31,6 +31,8 @@ def limited_folder(out: Path, limit: int) -> Path:
 class LimitedShardJob(ShardJob):
     """The shard's pairs in the full run's order, cut to the first `limit`."""
 
+    stage: LimitedJudgeStage
+
     def __init__(self, stage: LimitedJudgeStage, shard: Shard):
         super().__init__(stage, shard)
         stage.shard_pairs = len(self.pairs)

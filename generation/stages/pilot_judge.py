@@ -35,6 +35,8 @@ class SampledShard(Shard):
 class SampledShardJob(ShardJob):
     """The shard's pairs in the full run's order, cut to the sample's."""
 
+    stage: PilotJudgeStage
+
     def __init__(self, stage: PilotJudgeStage, shard: Shard):
         super().__init__(stage, SampledShard(shard.index, shard.count, stage.sample_questions))
         self.auxiliary()  # r3a's round one looks at every candidate of the question, not only the sampled ones

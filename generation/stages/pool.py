@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from generation.profiles import Pool, Profile
 from generation.shards import Shard, StageOutput
-from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.corpus import CorpusStage
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.rerank import RerankStage
@@ -70,7 +70,7 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
     return dict(zip(table["url_hash"].to_pylist(), table["docid"].to_pylist())) if table is not None else {}
 
 
-class PoolStage(Stage):
+class PoolStage(ProfiledStage):
     """The candidate pool of each question by the profile's rule, with provenance; missing clicked documents reported."""
 
     name = "pool"
@@ -112,7 +112,7 @@ class PoolStage(Stage):
             missing = csv.writer(missing_file, delimiter="\t")
             missing.writerow(["qid", "url_hash", "url", "click_share"])
             for topic in topics:
-                clicks = {}
+                clicks: dict[str, float] = {}
                 for doc in topic.clicked:
                     summary.clicked_total += 1
                     docid = by_hash.get(doc["url_hash"])

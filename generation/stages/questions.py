@@ -152,11 +152,12 @@ def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
         lines = [strip_bullet(rec.check(f"{name}[{i}]", line, str)) for i, line in enumerate(block)]
         structure.append((lines[0], lines[0], 1, f"{rec.qid}-h{j}"))
         structure.extend((text, lines[0], 2, f"{rec.qid}-h{j}-{i}") for i, text in enumerate(lines[1:], 1))
-    placement = {}
-    for text, header, depth, _ in structure:
-        placement.setdefault(_normalised(text), (header, depth))
+    placement: dict[str, tuple[str, int]] = {}
+    for text, parent, level, _ in structure:
+        placement.setdefault(_normalised(text), (parent, level))
 
-    rows, seen = [], {}
+    rows: list[dict] = []
+    seen: dict[str, str] = {}
     for k, item in enumerate(flat):
         name = f"gpt4_decomposition.subquestions[{k}]"
         text = strip_bullet(rec.check(name, item, str))
@@ -167,7 +168,7 @@ def _subquestion_rows(rec: _Record, mode: Decomposition) -> list[dict]:
         seen.setdefault(_normalised(text), rows[-1]["subq_id"])
     if mode is Decomposition.subquestions:
         return _some(rec, rows, mode)
-    extra = [
+    extra: list[dict] = [
         {
             "subq_id": seen.get(_normalised(text), fallback_id),
             "qid": rec.qid,
@@ -195,16 +196,15 @@ def parse_record(
 ) -> tuple[dict, list[dict]]:
     """One Researchy record -> (questions row, subquestions rows). Raises InputError naming the field."""
     rec = _Record(record, path, line)
-    if rec.qid is None:
-        rec.get(record, "id", "id", (str, int))  # raises "missing" or the wrong type
-    if not rec.qid.strip():
+    qid = rec.qid if rec.qid is not None else rec.get(record, "id", "id", (str, int))  # raises: missing, wrong type
+    if not qid.strip():
         raise rec.fail("id", "empty id")
-    if any(c.isspace() for c in rec.qid):
+    if any(c.isspace() for c in qid):
         raise rec.fail("id", "contains whitespace (TREC run and qrels files split on it)")
     question = rec.get(record, "question", "question", str)
     if not question.strip():
         raise rec.fail("question", "empty question")
-    question_row = {"qid": rec.qid, "question": question, "split": split, "clicked": _clicked(rec)}
+    question_row = {"qid": qid, "question": question, "split": split, "clicked": _clicked(rec)}
     return question_row, _subquestion_rows(rec, mode)
 
 

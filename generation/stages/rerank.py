@@ -19,7 +19,7 @@ from generation.docstore import DocStore
 from generation.judging.reranker_input import rerank_query
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput
-from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.index import INDEX_TEXTS
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.retrieve import RetrieveStage, RunWriter
@@ -40,7 +40,7 @@ def rank_by_score(docids: Sequence[str], scores: Sequence[float]) -> list[tuple[
     return [(docids[i], float(scores[i])) for i in order]
 
 
-class RerankStage(Stage):
+class RerankStage(ProfiledStage):
     """Each question's top BM25 hits rescored by the profile's reranker (Qwen3-Reranker P(yes), or the stand-in)."""
 
     name = "rerank"

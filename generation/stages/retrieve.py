@@ -15,7 +15,7 @@ from pyarrow import csv
 
 from generation.profiles import BM25, Profile
 from generation.shards import Shard, StageOutput
-from generation.stages.base import Input, Stage, StageSummary
+from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.index import IndexStage
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.storage import ParquetSink, commit, tmp_path
@@ -121,7 +121,7 @@ class RunWriter:
         self.parquet.abort()
 
 
-class RetrieveStage(Stage):
+class RetrieveStage(ProfiledStage):
     """BM25 top-k per question (Pyserini's batch search; the profile's k1, b, depth and query)."""
 
     name = "retrieve"
@@ -162,6 +162,7 @@ class RetrieveStage(Stage):
             pending = pool.submit(search_chunk, chunks[0]) if chunks else None
             try:
                 for k, part in enumerate(chunks):
+                    assert pending is not None  # chunk k was submitted before the loop or in the previous round
                     hits = pending.result()
                     pending = pool.submit(search_chunk, chunks[k + 1]) if k + 1 < len(chunks) else None
                     for topic in part:
