@@ -3,6 +3,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -131,6 +132,30 @@ def sample_questions(tmp_path_factory):
 def chat_llama(tmp_path_factory):
     """A tiny Llama carrying Llama-3.3-70B-Instruct's chat template and special tokens, answering with a digit."""
     return save_digit_llama(tmp_path_factory.mktemp("chat-llama"))
+
+
+@pytest.fixture
+def chat_profile(small_pipeline, chat_llama, tmp_path):
+    """The transformers backend on the tiny chat Llama, float32 on the CPU, distribution mode, batches of 8."""
+    from generation.pilot.settings import load_setting
+
+    data = small_pipeline["profile"].model_dump()
+    data["judge"] = {
+        **load_setting("A", "paper").profile.judge.model_dump(),
+        "backend": "transformers",
+        "model": str(chat_llama),
+        "mode": "distribution",
+        "context_words": 60,
+        "max_model_len": 512,
+        "dtype": "float32",
+        "device": "cpu",
+        "max_batch_tokens": None,
+        "batch_size": 8,
+        "chunk_size": 16,
+    }
+    path = tmp_path / "chat.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 @pytest.fixture(scope="session")

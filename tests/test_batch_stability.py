@@ -9,7 +9,6 @@ import yaml
 
 from generation.backends.placement import check_fp8_device
 from generation.backends.vllm_adapter import judge_engine_args, judge_engine_env
-from generation.pilot.settings import load_setting
 from generation.profiles import ProfileError, load_profile, with_overrides
 from tests.helpers import assert_one_line_error, cli_one_line
 
@@ -67,28 +66,6 @@ def test_batch_invariant_reaches_vllms_environment_not_its_engine_arguments():
     assert judge_engine_env(invariant.judge) == {"VLLM_BATCH_INVARIANT": "1"}
     assert judge_engine_env(paper.judge) == {}
     assert judge_engine_args("m", invariant.judge) == judge_engine_args("m", paper.judge)
-
-
-@pytest.fixture
-def chat_profile(small_pipeline, chat_llama, tmp_path):
-    """The transformers backend on the tiny chat Llama, float32 on the CPU, distribution mode, batches of 8."""
-    data = small_pipeline["profile"].model_dump()
-    data["judge"] = {
-        **load_setting("A", "paper").profile.judge.model_dump(),
-        "backend": "transformers",
-        "model": str(chat_llama),
-        "mode": "distribution",
-        "context_words": 60,
-        "max_model_len": 512,
-        "dtype": "float32",
-        "device": "cpu",
-        "max_batch_tokens": None,
-        "batch_size": 8,
-        "chunk_size": 16,
-    }
-    path = tmp_path / "chat.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def pilot(profile, pipeline, out, *b_set):

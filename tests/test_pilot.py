@@ -209,26 +209,11 @@ def test_a_resumed_pilot_refuses_another_sample_in_the_same_folder(small_pipelin
         run_pilot(a, b, where, again)
 
 
-def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline, chat_llama, tmp_path):
+def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline, chat_profile, tmp_path):
     """The transformers backend on a tiny random Llama with Llama-3.3's chat template, in distribution mode: the paper's
     prompt (A) against its document-first variant (B, one override). Both judge the sample; the expected levels are
     the distribution's; plan prices both from the model's own config; the notes say which prompt shares a prefix."""
-    data = small_pipeline["profile"].model_dump()
-    data["judge"] = {
-        **load_setting("A", "paper").profile.judge.model_dump(),
-        "backend": "transformers",
-        "model": str(chat_llama),
-        "mode": "distribution",
-        "context_words": 60,
-        "max_model_len": 512,
-        "dtype": "float32",
-        "device": "cpu",
-        "max_batch_tokens": None,
-        "batch_size": 8,
-        "chunk_size": 16,
-    }
-    profile = tmp_path / "chat.yaml"
-    profile.write_text(yaml.safe_dump(data))
+    profile = chat_profile
     out = tmp_path / "pilot"
     code, output = cli(
         "pilot",
@@ -266,7 +251,8 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     for side, prompt in (("A", "crux-paper"), ("B", "crux-paper-document-first")):
         assert {r["prompt"] for r in record["gpu_hours"][side]["rows"]} == {prompt}, "each its own prompt's rows"
     # each headline is plan's own row for that profile: 'paper, assumed', its prompt, bf16, prefix cached
-    from generation.planning.costing import costing_for, plan_json
+    from generation.planning.cost_report import plan_json
+    from generation.planning.costing import costing_for
     from generation.planning.plan import measure
 
     for side, overrides in (("A", []), ("B", ["judge.prompt=crux-paper-document-first"])):

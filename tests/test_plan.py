@@ -73,7 +73,8 @@ def test_the_calibrated_plan_prices_prefill_at_the_measured_share(small_pipeline
     decode steps; fp8 uses its own share of the fp8 peak; the rerank rows use the reranker's share."""
     from generation.judging.calibration import REFERENCE, Calibration
     from generation.model_shapes import prompt_flops
-    from generation.planning.costing import costing_for, decode_seconds, plan_table
+    from generation.planning.cost_report import plan_table
+    from generation.planning.costing import costing_for, decode_seconds
 
     profile = load_profile("paper")
     plan = measure(
@@ -126,7 +127,8 @@ def test_bench_gpu_writes_a_calibration_that_plan_reads(tmp_path, small_pipeline
     from pathlib import Path
 
     from generation.judging.calibration import Calibration
-    from generation.planning.costing import costing_for, plan_table
+    from generation.planning.cost_report import plan_table
+    from generation.planning.costing import costing_for
 
     out = tmp_path / "calibration.json"
     done = subprocess.run(

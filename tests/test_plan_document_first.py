@@ -5,7 +5,8 @@ import pytest
 
 from generation.judging.calibration import REFERENCE, Calibration
 from generation.model_shapes import prompt_flops
-from generation.planning.costing import costing_for, judge_rows, plan_table
+from generation.planning.cost_report import plan_table
+from generation.planning.costing import costing_for, judge_rows
 from generation.planning.document_first import PAPER_PAIRS_PER_GROUP
 from generation.planning.plan import PAPER_PAIRS, measure
 from generation.profiles import load_profile

@@ -108,7 +108,8 @@ def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 
     """`plan`'s paper-scale judge rows for this setting's profile at its precision (GPU-hours, and with the prefix
     cached), and plan's notes; no row where plan prices none (a stand-in judge, a backend without a calibration)."""
     from generation.judging.calibration import CalibrationError
-    from generation.planning.costing import costing_for, plan_json
+    from generation.planning.cost_report import plan_json
+    from generation.planning.costing import costing_for
     from generation.planning.plan import measure
 
     profile = setting.profile

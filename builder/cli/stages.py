@@ -217,7 +217,8 @@ def plan(
 ) -> None:
     """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
     from generation.judging.calibration import CalibrationError
-    from generation.planning.costing import costing_for, plan_json, plan_table
+    from generation.planning.cost_report import plan_json, plan_table
+    from generation.planning.costing import costing_for
     from generation.planning.plan import LLAMA3_TOKENS_PER_WORD, measure
     from generation.planning.slurm import TIME_MARGIN_NOTE
 

@@ -42,8 +42,8 @@ class Setting:
 
     @property
     def precision(self) -> str:
-        """What `plan` prices it at: fp8 when the judge quantizes to fp8, else bf16 (`costing.plan_precision`)."""
-        from generation.planning.costing import plan_precision
+        """What `plan` prices it at: fp8 when the judge quantizes to fp8, else bf16 (`cost_report.plan_precision`)."""
+        from generation.planning.cost_report import plan_precision
 
         return plan_precision(self.profile)
 
