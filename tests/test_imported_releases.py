@@ -270,3 +270,42 @@ def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeyp
     description = next(c for c in hub.calls if c[0] == "create_commit")[3]["commit_description"]
     assert "Labels imported (qrels; no prompt, no pool provenance) from judge-b.qrels (sha256 " in description
     assert "judge: judge B" in description
+
+
+def test_the_import_record_is_typed_by_the_contract(release, tmp_path):
+    """manifest.imported is read through the contract's ImportRecord (builder/release/contract.py): the published
+    schema accepts it, and a key it does not name or a count that is not a number is refused, naming its path."""
+    import jsonschema
+
+    from builder.release.contract import MANIFEST_SCHEMA, ImportRecord, ManifestError, read_manifest
+    from builder.release.validate.folder import validate
+
+    folder = release / "release"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    jsonschema.validate(manifest, json.loads((folder / MANIFEST_SCHEMA).read_text()))
+    imported = read_manifest(folder).imported
+    assert isinstance(imported, ImportRecord) and imported.rows == 27 and imported.files[0].rows == 27
+    assert imported.judges == ["Llama-3.3-70B-Instruct (the authors' ratings)"] and imported.left_out is None
+    assert "left_out" not in manifest["imported"]  # absent, not null, without --leave-out-other-text
+    for edit, where in [
+        (lambda m, _: m["imported"]["files"][0].update(pages=3), "imported.files.0.pages: Extra inputs"),
+        (lambda m, _: m["imported"].update(rows="27 rows"), "imported.rows: Input should be a valid integer"),
+    ]:
+        copy = resealed(release, tmp_path / where.split(":")[0], edit)
+        with pytest.raises(ManifestError, match=where):
+            read_manifest(copy)
+        assert any(where in e for c in validate(copy, load=False).checks if not c.ok for e in c.examples)
+
+
+def test_a_model_card_says_the_levels_were_imported(release, tmp_path):
+    """builder/training/model_card.py reads the typed import record: the card names the import's judge and format
+    instead of a prompt."""
+    from builder.release.contract import read_manifest
+    from builder.training.model_card import provenance
+
+    manifest = read_manifest(release / "release")
+    section = provenance(manifest, manifest.profile, "minilm", tmp_path, "checkpoint-1", 10, {"judged": 30})
+    assert (
+        "levels were imported from Llama-3.3-70B-Instruct (the authors' ratings) (crux-ratings), not judged" in section
+    )
+    assert "prompt `" not in section

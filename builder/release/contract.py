@@ -112,6 +112,48 @@ class TrainingRecord(TrainingConfigsSettings):
     dev_rule: str = Field(description="the dev split's rule, in words")
 
 
+class ImportedFile(Contract):
+    """One labels file of an import, merged over the shards that read it (by sha256)."""
+
+    name: str
+    sha256: str = Field(description="sha256 of the file's bytes, lower-case hex")
+    bytes: int = Field(ge=0)
+    format: str = Field(description="the import's --format")
+    lines: int = Field(ge=0)
+    rows: int = Field(ge=0, description="judgments taken from it")
+    duplicates: int = Field(ge=0, description="exact duplicate lines, kept once")
+    rejected: int = Field(ge=0, description="lines set aside to the rejects file")
+
+
+class OtherTextAccount(Contract):
+    """The authors' clicked-pass defect as the import reconstructed it (generation/labels/authors_pass.py)."""
+
+    missing_clicked_documents: int = Field(description="clicked documents the corpus lacks")
+    documents: int = Field(description="(question, document) pairs graded on another document's text")
+    ratings: int = Field(description="their ratings (status imported_other_text)")
+    ratings_without_level: int = Field(description="of them, those without a level (the authors' -1, -2 or 7)")
+
+
+class ImportRecord(Contract):
+    """`manifest.imported`: what `import-labels` recorded, summed over the judgment shards
+    (assemble/imported.py `import_record`); `validate` checks the release against it."""
+
+    judges: list[str] = Field(description="the judge names the importer gave")
+    formats: list[str]
+    parsers: list[str] = Field(description="the prompts whose parsers read OpenAI Batch answers")
+    files: list[ImportedFile]
+    rows: int
+    duplicates: int
+    rejected: dict[str, int] = Field(description="reason -> lines set aside")
+    statuses: dict[str, int] = Field(description="status -> judgments, as imported")
+    documents: dict[str, int] = Field(description="how each judgment's document id was resolved -> judgments")
+    clicked_unknown: int = Field(description="judgments with no URL-hash, so `clicked` is false without being known")
+    incomplete_documents: int
+    graded_on_other_text: OtherTextAccount | None = Field(description="null unless crux-ratings with a corpus")
+    not_produced_by_the_kit: list[str]
+    left_out: dict[str, int] | None = absent("absent unless --leave-out-other-text: status -> judgments left out")
+
+
 class Manifest(Contract):
     """manifest.json: what a release holds and how it was made."""
 
@@ -127,7 +169,7 @@ class Manifest(Contract):
     files: dict[str, FileEntry] = Field(description="every data file, by its path in the release")
     training: TrainingRecord = Field(description="the training configs' settings and what they hold")
     shards_revision: str | None = Field(description="where the judgment shards came from (CI: SHARDS_REPO@commit)")
-    imported: dict[str, Any] | None = absent("absent unless imported: the label files, judges and counts of the import")
+    imported: ImportRecord | None = absent("absent unless imported: the label files, judges and counts of the import")
     pilot: dict[str, Any] | None = absent(
         "absent unless `build-release --pilot`: the record, and which setting made these"
     )
@@ -185,12 +227,12 @@ class CardContext(Contract):
     prompt: dict[str, Any] = Field(description="id, source, sha256, max_level and the rendered text")
     differences: str = Field(description="markdown: where the profile differs from the paper's")
     binary_threshold: int
-    imported: dict[str, Any] | None
+    imported: ImportRecord | None
     rubric: list[tuple[int, str]]
     agreement: str | None
     pilot: str | None
     pilot_precisions: list[str]
-    training: dict[str, Any]
+    training: TrainingRecord
     failed_pairs: int
 
 

@@ -112,8 +112,8 @@ def provenance(
         f">= {profile.complexity.answer_level} for it (the positive), and "
         f"{negatives_sentence(profile, rows, by_source)}.",
         (
-            f"- **Judge**: the levels were imported from {', '.join(imported.get('judges') or ['a labels file'])} "
-            f"({', '.join(imported.get('formats') or [])}), not judged by the kit."
+            f"- **Judge**: the levels were imported from {', '.join(imported.judges or ['a labels file'])} "
+            f"({', '.join(imported.formats)}), not judged by the kit."
             if imported
             else f"- **Judge**: {judge}, prompt `{prompt and prompt.id}` (sha256 {str(prompt and prompt.sha256)[:12]}), "
             f"profile `{manifest.profile.name}`, researchy-subq {manifest.code_version}."

@@ -15,7 +15,15 @@ from builder.release.assemble.lineage import judgment_config_hash, release_profi
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
 from builder.release.card_text import PLOT, plot_levels
-from builder.release.contract import MANIFEST_SCHEMA, CardContext, Manifest, Models, PromptRef, TrainingRecord
+from builder.release.contract import (
+    MANIFEST_SCHEMA,
+    CardContext,
+    ImportRecord,
+    Manifest,
+    Models,
+    PromptRef,
+    TrainingRecord,
+)
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
@@ -31,7 +39,7 @@ def rubric(prompt_text: str) -> list[tuple[int, str]]:
     return [(int(m[1]), m[2].strip()) for m in re.finditer(r"^- (\d): (.+)$", prompt_text, re.MULTILINE)]
 
 
-def differences(profile: Profile, imported: dict | None = None) -> str:
+def differences(profile: Profile, imported: ImportRecord | None = None) -> str:
     """Every knob where this release's profile differs from the paper's, then what always differs."""
     paper = load_profile("paper").model_dump()
     ours = profile.model_dump()
@@ -114,7 +122,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
     profile, judges = release_profile(judgments, options.profile)
     profile = withhold_endpoint(profile)
     imported = import_record(judgments)
-    if options.leave_out_other_text and not (imported or {}).get("graded_on_other_text"):
+    if options.leave_out_other_text and not (imported and imported.graded_on_other_text):
         raise InputError(
             "--leave-out-other-text",
             0,
@@ -135,7 +143,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         judgments, options.questions, out, profile, progress=progress, leave_out=leave_out, runs=options.runs, **kwargs
     )
     if imported and leave_out:
-        imported["left_out"] = summary.left_out
+        imported.left_out = summary.left_out
     judge = "; ".join(judges) or profile.judge.model
     splits = list(summary.stats)
     reranker = (
@@ -148,7 +156,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
             else f" ({profile.rerank.backend})"
         )
     )
-    training = settings_record(profile, summary.training)
+    training = TrainingRecord.model_validate(settings_record(profile, summary.training))
     context = CardContext(
         repo=repo,
         profile=profile,
@@ -189,9 +197,9 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         stats=summary.stats,
         splits=splits,
         files=file_manifest(out),
-        training=TrainingRecord.model_validate(training),
+        training=training,
         shards_revision=options.shards_revision,
-        imported=imported or None,  # absent from the file unless set: an import's record, a pilot's, failed pairs
+        imported=imported,  # absent from the file unless set: an import's record, a pilot's, failed pairs
         pilot=made_by,
         failed_pairs=failed or None,
     )

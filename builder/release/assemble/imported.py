@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from builder.release.assemble.lineage import judgment_records
+from builder.release.contract import ImportRecord, OtherTextAccount
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
 NOT_PRODUCED = (
@@ -25,7 +26,7 @@ def summed(counters) -> dict:
     return dict(sorted(total.items()))
 
 
-def import_record(folders: list[Path]) -> dict | None:
+def import_record(folders: list[Path]) -> ImportRecord | None:
     """The imports of these judgment folders as one account (files merged by sha256; counts summed over shards),
     or None when the kit's own judge made them."""
     imports = [(r.extra or {}).get("imported") for _, r in judgment_records(folders)]
@@ -50,34 +51,34 @@ def import_record(folders: list[Path]) -> dict | None:
             )
             for key in ("rows", "duplicates", "rejected"):
                 entry[key] += f[key]
-    return {
-        "judges": sorted({r["judge"] for r in imports}),
-        "formats": sorted({r["format"] for r in imports}),
-        "parsers": sorted({r["parser"] for r in imports if r.get("parser")}),
-        "files": sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
-        "rows": sum(r["rows"] for r in imports),
-        "duplicates": sum(r["duplicates"] for r in imports),
-        "rejected": summed(r["rejected"] for r in imports),
-        "statuses": summed(r["statuses"] for r in imports),
-        "documents": summed(r["documents"] for r in imports),
-        "clicked_unknown": sum(r["clicked_unknown"] for r in imports),
-        "incomplete_documents": sum(r["incomplete_documents"] for r in imports),
-        "graded_on_other_text": other_text_account(imports),
-        "not_produced_by_the_kit": list(NOT_PRODUCED),
-    }
+    return ImportRecord(
+        judges=sorted({r["judge"] for r in imports}),
+        formats=sorted({r["format"] for r in imports}),
+        parsers=sorted({r["parser"] for r in imports if r.get("parser")}),
+        files=sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
+        rows=sum(r["rows"] for r in imports),
+        duplicates=sum(r["duplicates"] for r in imports),
+        rejected=summed(r["rejected"] for r in imports),
+        statuses=summed(r["statuses"] for r in imports),
+        documents=summed(r["documents"] for r in imports),
+        clicked_unknown=sum(r["clicked_unknown"] for r in imports),
+        incomplete_documents=sum(r["incomplete_documents"] for r in imports),
+        graded_on_other_text=other_text_account(imports),
+        not_produced_by_the_kit=list(NOT_PRODUCED),
+    )
 
 
-def other_text_account(imports: list[dict]) -> dict | None:
+def other_text_account(imports: list[dict]) -> OtherTextAccount | None:
     """The authors' clicked-pass defect as the imports found it (generation/labels/authors_pass.py), summed over shards;
     None when no import checked it (not crux-ratings, or no --corpus)."""
     found = [r["graded_on_other_text"] for r in imports if r.get("graded_on_other_text") is not None]
-    return summed(found) if found else None
+    return OtherTextAccount(**summed(found)) if found else None
 
 
-def imported_line(imported: dict) -> str:
+def imported_line(imported: ImportRecord) -> str:
     """One line for a commit message: what was imported, from which files."""
-    files = ", ".join(f"{f['name']} (sha256 {f['sha256']})" for f in imported.get("files", []))
+    files = ", ".join(f"{f.name} (sha256 {f.sha256})" for f in imported.files)
     return (
-        f"Labels imported ({', '.join(imported.get('formats', []))}; no prompt, no pool provenance) from {files}, "
-        f"judge: {'; '.join(imported.get('judges', []))}."
+        f"Labels imported ({', '.join(imported.formats)}; no prompt, no pool provenance) from {files}, "
+        f"judge: {'; '.join(imported.judges)}."
     )

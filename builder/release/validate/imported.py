@@ -35,27 +35,20 @@ def check_import(
                     statuses[status],
                 )
         return
-    files = imported.get("files") if isinstance(imported, dict) else None
-    if not isinstance(files, list) or not all(
-        isinstance(f, dict) and isinstance(f.get("rows"), int) and isinstance(f.get("sha256"), str) for f in files
-    ):
-        check.fail("manifest.json: `imported` needs `files`, each with its name, sha256 and rows")
-        return
-    left_out = imported.get("left_out") or {}  # build-release --leave-out-other-text
+    files = imported.files
+    left_out = imported.left_out or {}  # build-release --leave-out-other-text
     judgments = sum(s["judgments"] for s in stats.values())
-    kept = sum(f["rows"] for f in files) - sum(left_out.values())
-    if kept != judgments or imported.get("rows") != kept + sum(left_out.values()):
+    kept = sum(f.rows for f in files) - sum(left_out.values())
+    if kept != judgments or imported.rows != kept + sum(left_out.values()):
         check.fail(
-            f"the import recorded {imported.get('rows')!r} rows ({sum(f['rows'] for f in files):,} over its "
+            f"the import recorded {imported.rows!r} rows ({sum(f.rows for f in files):,} over its "
             f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
             f"{judgments:,} judgments"
         )
     statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
-    if imported.get("statuses") != statuses:
+    if imported.statuses != statuses:
         differ = sorted(
-            k
-            for k in set(statuses) | set(imported.get("statuses") or {})
-            if statuses.get(k) != (imported.get("statuses") or {}).get(k)
+            k for k in set(statuses) | set(imported.statuses) if statuses.get(k) != imported.statuses.get(k)
         )
         check.fail(f"statuses differ from what the import recorded: {differ}")
     for path in (p for p in judgment_files if p.parent.name == "unparsed"):
@@ -63,6 +56,6 @@ def check_import(
         n = pc.sum(pc.equal(table["status"], IMPORTED_STATUS)).as_py() or 0  # imported_other_text may lack one
         if n:
             check.fail(f"{path.relative_to(release)}: {n:,} rows with status {IMPORTED_STATUS} and no level", n)
-    for name in [*imported.get("judges", []), *(f["sha256"] for f in files), *(f.get("name", "") for f in files)]:
+    for name in [*imported.judges, *(f.sha256 for f in files), *(f.name for f in files)]:
         if name not in card_body:
             check.fail(f"the card does not name the import's {name!r}")

@@ -31,7 +31,7 @@ def check_one_prompt(manifest: Manifest, profile, check) -> None:
     own = profile.judge.prompt if profile is not None else None
     imported = manifest.imported
     if imported is not None:
-        parsers = set(imported.get("parsers") or [])
+        parsers = set(imported.parsers)
         if len(parsers) > 1 or (own is not None and parsers - {own}):
             check.fail(
                 f"manifest.json: the import parsed answers with the prompts {sorted(parsers)}; its profile's is {own}: "
