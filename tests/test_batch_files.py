@@ -10,15 +10,9 @@ import pytest
 from builder.standins.openai_server import answered, run_batch_on
 from generation.backends.openai_server import make_judge
 from generation.errors import InputError, Rejects
-from generation.judging.batch_files import (
-    check_manifest,
-    custom_id,
-    export_batch,
-    export_judge,
-    load_manifest,
-    parse_custom_id,
-)
+from generation.judging.batch_files import check_export, custom_id, export_batch, export_judge, parse_custom_id
 from generation.judging.batch_import import answer_grader, import_results
+from generation.judging.batch_manifest import MANIFEST, load_manifest
 from generation.judging.judges import Pair
 from tests.helpers import plan_ids
 from tests.test_openai_server import DOCUMENTS, QUESTIONS, config
@@ -62,22 +56,22 @@ def test_export_writes_the_server_backends_own_requests(standin, tokenizer, tmp_
     served.grade(PAIRS)
     sent = [body for _, path, body in standin.received if path == "/v1/chat/completions"][1:]
     manifest = export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path, profile_hash="abc")
-    lines = [json.loads(line) for e in manifest["files"] for line in (tmp_path / e["name"]).read_text().splitlines()]
+    lines = [json.loads(line) for e in manifest.files for line in (tmp_path / e.name).read_text().splitlines()]
     assert [line["custom_id"] for line in lines] == plan_ids(PLAN)
     assert {(line["method"], line["url"]) for line in lines} == {("POST", "/v1/chat/completions")}
     assert sorted(json.dumps(line["body"], sort_keys=True) for line in lines) == sorted(
         json.dumps(body, sort_keys=True) for body in sent
     )
-    assert manifest["context_cut_by_tokens"] == [cid for cid, p in keyed() if p.document == DOCUMENTS[2]]
-    assert (manifest["pairs"], manifest["request_shape"], manifest["mode"]) == (len(PAIRS), "chat", "generate")
-    assert manifest["prompt_sha256"] == served.prompt.sha256 and load_manifest(tmp_path) == manifest
+    assert manifest.context_cut_by_tokens == [cid for cid, p in keyed() if p.document == DOCUMENTS[2]]
+    assert (manifest.pairs, manifest.request_shape, manifest.mode) == (len(PAIRS), "chat", "generate")
+    assert manifest.prompt_sha256 == served.prompt.sha256 and load_manifest(tmp_path) == manifest
     served.backend.close()
 
 
 def test_export_splits_within_the_limits_and_records_each_file(tokenizer, tmp_path):
     cfg = config("http://unused:1/v1", shape="completions", mode="distribution")
     manifest = export_batch(export_judge(cfg, tokenizer), keyed(), tmp_path, "abc", max_lines=4, max_bytes=6000)
-    sizes = [(f["lines"], f["bytes"]) for f in manifest["files"]]
+    sizes = [(f.lines, f.bytes) for f in manifest.files]
     assert sum(n for n, _ in sizes) == len(PAIRS) and all(n <= 4 and b <= 6000 for n, b in sizes)
     assert len(sizes) > len(PAIRS) // 4, "the byte limit cut a file before its line limit"
     first = json.loads((tmp_path / "requests-00000.jsonl").read_text().splitlines()[0])
@@ -88,13 +82,35 @@ def test_export_splits_within_the_limits_and_records_each_file(tokenizer, tmp_pa
     assert list((tmp_path / "small").iterdir()) == [], "no half-written file left behind"
 
 
+def test_the_manifest_is_typed_and_an_edited_one_is_refused_naming_the_file(tokenizer, tmp_path):
+    """generation/judging/batch_manifest.py: the file lists its keys in the order they were always written, reads
+    back equal, and a key it does not name or a missing one is refused with the file's name."""
+    manifest = export_batch(export_judge(config("http://unused:1/v1", shape="chat"), tokenizer), keyed(), tmp_path, "a")
+    written = json.loads((tmp_path / MANIFEST).read_text())
+    assert list(written) == [
+        "profile_hash", "prompt", "prompt_sha256", "request_shape", "url", "model", "mode", "digit_logprobs",
+        "pairs", "files", "context_cut_by_tokens", "not_exported",
+    ]  # fmt: skip
+    assert load_manifest(tmp_path / MANIFEST) == manifest and written["files"][0]["lines"] == len(PAIRS)
+    for edit, problem in [
+        (lambda m: m.update(temperature=0), "temperature: Extra inputs are not permitted"),
+        (lambda m: m.pop("profile_hash"), "profile_hash: Field required"),
+        (lambda m: m["files"][0].update(lines="many"), "files.0.lines: Input should be a valid integer"),
+    ]:
+        edited = json.loads((tmp_path / MANIFEST).read_text())
+        edit(edited)
+        (tmp_path / "edited.json").write_text(json.dumps(edited))
+        with pytest.raises(InputError, match=f"edited.json.*not a batch manifest .{problem}"):
+            load_manifest(tmp_path / "edited.json")
+
+
 def test_a_prompt_that_cannot_fit_is_recorded_not_exported(tokenizer, tmp_path):
     cfg = config("http://unused:1/v1", shape="chat")
     long_question = Pair("why " * 400 + "?", DOCUMENTS[0])
     manifest = export_batch(export_judge(cfg, tokenizer), keyed([long_question, *PAIRS[1:]]), tmp_path, "abc")
-    assert manifest["pairs"] == len(PAIRS) - 1
-    assert [e["custom_id"] for e in manifest["not_exported"]] == plan_ids(PLAN)[:1]
-    assert "PromptTooLong" in manifest["not_exported"][0]["error"]
+    assert manifest.pairs == len(PAIRS) - 1
+    assert [e.custom_id for e in manifest.not_exported] == plan_ids(PLAN)[:1]
+    assert "PromptTooLong" in manifest.not_exported[0].error
 
 
 @pytest.mark.parametrize("mode", ["generate", "distribution"])
@@ -106,7 +122,7 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
     manifest = export_batch(judge, keyed(), tmp_path / "requests", "abc")
     run_batch_on(standin, tmp_path / "requests" / "requests-00000.jsonl", tmp_path / "results.jsonl")
     result = import_results(
-        [tmp_path / "results.jsonl"], plan_ids(PLAN), answer_grader(judge), manifest["context_cut_by_tokens"]
+        [tmp_path / "results.jsonl"], plan_ids(PLAN), answer_grader(judge), manifest.context_cut_by_tokens
     )
     assert [result.grades[cid] for cid in plan_ids(PLAN)] == expected
     assert result.counts() == {
@@ -122,9 +138,9 @@ def test_export_run_import_gives_the_server_backends_grades(standin, tokenizer, 
         "superseded_errors": 0,
         "missing": 0,
     }
-    check_manifest(manifest, judge, "abc")
+    check_export(manifest, judge, "abc")
     with pytest.raises(ValueError, match="exported under another judge: profile_hash 'abc' .this run: 'xyz'"):
-        check_manifest(manifest, judge, "xyz")
+        check_export(manifest, judge, "xyz")
     served.backend.close()
 
 

@@ -125,7 +125,7 @@ def test_results_of_another_profile_are_refused(tmp_path, small_pipeline, server
     )
     with pytest.raises(ValueError, match="exported under another judge: profile_hash"):
         stage.run()
-    assert manifest["pairs"] > 0
+    assert manifest.pairs > 0
 
 
 def test_an_incomplete_import_keeps_what_it_graded(tmp_path, small_pipeline, server_profile, standin):

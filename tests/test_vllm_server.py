@@ -149,7 +149,7 @@ def test_export_run_batch_import_gives_the_in_process_rows(in_process, model, tm
         results = tmp_path / f"results-{mode}.jsonl"
         results.write_text("\n".join(lines[half * len(PAIRS) : (half + 1) * len(PAIRS)]) + "\n")
         imported = import_results(
-            [results], plan_ids(PLAN), answer_grader(judges[mode]), manifests[mode]["context_cut_by_tokens"]
+            [results], plan_ids(PLAN), answer_grader(judges[mode]), manifests[mode].context_cut_by_tokens
         )
         assert imported.counts()["graded"] == len(PAIRS) and not imported.unresolved
         assert_same([imported.grades[cid] for cid in plan_ids(PLAN)], in_process_grades(in_process, model, mode))

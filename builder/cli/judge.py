@@ -138,10 +138,10 @@ def export_batch_stage(profile: Profile, options: JudgeOptions) -> Stage:
             f"batch export: shard {shard.label} of {options.out} is already judged and recorded done: nothing to export"
         )
         raise typer.Exit(0)
-    files = ", ".join(f["name"] for f in manifest["files"]) or "none"
+    files = ", ".join(f.name for f in manifest.files) or "none"
     say(
-        f"batch export: {manifest['pairs']:,} requests ({manifest['request_shape']}, {manifest['url']}) in "
-        f"{len(manifest['files'])} files ({files}), {len(manifest['not_exported']):,} prompts over the budget "
+        f"batch export: {manifest.pairs:,} requests ({manifest.request_shape}, {manifest.url}) in "
+        f"{len(manifest.files)} files ({files}), {len(manifest.not_exported):,} prompts over the budget "
         f"recorded -> {folder}/manifest.json"
     )
     raise typer.Exit(0)

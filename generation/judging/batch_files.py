@@ -31,17 +31,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generation.errors import ArgumentError, InputError
+from generation.errors import ArgumentError
+from generation.judging.batch_manifest import BatchManifest, NotExported, RequestFile, check_manifest
 from generation.judging.judges import LLMJudge, Pair, PromptTooLong, failed
 from generation.judging.openai_format import RequestFormat, check_shape
-from generation.storage import commit, tmp_path, write_text_atomic
+from generation.storage import commit, tmp_path
 
 MAX_LINES = 50_000
 MAX_BYTES = 200_000_000  # 200 MB, counted in decimal megabytes to stay within either reading
 URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SEPARATOR = "::"
 SUFFIX = re.compile(r"\d+|h\d+(?:-\d+)?")  # a sub-question's part of a custom_id: k, or h{j}[-{i}]
-MANIFEST = "manifest.json"
 
 
 # -- custom_id ------------------------------------------------------------------------------------------------------
@@ -132,9 +132,9 @@ def request_body(judge: LLMJudge, payload) -> dict:
 @dataclass
 class ExportSummary:
     pairs: int = 0
-    files: list[dict] = field(default_factory=list)  # name, lines, bytes, sha256
+    files: list[RequestFile] = field(default_factory=list)
     cut_by_tokens: list[str] = field(default_factory=list)  # custom_ids whose context was cut to fit
-    not_exported: list[dict] = field(default_factory=list)  # custom_id, error: prompts over the budget
+    not_exported: list[NotExported] = field(default_factory=list)  # prompts over the budget
 
 
 def request_lines(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], summary: ExportSummary) -> Iterator[bytes]:
@@ -144,7 +144,7 @@ def request_lines(judge: LLMJudge, pairs: Iterable[tuple[str, Pair]], summary: E
         try:
             payload, cut = judge.encode_pair(pair)
         except PromptTooLong as error:
-            summary.not_exported.append({"custom_id": cid, "error": failed(error).raw})
+            summary.not_exported.append(NotExported(custom_id=cid, error=failed(error).raw))
             continue
         if cut:
             summary.cut_by_tokens.append(cid)
@@ -169,10 +169,10 @@ class _RequestFile:
         self.lines += 1
         self.bytes += len(line)
 
-    def commit(self) -> dict:
+    def commit(self) -> RequestFile:
         self.handle.close()
         commit(self.tmp, self.final)
-        return {"name": self.final.name, "lines": self.lines, "bytes": self.bytes, "sha256": self.digest.hexdigest()}
+        return RequestFile(name=self.final.name, lines=self.lines, bytes=self.bytes, sha256=self.digest.hexdigest())
 
     def discard(self) -> None:
         self.handle.close()
@@ -217,7 +217,7 @@ def export_batch(
     profile_hash: str,
     max_lines: int = MAX_LINES,
     max_bytes: int = MAX_BYTES,
-) -> dict:
+) -> BatchManifest:
     """Request files for `pairs` ((custom_id, Pair), e.g. a shard's pairs still missing) and their manifest
     (returned, and written to out_dir/manifest.json)."""
     out_dir = Path(out_dir)
@@ -226,42 +226,33 @@ def export_batch(
         request_lines(judge, pairs, summary), out_dir, summary, max_lines=max_lines, max_bytes=max_bytes
     )
     fmt = judge_format(judge)
-    manifest = {
-        "profile_hash": profile_hash,
-        "prompt": judge.prompt.id,
-        "prompt_sha256": judge.prompt.sha256,
-        "request_shape": fmt.shape,
-        "url": URLS[fmt.shape],
-        "model": fmt.model,
-        "mode": judge.config.mode,
-        "digit_logprobs": fmt.digit_logprobs if judge.config.mode == "distribution" else None,
-        "pairs": summary.pairs,
-        "files": summary.files,
-        "context_cut_by_tokens": summary.cut_by_tokens,
-        "not_exported": summary.not_exported,
-    }
-    write_text_atomic(out_dir / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    manifest = BatchManifest(
+        profile_hash=profile_hash,
+        prompt=judge.prompt.id,
+        prompt_sha256=judge.prompt.sha256,
+        request_shape=fmt.shape,
+        url=URLS[fmt.shape],
+        model=fmt.model,
+        mode=judge.config.mode,
+        digit_logprobs=fmt.digit_logprobs if judge.config.mode == "distribution" else None,
+        pairs=summary.pairs,
+        files=summary.files,
+        context_cut_by_tokens=summary.cut_by_tokens,
+        not_exported=summary.not_exported,
+    )
+    manifest.write(out_dir)
     return manifest
 
 
-def load_manifest(path: str | Path) -> dict:
-    path = Path(path)
-    path = path / MANIFEST if path.is_dir() else path
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise InputError(path, 1, f"not a batch manifest ({error})") from None
-
-
-def check_manifest(manifest: dict, judge: LLMJudge, profile_hash: str) -> None:
+def check_export(manifest: BatchManifest, judge: LLMJudge, profile_hash: str) -> None:
     """Results are imported under the profile and prompt they were exported with, or not at all."""
     fmt = judge_format(judge)
-    expected = {
-        "profile_hash": profile_hash,
-        "prompt_sha256": judge.prompt.sha256,
-        "request_shape": fmt.shape,
-        "mode": judge.config.mode,
-    }
-    wrong = [f"{k} {manifest.get(k)!r} (this run: {v!r})" for k, v in expected.items() if manifest.get(k) != v]
-    if wrong:
-        raise ArgumentError("the batch was exported under another judge: " + "; ".join(wrong))
+    check_manifest(
+        manifest,
+        {
+            "profile_hash": profile_hash,
+            "prompt_sha256": judge.prompt.sha256,
+            "request_shape": fmt.shape,
+            "mode": judge.config.mode,
+        },
+    )

@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from generation.errors import ArgumentError
-from generation.judging.batch_files import check_manifest, custom_id, export_batch, export_judge, load_manifest
+from generation.judging.batch_files import check_export, custom_id, export_batch, export_judge
 from generation.judging.batch_import import answer_grader, import_results
+from generation.judging.batch_manifest import BatchManifest, load_manifest
 from generation.judging.judges import Grade, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.shards import Shard, ShardError, StageOutput
@@ -65,7 +66,7 @@ def missing_pairs(job: ShardJob) -> Iterable[tuple[str, Pair]]:
                 yield cid, Pair(row["text"], job.docs.text(row["docid"]))
 
 
-def export_shard(stage: JudgeStage, shard: Shard, out_dir: Path) -> dict | None:
+def export_shard(stage: JudgeStage, shard: Shard, out_dir: Path) -> BatchManifest | None:
     """The shard's missing pairs as OpenAI Batch request files in `out_dir`, with their manifest (returned); None,
     and nothing written, when the shard is already judged and recorded done."""
     stage.prepare()
@@ -82,14 +83,14 @@ class BatchImport:
 
     description = "batch import"
 
-    def __init__(self, results: Sequence[Path], manifest: dict):
+    def __init__(self, results: Sequence[Path], manifest: BatchManifest):
         self.results, self.manifest = list(results), manifest
         self.counts: dict[str, int] = {}
         self.set_aside: dict[str, dict] = {}
 
     def run_chunks(self, job: ShardJob, pending: Sequence[int], progress=None) -> int:
         judge = batch_judge(job.stage)
-        check_manifest(self.manifest, judge, job.output.config_hash)
+        check_export(self.manifest, judge, job.output.config_hash)
         rows = {pair_id(r): r for k in pending for r in job.chunk(k)}
         before = imported_before(job)
         done = {pair_id(r) for k in set(range(job.n_chunks)) - set(pending) for r in job.chunk(k)}
@@ -97,13 +98,13 @@ class BatchImport:
             self.results,
             [c for c in rows if c not in before],
             answer_grader(judge),
-            self.manifest.get("context_cut_by_tokens", ()),
+            self.manifest.context_cut_by_tokens,
             graded_before=done | set(before),
         )
         grades: dict[str, Grade] = dict(result.grades)
-        for entry in self.manifest.get("not_exported", []):  # prompts over the budget: failed, as a judge records them
-            if entry["custom_id"] in result.unresolved:
-                grades.setdefault(entry["custom_id"], Grade(None, entry["error"], status="engine_error"))
+        for entry in self.manifest.not_exported:  # prompts over the budget: failed, as a judge records them
+            if entry.custom_id in result.unresolved:
+                grades.setdefault(entry.custom_id, Grade(None, entry.error, status="engine_error"))
         graded = {**before, **{cid: judgment_row(rows[cid], g) for cid, g in grades.items()}}
         written = 0
         for k in pending:
@@ -140,8 +141,7 @@ class BatchImportJudgeStage(JudgeStage):
     def new_summary(self, shard: Shard) -> StageSummary:
         summary = super().new_summary(shard)
         summary.judge = (
-            f"{self.profile.judge.model} (OpenAI Batch results, request shape "
-            f"{self.importer.manifest.get('request_shape')})"
+            f"{self.profile.judge.model} (OpenAI Batch results, request shape {self.importer.manifest.request_shape})"
         )
         return summary
 
