@@ -210,6 +210,16 @@ def manifest_json_schema() -> str:
     return json.dumps(Manifest.model_json_schema(), indent=1, sort_keys=True) + "\n"
 
 
+class CardPrompt(Contract):
+    """The judge prompt as the card states it."""
+
+    id: str
+    source: str = Field(description="where the prompt's text comes from (the paper, the authors' code...)")
+    sha256: str
+    max_level: int
+    text: str = Field(description="the prompt rendered with {question} and {context} left as placeholders")
+
+
 class CardContext(Contract):
     """What the card template (assemble/cards/dataset_card.md) is rendered from, beside the data's numbers."""
 
@@ -224,7 +234,7 @@ class CardContext(Contract):
     stand_in: bool = Field(description="a stand-in judge (tests, the demo) made the labels")
     reranker: str | None
     judge_precision: str
-    prompt: dict[str, Any] = Field(description="id, source, sha256, max_level and the rendered text")
+    prompt: CardPrompt
     differences: str = Field(description="markdown: where the profile differs from the paper's")
     binary_threshold: int
     imported: ImportRecord | None

@@ -18,6 +18,7 @@ from builder.release.card_text import PLOT, plot_levels
 from builder.release.contract import (
     MANIFEST_SCHEMA,
     CardContext,
+    CardPrompt,
     ImportRecord,
     Manifest,
     Models,
@@ -167,13 +168,13 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         stand_in=any("stand-in" in j for j in judges) or profile.judge.backend == "bi-encoder",
         reranker=reranker,
         judge_precision=judge_precision(profile),
-        prompt={
-            "id": prompt.id,
-            "source": prompt.source,
-            "sha256": prompt.sha256,
-            "max_level": prompt.max_level,
-            "text": prompt.render("{question}", "{context}"),
-        },
+        prompt=CardPrompt(
+            id=prompt.id,
+            source=prompt.source,
+            sha256=prompt.sha256,
+            max_level=prompt.max_level,
+            text=prompt.render("{question}", "{context}"),
+        ),
         differences=differences(profile, imported),
         binary_threshold=binary_threshold(profile),
         imported=imported,
