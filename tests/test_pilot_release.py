@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
+from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
+from builder.pilot.options import PilotOptions
+from builder.pilot.run import run_pilot
 from builder.release.assemble.folder import ReleaseOptions, build_release
-from builder.release.pilot_text import PILOT_HEADING, pilot_markdown
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
-from generation.pilot.sample import SampleRequest
-from generation.pilot.settings import load_setting
 from generation.profiles import load_profile
 from generation.stages.judge import run_judge
 
@@ -29,11 +28,11 @@ def piloted(small_pipeline, tmp_path_factory):
     root = tmp_path_factory.mktemp("piloted")
     base = root / "small.yaml"
     base.write_text(yaml.safe_dump(small_pipeline["profile"].model_dump()))
-    a, b = load_setting("A", str(base)), load_setting("B", str(base), [B_CUTS])
-    where = PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], root / "p")
-    pilot, record = run_pilot(a, b, where, PilotOptions(SampleRequest(pairs=80, questions=2), resamples=100))
+    folders = {k: small_pipeline[k] for k in ("candidates", "index")}
+    pilot, record = run_pilot(PilotOptions(a=str(base), b=str(base), b_set=[B_CUTS], subquestions=small_pipeline[
+        "questions"], out=root / "p", pairs=80, questions=2, resamples=100, **folders))  # fmt: skip
     judge_profile = load_profile(pilot.profiles["B"])  # the file the pilot wrote beside B's judgments
-    assert judge_profile == b.profile
+    assert judge_profile == pilot.settings[1].profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
     build_release(ReleaseOptions([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"],

@@ -1,5 +1,5 @@
 """A pilot record in a release (`build-release --pilot OUT/pilot.json`): checked to be about these labels, held
-by the manifest (`pilot`: which setting made the labels, and the record), and stated by the card (`pilot_markdown`, builder/release/pilot_text.py),
+by the manifest (`pilot`: which setting made the labels, and the record), and stated by the card (`pilot_markdown`, builder/pilot/card_text.py),
 which `validate` renders again from the manifest and finds in the card verbatim (validate/pilot.py).
 
 A record is about these labels when one of its settings has the judge config hash of the judgment shards and the
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.analysis.pilot_record import labels_setting, read_pilot_record
-from builder.analysis.pilot_verdict import verdict_problems
+from builder.pilot.record import labels_setting, read_pilot_record
+from builder.pilot.verdict import verdict_problems
 from generation.errors import InputError
 from generation.judging.prompts import Prompt
 

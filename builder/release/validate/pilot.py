@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 
-from builder.analysis.pilot_verdict import verdict_problems
+from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
+from builder.pilot.verdict import verdict_problems
 from builder.release.contract import Manifest
-from builder.release.pilot_text import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
+from generation.stages.judge import named_prompts
 
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
 PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"

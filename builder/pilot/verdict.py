@@ -21,6 +21,7 @@ from generation.errors import ArgumentError
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
 BASES = ("point", "lower end")
+WEIGHTS = ("linear", "quadratic")  # the weighted kappa the verdict reads: agreement.cohen_kappa's weights
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def figure(agreement: dict, name: str, basis: str):
 
 
 def decide(agreement: dict, rule: VerdictRule) -> dict:
-    """The verdict on a pilot's agreement (builder/analysis/pilot_measures.py `measure_agreement`) under `rule`."""
+    """The verdict on a pilot's agreement (builder/pilot/measures.py `measure_agreement`) under `rule`."""
     kappa_name = rule.measure.removeprefix("kappa_") + "-weighted kappa"
     level_a, level_b = levels_given(agreement["confusion"]["rows_a_columns_b"])
     answer = agreement["answer"]

@@ -12,7 +12,7 @@ Fields (schema_version 1):
 - `agreement`: `agreement.compare` of A (rows) and B (columns) over the pairs both graded, each setting's statuses,
   the Spearman of the expected level, B's precision and recall of A's answers (level >= answer_level).
 - `stability`: level flips over the pairs both graded and the largest |dP(level)| over those with a distribution in
-  both, with its pair (builder/analysis/pilot_stability.py): a batch-size stability check's result.
+  both, with its pair (builder/pilot/stability.py): a batch-size stability check's result.
 - `gpu_hours`: each setting's paper-scale rows from `plan` at its precision, and what B saves on the headline row.
 - `verdict`: the weighted kappa, its interval, the threshold, passed, and the line printed.
 - `notes`: what the pilot said about the settings (document prefixes shared or not).

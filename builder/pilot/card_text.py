@@ -1,25 +1,15 @@
 """The pilot record as the card states it (`pilot_markdown`: the card's pilot section, from the manifest's `pilot`
-entry alone) and the prompts a judge description names. assemble/pilot.py writes the section, validate/pilot.py
-renders it again from the manifest and finds it in the card verbatim; both import it from here."""
+entry alone). assemble/folder.py writes the section, validate/pilot.py renders it again from the manifest and finds
+it in the card verbatim; both import it from here."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 PILOT_HEADING = "### The pilot before judging"
 
 
-# generation/stages/judge.py `judge_description`: "{model} ({backend}, prompt {id}, mode {mode})"
-PROMPT_IN_JUDGE = re.compile(r"\bprompt ([A-Za-z0-9][\w.-]*?)(?=[,;)\s]|$)")
-
-
 ROLES = {"A": "the reference", "B": "the candidate"}
-
-
-def named_prompts(judges) -> set[str]:
-    """The prompt ids a list of judge descriptions names."""
-    return {m for judge in judges for m in PROMPT_IN_JUDGE.findall(str(judge))}
 
 
 def number(value, digits: int = 3) -> str:
