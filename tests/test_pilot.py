@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from builder.pilot.options import PilotOptions
+from builder.pilot.record import read_pilot_record, record_json
 from builder.pilot.run import run_pilot
 from generation.errors import ArgumentError
 from generation.pilot.sample import SAMPLE_FILE, Population, SampleRequest, draw, quotas, read_sample
@@ -227,6 +228,8 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     )  # fmt: skip
     assert code == 0, output
     record = json.loads((out / "pilot.json").read_text())
+    typed = read_pilot_record(out / "pilot.json")  # priced rows, distributions, a real prompt: the contract reads all
+    assert record_json(typed.model_dump()) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
     settings = record["settings"]
     assert (settings["A"]["prompt"]["id"], settings["B"]["prompt"]["id"]) == ("crux-paper", "crux-paper-document-first")
     assert not settings["A"]["prompt"]["document_first"] and settings["B"]["prompt"]["document_first"]

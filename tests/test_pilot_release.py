@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
+from builder.pilot.contract import PilotEntry
 from builder.pilot.options import PilotOptions
 from builder.pilot.run import run_pilot
 from builder.release.assemble.folder import ReleaseOptions, build_release
@@ -40,6 +41,11 @@ def piloted(small_pipeline, tmp_path_factory):
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
 
 
+def section_of(manifest: dict) -> str:
+    """The card's pilot section of a manifest's pilot entry, read through the contract as validate reads it."""
+    return pilot_markdown(PilotEntry.model_validate(manifest["pilot"]))
+
+
 def read(release: Path) -> tuple[dict, str]:
     return json.loads((release / "manifest.json").read_text()), (release / "README.md").read_text()
 
@@ -52,7 +58,7 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
         "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
     }
     assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
-    section = pilot_markdown(manifest["pilot"])
+    section = section_of(manifest)
     assert section in card and card.count(PILOT_HEADING) == 1
     kappa = record["agreement"]["measures"]["kappa_linear"]
     taken = record["sample"]["taken"]
@@ -76,9 +82,9 @@ def resealed(piloted, tmp_path, edit_manifest) -> Path:
     careful forger would), so only what the record itself says can give it away."""
     copy = copy_release(piloted, tmp_path)
     manifest, card = read(copy)
-    before = pilot_markdown(manifest["pilot"])
+    before = section_of(manifest)
     edit_manifest(manifest)
-    card = card.replace(before, pilot_markdown(manifest["pilot"]))
+    card = card.replace(before, section_of(manifest))
     (copy / "manifest.json").write_text(json.dumps(manifest))
     (copy / "README.md").write_text(card)
     return copy

@@ -102,10 +102,10 @@ def test_the_lower_end_can_be_required_instead_of_the_point_estimate():
 def test_a_verdict_edited_against_its_figures_is_found():
     agreement = agreement_of([0, 1, 2, 3, 4, 5] * 30, [0, 1, 2, 3, 4, 5] * 30)
     verdict = decide(agreement, VerdictRule())
-    record = {"agreement": agreement, "verdict": json.loads(json.dumps(verdict))}
-    assert verdict["decision"] == PASS and verdict_problems(record) == []
-    record["verdict"].update(decision=FAIL, passed=False)
-    assert "verdict 'FAIL' (decision, passed differ)" in verdict_problems(record)[0]
+    stated = json.loads(json.dumps(verdict))
+    assert verdict["decision"] == PASS and verdict_problems(agreement, stated) == []
+    stated.update(decision=FAIL, passed=False)
+    assert "verdict 'FAIL' (decision, passed differ)" in verdict_problems(agreement, stated)[0]
 
 
 @pytest.fixture

@@ -150,14 +150,14 @@ def interval(agreement: dict, name: str) -> str:
     return "" if undefined(low) or undefined(high) else f" [{low:.3f}, {high:.3f}]"
 
 
-def verdict_problems(record: dict) -> list[str]:
-    """Where a record's verdict is not the one its rule gives on its own figures (empty when it is)."""
-    stated = record["verdict"]
+def verdict_problems(agreement: dict, stated: dict) -> list[str]:
+    """Where a record's verdict (`stated`) is not the one its rule gives on the record's own `agreement` (empty when
+    it is). Both as plain values: `decide` reads what `measure_agreement` gives."""
     try:
         rule = rule_of(stated)
     except (KeyError, TypeError, ArgumentError) as e:
         return [f"the verdict states no rule the pilot applies ({type(e).__name__}: {e})"]
-    again = decide(record["agreement"], rule)
+    again = decide(agreement, rule)
     wrong = [key for key in ("decision", "passed", "line", "rule_text") if stated.get(key) != again[key]]
     if not wrong:
         return []

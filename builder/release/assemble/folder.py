@@ -173,7 +173,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         rubric=rubric(prompt.user),
         agreement=agreement_section,
         pilot=pilot_markdown(made_by) if made_by else None,
-        pilot_precisions=sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
+        pilot_precisions=sorted({s.precision for s in made_by.record.settings.values()}) if made_by else [],
         training=training,
         failed_pairs=failed,
     )
