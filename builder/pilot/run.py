@@ -56,7 +56,7 @@ class Pilot:
         self.summaries: dict[str, StageSummary] = {}
         self.profiles: dict[str, str] = {}
         self.definition: dict = {}
-        self.sample: Path | None = None
+        self.sample = options.out / SAMPLE_FILE  # drawn or read back by `prepare`
         self.waiting: str | None = None
 
     def prepare(self) -> dict:
