@@ -40,7 +40,8 @@ def main() -> None:
     args = parser.parse_args()
 
     options = PilotOptions(**vars(args))  # one field per option of `researchy-subq pilot`
-    print(f"judging the sample under A ({options.a}), then B ({options.b} with {options.b_set})", file=sys.stderr)
+    a, b = " ".join([options.a, *options.a_set]), " ".join([options.b, *options.b_set])
+    print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
     _, record = run_pilot(options)
 
     taken = record["sample"]["taken"]
