@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -38,8 +40,8 @@ def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
     out = options.out
     check_folder_arg(out, "--out")
     check_writable_file(json_out, "--json")
-    for folder, flag in ((options.subquestions, "--subquestions"), (options.candidates, "--candidates"),
-                         (options.index, "--index")):  # fmt: skip
+    folders = {"--subquestions": options.subquestions, "--candidates": options.candidates, "--index": options.index}
+    for flag, folder in folders.items():
         if not folder.is_dir():
             fail(f"{folder}: no such folder ({flag})")
     run = Pilot(options, shard)
@@ -69,11 +71,9 @@ def pilot_command() -> Callable[..., None]:
     --num-shards and --json; it builds one `PilotOptions` and runs `pilot`."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter(name, keyword, annotation=kind, default=typer.Option(
-            spec["default"], spec["flag"], **{k: v for k, v in spec.items() if k not in ("default", "flag")}
-        ))
-        for name, kind, spec in option_fields()
-    ]  # fmt: skip
+        inspect.Parameter(o.name, keyword, annotation=o.kind, default=typer.Option(o.default, o.flag, **o.settings))
+        for o in option_fields()
+    ]
     params += [
         inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
         inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
@@ -86,7 +86,7 @@ def pilot_command() -> Callable[..., None]:
         shard, json_out = shard_of(values.pop("shard"), values.pop("num_shards")), values.pop("json_out")
         pilot(PilotOptions(**values), shard, json_out)
 
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    typing.cast(Any, command).__signature__ = inspect.Signature(params)  # what typer reads the options from
     command.__doc__, command.__name__ = pilot.__doc__, "pilot"
     return command
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import NamedTuple
 
 from builder.pilot.verdict import WEIGHTS, VerdictRule
 from generation.errors import ArgumentError
@@ -18,10 +19,21 @@ REQUIRED = ...  # an option the command requires (typer's spelling): the field h
 SET_HELP = "a key of setting {label}'s profile, SECTION.KEY=VALUE (e.g. judge.quantization=fp8); repeatable"
 
 
+class CommandOption(NamedTuple):
+    """One option of the command: the field's name and type, its default (REQUIRED: none), its flag, and typer's
+    settings of it (help, and bounds such as `min`)."""
+
+    name: str
+    kind: object
+    default: object
+    flag: str
+    settings: dict
+
+
 def option(default, flag: str, help: str, **bounds):
     """A `PilotOptions` field that is the command's option `flag`: its default (REQUIRED: none), its help, and the
     bounds the command checks (typer's `min`)."""
-    metadata = {"option": {"default": default, "flag": flag, "help": help, **bounds}}
+    metadata = {"option": (default, flag, {"help": help, **bounds})}
     if default is REQUIRED:
         return field(metadata=metadata)
     if isinstance(default, list):
@@ -91,7 +103,7 @@ class PilotOptions:
         return a.profile.complexity.answer_level if self.answer_level is None else self.answer_level
 
 
-def option_fields() -> list[tuple[str, object, dict]]:
-    """The command's options in `PilotOptions`' order: (name, type, the option's default, flag, help and bounds)."""
+def option_fields() -> list[CommandOption]:
+    """The command's options, in `PilotOptions`' order."""
     types = typing.get_type_hints(PilotOptions)
-    return [(f.name, types[f.name], f.metadata["option"]) for f in fields(PilotOptions) if "option" in f.metadata]
+    return [CommandOption(f.name, types[f.name], *f.metadata["option"]) for f in fields(PilotOptions) if f.metadata]
