@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -15,6 +16,7 @@ from builder.pilot.contract import PilotEntry
 from builder.pilot.options import PilotOptions
 from builder.pilot.run import run_pilot
 from builder.release.assemble.folder import ReleaseOptions, build_release
+from builder.release.contract import MANIFEST_SCHEMA
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
@@ -57,6 +59,7 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
         "labels": "B",
         "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
     }
+    jsonschema.validate(manifest, json.loads((piloted["release"] / MANIFEST_SCHEMA).read_text()))  # pilot included
     assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
     section = section_of(manifest)
     assert section in card and card.count(PILOT_HEADING) == 1
@@ -152,6 +155,16 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
         build_release(ReleaseOptions(*inputs, pilot=other))
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
+        build_release(ReleaseOptions(*inputs, pilot=other))
+    record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
+    record["agreement"]["kappa_by_hand"] = 0.9  # a key the contract does not name (builder/pilot/contract.py)
+    other.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="other.json.*agreement.kappa_by_hand: Extra inputs are not permitted"):
+        build_release(ReleaseOptions(*inputs, pilot=other))
+    record["agreement"].pop("kappa_by_hand")
+    record["sample"]["taken"]["pairs"] = "eighty"
+    other.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer"):
         build_release(ReleaseOptions(*inputs, pilot=other))
 
 
