@@ -1,6 +1,7 @@
-"""A pilot record in a release (`build-release --pilot OUT/pilot.json`): checked to be about these labels, held
-by the manifest (`pilot`: which setting made the labels, and the record), and stated by the card (`pilot_markdown`, builder/pilot/card_text.py),
-which `validate` renders again from the manifest and finds in the card verbatim (validate/pilot.py).
+"""A pilot record in a release (`build-release --pilot OUT/pilot.json`): read through its contract
+(builder/pilot/record.py), checked to be about these labels, held by the manifest (`pilot`: which setting made the
+labels, and the record), and stated by the card (`pilot_markdown`, builder/pilot/card_text.py), which `validate`
+renders again from the manifest and finds in the card verbatim (validate/pilot.py).
 
 A record is about these labels when one of its settings has the judge config hash of the judgment shards and the
 prompt (id and sha256) the release names. Its other setting names another prompt or precision; the card says so."""

@@ -9,7 +9,10 @@ How a release could come to hold two prompts' labels in one config, and what cat
   parser must be the profile's prompt, and only one (`imported.parsers`);
 - a pilot record (`build-release --pilot`): the setting that made the labels must name the release's prompt and
   judge config; its other setting's prompt is said in the card's pilot section, which must be the record's
-  (`check_pilot`, rendered again by assemble/pilot.py).
+  (`check_pilot`, rendered again by builder/pilot/card_text.py).
+
+The manifest's `pilot` is read through its contract (builder/pilot/contract.py `PilotEntry`): a key missing, added or
+of another type fails the manifest check, naming it, before these checks run.
 """
 
 from __future__ import annotations
