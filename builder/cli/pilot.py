@@ -24,6 +24,7 @@ from builder.cli.support import (
     say,
     shard_of,
 )
+from builder.pilot.contract import PilotGpuHours, PilotRecord
 from builder.pilot.options import PilotOptions, option_fields
 from generation.progress import results
 from generation.shards import Shard
@@ -91,73 +92,68 @@ def pilot_command() -> Callable[..., None]:
     return command
 
 
-def print_pilot(record: dict) -> None:
-    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last."""
+def print_pilot(written: dict) -> None:
+    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
+    record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
+    prints them."""
+    from builder.pilot.record import finite
     from builder.pilot.stability import stability_line
 
-    sample, agreement = record["sample"], record["agreement"]
+    record = PilotRecord.model_validate(finite(written))
+    sample, agreement = record.sample, record.agreement
     say(
-        f"sample: {sample['taken']['pairs']:,} pairs of {sample['taken']['questions']:,} questions (seed "
-        f"{sample['seed']}), from {sample['population']['pairs']:,} pairs of {sample['population']['questions']:,} "
-        "questions; questions drawn whole, then pairs within them"
+        f"sample: {sample.taken.pairs:,} pairs of {sample.taken.questions:,} questions (seed {sample.seed}), from "
+        f"{sample.population['pairs']:,} pairs of {sample.population['questions']:,} questions; questions drawn "
+        "whole, then pairs within them"
     )
-    for label, setting in record["settings"].items():
-        counts = agreement["settings"][label]
+    for label, setting in record.settings.items():
+        counts = agreement.settings[label]
         said = (
             "no prompt (a stand-in judge)"
-            if setting["profile"]["judge"]["backend"] == STAND_IN
-            else f"prompt {setting['prompt']['id']} (sha256 {setting['prompt']['sha256'][:12]}), {setting['precision']}"
+            if setting.profile.judge.backend == STAND_IN
+            else f"prompt {setting.prompt.id} (sha256 {setting.prompt.sha256[:12]}), {setting.precision}"
         )
         say(
-            f"{label}: {setting['given']}{' with ' + ' '.join(setting['overrides']) if setting['overrides'] else ''}"
-            f" = {setting['judge']}, {said}: {counts['graded']:,} of {counts['pairs']:,} pairs graded"
+            f"{label}: {setting.given}{' with ' + ' '.join(setting.overrides) if setting.overrides else ''}"
+            f" = {setting.judge}, {said}: {counts.graded:,} of {counts.pairs:,} pairs graded"
         )
-    print_agreement(agreement)
-    spearman = agreement["expected_spearman"]
-    value = "undefined" if spearman["value"] is None else f"{spearman['value']:.3f}"
-    say(f"Spearman of the expected level: {value} (A: {spearman['a']}; B: {spearman['b']})")
-    answer = agreement["answer"]
+    print_agreement(written["agreement"])
+    spearman = agreement.expected_spearman
+    say(f"Spearman of the expected level: {fraction(spearman.value)} (A: {spearman.a}; B: {spearman.b})")
+    answer = agreement.answer
     say(
-        f"answers (level >= {answer['threshold']}): B's precision {fraction(answer['precision'])} and recall "
-        f"{fraction(answer['recall'])} against A's ({answer['reference']:,} answers in A, {answer['predicted']:,} in "
-        f"B, {answer['both']:,} in both)"
+        f"answers (level >= {answer.threshold}): B's precision {fraction(answer.precision)} and recall "
+        f"{fraction(answer.recall)} against A's ({answer.reference:,} answers in A, {answer.predicted:,} in "
+        f"B, {answer.both:,} in both)"
     )
-    if "stability" in record:  # records written before it have none
-        say(stability_line(record["stability"]))
-    print_bills(record["gpu_hours"])
-    say(f"the rule: {record['verdict']['rule_text']}")
-    say(record["verdict"]["line"])
+    if record.stability is not None:  # records written before it have none
+        say(stability_line(record.stability))
+    print_bills(record.gpu_hours)
+    say(f"the rule: {record.verdict.rule_text}")
+    say(record.verdict.line)
 
 
 def fraction(value) -> str:
     return "undefined" if value is None else f"{value:.3f}"
 
 
-def print_bills(bills: dict) -> None:
+def print_bills(bills: PilotGpuHours) -> None:
     table = Table(title="paper-scale judging from `plan` (each setting at its precision)")
     for column in ("setting", "precision", "row", "GPU-hours", "GPU-hours, prefix cached", "utilisation from"):
         table.add_column(column, justify="right")
-    for label in ("A", "B"):
-        bill = bills[label]
-        for row in bill["rows"]:
-            table.add_row(
-                label,
-                bill["precision"],
-                row["label"],
-                f"{row['hours']:,.0f}",
-                f"{row['cached_hours']:,.0f}",
-                row["source"],
-            )
-        for line in bill["notes"]:
+    for label, bill in (("A", bills.A), ("B", bills.B)):
+        for row in bill.rows:
+            table.add_row(label, bill.precision, row.label, f"{row.hours:,.0f}", f"{row.cached_hours:,.0f}", row.source)
+        for line in bill.notes:
             say(f"{label}: {line}")
     if table.row_count:
         results.print(table)
-    saved = bills.get("saved")
+    saved = bills.saved
     if saved is None:
         say("saved: not priced (plan gives no paper-scale row for one of the settings)")
     else:
         say(
-            f"saved: B costs {saved['b']:,.0f} GPU-hours at the paper's scale, A {saved['a']:,.0f} (row "
-            f"'{saved['row']}', prefix cached): {saved['saved']:,.0f} GPU-hours"
-            + (f" ({saved['share']:.0%} of A's)" if saved["share"] is not None else "")
+            f"saved: B costs {saved.b:,.0f} GPU-hours at the paper's scale, A {saved.a:,.0f} (row "
+            f"'{saved.row}', prefix cached): {saved.saved:,.0f} GPU-hours"
+            + (f" ({saved.share:.0%} of A's)" if saved.share is not None else "")
         )
