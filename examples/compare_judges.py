@@ -20,9 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
-from generation.pilot.sample import SampleRequest
-from generation.pilot.settings import load_setting
+from builder.pilot.options import PilotOptions
+from builder.pilot.run import run_pilot
 
 
 def main() -> None:
@@ -40,11 +39,10 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of the intervals")
     args = parser.parse_args()
 
-    a, b = load_setting("A", args.a, args.a_set), load_setting("B", args.b, args.b_set)
-    options = PilotOptions(SampleRequest(args.pairs, args.questions), resamples=args.resamples)
-    inputs = PilotInputs(args.subquestions, args.candidates, args.index, args.out)
-    print(f"judging the sample under A ({a.describe()}), then B ({b.describe()})", file=sys.stderr)
-    _, record = run_pilot(a, b, inputs, options)
+    options = PilotOptions(**vars(args))  # one field per option of `researchy-subq pilot`
+    a, b = " ".join([options.a, *options.a_set]), " ".join([options.b, *options.b_set])
+    print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
+    _, record = run_pilot(options)
 
     taken = record["sample"]["taken"]
     print(f"sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions")

@@ -7,7 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
+from builder.pilot.options import PilotOptions, option_fields
+from builder.pilot.record import read_pilot_record, record_json
+from builder.pilot.run import run_pilot
 from generation.errors import ArgumentError
 from generation.pilot.sample import SAMPLE_FILE, Population, SampleRequest, draw, quotas, read_sample
 from generation.pilot.settings import load_setting
@@ -24,8 +26,30 @@ def profile_file(tmp_path, small_pipeline):
     return path
 
 
-def inputs(small_pipeline, out):
-    return PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], out)
+def options(small_pipeline, out, profile, b_set=(B_CUTS,), **more) -> PilotOptions:
+    """A pilot of `profile` against itself with `b_set` on the small pipeline's stage folders."""
+    folders = {k: small_pipeline[k] for k in ("candidates", "index")}
+    return PilotOptions(a=str(profile), b=str(profile), b_set=list(b_set), subquestions=small_pipeline["questions"],
+                        out=out, **folders, **more)  # fmt: skip
+
+
+def test_the_pilot_command_s_options_are_the_fields_of_pilot_options():
+    """One place lists the pilot's options: the command's are PilotOptions' fields, in order, with their defaults."""
+    from dataclasses import MISSING, fields
+
+    import typer.main
+
+    from builder.cli.analysis import app
+
+    command = typer.main.get_command(app).commands["pilot"]
+    params = {p.name: p for p in command.params if p.name != "help"}
+    assert list(params) == [o.name for o in option_fields()] + ["shard", "num_shards", "json_out"]
+    for f in fields(PilotOptions):
+        if f.name in params:
+            expected = [] if f.default_factory is list else f.default
+            assert params[f.name].default == (None if expected is MISSING else expected), f.name
+            assert params[f.name].required == (expected is MISSING), f.name
+    assert "plan_sample" not in params  # a field that is no option
 
 
 def pilot_args(profile, pipeline, out, *more):
@@ -116,10 +140,8 @@ def test_two_stand_in_settings_end_to_end(small_pipeline, profile_file, tmp_path
 
 
 def test_a_sample_larger_than_the_pairs_takes_all_and_says_so(small_pipeline, profile_file, tmp_path):
-    a = load_setting("A", str(profile_file))
-    b = load_setting("B", str(profile_file), [B_CUTS])
-    options = PilotOptions(SampleRequest(pairs=10**6, questions=50, seed=3), resamples=0)
-    pilot, record = run_pilot(a, b, inputs(small_pipeline, tmp_path / "all"), options)
+    asked = options(small_pipeline, tmp_path / "all", profile_file, pairs=10**6, questions=50, seed=3, resamples=0)
+    pilot, record = run_pilot(asked)
     population = record["sample"]["population"]
     assert record["sample"]["taken"] == {
         "questions": population["questions"],
@@ -130,19 +152,17 @@ def test_a_sample_larger_than_the_pairs_takes_all_and_says_so(small_pipeline, pr
 
 
 def test_settings_on_different_scales_are_refused(tmp_path):
-    a = load_setting("A", "paper")
-    b = load_setting("B", "paper", ["judge.prompt=umbrela"])
+    folders = dict(subquestions=tmp_path, candidates=tmp_path, index=tmp_path, out=tmp_path / "out")
     with pytest.raises(ArgumentError, match="different scales: A 0-5 .*B 0-2"):
-        run_pilot(a, b, PilotInputs(tmp_path, tmp_path, tmp_path, tmp_path / "out"), PilotOptions())
+        run_pilot(PilotOptions(a="paper", b="paper", b_set=["judge.prompt=umbrela"], **folders))
     with pytest.raises(ArgumentError, match="--b-set 'pool.bm25_top=5': the pilot compares judge settings only"):
         load_setting("B", "paper", ["pool.bm25_top=5"])
     other_pool_file = tmp_path / "other-pool.yaml"
     data = load_setting("B", "paper").profile.model_dump()
     data["pool"]["bm25_top"] = 5
     other_pool_file.write_text(yaml.safe_dump(data))
-    other_pool = load_setting("B", str(other_pool_file))
     with pytest.raises(ArgumentError, match="differ outside the judge, in pool"):
-        run_pilot(a, other_pool, PilotInputs(tmp_path, tmp_path, tmp_path, tmp_path / "out"), PilotOptions())
+        run_pilot(PilotOptions(a="paper", b=str(other_pool_file), **folders))
     folders = ("--subquestions", tmp_path, "--candidates", tmp_path, "--index", tmp_path, "--out", tmp_path / "out")
     code, output = cli_one_line("pilot", "--a", "paper", "--b", "paper", "--b-set", "judge.prompt=umbrela", *folders)
     assert_one_line_error(code, output, "different scales: A 0-5 (prompt crux-paper), B 0-2 (prompt umbrela)")
@@ -200,13 +220,10 @@ def test_killed_mid_run_then_sharded_resume_gives_the_uninterrupted_record(small
 
 
 def test_a_resumed_pilot_refuses_another_sample_in_the_same_folder(small_pipeline, profile_file, tmp_path):
-    a = load_setting("A", str(profile_file))
-    b = load_setting("B", str(profile_file), [B_CUTS])
-    where = inputs(small_pipeline, tmp_path / "p")
-    pilot, _ = run_pilot(a, b, where, PilotOptions(SampleRequest(pairs=40, questions=2, seed=1), resamples=0))
-    again = PilotOptions(SampleRequest(pairs=40, questions=2, seed=2), resamples=0)
+    run_pilot(options(small_pipeline, tmp_path / "p", profile_file, pairs=40, questions=2, seed=1, resamples=0))
+    again = options(small_pipeline, tmp_path / "p", profile_file, pairs=40, questions=2, seed=2, resamples=0)
     with pytest.raises(Exception, match="a sample drawn for another request"):
-        run_pilot(a, b, where, again)
+        run_pilot(again)
 
 
 def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline, chat_profile, tmp_path):
@@ -230,6 +247,8 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     )  # fmt: skip
     assert code == 0, output
     record = json.loads((out / "pilot.json").read_text())
+    typed = read_pilot_record(out / "pilot.json")  # priced rows, distributions, a real prompt: the contract reads all
+    assert record_json(typed.model_dump()) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
     settings = record["settings"]
     assert (settings["A"]["prompt"]["id"], settings["B"]["prompt"]["id"]) == ("crux-paper", "crux-paper-document-first")
     assert not settings["A"]["prompt"]["document_first"] and settings["B"]["prompt"]["document_first"]
@@ -273,14 +292,12 @@ def test_a_ray_actor_rebuilds_the_same_sampled_job_from_its_recipe(small_pipelin
     """What generation/executors/ray.py's ChunkActor does with a job's recipe gives the same pairs, sample included."""
     from pathlib import Path
 
+    from generation.pilot.judge_stage import PilotJudgeStage
     from generation.profiles import Profile
     from generation.shards import Shard
-    from generation.stages.pilot_judge import PilotJudgeStage
 
-    a = load_setting("A", str(profile_file))
-    b = load_setting("B", str(profile_file), [B_CUTS])
-    pilot, _ = run_pilot(a, b, inputs(small_pipeline, tmp_path / "p"), PilotOptions(SampleRequest(30, 2), resamples=0))
-    stage = pilot.stage(b)
+    pilot, _ = run_pilot(options(small_pipeline, tmp_path / "p", profile_file, pairs=30, questions=2, resamples=0))
+    stage = pilot.stage(pilot.settings[1])
     stage.check_inputs()
     job = stage.chunk_work(Shard(1, 3))
     stage_class, arguments, index, count = job.recipe()

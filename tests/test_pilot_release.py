@@ -7,17 +7,19 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
-from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
+from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
+from builder.pilot.contract import PilotEntry
+from builder.pilot.options import PilotOptions
+from builder.pilot.run import run_pilot
 from builder.release.assemble.folder import ReleaseOptions, build_release
-from builder.release.pilot_text import PILOT_HEADING, pilot_markdown
+from builder.release.contract import MANIFEST_SCHEMA
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
-from generation.pilot.sample import SampleRequest
-from generation.pilot.settings import load_setting
 from generation.profiles import load_profile
 from generation.stages.judge import run_judge
 
@@ -29,16 +31,21 @@ def piloted(small_pipeline, tmp_path_factory):
     root = tmp_path_factory.mktemp("piloted")
     base = root / "small.yaml"
     base.write_text(yaml.safe_dump(small_pipeline["profile"].model_dump()))
-    a, b = load_setting("A", str(base)), load_setting("B", str(base), [B_CUTS])
-    where = PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], root / "p")
-    pilot, record = run_pilot(a, b, where, PilotOptions(SampleRequest(pairs=80, questions=2), resamples=100))
+    folders = {k: small_pipeline[k] for k in ("candidates", "index")}
+    pilot, record = run_pilot(PilotOptions(a=str(base), b=str(base), b_set=[B_CUTS], subquestions=small_pipeline[
+        "questions"], out=root / "p", pairs=80, questions=2, resamples=100, **folders))  # fmt: skip
     judge_profile = load_profile(pilot.profiles["B"])  # the file the pilot wrote beside B's judgments
-    assert judge_profile == b.profile
+    assert judge_profile == pilot.settings[1].profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
     build_release(ReleaseOptions([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"],
                                  repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
+
+
+def section_of(manifest: dict) -> str:
+    """The card's pilot section of a manifest's pilot entry, read through the contract as validate reads it."""
+    return pilot_markdown(PilotEntry.model_validate(manifest["pilot"]))
 
 
 def read(release: Path) -> tuple[dict, str]:
@@ -52,8 +59,9 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
         "labels": "B",
         "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
     }
+    jsonschema.validate(manifest, json.loads((piloted["release"] / MANIFEST_SCHEMA).read_text()))  # pilot included
     assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
-    section = pilot_markdown(manifest["pilot"])
+    section = section_of(manifest)
     assert section in card and card.count(PILOT_HEADING) == 1
     kappa = record["agreement"]["measures"]["kappa_linear"]
     taken = record["sample"]["taken"]
@@ -77,9 +85,9 @@ def resealed(piloted, tmp_path, edit_manifest) -> Path:
     careful forger would), so only what the record itself says can give it away."""
     copy = copy_release(piloted, tmp_path)
     manifest, card = read(copy)
-    before = pilot_markdown(manifest["pilot"])
+    before = section_of(manifest)
     edit_manifest(manifest)
-    card = card.replace(before, pilot_markdown(manifest["pilot"]))
+    card = card.replace(before, section_of(manifest))
     (copy / "manifest.json").write_text(json.dumps(manifest))
     (copy / "README.md").write_text(card)
     return copy
@@ -147,6 +155,16 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
         build_release(ReleaseOptions(*inputs, pilot=other))
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
+        build_release(ReleaseOptions(*inputs, pilot=other))
+    record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
+    record["agreement"]["kappa_by_hand"] = 0.9  # a key the contract does not name (builder/pilot/contract.py)
+    other.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="other.json.*agreement.kappa_by_hand: Extra inputs are not permitted"):
+        build_release(ReleaseOptions(*inputs, pilot=other))
+    record["agreement"].pop("kappa_by_hand")
+    record["sample"]["taken"]["pairs"] = "eighty"
+    other.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer"):
         build_release(ReleaseOptions(*inputs, pilot=other))
 
 

@@ -1,9 +1,10 @@
-"""The pilot's verdict (builder/analysis/pilot_verdict.py) on real judged tables, and the pilot's writer guards and
+"""The pilot's verdict (builder/pilot/verdict.py) on real judged tables, and the pilot's writer guards and
 argument refusals: a judge that says one level for everything never passes, a B that drops A's positives fails,
 the bootstrap's lower end can be required; `OUT/a` a link is refused, a killed run's temporary sample is cleaned,
 pilot.json is byte-stable, --seed -1 and a key the pilot does not compare are refused before anything is written."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -11,16 +12,19 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 
-from builder.analysis.pilot import PilotInputs, PilotOptions, run_pilot
-from builder.analysis.pilot_measures import measure_agreement
-from builder.analysis.pilot_record import finite
-from builder.analysis.pilot_verdict import FAIL, PASS, UNDECIDED, VerdictRule, decide, verdict_problems
+from builder.pilot.measures import measure_agreement
+from builder.pilot.options import PilotOptions
+from builder.pilot.record import finite
+from builder.pilot.run import run_pilot
+from builder.pilot.verdict import FAIL, PASS, UNDECIDED, VerdictRule, decide, verdict_problems
 from generation.errors import ArgumentError
-from generation.pilot.sample import SAMPLE_FILE, SampleRequest
-from generation.pilot.settings import load_setting
+from generation.pilot.sample import SAMPLE_FILE
 from generation.storage import LinkRefused
 from tests.helpers import assert_one_line_error, cli_one_line
 from tests.test_pilot import B_CUTS, pilot_args
+
+# options that name settings and folders; PilotOptions reads none of them until a pilot runs
+ANY_SETTINGS = {"a": "paper", "b": "paper", **{k: Path(k) for k in ("subquestions", "candidates", "index", "out")}}
 
 
 def judged(levels, questions=20):
@@ -90,18 +94,18 @@ def test_the_lower_end_can_be_required_instead_of_the_point_estimate():
     recall_low = agreement["answer"]["confidence_95"]["recall"][0]
     assert 0 < recall_low <= agreement["answer"]["recall"]
     with pytest.raises(ArgumentError, match="--require-lower-end with --resamples 0"):
-        PilotOptions(resamples=0, lower_end=True)
+        PilotOptions(**ANY_SETTINGS, resamples=0, require_lower_end=True)
     with pytest.raises(ArgumentError, match="--min-recall 1.5"):
-        PilotOptions(min_recall=1.5)
+        PilotOptions(**ANY_SETTINGS, min_recall=1.5)
 
 
 def test_a_verdict_edited_against_its_figures_is_found():
     agreement = agreement_of([0, 1, 2, 3, 4, 5] * 30, [0, 1, 2, 3, 4, 5] * 30)
     verdict = decide(agreement, VerdictRule())
-    record = {"agreement": agreement, "verdict": json.loads(json.dumps(verdict))}
-    assert verdict["decision"] == PASS and verdict_problems(record) == []
-    record["verdict"].update(decision=FAIL, passed=False)
-    assert "verdict 'FAIL' (decision, passed differ)" in verdict_problems(record)[0]
+    stated = json.loads(json.dumps(verdict))
+    assert verdict["decision"] == PASS and verdict_problems(agreement, stated) == []
+    stated.update(decision=FAIL, passed=False)
+    assert "verdict 'FAIL' (decision, passed differ)" in verdict_problems(agreement, stated)[0]
 
 
 @pytest.fixture
@@ -137,9 +141,9 @@ def test_the_pilot_writes_no_file_through_a_link_and_cleans_a_killed_runs_sample
     assert sorted(p.name for p in users.iterdir()) == ["pilot-judgments-00000-of-00001.parquet"]
     assert (users / "pilot-judgments-00000-of-00001.parquet").read_text() == "the user's own file\n"
     with pytest.raises(LinkRefused):  # the library refuses it as the command does
-        a, b = load_setting("A", str(profile_file)), load_setting("B", str(profile_file), [B_CUTS])
-        where = PilotInputs(small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], out)
-        run_pilot(a, b, where, PilotOptions(SampleRequest(pairs=20, questions=2), resamples=0))
+        folders = {k: small_pipeline[k] for k in ("candidates", "index")}
+        run_pilot(PilotOptions(a=str(profile_file), b=str(profile_file), b_set=[B_CUTS], out=out, pairs=20, questions=2,
+                               resamples=0, subquestions=small_pipeline["questions"], **folders))  # fmt: skip
 
     (out / "a").unlink()
     stale = out / f".{SAMPLE_FILE}.tmp-999999999-0badcafe"  # a killed writer's (no such pid)

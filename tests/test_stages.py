@@ -212,7 +212,8 @@ def test_a_package_s_own_modules_import_none_of_its_subpackages():
 
 # builder/release/'s groups, top first: each may import those after it, never one before it. publish validates
 # before it commits. validate shares no derivation with assemble: what both need (the layout, the contract, the topic
-# index, the card's and the pilot's text) sits in builder/release/'s own modules, below both.
+# index, the card's text) sits in builder/release/'s own modules, below both; the pilot's record and text lower still,
+# in builder/pilot/.
 RELEASE_GROUPS = ("builder.release.publish", "builder.release.validate", "builder.release.assemble")
 # What validate still takes from assemble: the training configs' derivation (hard-negatives and graded-lists, whose
 # re-derivation row by row is not yet written apart). This list only shrinks.

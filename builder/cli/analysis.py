@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.pilot import pilot
+from builder.cli.pilot import pilot_command
 from builder.cli.reports import JSON_HELP, emit_json
 from builder.cli.support import (
     RELEASE,
@@ -237,5 +237,5 @@ def evaluate(
         )
 
 
-app.command()(pilot)
+app.command()(pilot_command())
 guard_commands(app)

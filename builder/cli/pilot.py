@@ -1,9 +1,13 @@
 """`researchy-subq pilot`: two judge settings on one sample of pairs, their agreement, their bill and a verdict
-(builder/analysis/pilot.py). Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
+(builder/pilot/run.py). Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
 
 from __future__ import annotations
 
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -20,70 +24,30 @@ from builder.cli.support import (
     say,
     shard_of,
 )
+from builder.pilot.contract import PilotGpuHours, PilotRecord
+from builder.pilot.options import PilotOptions, option_fields
 from generation.progress import results
+from generation.shards import Shard
 
 STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/backend_registry.py)
 
-SET_HELP = "a key of setting {label}'s profile, SECTION.KEY=VALUE (e.g. judge.quantization=fp8); repeatable"
 
-
-def pilot(
-    a: str = typer.Option(..., "--a", help="setting A, the reference: a bundled profile name or a profile file"),
-    a_set: list[str] = typer.Option([], "--a-set", help=SET_HELP.format(label="A")),
-    b: str = typer.Option(..., "--b", help="setting B, the candidate: a bundled profile name or a profile file"),
-    b_set: list[str] = typer.Option([], "--b-set", help=SET_HELP.format(label="B")),
-    subquestions: Path = typer.Option(..., "--subquestions", help="folder from `researchy-subq questions`"),
-    candidates: Path = typer.Option(..., "--candidates", help="folder of candidate pool shards"),
-    index: Path = typer.Option(..., "--index", help="Lucene index (document text)"),
-    out: Path = typer.Option(
-        ..., "--out", help="folder for the sample, each setting's judgments (a/, b/) and pilot.json"
-    ),
-    pairs: int = typer.Option(2000, "--pairs", min=1, help="pairs in the sample"),
-    questions: int = typer.Option(100, "--questions", min=1, help="questions drawn whole; the pairs come from them"),
-    seed: int = typer.Option(0, "--seed", help="seed of the draw and of the bootstrap (>= 0)"),
-    threshold: float = typer.Option(0.8, "--threshold", help="the weighted kappa B must reach to replace A"),
-    weights: str = typer.Option("linear", "--weights", help="the kappa's disagreement weights: linear or quadratic"),
-    answer_level: int | None = typer.Option(
-        None,
-        "--answer-level",
-        help="a positive: level >= this (precision and recall; default: A's complexity.answer_level, training's)",
-    ),
-    min_recall: float = typer.Option(0.9, "--min-recall", help="B's recall of A's positives must reach this"),
-    min_precision: float = typer.Option(0.9, "--min-precision", help="B's precision on A's positives must reach this"),
-    require_lower_end: bool = typer.Option(
-        False, "--require-lower-end", help="the verdict reads each bootstrap interval's lower end, not the estimate"
-    ),
-    resamples: int = typer.Option(1000, "--resamples", min=0, help="bootstrap resamples (whole questions)"),
-    shard: int = SHARD,
-    num_shards: int = NUM_SHARDS,
-    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
-) -> None:
+def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
     """Judge one question-stratified sample of pairs under two judge settings; print their agreement, both
     settings' paper-scale GPU-hours from `plan`, and a verdict; write the pilot record (OUT/pilot.json)."""
-    from builder.analysis.pilot import Pilot, PilotInputs, PilotOptions
-    from builder.analysis.pilot_record import finite
-    from generation.pilot.sample import SampleRequest
-    from generation.pilot.settings import load_setting
+    from builder.pilot.record import finite
+    from builder.pilot.run import Pilot
 
+    out = options.out
     check_folder_arg(out, "--out")
     check_writable_file(json_out, "--json")
-    for folder, option in ((subquestions, "--subquestions"), (candidates, "--candidates"), (index, "--index")):
+    folders = {"--subquestions": options.subquestions, "--candidates": options.candidates, "--index": options.index}
+    for flag, folder in folders.items():
         if not folder.is_dir():
-            fail(f"{folder}: no such folder ({option})")
-    settings = load_setting("A", a, a_set), load_setting("B", b, b_set)
-    options = PilotOptions(
-        SampleRequest(pairs, questions, seed),
-        threshold,
-        weights,
-        answer_level,
-        resamples,
-        min_recall=min_recall,
-        min_precision=min_precision,
-        lower_end=require_lower_end,
-    )
-    run = Pilot(*settings, PilotInputs(subquestions, candidates, index, out), options, shard_of(shard, num_shards))
+            fail(f"{folder}: no such folder ({flag})")
+    run = Pilot(options, shard)
     run.prepare()
-    for setting in settings:
+    for setting in run.settings:
         label = f"pilot: setting {setting.label} on shard {run.shard.label}"
         summary = run_stage(label, "pairs", lambda advance, s=setting: run.judge(s, advance))
         line = f"{setting.label} ({setting.describe()}): " + stage_report(
@@ -103,73 +67,93 @@ def pilot(
     )
 
 
-def print_pilot(record: dict) -> None:
-    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last."""
-    from builder.analysis.pilot_stability import stability_line
+def pilot_command() -> Callable[..., None]:
+    """The `pilot` command: an option per `PilotOptions` field (builder/pilot/options.py), then --shard,
+    --num-shards and --json; it builds one `PilotOptions` and runs `pilot`."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(o.name, keyword, annotation=o.kind, default=typer.Option(o.default, o.flag, **o.settings))
+        for o in option_fields()
+    ]
+    params += [
+        inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
+        inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
+        inspect.Parameter(
+            "json_out", keyword, annotation=Path | None, default=typer.Option(None, "--json", help=JSON_HELP)
+        ),
+    ]
 
-    sample, agreement = record["sample"], record["agreement"]
+    def command(**values) -> None:
+        shard, json_out = shard_of(values.pop("shard"), values.pop("num_shards")), values.pop("json_out")
+        pilot(PilotOptions(**values), shard, json_out)
+
+    typing.cast(Any, command).__signature__ = inspect.Signature(params)  # what typer reads the options from
+    command.__doc__, command.__name__ = pilot.__doc__, "pilot"
+    return command
+
+
+def print_pilot(written: dict) -> None:
+    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
+    record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
+    prints them."""
+    from builder.pilot.record import finite
+    from builder.pilot.stability import stability_line
+
+    record = PilotRecord.model_validate(finite(written))
+    sample, agreement = record.sample, record.agreement
     say(
-        f"sample: {sample['taken']['pairs']:,} pairs of {sample['taken']['questions']:,} questions (seed "
-        f"{sample['seed']}), from {sample['population']['pairs']:,} pairs of {sample['population']['questions']:,} "
-        "questions; questions drawn whole, then pairs within them"
+        f"sample: {sample.taken.pairs:,} pairs of {sample.taken.questions:,} questions (seed {sample.seed}), from "
+        f"{sample.population['pairs']:,} pairs of {sample.population['questions']:,} questions; questions drawn "
+        "whole, then pairs within them"
     )
-    for label, setting in record["settings"].items():
-        counts = agreement["settings"][label]
+    for label, setting in record.settings.items():
+        counts = agreement.settings[label]
         said = (
             "no prompt (a stand-in judge)"
-            if setting["profile"]["judge"]["backend"] == STAND_IN
-            else f"prompt {setting['prompt']['id']} (sha256 {setting['prompt']['sha256'][:12]}), {setting['precision']}"
+            if setting.profile.judge.backend == STAND_IN
+            else f"prompt {setting.prompt.id} (sha256 {setting.prompt.sha256[:12]}), {setting.precision}"
         )
         say(
-            f"{label}: {setting['given']}{' with ' + ' '.join(setting['overrides']) if setting['overrides'] else ''}"
-            f" = {setting['judge']}, {said}: {counts['graded']:,} of {counts['pairs']:,} pairs graded"
+            f"{label}: {setting.given}{' with ' + ' '.join(setting.overrides) if setting.overrides else ''}"
+            f" = {setting.judge}, {said}: {counts.graded:,} of {counts.pairs:,} pairs graded"
         )
-    print_agreement(agreement)
-    spearman = agreement["expected_spearman"]
-    value = "undefined" if spearman["value"] is None else f"{spearman['value']:.3f}"
-    say(f"Spearman of the expected level: {value} (A: {spearman['a']}; B: {spearman['b']})")
-    answer = agreement["answer"]
+    print_agreement(written["agreement"])
+    spearman = agreement.expected_spearman
+    say(f"Spearman of the expected level: {fraction(spearman.value)} (A: {spearman.a}; B: {spearman.b})")
+    answer = agreement.answer
     say(
-        f"answers (level >= {answer['threshold']}): B's precision {fraction(answer['precision'])} and recall "
-        f"{fraction(answer['recall'])} against A's ({answer['reference']:,} answers in A, {answer['predicted']:,} in "
-        f"B, {answer['both']:,} in both)"
+        f"answers (level >= {answer.threshold}): B's precision {fraction(answer.precision)} and recall "
+        f"{fraction(answer.recall)} against A's ({answer.reference:,} answers in A, {answer.predicted:,} in "
+        f"B, {answer.both:,} in both)"
     )
-    if "stability" in record:  # records written before it have none
-        say(stability_line(record["stability"]))
-    print_bills(record["gpu_hours"])
-    say(f"the rule: {record['verdict']['rule_text']}")
-    say(record["verdict"]["line"])
+    if record.stability is not None:  # records written before it have none
+        say(stability_line(record.stability))
+    print_bills(record.gpu_hours)
+    say(f"the rule: {record.verdict.rule_text}")
+    say(record.verdict.line)
 
 
 def fraction(value) -> str:
     return "undefined" if value is None else f"{value:.3f}"
 
 
-def print_bills(bills: dict) -> None:
+def print_bills(bills: PilotGpuHours) -> None:
     table = Table(title="paper-scale judging from `plan` (each setting at its precision)")
     for column in ("setting", "precision", "row", "GPU-hours", "GPU-hours, prefix cached", "utilisation from"):
         table.add_column(column, justify="right")
-    for label in ("A", "B"):
-        bill = bills[label]
-        for row in bill["rows"]:
-            table.add_row(
-                label,
-                bill["precision"],
-                row["label"],
-                f"{row['hours']:,.0f}",
-                f"{row['cached_hours']:,.0f}",
-                row["source"],
-            )
-        for line in bill["notes"]:
+    for label, bill in (("A", bills.A), ("B", bills.B)):
+        for row in bill.rows:
+            table.add_row(label, bill.precision, row.label, f"{row.hours:,.0f}", f"{row.cached_hours:,.0f}", row.source)
+        for line in bill.notes:
             say(f"{label}: {line}")
     if table.row_count:
         results.print(table)
-    saved = bills.get("saved")
+    saved = bills.saved
     if saved is None:
         say("saved: not priced (plan gives no paper-scale row for one of the settings)")
     else:
         say(
-            f"saved: B costs {saved['b']:,.0f} GPU-hours at the paper's scale, A {saved['a']:,.0f} (row "
-            f"'{saved['row']}', prefix cached): {saved['saved']:,.0f} GPU-hours"
-            + (f" ({saved['share']:.0%} of A's)" if saved["share"] is not None else "")
+            f"saved: B costs {saved.b:,.0f} GPU-hours at the paper's scale, A {saved.a:,.0f} (row "
+            f"'{saved.row}', prefix cached): {saved.saved:,.0f} GPU-hours"
+            + (f" ({saved.share:.0%} of A's)" if saved.share is not None else "")
         )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
 from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
@@ -170,7 +171,7 @@ class Manifest(Contract):
     training: TrainingRecord = Field(description="the training configs' settings and what they hold")
     shards_revision: str | None = Field(description="where the judgment shards came from (CI: SHARDS_REPO@commit)")
     imported: ImportRecord | None = absent("absent unless imported: the label files, judges and counts of the import")
-    pilot: dict[str, Any] | None = absent(
+    pilot: PilotEntry | None = absent(  # the pilot record's models: builder/pilot/contract.py
         "absent unless `build-release --pilot`: the record, and which setting made these"
     )
     failed_pairs: int | None = absent("absent unless published with --allow-failed-pairs: pairs with no level")

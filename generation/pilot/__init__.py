@@ -1,3 +1,3 @@
-"""What `researchy-subq pilot` needs of the generation side: its two judge settings (settings.py) and its sample of
-pairs (sample.py). The judging is the judge stage's (generation/stages/pilot_judge.py); the measures and the record
-are builder/analysis/pilot*.py."""
+"""What `researchy-subq pilot` needs of the generation side: its two judge settings (settings.py), its sample of
+pairs (sample.py) and the judge stage cut to that sample (judge_stage.py). The measures, the verdict and the record
+are builder/pilot/'s."""

@@ -13,6 +13,7 @@ runs the pending chunks: in this process, or on Ray actors that each hold a judg
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -121,6 +122,15 @@ def judge_description(config: JudgeConfig) -> str:
         model = config.openai.served_model or config.model  # never the endpoint: records, card, manifest name the judge
         backend = f"openai server, request shape {config.openai.request_shape}"
     return f"{model} ({backend}, prompt {config.prompt}, mode {config.mode})"
+
+
+# what `judge_description` writes: "{model} ({backend}, prompt {id}, mode {mode})"
+PROMPT_IN_JUDGE = re.compile(r"\bprompt ([A-Za-z0-9][\w.-]*?)(?=[,;)\s]|$)")
+
+
+def named_prompts(judges) -> set[str]:
+    """The prompt ids a list of judge descriptions (`judge_description`) names."""
+    return {m for judge in judges for m in PROMPT_IN_JUDGE.findall(str(judge))}
 
 
 class ShardJob:

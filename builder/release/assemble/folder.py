@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
+from builder.pilot.card_text import pilot_markdown
 from builder.release.assemble.card import render_card
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.assemble.failed_pairs import failed_pairs
@@ -26,12 +27,12 @@ from builder.release.contract import (
     TrainingRecord,
 )
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
-from builder.release.pilot_text import named_prompts, pilot_markdown
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
 from generation.profiles import Profile, load_profile, withhold_endpoint
 from generation.schema import OTHER_TEXT_STATUS, features
+from generation.stages.judge import named_prompts
 from generation.storage import refuse_links
 
 
@@ -181,7 +182,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         rubric=rubric(prompt.user),
         agreement=agreement_section,
         pilot=pilot_markdown(made_by) if made_by else None,
-        pilot_precisions=sorted({s["precision"] for s in made_by["record"]["settings"].values()}) if made_by else [],
+        pilot_precisions=sorted({s.precision for s in made_by.record.settings.values()}) if made_by else [],
         training=training,
         failed_pairs=failed,
     )

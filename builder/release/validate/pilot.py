@@ -9,17 +9,22 @@ How a release could come to hold two prompts' labels in one config, and what cat
   parser must be the profile's prompt, and only one (`imported.parsers`);
 - a pilot record (`build-release --pilot`): the setting that made the labels must name the release's prompt and
   judge config; its other setting's prompt is said in the card's pilot section, which must be the record's
-  (`check_pilot`, rendered again by assemble/pilot.py).
+  (`check_pilot`, rendered again by builder/pilot/card_text.py).
+
+The manifest's `pilot` is read through its contract (builder/pilot/contract.py `PilotEntry`): a key missing, added or
+of another type fails the manifest check, naming it, before these checks run.
 """
 
 from __future__ import annotations
 
 import math
 
-from builder.analysis.pilot_verdict import verdict_problems
+from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
+from builder.pilot.contract import PilotEntry
+from builder.pilot.verdict import verdict_problems
 from builder.release.contract import Manifest
-from builder.release.pilot_text import PILOT_HEADING, named_prompts, pilot_markdown
 from generation.judging.prompts import get_prompt
+from generation.stages.judge import named_prompts
 
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
 PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
@@ -52,12 +57,11 @@ def check_one_prompt(manifest: Manifest, profile, check) -> None:
         )
     pilot = manifest.pilot
     if pilot is not None:
-        made = (((pilot.get("record") or {}).get("settings") or {}).get(pilot.get("labels")) or {}).get("prompt")
-        if not isinstance(made, dict) or (made.get("id"), made.get("sha256")) != (stated.id, stated.sha256):
+        made = pilot.record.settings[pilot.labels].prompt
+        if (made.id, made.sha256) != (stated.id, stated.sha256):
             check.fail(
-                f"manifest.json: the pilot's setting {pilot.get('labels')!r} made the labels with prompt "
-                f"{(made or {}).get('id')!r} (sha256 {(made or {}).get('sha256')}), the manifest names "
-                f"{stated.id} (sha256 {stated.sha256})"
+                f"manifest.json: the pilot's setting {pilot.labels!r} made the labels with prompt {made.id!r} (sha256 "
+                f"{made.sha256}), the manifest names {stated.id} (sha256 {stated.sha256})"
             )
 
 
@@ -70,14 +74,8 @@ def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check)
             check.fail(f"README.md has a pilot section ({PILOT_HEADING!r}) and manifest.json no pilot record")
         check.note = "no pilot record"
         return
-    try:
-        problems = record_problems(entry, judgment_hash)
-        section = pilot_markdown(entry)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
-        check.fail(
-            f"manifest.json: the pilot record is not one `researchy-subq pilot` writes ({type(e).__name__}: {e})"
-        )
-        return
+    problems = record_problems(entry, judgment_hash)
+    section = pilot_markdown(entry)
     for problem in problems:
         check.fail(f"manifest.json: pilot record: {problem}")
     if section not in body:
@@ -89,34 +87,31 @@ def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check)
         check.fail(f"README.md: the pilot section is not the manifest's record rendered ({first})")
 
 
-def record_problems(entry: dict, judgment_hash: str | None) -> list[str]:
+def record_problems(entry: PilotEntry, judgment_hash: str | None) -> list[str]:
     """What is inconsistent in a pilot entry: the labels setting, the prompts, the verdict and the saving."""
-    record, labels = entry["record"], entry["labels"]
-    settings, agreement = record["settings"], record["agreement"]
+    record, labels = entry.record, entry.labels
+    settings, agreement = record.settings, record.agreement
     problems = []
-    if labels not in ("A", "B"):
-        return [f"labels {labels!r}: A or B"]
-    if judgment_hash is not None and settings[labels]["judge_config_hash"] != judgment_hash:
-        problems.append(
-            f"setting {labels} has judge config {settings[labels]['judge_config_hash']}, the labels {judgment_hash}"
-        )
+    made = settings[labels].judge_config_hash
+    if judgment_hash is not None and made != judgment_hash:
+        problems.append(f"setting {labels} has judge config {made}, the labels {judgment_hash}")
     for label, setting in settings.items():
-        prompt = setting["prompt"]
+        prompt = setting.prompt
         try:
-            kit = get_prompt(prompt["id"]).sha256
+            kit = get_prompt(prompt.id).sha256
         except KeyError:
-            problems.append(f"setting {label}'s prompt {prompt['id']!r} is none of the kit's")
+            problems.append(f"setting {label}'s prompt {prompt.id!r} is none of the kit's")
             continue
-        if prompt["sha256"] != kit:
-            problems.append(f"setting {label}'s prompt {prompt['id']} has sha256 {prompt['sha256']}, the kit's {kit}")
-    problems += verdict_problems(record)
-    counted = sum(map(sum, agreement["confusion"]["rows_a_columns_b"]))
-    if counted != agreement["coverage"]["both"] or counted > record["sample"]["taken"]["pairs"]:
+        if prompt.sha256 != kit:
+            problems.append(f"setting {label}'s prompt {prompt.id} has sha256 {prompt.sha256}, the kit's {kit}")
+    problems += verdict_problems(agreement.model_dump(), record.verdict.model_dump())
+    counted = sum(map(sum, agreement.confusion.rows_a_columns_b))
+    if counted != agreement.coverage.both or counted > record.sample.taken.pairs:
         problems.append(
-            f"the confusion table counts {counted:,} pairs, the coverage {agreement['coverage']['both']:,}, the "
-            f"sample {record['sample']['taken']['pairs']:,}"
+            f"the confusion table counts {counted:,} pairs, the coverage {agreement.coverage.both:,}, the "
+            f"sample {record.sample.taken.pairs:,}"
         )
-    saved = record["gpu_hours"].get("saved")
-    if saved is not None and not math.isclose(saved["saved"], saved["a"] - saved["b"], rel_tol=1e-9, abs_tol=1e-6):
-        problems.append(f"saved {saved['saved']} GPU-hours, but A's {saved['a']} less B's {saved['b']} differ")
+    saved = record.gpu_hours.saved
+    if saved is not None and not math.isclose(saved.saved, saved.a - saved.b, rel_tol=1e-9, abs_tol=1e-6):
+        problems.append(f"saved {saved.saved} GPU-hours, but A's {saved.a} less B's {saved.b} differ")
     return problems

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from builder.pilot.contract import PilotStability
+
 
 def label_stability(a: pa.Table, b: pa.Table) -> dict:
     """Over the pairs both settings graded: how many changed level, and the largest absolute difference of one
@@ -37,15 +39,15 @@ def label_stability(a: pa.Table, b: pa.Table) -> dict:
     }
 
 
-def stability_line(stability: dict) -> str:
+def stability_line(stability: PilotStability) -> str:
     """One line: the flips among the pairs both graded, and the largest |dP(level)| with its pair."""
-    pairs, flips = stability["pairs"], stability["level_flips"]
+    pairs, flips = stability.pairs, stability.level_flips
     share = f" ({flips / pairs:.1%})" if pairs else ""
     line = f"label stability: {flips:,} level flips of {pairs:,} pairs both graded{share}; "
-    if stability["max_abs_dp"] is None:
+    if stability.max_abs_dp is None or stability.worst is None:
         return line + "largest |dP(level)|: not measured (no pair with a distribution in both: generate mode)"
-    worst = stability["worst"]
+    worst = stability.worst
     return (
-        line + f"largest |dP(level)| {stability['max_abs_dp']:.3g} over {stability['with_distribution']:,} pairs with "
+        line + f"largest |dP(level)| {stability.max_abs_dp:.3g} over {stability.with_distribution:,} pairs with "
         f"distributions (pair {worst['subq_id']} x {worst['docid']})"
     )

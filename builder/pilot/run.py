@@ -2,74 +2,32 @@
 
 Two settings, A (the reference) and B (the candidate), judge the same question-stratified sample of pairs
 (generation/pilot/sample.py). Each setting's judgments are the judge stage's, cut to the sample
-(generation/stages/pilot_judge.py), in `OUT/a` and `OUT/b`: sharded, chunked and resumable as `judge` is. When every
+(generation/pilot/judge_stage.py), in `OUT/a` and `OUT/b`: sharded, chunked and resumable as `judge` is. When every
 shard of both is complete, the pilot measures their agreement, prices both at the paper's scale with `plan`, states
-a verdict and writes the pilot record (`OUT/pilot.json`, builder/analysis/pilot_record.py) that `build-release
+a verdict and writes the pilot record (`OUT/pilot.json`, builder/pilot/record.py) that `build-release
 --pilot` carries into a release.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.analysis.pilot_measures import WEIGHTS, measure_agreement, paper_bill, read_setting, saving
-from builder.analysis.pilot_record import KIND, PILOT_RECORD, finite, record_json, setting_record
-from builder.analysis.pilot_stability import label_stability
-from builder.analysis.pilot_verdict import VerdictRule, decide
 from builder.pasteable import profile_argument
+from builder.pilot.measures import measure_agreement, paper_bill, read_setting, saving
+from builder.pilot.options import PilotOptions
+from builder.pilot.record import KIND, PILOT_RECORD, finite, record_json, setting_record
+from builder.pilot.stability import label_stability
+from builder.pilot.verdict import decide
 from generation import __version__
 from generation.errors import ArgumentError
 from generation.notices import warn
-from generation.pilot.sample import SAMPLE_FILE, SampleRequest, read_population, sample_for
+from generation.pilot.judge_stage import PilotJudgeStage
+from generation.pilot.sample import SAMPLE_FILE, read_population, sample_for
 from generation.pilot.settings import Setting, check_batch_comparison, check_comparable, judge_differences
 from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.base import StageSummary
-from generation.stages.pilot_judge import PilotJudgeStage
 from generation.stages.pool import PoolStage
 from generation.storage import clean_stale_tmp, refuse_links_under, write_text_atomic
-
-
-@dataclass(frozen=True)
-class PilotInputs:
-    subquestions: Path
-    candidates: Path
-    index: Path
-    out: Path
-
-
-@dataclass(frozen=True)
-class PilotOptions:
-    request: SampleRequest = field(default_factory=SampleRequest)
-    threshold: float = 0.8  # the weighted kappa B must reach
-    weights: str = "linear"  # of that kappa
-    answer_level: int | None = None  # a positive: level >= this; None: A's profile's (training's positives)
-    resamples: int = 1000  # bootstrap resamples of the 95% intervals
-    plan_sample: int = 200  # prompts `plan` tokenizes per setting
-    min_recall: float = 0.9  # B's recall of A's positives must reach this
-    min_precision: float = 0.9  # B's precision on A's positives must reach this
-    lower_end: bool = False  # the verdict reads the bootstrap intervals' lower ends, not the point estimates
-
-    def __post_init__(self) -> None:
-        if self.weights not in WEIGHTS:
-            raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
-        if self.lower_end and not self.resamples:
-            raise ArgumentError("--require-lower-end with --resamples 0: no bootstrap interval to read")
-        self.rule(4)  # the bounds checked before anything is judged
-
-    def rule(self, answer_level: int) -> VerdictRule:
-        return VerdictRule(
-            measure=f"kappa_{self.weights}",
-            threshold=self.threshold,
-            min_recall=self.min_recall,
-            min_precision=self.min_precision,
-            answer_level=answer_level,
-            basis="lower end" if self.lower_end else "point",
-        )
-
-    def positives_at(self, a: Setting) -> int:
-        """The answer level: the option, else setting A's `complexity.answer_level` (what training calls positive)."""
-        return a.profile.complexity.answer_level if self.answer_level is None else self.answer_level
 
 
 def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:
@@ -91,35 +49,36 @@ class Pilot:
     """One invocation on one shard: `prepare` (checks and the sample), `judge` each setting, then `finish` (the
     record, once every shard of both settings is done). `run_pilot` does all three."""
 
-    def __init__(self, a: Setting, b: Setting, inputs: PilotInputs, options: PilotOptions, shard: Shard = Shard()):
-        self.settings, self.inputs, self.options, self.shard = (a, b), inputs, options, shard
-        self.notes = check_settings(a, b, options)
+    def __init__(self, options: PilotOptions, shard: Shard = Shard()):
+        self.options, self.shard = options, shard
+        self.settings = options.settings()
+        self.notes = check_settings(*self.settings, options)
         self.summaries: dict[str, StageSummary] = {}
         self.profiles: dict[str, str] = {}
         self.definition: dict = {}
-        self.sample: Path | None = None
+        self.sample = options.out / SAMPLE_FILE  # drawn or read back by `prepare`
         self.waiting: str | None = None
 
     def prepare(self) -> dict:
         """The notes said, the candidates checked against A's profile, the sample drawn or read back: its definition."""
         for line in self.notes:
             warn(f"pilot: {line}")
-        inputs = self.inputs
-        refuse_links_under(inputs.out)  # `OUT/a` a link to a user's folder: refused before anything is written
-        clean_stale_tmp(inputs.out, [SAMPLE_FILE, PILOT_RECORD])  # what a killed pilot left (a live one's kept)
-        candidate_files = PoolStage.completed_files(inputs.candidates, self.settings[0].profile)
-        population = read_population(inputs.subquestions, candidate_files, inputs.candidates)
-        _, self.definition, self.sample = sample_for(inputs.out, population, self.options.request)
+        options = self.options
+        refuse_links_under(options.out)  # `OUT/a` a link to a user's folder: refused before anything is written
+        clean_stale_tmp(options.out, [SAMPLE_FILE, PILOT_RECORD])  # what a killed pilot left (a live one's kept)
+        candidate_files = PoolStage.completed_files(options.candidates, self.settings[0].profile)
+        population = read_population(options.subquestions, candidate_files, options.candidates)
+        _, self.definition, self.sample = sample_for(options.out, population, options.request)
         return self.definition
 
     def stage(self, setting: Setting) -> PilotJudgeStage:
-        inputs = self.inputs
+        options = self.options
         return PilotJudgeStage(
             setting.profile,
-            inputs.out / setting.folder,
-            inputs.subquestions,
-            inputs.candidates,
-            inputs.index,
+            options.out / setting.folder,
+            options.subquestions,
+            options.candidates,
+            options.index,
             self.sample,
         )
 
@@ -127,7 +86,7 @@ class Pilot:
         """This shard of the sample judged under `setting`; its profile written beside its judgments (the `--profile`
         of `judge` and `build-release` for these settings: `profiles`)."""
         self.summaries[setting.label] = summary = self.stage(setting).run(self.shard, progress)
-        self.profiles[setting.label] = profile_argument(setting.profile, self.inputs.out / setting.folder)
+        self.profiles[setting.label] = profile_argument(setting.profile, self.options.out / setting.folder)
         return summary
 
     def finish(self) -> dict | None:
@@ -142,16 +101,14 @@ class Pilot:
             self.waiting = f"the report waits for the other shards ({e})"
             return None
         a, b = self.settings
-        record = pilot_record(a, b, self.inputs, self.options, self.definition, self.sample, tables, self.notes)
-        write_text_atomic(self.inputs.out / PILOT_RECORD, record_json(record))
+        record = pilot_record(a, b, self.options, self.definition, self.sample, tables, self.notes)
+        write_text_atomic(self.options.out / PILOT_RECORD, record_json(record))
         return record
 
 
-def run_pilot(
-    a: Setting, b: Setting, inputs: PilotInputs, options: PilotOptions, shard: Shard = Shard()
-) -> tuple[Pilot, dict | None]:
+def run_pilot(options: PilotOptions, shard: Shard = Shard()) -> tuple[Pilot, dict | None]:
     """This shard of the sample judged under A, then B; the record when every shard of both is done."""
-    pilot = Pilot(a, b, inputs, options, shard)
+    pilot = Pilot(options, shard)
     pilot.prepare()
     for setting in pilot.settings:
         pilot.judge(setting)
@@ -161,20 +118,19 @@ def run_pilot(
 def pilot_record(
     a: Setting,
     b: Setting,
-    inputs: PilotInputs,
     options: PilotOptions,
     definition: dict,
     sample: Path,
     tables: dict,
     notes: list[str],
 ) -> dict:
-    """The pilot record (its fields: builder/analysis/pilot_record.py)."""
+    """The pilot record (its fields: builder/pilot/record.py)."""
     answer_level = options.positives_at(a)
     agreement = measure_agreement(
         tables["A"], tables["B"], a.max_level, answer_level, options.resamples, options.request.seed
     )
     bills = {
-        s.label: paper_bill(s, inputs.subquestions, inputs.candidates, inputs.index, options.plan_sample)
+        s.label: paper_bill(s, options.subquestions, options.candidates, options.index, options.plan_sample)
         for s in (a, b)
     }
     return {

@@ -1,6 +1,6 @@
 """What a pilot measures once both settings have judged its sample: their agreement (builder/analysis/agreement.py,
 with A as the reference) and each setting's paper-scale bill from `plan` (generation/planning/). The verdict on
-them is builder/analysis/pilot_verdict.py.
+them is builder/pilot/verdict.py.
 
 Agreement is over the pairs both settings graded (a level, not unparsed or failed); the coverage says how many
 each left without one. The 95% intervals resample whole questions, as the sample drew them."""
@@ -16,11 +16,10 @@ import pyarrow.dataset as ds
 from scipy import stats as sps
 
 from builder.analysis.agreement import Joined, compare, correlation, group_members, threshold_precision_recall
+from generation.pilot.judge_stage import PILOT_JUDGMENTS
 from generation.pilot.settings import Setting
 from generation.shards import stage_files
-from generation.stages.pilot_judge import PILOT_JUDGMENTS
 
-WEIGHTS = ("linear", "quadratic")  # the weighted kappa the verdict reads: agreement.cohen_kappa's weights
 COLUMNS = ["subq_id", "qid", "docid", "level", "expected", "probs", "status"]
 
 

@@ -1,6 +1,6 @@
 """The pilot record (`OUT/pilot.json`, written by `researchy-subq pilot`): its fields, how it is read back, and
 what a release makes of it (`build-release --pilot`: the manifest holds it, the card states it; `validate` checks
-the one against the other).
+the one against the other). Its typed contract, key by key, is contract.py `PilotRecord`.
 
 Fields (schema_version 1):
 - `settings.A`, `settings.B`: the profile as given and its overrides, the whole profile (a server's address
@@ -12,7 +12,7 @@ Fields (schema_version 1):
 - `agreement`: `agreement.compare` of A (rows) and B (columns) over the pairs both graded, each setting's statuses,
   the Spearman of the expected level, B's precision and recall of A's answers (level >= answer_level).
 - `stability`: level flips over the pairs both graded and the largest |dP(level)| over those with a distribution in
-  both, with its pair (builder/analysis/pilot_stability.py): a batch-size stability check's result.
+  both, with its pair (builder/pilot/stability.py): a batch-size stability check's result.
 - `gpu_hours`: each setting's paper-scale rows from `plan` at its precision, and what B saves on the headline row.
 - `verdict`: the weighted kappa, its interval, the threshold, passed, and the line printed.
 - `notes`: what the pilot said about the settings (document prefixes shared or not).
@@ -24,6 +24,9 @@ import json
 import math
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from builder.pilot.contract import Label, PilotRecord
 from generation.errors import InputError, read_json_file
 from generation.pilot.settings import Setting
 
@@ -67,25 +70,34 @@ def finite(value):
 
 
 def record_json(record: dict) -> str:
-    """The record's bytes: keys sorted, so two runs of one pilot (or a resumed one) write the same file."""
-    return json.dumps(finite(record), indent=1, allow_nan=False, sort_keys=True) + "\n"
+    """The record's bytes: keys sorted, so two runs of one pilot (or a resumed one) write the same file. A record the
+    contract would refuse is never written (a ValidationError naming the key: a bug of the writer)."""
+    data = finite(record)
+    PilotRecord.model_validate(data)
+    return json.dumps(data, indent=1, allow_nan=False, sort_keys=True) + "\n"
 
 
-def read_pilot_record(path: Path) -> dict:
-    """A pilot record, or an InputError naming the file and what is wrong with it."""
+def read_pilot_record(path: Path) -> PilotRecord:
+    """A pilot record, or an InputError naming the file and what is wrong with it (the first key, for a record that
+    is not the contract's)."""
     path = Path(path)
     data = read_json_file(path, f"the {PILOT_RECORD} `researchy-subq pilot` wrote")
     if not isinstance(data, dict) or data.get("record") != KIND:
         raise InputError(path, 0, f'not a pilot record (no "record": "{KIND}"); pass OUT/{PILOT_RECORD} of a pilot')
     missing = [k for k in NEEDED if k not in data]
-    if missing or set(data["settings"]) != {"A", "B"}:
-        raise InputError(path, 0, f"a pilot record without {', '.join(missing) or 'settings A and B'}")
-    return data
+    if missing:
+        raise InputError(path, 0, f"a pilot record without {', '.join(missing)}")
+    try:
+        return PilotRecord.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(path, 0, f"{where}: {first['msg']}: not a record `researchy-subq pilot` writes") from None
 
 
-def labels_setting(record: dict, judgment_config_hash: str) -> str | None:
+def labels_setting(record: PilotRecord, judgment_config_hash: str) -> Label | None:
     """Which of the pilot's settings made labels of this judge config hash: "B", "A" or None (neither)."""
     for label in ("B", "A"):
-        if record["settings"][label].get("judge_config_hash") == judgment_config_hash:
+        if record.settings[label].judge_config_hash == judgment_config_hash:
             return label
     return None

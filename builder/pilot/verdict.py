@@ -21,6 +21,7 @@ from generation.errors import ArgumentError
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
 BASES = ("point", "lower end")
+WEIGHTS = ("linear", "quadratic")  # the weighted kappa the verdict reads: agreement.cohen_kappa's weights
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def figure(agreement: dict, name: str, basis: str):
 
 
 def decide(agreement: dict, rule: VerdictRule) -> dict:
-    """The verdict on a pilot's agreement (builder/analysis/pilot_measures.py `measure_agreement`) under `rule`."""
+    """The verdict on a pilot's agreement (builder/pilot/measures.py `measure_agreement`) under `rule`."""
     kappa_name = rule.measure.removeprefix("kappa_") + "-weighted kappa"
     level_a, level_b = levels_given(agreement["confusion"]["rows_a_columns_b"])
     answer = agreement["answer"]
@@ -149,14 +150,14 @@ def interval(agreement: dict, name: str) -> str:
     return "" if undefined(low) or undefined(high) else f" [{low:.3f}, {high:.3f}]"
 
 
-def verdict_problems(record: dict) -> list[str]:
-    """Where a record's verdict is not the one its rule gives on its own figures (empty when it is)."""
-    stated = record["verdict"]
+def verdict_problems(agreement: dict, stated: dict) -> list[str]:
+    """Where a record's verdict (`stated`) is not the one its rule gives on the record's own `agreement` (empty when
+    it is). Both as plain values: `decide` reads what `measure_agreement` gives."""
     try:
         rule = rule_of(stated)
     except (KeyError, TypeError, ArgumentError) as e:
         return [f"the verdict states no rule the pilot applies ({type(e).__name__}: {e})"]
-    again = decide(record["agreement"], rule)
+    again = decide(agreement, rule)
     wrong = [key for key in ("decision", "passed", "line", "rule_text") if stated.get(key) != again[key]]
     if not wrong:
         return []
