@@ -49,9 +49,16 @@ from builder.release.training_rule import (
 from builder.release.validate.stored_lists import LAST, StoredLists
 from generation.schema import arrow_schema
 
-BUCKET_ROWS = 250_000  # judgments a bucket holds, about: as Python objects, a few hundred bytes each
-SPILLED = ["position", "serial", *COLUMNS]  # serial: arrival order, the last tie-break of a graded list
-POSITION, SERIAL, DOCID, LEVEL, BM25, RERANK, EXPECTED, PROBS = range(len(SPILLED))
+BUCKET_ROWS = 100_000  # judgments a bucket holds, about: as Python objects, a few hundred bytes each
+SLICE = 262_144  # sub-question ids turned into Python strings at a time
+SPILLED = ["position", *COLUMNS]  # a bucket's rows keep their arrival order: a graded list's last tie-break
+POSITION, DOCID, LEVEL, BM25, RERANK, EXPECTED, PROBS = range(len(SPILLED))
+FIELDS = {  # a derived row's values, in the config's columns' order (generation/schema.py)
+    "graded-lists": ("query_id", "qid", "docids", "labels", "expected", "probs"),
+    "hard-negatives": (
+        "query_id", "query_text", "positive_document_ids", "negative_document_ids", "negative_sources", "qid"
+    ),
+}  # fmt: skip
 
 
 def fnv1a64(text: str) -> int:
@@ -63,19 +70,25 @@ def fnv1a64(text: str) -> int:
 
 
 def graded_order(judgment: tuple) -> tuple:
+    """Level descending, rerank rank, BM25 rank (a missing rank last), docid; `sorted` is stable, so arrival order
+    breaks what is left."""
     rerank, bm25 = judgment[RERANK], judgment[BM25]
     return (
         -judgment[LEVEL],
         LAST if rerank is None else rerank,
         LAST if bm25 is None else bm25,
         judgment[DOCID],
-        judgment[SERIAL],
     )
 
 
 def rotation(candidates: list[str], i: int, m: int) -> list[str]:
+    """(i*m + j) mod n for j < min(m, n), in candidate order: a run of the list from (i*m) mod n, wrapping round."""
     n = len(candidates)
-    return [candidates[x] for x in sorted({(i * m + j) % n for j in range(min(m, n))})] if n else []
+    if not n:
+        return []
+    start, count = (i * m) % n, min(m, n)
+    wrapped = start + count - n
+    return candidates[:wrapped] + candidates[start:] if wrapped > 0 else candidates[start : start + count]
 
 
 def walk(pool: list[str], start: int, m: int, excluded: set[str]) -> list[str]:
@@ -109,46 +122,38 @@ class TrainingReference:
     (split code, config, rows) the rule gives, in output order."""
 
     def __init__(self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training, judgments: int):
-        self.ids, self.qids = subquestions["subq_id"].to_pylist(), subquestions["qid"].to_pylist()
-        self.texts = subquestions["text"]
-        self.split = subq_split.tolist()
+        self.ids, self.texts = subquestions["subq_id"], subquestions["text"]
+        self.split = subq_split.astype(np.int64)
         self.answer_level, self.training = answer_level, training
-        members: dict[str, list[int]] = {}
-        for position, qid in enumerate(self.qids):
-            members.setdefault(qid, []).append(position)
-        self.questions, self.members = list(members), list(members.values())  # in output order
-        rank = {qid: r for r, qid in enumerate(self.questions)}
+        self.questions, self.rank_of = _questions_in_order(subquestions["qid"])
         self.buckets = max(1, -(-judgments // BUCKET_ROWS))
-        self.bucket_of_rank = np.arange(len(self.questions)) * self.buckets // max(len(self.questions), 1)
-        self.bucket_of = self.bucket_of_rank[[rank[q] for q in self.qids]] if self.qids else np.zeros(0, np.int64)
+        self.bucket_of = self.rank_of * self.buckets // max(len(self.questions), 1)
         self.sampled = self._sampled()
         self.pool_pairs: dict[int, set[tuple[str, str]]] = {}
         self.folder = tempfile.TemporaryDirectory(prefix="validate-training-")
         self.writers: dict[int, pq.ParquetWriter] = {}
-        self.serial = 0
         self.counts = ReferenceCounts()
         self.listed_judged: list[tuple[str, str]] = []  # (qid, docid) a stored list holds though a judgment covers it
 
     def _sampled(self) -> np.ndarray:
         """Per position, whether its question is one of its split's sampled questions."""
-        chosen = set()
-        for code in set(self.split):
-            qids = sorted({q for q, s in zip(self.qids, self.split) if s == code})
-            if len(qids) > OTHER_QUESTIONS:
-                numbers = sha_numbers(qids, SAMPLE_SALT).tolist()
-                qids = [q for _, q in sorted(zip(numbers, qids))[:OTHER_QUESTIONS]]
-            chosen |= {(code, q) for q in qids}
-        return np.array([(s, q) in chosen for q, s in zip(self.qids, self.split)], bool)
+        sampled = np.zeros(len(self.split), bool)
+        for code in np.unique(self.split).tolist():
+            in_split = self.split == code
+            ranks = sorted(set(self.rank_of[in_split].tolist()), key=lambda r: self.questions[r])
+            if len(ranks) > OTHER_QUESTIONS:
+                numbers = sha_numbers([self.questions[r] for r in ranks], SAMPLE_SALT).tolist()
+                ranks = [r for _, r in sorted(zip(numbers, ranks), key=lambda x: (x[0], self.questions[x[1]]))]
+                ranks = ranks[:OTHER_QUESTIONS]
+            sampled |= in_split & np.isin(self.rank_of, ranks)
+        return sampled
 
     def add(self, table: pa.Table, position: np.ndarray) -> None:
-        serial = np.arange(self.serial, self.serial + table.num_rows, dtype=np.int64)
-        self.serial += table.num_rows
         graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
         if not graded.any():
             return
         table = pa.table(
-            {"position": pa.array(position[graded]), "serial": pa.array(serial[graded]),
-             **{c: table[c].filter(pa.array(graded)) for c in COLUMNS}}
+            {"position": pa.array(position[graded]), **{c: table[c].filter(pa.array(graded)) for c in COLUMNS}}
         )  # fmt: skip
         position = position[graded]
         self._gather_pool(table, position)
@@ -169,7 +174,7 @@ class TrainingReference:
         level = table["level"].to_numpy(zero_copy_only=False)
         low = self.sampled[position] & (level <= self.training.negative_level)
         for docid, p in zip(table["docid"].filter(pa.array(low)).to_pylist(), position[low].tolist()):
-            self.pool_pairs.setdefault(self.split[p], set()).add((docid, self.qids[p]))
+            self.pool_pairs.setdefault(int(self.split[p]), set()).add((docid, self.questions[self.rank_of[p]]))
 
     def _pools(self) -> dict[int, list[str]]:
         pools = {}
@@ -187,16 +192,24 @@ class TrainingReference:
         schemas = {name: arrow_schema(table) for name, table in CONFIGS.items()}
         try:
             for b in range(self.buckets):
+                out: dict[tuple[int, str], list[tuple]] = {}
                 judged = self._judgments_of(b)
-                out: dict[tuple[int, str], list[dict]] = {}
-                ranks = np.flatnonzero(self.bucket_of_rank == b)
-                for rank in ranks.tolist():
-                    self._question(rank, judged, listed, pools, out)
+                for rank, positions in self._questions_of(b).items():
+                    self._question(rank, positions, judged, listed, pools, out)
+                judged = {}
                 for (code, name), records in out.items():
                     self.counts.rows[(name, code)] += len(records)
-                    yield code, name, pa.Table.from_pylist(records, schema=schemas[name])
+                    yield code, name, as_table(records, schemas[name], FIELDS[name])
         finally:
             self.folder.cleanup()
+
+    def _questions_of(self, bucket: int) -> dict[int, list[int]]:
+        """The bucket's questions in output order (rank), each with its sub-questions' positions in table order."""
+        positions = np.flatnonzero(self.bucket_of == bucket)
+        members: dict[int, list[int]] = {}
+        for rank, p in zip(self.rank_of[positions].tolist(), positions.tolist()):
+            members.setdefault(rank, []).append(p)
+        return dict(sorted(members.items()))
 
     def _judgments_of(self, bucket: int) -> dict[int, list[tuple]]:
         """Per position, its graded judgments in the bucket as (SPILLED) tuples."""
@@ -208,46 +221,44 @@ class TrainingReference:
             judged.setdefault(judgment[POSITION], []).append(judgment)
         return judged
 
-    def _question(self, rank: int, judged: dict, listed: StoredLists, pools: dict, out: dict) -> None:
+    def _question(
+        self, rank: int, members: list[int], judged: dict, listed: StoredLists, pools: dict, out: dict
+    ) -> None:
         qid = self.questions[rank]
-        positions = [p for p in self.members[rank] if p in judged]
+        positions = [p for p in members if p in judged]
         if not positions:
             return
         lists = {p: sorted(judged[p], key=graded_order) for p in positions}
         graded: dict[int, set[str]] = {}
         for p in positions:
-            graded.setdefault(self.split[p], set()).update(j[DOCID] for j in lists[p])
+            graded.setdefault(int(self.split[p]), set()).update(j[DOCID] for j in lists[p])
         retrieved = listed.of(qid)
         every = set().union(*graded.values())
         self.listed_judged += [(qid, d) for d in retrieved if d in every]
         for p in positions:
-            code = self.split[p]
-            out.setdefault((code, "graded-lists"), []).append(self._graded_list(p, lists[p]))
+            code = int(self.split[p])
+            subquestion = SubQuestion(self.ids[p].as_py(), qid, self.texts[p].as_py())
+            out.setdefault((code, "graded-lists"), []).append(graded_list(subquestion, lists[p]))
             excluded = graded[code] | set(retrieved)
-            rows = self._hard_negatives(p, lists[p], retrieved, pools.get(code, []), excluded)
+            rows = self._hard_negatives(subquestion, lists[p], retrieved, pools.get(code, []), excluded)
             out.setdefault((code, "hard-negatives"), []).extend(rows)
 
-    def _graded_list(self, p: int, judgments: list[tuple]) -> dict:
-        expected, probs = [j[EXPECTED] for j in judgments], [j[PROBS] for j in judgments]
-        return {
-            "query_id": self.ids[p],
-            "qid": self.qids[p],
-            "docids": [j[DOCID] for j in judgments],
-            "labels": [j[LEVEL] for j in judgments],
-            # a list is null where the judge gave none for any of its documents (generate mode)
-            "expected": expected if any(e is not None for e in expected) else None,
-            "probs": probs if any(x is not None for x in probs) else None,
-        }
-
     def _hard_negatives(
-        self, p: int, judgments: list[tuple], retrieved: list[str], pool: list[str], excluded: set[str]
-    ) -> list[dict]:
+        self,
+        subquestion: SubQuestion,
+        judgments: list[tuple],
+        retrieved: list[str],
+        pool: list[str],
+        excluded: set[str],
+    ) -> list[tuple]:
         k, rows = self.training.negatives, []
         low = [j[DOCID] for j in judgments if j[LEVEL] <= self.training.negative_level]
         positives = [j[DOCID] for j in judgments if j[LEVEL] >= self.answer_level]
-        start = fnv1a64(self.ids[p]) if positives else 0
+        start = fnv1a64(subquestion.id) if positives else 0
         for i, positive in enumerate(positives):
-            taken: list[tuple[str, str]] = []
+            taken: list[str] = []
+            sources: list[str] = []
+            got: dict[str, int] = {}
             for source in self.training.fill_order:
                 m = k - len(taken)
                 if m == 0:
@@ -258,20 +269,53 @@ class TrainingReference:
                     found = rotation(retrieved, i, m)
                 else:
                     found = walk(pool, (start + i * m) % len(pool), m, excluded) if pool else []
-                taken += [(docid, source) for docid in found]
+                taken += found
+                sources += [source] * len(found)
+                got[source] = len(found)
             self.counts.positives += 1
             if len(taken) < k:
                 self.counts.short_positives += 1
                 continue
-            self.counts.by_source.update(source for _, source in taken)
-            rows.append(
-                {
-                    "query_id": self.ids[p],
-                    "query_text": self.texts[p].as_py(),
-                    "positive_document_ids": [positive],
-                    "negative_document_ids": [d for d, _ in taken],
-                    "negative_sources": [s for _, s in taken],
-                    "qid": self.qids[p],
-                }
-            )
+            for source, n in got.items():
+                self.counts.by_source[source] += n
+            rows.append((subquestion.id, subquestion.text, [positive], taken, sources, subquestion.qid))
         return rows
+
+
+@dataclass(frozen=True)
+class SubQuestion:
+    id: str
+    qid: str
+    text: str
+
+
+def graded_list(subquestion: SubQuestion, judgments: list[tuple]) -> tuple:
+    expected, probs = [j[EXPECTED] for j in judgments], [j[PROBS] for j in judgments]
+    return (
+        subquestion.id,
+        subquestion.qid,
+        [j[DOCID] for j in judgments],
+        [j[LEVEL] for j in judgments],
+        # a list is null where the judge gave none for any of its documents (generate mode)
+        expected if any(e is not None for e in expected) else None,
+        probs if any(x is not None for x in probs) else None,
+    )
+
+
+def as_table(records: list[tuple], schema: pa.Schema, fields: tuple[str, ...]) -> pa.Table:
+    """Rows (tuples of `fields`) as a table of the config's schema, built column by column."""
+    if tuple(schema.names) != fields:
+        raise ValueError(f"{schema.metadata[b'table'].decode()}: columns {schema.names}, the derivation gives {fields}")
+    columns = list(zip(*records)) or [()] * len(fields)
+    return pa.table([pa.array(column, f.type) for column, f in zip(columns, schema)], schema=schema)
+
+
+def _questions_in_order(qids: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """The questions in output order (each at its first sub-question's place), and per position its question's
+    rank in that order."""
+    rank: dict[str, int] = {}
+    rank_of = np.zeros(len(qids), np.int64)
+    for start in range(0, len(qids), SLICE):
+        part = qids.slice(start, SLICE).to_pylist()
+        rank_of[start : start + len(part)] = [rank.setdefault(q, len(rank)) for q in part]
+    return list(rank), rank_of
