@@ -107,7 +107,7 @@ class ReferenceCounts:
     rows: Counter = field(default_factory=Counter)  # (config, split code) -> rows
     positives: int = 0
     short_positives: int = 0
-    by_source: Counter = field(default_factory=Counter)
+    by_source: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
 
     def record(self) -> dict:
         return {
@@ -255,10 +255,10 @@ class TrainingReference:
         low = [j[DOCID] for j in judgments if j[LEVEL] <= self.training.negative_level]
         positives = [j[DOCID] for j in judgments if j[LEVEL] >= self.answer_level]
         start = fnv1a64(subquestion.id) if positives else 0
+        by_source = self.counts.by_source
         for i, positive in enumerate(positives):
             taken: list[str] = []
             sources: list[str] = []
-            got: dict[str, int] = {}
             for source in self.training.fill_order:
                 m = k - len(taken)
                 if m == 0:
@@ -271,14 +271,13 @@ class TrainingReference:
                     found = walk(pool, (start + i * m) % len(pool), m, excluded) if pool else []
                 taken += found
                 sources += [source] * len(found)
-                got[source] = len(found)
-            self.counts.positives += 1
             if len(taken) < k:
                 self.counts.short_positives += 1
                 continue
-            for source, n in got.items():
-                self.counts.by_source[source] += n
+            for source in sources:
+                by_source[source] += 1
             rows.append((subquestion.id, subquestion.text, [positive], taken, sources, subquestion.qid))
+        self.counts.positives += len(positives)
         return rows
 
 
