@@ -50,7 +50,7 @@ def fnv1a64(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
     offsets = np.frombuffer(strings.buffers()[1], np.int64)[strings.offset : strings.offset + len(strings) + 1]
     data = np.frombuffer(strings.buffers()[2], np.uint8) if len(strings) else np.zeros(0, np.uint8)
     starts, lengths = offsets[:-1], np.diff(offsets)
-    hashes = np.full(len(strings), FNV_OFFSET, np.uint64)
+    hashes: np.ndarray = np.full(len(strings), FNV_OFFSET, np.uint64)
     with np.errstate(over="ignore"):
         for i in range(int(lengths.max()) if len(strings) else 0):
             live = np.flatnonzero(lengths > i)

@@ -123,11 +123,11 @@ class TrainingReference:
 
     def __init__(self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training, judgments: int):
         self.ids, self.texts = subquestions["subq_id"], subquestions["text"]
-        self.split = subq_split.astype(np.int64)
+        self.split: np.ndarray = subq_split.astype(np.int64)
         self.answer_level, self.training = answer_level, training
         self.questions, self.rank_of = _questions_in_order(subquestions["qid"])
         self.buckets = max(1, -(-judgments // BUCKET_ROWS))
-        self.bucket_of = self.rank_of * self.buckets // max(len(self.questions), 1)
+        self.bucket_of: np.ndarray = self.rank_of * self.buckets // max(len(self.questions), 1)
         self.sampled = self._sampled()
         self.pool_pairs: dict[int, set[tuple[str, str]]] = {}
         self.folder = tempfile.TemporaryDirectory(prefix="validate-training-")
@@ -137,7 +137,7 @@ class TrainingReference:
 
     def _sampled(self) -> np.ndarray:
         """Per position, whether its question is one of its split's sampled questions."""
-        sampled = np.zeros(len(self.split), bool)
+        sampled: np.ndarray = np.zeros(len(self.split), bool)
         for code in np.unique(self.split).tolist():
             in_split = self.split == code
             ranks = sorted(set(self.rank_of[in_split].tolist()), key=lambda r: self.questions[r])
@@ -313,7 +313,7 @@ def _questions_in_order(qids: pa.Array | pa.ChunkedArray) -> tuple[list[str], np
     """The questions in output order (each at its first sub-question's place), and per position its question's
     rank in that order."""
     rank: dict[str, int] = {}
-    rank_of = np.zeros(len(qids), np.int64)
+    rank_of: np.ndarray = np.zeros(len(qids), np.int64)
     for start in range(0, len(qids), SLICE):
         part = qids.slice(start, SLICE).to_pylist()
         rank_of[start : start + len(part)] = [rank.setdefault(q, len(rank)) for q in part]
