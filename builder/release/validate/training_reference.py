@@ -26,7 +26,6 @@ derived bucket by bucket: rows come out in output order, and one bucket's judgme
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +103,6 @@ def walk(pool: list[str], start: int, m: int, excluded: set[str]) -> list[str]:
 
 @dataclass
 class ReferenceCounts:
-    rows: Counter = field(default_factory=Counter)  # (config, split code) -> rows
     positives: int = 0
     short_positives: int = 0
     by_source: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
@@ -140,11 +138,11 @@ class TrainingReference:
         sampled: np.ndarray = np.zeros(len(self.split), bool)
         for code in np.unique(self.split).tolist():
             in_split = self.split == code
-            ranks = sorted(set(self.rank_of[in_split].tolist()), key=lambda r: self.questions[r])
-            if len(ranks) > OTHER_QUESTIONS:
-                numbers = sha_numbers([self.questions[r] for r in ranks], SAMPLE_SALT).tolist()
-                ranks = [r for _, r in sorted(zip(numbers, ranks), key=lambda x: (x[0], self.questions[x[1]]))]
-                ranks = ranks[:OTHER_QUESTIONS]
+            ranks = sorted(set(self.rank_of[in_split].tolist()))
+            if len(ranks) > OTHER_QUESTIONS:  # the smallest numbers, a tie going to the smaller qid
+                qids = [self.questions[r] for r in ranks]
+                ranked = sorted(zip(sha_numbers(qids, SAMPLE_SALT).tolist(), qids, ranks))
+                ranks = [r for _, _, r in ranked[:OTHER_QUESTIONS]]
             sampled |= in_split & np.isin(self.rank_of, ranks)
         return sampled
 
@@ -196,9 +194,8 @@ class TrainingReference:
                 judged = self._judgments_of(b)
                 for rank, positions in self._questions_of(b).items():
                     self._question(rank, positions, judged, listed, pools, out)
-                judged = {}
+                judged = {}  # let go before the stored rows are read beside these
                 for (code, name), records in out.items():
-                    self.counts.rows[(name, code)] += len(records)
                     yield code, name, as_table(records, schemas[name], FIELDS[name])
         finally:
             self.folder.cleanup()
