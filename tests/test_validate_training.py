@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from builder.release.contract import read_manifest
 from builder.release.layout import config
 from builder.release.training_rule import fnv1a64
 from builder.release.validate.folder import validate
@@ -29,6 +30,20 @@ def test_a_fresh_release_passes_in_one_bucket_and_in_many(release, monkeypatch):
     assert training_findings(release) == []
     monkeypatch.setattr(reference, "BUCKET_ROWS", 500)  # 6,000 judgments: 12 buckets of ~25 questions
     assert training_findings(release) == []
+
+
+def test_another_fill_order_and_k_validate_too(synthetic_release):
+    """The retrieved lists first (at most 20 a question), then the judged documents, then other questions', 25 a
+    row: every source is used, each with another m."""
+    profile = SYNTHETIC_RELEASE["profile"]
+    training = profile.training.model_copy(
+        update={"negatives": 25, "fill_order": ["retrieved_unjudged", "judged", "other_question"]}
+    )
+    options = {**SYNTHETIC_RELEASE, "profile": profile.model_copy(update={"training": training})}
+    release, _ = synthetic_release("fill-order-reversed", **options)
+    assert training_findings(release) == []
+    stated = read_manifest(release).training
+    assert stated.negatives == 25 and min(stated.negatives_by_source.values()) > 0, stated
 
 
 def other_question_start_moved(monkeypatch):
