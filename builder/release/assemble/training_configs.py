@@ -38,7 +38,7 @@ from builder.release.assemble.hard_negatives import (
     whole_groups,
 )
 from builder.release.assemble.natural_runs import NaturalRuns
-from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, StoredRetrieved, lists_by_row
+from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, lists_by_row
 from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
 from builder.release.training_rule import settings_record as rule_settings_record
 from generation.schema import arrow_schema
@@ -83,7 +83,7 @@ def output_order(qids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
 class TrainingRows:
     """Graded judgments added in any order (positions into `subquestions`); `tables()` gives back, per chunk of
     whole questions in output order, (split code, config, rows). `retrieved`: a `RunsOfQuestions` to derive the
-    retrieved-unjudged lists from runs (the build), or a `StoredRetrieved` (validate, training-files), or None."""
+    retrieved-unjudged lists from runs (the build), or None."""
 
     def __init__(
         self,
@@ -161,10 +161,6 @@ class TrainingRows:
             return lambda part: lists_by_row(
                 question, docids, part["question"].to_numpy(zero_copy_only=False).astype(np.int64)
             )
-        if isinstance(self.retrieved, StoredRetrieved):
-            qid_of_row = self.qids.take(pa.array(self.position_of_place[chunk["place"].to_numpy(zero_copy_only=False)]))
-            self.retrieved.check_chunk(qid_of_row, chunk["docid"])
-            return lambda part: self.retrieved.of_rows(part["qid"])
         return lambda part: None
 
     def graded_lists(self, chunk: pa.Table) -> pa.Table:
