@@ -212,22 +212,15 @@ def test_a_package_s_own_modules_import_none_of_its_subpackages():
 
 # builder/release/'s groups, top first: each may import those after it, never one before it. publish validates
 # before it commits. validate shares no derivation with assemble: what both need (the layout, the contract, the topic
-# index, the card's text) sits in builder/release/'s own modules, below both; the pilot's record and text lower still,
-# in builder/pilot/.
+# index, the training configs' rule, the card's text) sits in builder/release/'s own modules, below both; the pilot's
+# record and text lower still, in builder/pilot/.
 RELEASE_GROUPS = ("builder.release.publish", "builder.release.validate", "builder.release.assemble")
-# What validate still takes from assemble: the training configs' derivation (hard-negatives and graded-lists, whose
-# re-derivation row by row is not yet written apart). This list only shrinks.
-VALIDATE_STILL_IMPORTS = {
-    "builder.release.validate.training_configs -> builder.release.assemble.retrieved",
-    "builder.release.validate.training_configs -> builder.release.assemble.training_configs",
-}
 
 
 def test_the_release_groups_import_downward_only_and_validate_derives_apart_from_assemble():
     """Every subpackage of builder/release/ has its place in RELEASE_GROUPS, and no arrow runs back up it. Their
     common ground, builder/release/'s own modules (layout.py, contract.py, topic_index.py...), imports none of them
-    (the test above). validate imports from assemble only what VALIDATE_STILL_IMPORTS lists: a bug in a derivation
-    made by both would pass."""
+    (the test above). validate imports nothing from assemble: a bug in a derivation made by both would pass."""
     arrows = package_imports()
     subpackages = {
         p.parent.relative_to(ROOT).as_posix().replace("/", ".") for p in ROOT.glob("builder/release/*/__init__.py")
@@ -240,10 +233,8 @@ def test_the_release_groups_import_downward_only_and_validate_derives_apart_from
     ]
     assert not back_up, "arrows back up builder/release/:\n" + "\n".join(back_up)
     assert ("builder.release.publish", "builder.release.validate") in arrows
-    shared = set(arrows.get(("builder.release.validate", "builder.release.assemble"), []))
-    assert shared <= VALIDATE_STILL_IMPORTS, "validate imports assemble:\n" + "\n".join(
-        sorted(shared - VALIDATE_STILL_IMPORTS)
-    )
+    shared = arrows.get(("builder.release.validate", "builder.release.assemble"), [])
+    assert not shared, "validate imports assemble:\n" + "\n".join(sorted(shared))
 
 
 def test_generation_never_imports_builder_and_command_modules_import_no_other_command_module():

@@ -15,13 +15,12 @@ sub-question's positives do not all share one set of negatives. `other_question`
 (FNV-1a 64 of query_id + i*m) mod its size, passing over documents judged for the question or retrieved for it. A
 positive that all the sources together cannot give k documents is left out and counted (`short_positives`).
 
-The build, `validate` and `training-files` (builder/training/rows.py) all derive rows with `derive_rows`, chunk by
-chunk of whole questions.
+The build and `training-files` (builder/training/rows.py) derive rows with `derive_rows`, chunk by chunk of whole
+questions; `validate` re-derives them by its own code path (builder/release/validate/training_reference.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,34 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-SOURCES = ("judged", "retrieved_unjudged", "other_question")
-OTHER_QUESTIONS = 1_024  # questions per split whose documents judged <= negative_level make the other-question pool
-SAMPLE_SALT = "other-question-negatives"
-
-
-FNV_OFFSET, FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
-
-
-def fnv1a64(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """FNV-1a, 64-bit, of each string's UTF-8 bytes (Fowler, Noll, Vo: offset basis 0xcbf29ce484222325, prime
-    0x100000001b3), one byte position at a time for every string at once."""
-    strings = _combined(strings).cast(pa.large_string())
-    offsets = np.frombuffer(strings.buffers()[1], np.int64)[strings.offset : strings.offset + len(strings) + 1]
-    data = np.frombuffer(strings.buffers()[2], np.uint8) if len(strings) else np.zeros(0, np.uint8)
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    hashes = np.full(len(strings), FNV_OFFSET, np.uint64)
-    with np.errstate(over="ignore"):
-        for i in range(int(lengths.max()) if len(strings) else 0):
-            live = np.flatnonzero(lengths > i)
-            hashes[live] = (hashes[live] ^ data[starts[live] + i].astype(np.uint64)) * FNV_PRIME
-    return hashes
-
-
-def sha_numbers(keys: Sequence[str], prefix: str) -> np.ndarray:
-    """sha256(f"{prefix}:{key}")'s first 8 bytes as a big-endian unsigned integer, per key."""
-    return np.array(
-        [int.from_bytes(hashlib.sha256(f"{prefix}:{k}".encode()).digest()[:8], "big") for k in keys], np.uint64
-    )
+from builder.release.training_rule import OTHER_QUESTIONS, SAMPLE_SALT, SOURCES, fnv1a64, sha_numbers
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ most `training.retrieved_kept`. A release records only its pools' documents; the
 `rerank` stages' runs (`build-release --runs`), read here and grouped by question beside the judgments.
 
 `RunsOfQuestions` (the build): run rows added in any order, sorted into runs on disk by question like the judgments,
-handed back per chunk of whole questions. `StoredRetrieved` (validate, training-files): the lists a release holds.
+handed back per chunk of whole questions. `StoredRetrieved` (training-files): the lists a release holds.
 """
 
 from __future__ import annotations
@@ -168,63 +168,16 @@ def lists_by_row(question: np.ndarray, docids: pa.Array, row_key: np.ndarray) ->
 
 
 class StoredRetrieved:
-    """The lists a release holds (`questions.retrieved_unjudged`, one per qid): what validate and training-files
-    give `derive_rows`, and what validate checks."""
+    """The lists a release holds (`questions.retrieved_unjudged`, one per qid): what training-files
+    (builder/training/rows.py) gives `derive_rows`."""
 
     def __init__(self, qids: pa.Array | pa.ChunkedArray, column: pa.Array | pa.ChunkedArray):
         column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-        qids = qids.combine_chunks() if isinstance(qids, pa.ChunkedArray) else qids
-        self.qids, self.column = qids, column
+        self.qids = qids.combine_chunks() if isinstance(qids, pa.ChunkedArray) else qids
         lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        values = pc.list_flatten(column)
-        question = np.repeat(np.arange(len(qids)), lengths)
-        self.present = bool(len(column)) and column.null_count < len(column)
-        self.judged: list[tuple[str, str]] = []  # (qid, docid) listed though a judgment covers it (`check_chunk`)
-        self.question = question
-        self.docids = pc.struct_field(values, "docid")
-        self.table = pa.table(
-            {
-                "question": pa.array(question, pa.int64()),
-                "docid": self.docids,
-                "bm25_rank": pc.struct_field(values, "bm25_rank"),
-                "rerank_rank": pc.struct_field(values, "rerank_rank"),
-            }
-        )
+        self.question = np.repeat(np.arange(len(self.qids)), lengths)
+        self.docids = pc.struct_field(pc.list_flatten(column), "docid")
 
     def of_rows(self, qids: pa.Array | pa.ChunkedArray) -> RowLists:
         where = pc.index_in(qids, value_set=self.qids).fill_null(-1).to_numpy(zero_copy_only=False)
         return lists_by_row(self.question, self.docids, where.astype(np.int64))
-
-    def check_chunk(self, qids: pa.Array | pa.ChunkedArray, docids: pa.Array | pa.ChunkedArray) -> None:
-        """Record the listed documents of these questions that a graded judgment of theirs covers (`qids`, `docids`:
-        a chunk's graded judgments, whole questions)."""
-        where = pc.index_in(pc.unique(qids), value_set=self.qids).drop_null()
-        listed = self.table.filter(pc.is_in(self.table["question"], value_set=pc.cast(where, pa.int64())))
-        if not listed.num_rows:
-            return
-        listed_qids = self.qids.take(listed["question"])
-        judged = pc.is_in(_pair_key(listed_qids, listed["docid"]), value_set=_pair_key(qids, docids))
-        found = listed.filter(judged)
-        if found.num_rows:
-            self.judged += list(zip(self.qids.take(found["question"]).to_pylist(), found["docid"].to_pylist()))
-
-    def disorder(self, kept: int) -> list[str]:
-        """What is wrong with the lists on their own: a list out of hardness order, a docid twice in one list, a list
-        longer than `kept` (each named by its qid)."""
-        wrong = []
-        table = self.table
-        if not table.num_rows:
-            return wrong
-        ordered = table.take(pc.sort_indices(table, [("question", "ascending"), *HARDNESS]))
-        if not ordered["docid"].equals(table["docid"]):
-            first = int(np.flatnonzero(pc.not_equal(ordered["docid"], table["docid"]).to_numpy(zero_copy_only=False)
-                                       .astype(bool))[0])  # fmt: skip
-            wrong.append(f"qid {self.qids[int(table['question'][first].as_py())]}: not hardest first")
-        pairs = table.group_by(["question", "docid"], use_threads=False).aggregate([("docid", "count")])
-        twice = pairs.filter(pc.greater(pairs["docid_count"], 1))
-        if twice.num_rows:
-            wrong.append(f"qid {self.qids[int(twice['question'][0].as_py())]}: {twice['docid'][0]} twice")
-        lengths = np.bincount(table["question"].to_numpy(zero_copy_only=False), minlength=len(self.qids))
-        if (lengths > kept).any():
-            wrong.append(f"qid {self.qids[int(np.argmax(lengths))]}: {int(lengths.max())} documents, more than {kept}")
-        return wrong

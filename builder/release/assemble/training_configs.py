@@ -13,14 +13,13 @@
 Rows are grouped in sorted runs on disk (builder/release/assemble/natural_runs.py), keyed by (the question's place in the
 output order, arrival), so memory stays bounded however many judgments there are. The output order is question by
 question (a question at the place of its first sub-question in the `subquestions` tables), each question's
-sub-questions in table order, so every chunk holds whole questions and `validate` re-derives the same rows in the
-same order. With `runs` (builder/release/assemble/retrieved.py), the questions' retrieved-unjudged lists are derived beside
-them.
+sub-questions in table order, so every chunk holds whole questions. `validate` re-derives the same rows in the same
+order by its own code path (builder/release/validate/training_reference.py). With `runs`
+(builder/release/assemble/retrieved.py), the questions' retrieved-unjudged lists are derived beside them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.assemble.hard_negatives import (
-    OTHER_QUESTIONS,
     ChunkInputs,
     NegativeCounts,
     NegativeRule,
@@ -40,27 +38,13 @@ from builder.release.assemble.hard_negatives import (
     whole_groups,
 )
 from builder.release.assemble.natural_runs import NaturalRuns
-from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, StoredRetrieved, lists_by_row
+from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, lists_by_row
+from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
+from builder.release.training_rule import settings_record as rule_settings_record
 from generation.schema import arrow_schema
 
-CONFIGS = {"hard-negatives": "hard_negatives", "graded-lists": "graded_lists"}  # config -> schema table
-COLUMNS = ["docid", "level", "bm25_rank", "rerank_rank", "expected", "probs"]  # of the judgments it reads
 SERIAL_BITS = 36  # the key's low bits: arrival order, unique per judgment (64G judgments)
 GROUP_ROWS = 65_536  # merged rows handled at once (~4 MB): larger chunks cost no less CPU and hold more memory
-TRAIN = "train"
-DEV = "dev"
-
-
-def dev_share_of(qids: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
-    """Per question, sha256(f"{seed}:{qid}")'s first 8 bytes as a number in [0, 1)."""
-    return np.array(
-        [int.from_bytes(hashlib.sha256(f"{seed}:{q}".encode()).digest()[:8], "big") / 2**64 for q in qids.to_pylist()],
-        np.float64,
-    )
-
-
-def dev_questions(qids: pa.Array | pa.ChunkedArray, seed: int, share: float) -> np.ndarray:
-    return dev_share_of(qids, seed) < share
 
 
 def with_dev_split(questions: pa.Table, training) -> pa.Table:
@@ -99,7 +83,7 @@ def output_order(qids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
 class TrainingRows:
     """Graded judgments added in any order (positions into `subquestions`); `tables()` gives back, per chunk of
     whole questions in output order, (split code, config, rows). `retrieved`: a `RunsOfQuestions` to derive the
-    retrieved-unjudged lists from runs (the build), or a `StoredRetrieved` (validate, training-files), or None."""
+    retrieved-unjudged lists from runs (the build), or None."""
 
     def __init__(
         self,
@@ -177,10 +161,6 @@ class TrainingRows:
             return lambda part: lists_by_row(
                 question, docids, part["question"].to_numpy(zero_copy_only=False).astype(np.int64)
             )
-        if isinstance(self.retrieved, StoredRetrieved):
-            qid_of_row = self.qids.take(pa.array(self.position_of_place[chunk["place"].to_numpy(zero_copy_only=False)]))
-            self.retrieved.check_chunk(qid_of_row, chunk["docid"])
-            return lambda part: self.retrieved.of_rows(part["qid"])
         return lambda part: None
 
     def graded_lists(self, chunk: pa.Table) -> pa.Table:
@@ -287,18 +267,7 @@ def conformed(name: str, table: pa.Table) -> pa.Table:
 
 def settings_record(profile, counts: TrainingCounts) -> dict:
     """`manifest.training`: the settings the configs were derived with and what they hold."""
-    from generation.profiles import Complexity, TrainingConfigsSettings
-
-    training = profile.training if profile is not None else TrainingConfigsSettings()
-    answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
-    return {
-        **training.model_dump(),
-        "answer_level": answer_level,
-        **counts.negatives.record(),
-        "other_questions_sampled": OTHER_QUESTIONS,
-        "retrieved_unjudged_from": counts.retrieved,
-        "dev_rule": "sha256(f'{seed}:{qid}')[:8] as a big-endian integer / 2**64 < dev_share, train questions only",
-    }
+    return rule_settings_record(profile, counts.negatives.record(), counts.retrieved)
 
 
 class TrainingWriters:

@@ -7,7 +7,8 @@
   manifest's settings, row by row in order, and must equal what is stored (the first differing row is named);
 - `manifest.training` states the profile's settings and the counts the re-derivation gives.
 
-The re-derivation groups the judgments with the same sorted runs as the build, so memory stays bounded.
+The re-derivation is `validate`'s own (training_reference.py): it shares no code with the build's but the rule's
+names and hashes (builder/release/training_rule.py).
 """
 
 from __future__ import annotations
@@ -16,23 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from builder.release.assemble.retrieved import StoredRetrieved
-from builder.release.assemble.training_configs import (
-    COLUMNS,
-    CONFIGS,
-    DEV,
-    TRAIN,
-    TrainingRows,
-    conformed,
-    dev_questions,
-    settings_record,
-)
 from builder.release.contract import Manifest
 from builder.release.layout import config
 from builder.release.topic_index import MISSING, IdIndex
+from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions, settings_record
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
+from builder.release.validate.stored_lists import StoredLists
+from builder.release.validate.training_reference import TrainingReference
 
 STORED_BATCH_ROWS = 16_384
 CHECKS = {
@@ -75,26 +69,29 @@ def _subquestions(release: Path, splits: list[str], files: Readable, check) -> t
     return pa.concat_tables(parts), split
 
 
-def _stored_retrieved(release: Path, splits: list[str], files: Readable, check) -> StoredRetrieved:
+def _stored_lists(release: Path, splits: list[str], kept: int, files: Readable, check) -> StoredLists:
     """Every split's questions.retrieved_unjudged (as build-release wrote it from the runs), by qid."""
-    parts = [
-        read_all(files.of("questions", split), ["qid", "retrieved_unjudged"], check, release, "questions")
-        for split in splits
-    ]
-    table = pa.concat_tables(parts)
-    return StoredRetrieved(table["qid"], table["retrieved_unjudged"])
+    lists = StoredLists(kept)
+    for split in splits:
+        for path in files.of("questions", split):
+            for table in batches(path, ["qid", "retrieved_unjudged"], check, release):
+                lists.add(table)
+    return lists.closed()
+
+
+def _judgment_rows(files: Readable, splits: list[str]) -> int:
+    return sum(pq.ParquetFile(p).metadata.num_rows for s in splits for p in files.of("judgments", s))
 
 
 def _training_configs(release: Path, manifest: Manifest, profile, splits: list[str], files: Readable, check) -> None:
     subquestions, subq_split = _subquestions(release, splits, files, check)
     index = IdIndex(subquestions["subq_id"])
-    retrieved = _stored_retrieved(release, splits, files, check)
-    for wrong in retrieved.disorder(profile.training.retrieved_kept):
+    listed = _stored_lists(release, splits, profile.training.retrieved_kept, files, check)
+    for wrong in listed.findings():
         check.fail(f"questions.retrieved_unjudged: {wrong}")
-    rows = TrainingRows(
-        subquestions, subq_split, profile.complexity.answer_level, profile.training, retrieved=retrieved
+    reference = TrainingReference(
+        subquestions, subq_split, profile.complexity.answer_level, profile.training, _judgment_rows(files, splits)
     )
-    rows.counts.retrieved = "runs" if retrieved.present else "none"
     for split in splits:
         for path in files.of("judgments", split):
             for table in batches(path, ["subq_id", *COLUMNS], check, release):
@@ -102,18 +99,17 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
                 known = position != MISSING  # orphans are rows.py's finding
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]
-                rows.add(table, position)
+                reference.add(table, position)
     cursors = {
         (name, code): Cursor(_stored_rows(files.of(name, split), check, release))
         for name in CONFIGS
         for code, split in enumerate(splits)
     }
     reported = set()
-    for code, name, derived in rows.tables():
+    for code, name, derived in reference.tables(listed):
         if (name, code) in reported:
             continue
         stored, starts = cursors[(name, code)].take(derived.num_rows)
-        derived = conformed(name, derived)
         first = first_difference(derived, stored)
         if first is not None:
             reported.add((name, code))
@@ -122,17 +118,17 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
                 f"{config(name).folders[0]}/{splits[code]}: at {at}, not the row the judgments give "
                 f"({describe(derived, first)})"
             )
-    for qid, docid in retrieved.judged[:1]:
+    for qid, docid in reference.listed_judged[:1]:
         check.fail(
             f"questions.retrieved_unjudged: qid {qid} lists {docid}, which a judgment of the question covers "
-            f"({len(retrieved.judged):,} such documents)"
+            f"({len(reference.listed_judged):,} such documents)"
         )
     for (name, code), cursor in cursors.items():
         extra = 0 if (name, code) in reported else cursor.rest()
         if extra:
             check.fail(f"{config(name).folders[0]}/{splits[code]}: {extra:,} rows past those the judgments give")
     stated = manifest.training.model_dump()
-    expected = settings_record(profile, rows.counts)
+    expected = settings_record(profile, reference.counts.record(), "runs" if listed.present else "none")
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
         check.fail(
