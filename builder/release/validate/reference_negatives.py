@@ -20,8 +20,6 @@ import pyarrow.compute as pc
 
 from builder.release.training_rule import FNV_OFFSET, FNV_PRIME, SOURCES
 
-ROTATIONS = ("judged", "retrieved_unjudged")
-
 
 def fnv1a64(text: str) -> int:
     """FNV-1a, 64-bit, of the string's UTF-8 bytes, a byte at a time (Fowler, Noll, Vo)."""
@@ -90,14 +88,14 @@ def hard_negatives(lists: GradedLists, found: Candidates, training, answer_level
         "retrieved_unjudged": found.retrieved_length,
         "other_question": walk.size[lists.code] - walk.excluded[walk.owner],
     }
-    wanted, given = {}, {}  # per source, per group: m when its turn comes, and min(m, n)
+    wanted, given = {}, {}  # per source, per group: m when its turn comes, and what it gives, min(m, n)
     left = np.full(groups, k, np.int64)
     for source in training.fill_order:
         wanted[source], given[source] = left, np.minimum(left, counts[source])
         left = left - given[source]
     short_group = left > 0
     positive = np.flatnonzero(lists.level >= answer_level)
-    every = np.bincount(lists.group[positive], minlength=groups)  # positives per group
+    positives = np.bincount(lists.group[positive], minlength=groups)  # per group
     index = np.arange(len(positive)) - first_of(lists.group[positive], groups)[lists.group[positive]]
     kept = ~short_group[lists.group[positive]]
     positive, index = positive[kept], index[kept]
@@ -124,9 +122,9 @@ def hard_negatives(lists: GradedLists, found: Candidates, training, answer_level
         positive=positive,
         negatives=pa.concat_arrays([pa.array([], pa.string()), *pieces]).take(pa.array(order)),
         sources=pa.array(SOURCES, pa.string()).take(pa.array(codes)),
-        short=int(every[short_group].sum()),
-        by_source={s: int((given[s] * every)[~short_group].sum()) if s in given else 0 for s in SOURCES},
-        positives=int(every.sum()),
+        short=int(positives[short_group].sum()),
+        by_source={s: int((given[s] * positives)[~short_group].sum()) if s in given else 0 for s in SOURCES},
+        positives=int(positives.sum()),
     )
 
 
@@ -140,17 +138,17 @@ def _rotation(step: np.ndarray, j: np.ndarray, count: np.ndarray, n: np.ndarray)
 
 @dataclass
 class Walk:
-    """The other-question pools as one bucket's walks see them: per split code its pool's size; per group the first
-    group of its question and split (`owner`: the groups that exclude the same documents); per owner the pool
-    positions its walk passes over, as sorted keys owner * stride + position, and their count."""
+    """The other-question pools as one bucket's walks see them. The groups of one question and split pass over the
+    same documents (those graded for the question in the split, and its stored list's): they share an `owner`, their
+    first group. Each pool position an owner's walk passes over is a key owner * stride + position."""
 
-    lists: GradedLists
-    pools: list[pa.Array]
+    code: np.ndarray  # per group: its split
+    pools: list[pa.Array]  # per split code
     query_ids: pa.Array  # per group
-    size: np.ndarray  # per split code
+    size: np.ndarray  # per split code: its pool's size
     owner: np.ndarray  # per group
-    keys: np.ndarray
-    excluded: np.ndarray  # per group (as owner): how many pool documents its walk passes over
+    keys: np.ndarray  # sorted
+    excluded: np.ndarray  # per owner: how many pool documents its walk passes over
 
     @classmethod
     def of(cls, lists: GradedLists, found: Candidates) -> Walk:
@@ -172,18 +170,18 @@ class Walk:
                 parts.append(owner[of_group[mine]][at >= 0] * stride + at[at >= 0])
         keys = np.unique(np.concatenate(parts))
         excluded = np.bincount(keys // stride, minlength=len(lists.position))
-        return cls(lists, pools, found.query_ids, size, owner, keys, excluded)
+        return cls(lists.code, pools, found.query_ids, size, owner, keys, excluded)
 
     def taken(self, group: np.ndarray, step: np.ndarray, m: np.ndarray, count: np.ndarray) -> pa.Array:
         """Per row (a positive of `group`), its first count = min(m, what the pool holds for it) documents walked
         from (FNV-1a 64 of query_id + step) mod the pool's size, passing over its excluded ones; rows end to end."""
         needing = np.flatnonzero(count > 0)
         group, step, m = group[needing], step[needing], m[needing]
-        code = self.lists.code[group]
+        code = self.code[group]
         size = self.size[code]
         groups, of_row = np.unique(group, return_inverse=True)
         ids = self.query_ids.take(pa.array(groups)).to_pylist()
-        hashed = [fnv1a64(i) % int(s) for i, s in zip(ids, self.size[self.lists.code[groups]].tolist())]
+        hashed = [fnv1a64(i) % int(s) for i, s in zip(ids, self.size[self.code[groups]].tolist())]
         start = (np.array(hashed, np.int64)[of_row] + step) % size
         window = np.minimum(m + self.excluded[self.owner[group]], size)  # holds m free places, or the whole pool
         row, t = ragged(window)
@@ -193,8 +191,8 @@ class Walk:
         free_before = np.cumsum(free) - free
         row_first = np.cumsum(window) - window
         taken = free & (free_before - free_before[row_first][row] < m[row])
-        if int(taken.sum()) != int(count.sum()):
-            raise AssertionError("the other-question walk took another count than the pool holds")
+        if int(taken.sum()) != int(count.sum()):  # the window holds them all, by its size
+            raise RuntimeError("the other-question walk took another count of documents than its pool holds")
         bases = np.cumsum(self.size) - self.size
         return pa.concat_arrays(self.pools).take(pa.array(bases[code[row[taken]]] + place[taken]))
 

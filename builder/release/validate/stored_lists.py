@@ -57,11 +57,6 @@ class StoredLists:
         self.parts = []
         return self
 
-    def of(self, qid: str) -> list[str]:
-        """The question's list, hardest first as stored (none for a question the questions tables lack)."""
-        start, stop = self.span.get(qid, (0, 0))
-        return self.docids[start:stop].to_pylist()
-
     def spans(self, qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Per question, its list's first place in `docids` and its length (none for a question the tables lack)."""
         spans = np.array([self.span.get(q, (0, 0)) for q in qids], np.int64).reshape(-1, 2)
