@@ -32,7 +32,7 @@ def fnv1a64(text: str) -> int:
 def ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For rows holding `counts` elements each, laid end to end: each element's row and its index in the row."""
     counts = np.asarray(counts, np.int64)
-    row = np.repeat(np.arange(len(counts)), counts)
+    row: np.ndarray = np.repeat(np.arange(len(counts)), counts)
     return row, np.arange(len(row)) - (np.cumsum(counts) - counts)[row]
 
 
@@ -89,7 +89,7 @@ def hard_negatives(lists: GradedLists, found: Candidates, training, answer_level
         "other_question": walk.size[lists.code] - walk.excluded[walk.owner],
     }
     wanted, given = {}, {}  # per source, per group: m when its turn comes, and what it gives, min(m, n)
-    left = np.full(groups, k, np.int64)
+    left: np.ndarray = np.full(groups, k, np.int64)
     for source in training.fill_order:
         wanted[source], given[source] = left, np.minimum(left, counts[source])
         left = left - given[source]
@@ -100,8 +100,10 @@ def hard_negatives(lists: GradedLists, found: Candidates, training, answer_level
     kept = ~short_group[lists.group[positive]]
     positive, index = positive[kept], index[kept]
     group = lists.group[positive]
-    pieces, places, names = [], [], []
-    before = np.zeros(groups, np.int64)  # per group: the negatives earlier sources give a row
+    pieces: list[pa.Array] = []
+    places: list[np.ndarray] = []
+    names: list[np.ndarray] = []
+    before: np.ndarray = np.zeros(groups, np.int64)  # per group: the negatives earlier sources give a row
     for source in training.fill_order:
         m, n = wanted[source][group], counts[source][group]
         row, j = ragged(given[source][group])
@@ -162,7 +164,7 @@ class Walk:
         owners = np.unique(owner)
         row, j = ragged(found.retrieved_length[owners])
         listed = found.retrieved.take(pa.array(found.retrieved_start[owners][row] + j))  # each owner's question's
-        parts = [np.zeros(0, np.int64)]
+        parts: list[np.ndarray] = [np.zeros(0, np.int64)]
         for code in np.flatnonzero(size).tolist():
             for docids, of_group in ((lists.docids, lists.group), (listed, owners[row])):
                 mine = lists.code[of_group] == code
