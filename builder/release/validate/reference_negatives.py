@@ -105,15 +105,16 @@ def hard_negatives(lists: GradedLists, found: Candidates, training, answer_level
     names: list[np.ndarray] = []
     before: np.ndarray = np.zeros(groups, np.int64)  # per group: the negatives earlier sources give a row
     for source in training.fill_order:
-        m, n = wanted[source][group], counts[source][group]
-        row, j = ragged(given[source][group])
-        turn = _rotation(index[row] * m[row], j, given[source][group][row], n[row])
-        if source == "judged":
-            pieces.append(lists.docids.take(pa.array(low[low_first[group[row]] + turn])))
-        elif source == "retrieved_unjudged":
-            pieces.append(found.retrieved.take(pa.array(found.retrieved_start[group[row]] + turn)))
+        m, count = wanted[source][group], given[source][group]
+        row, j = ragged(count)
+        if source == "other_question":
+            pieces.append(walk.taken(group, index * m, m, count))
         else:
-            pieces.append(walk.taken(group, index * m, m, given[source][group]))
+            turn = _rotation(index[row] * m[row], j, count[row], counts[source][group[row]])
+            if source == "judged":
+                pieces.append(lists.docids.take(pa.array(low[low_first[group[row]] + turn])))
+            else:
+                pieces.append(found.retrieved.take(pa.array(found.retrieved_start[group[row]] + turn)))
         places.append(row * k + before[group[row]] + j)
         names.append(np.full(len(row), SOURCES.index(source), np.int64))
         before += given[source]
