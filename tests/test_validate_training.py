@@ -46,6 +46,20 @@ def test_another_fill_order_and_k_validate_too(synthetic_release):
     assert stated.negatives == 25 and min(stated.negatives_by_source.values()) > 0, stated
 
 
+def test_a_k_that_leaves_some_positives_short_validates(synthetic_release):
+    """k = 100 with the other questions' documents second: some sub-questions' positives are short (the pool less
+    the question's own documents holds fewer), others not; the rows and the counts must agree all the same."""
+    profile = SYNTHETIC_RELEASE["profile"]
+    training = profile.training.model_copy(
+        update={"negatives": 100, "fill_order": ["judged", "other_question", "retrieved_unjudged"]}
+    )
+    options = {**SYNTHETIC_RELEASE, "profile": profile.model_copy(update={"training": training})}
+    release, _ = synthetic_release("some-short", **options)
+    assert training_findings(release) == []
+    stated = read_manifest(release).training
+    assert 0 < stated.short_positives < stated.positives, stated
+
+
 def other_question_start_moved(monkeypatch):
     """The build walks the other-question pool from one place further (FNV-1a 64 of query_id + 1)."""
     import builder.release.assemble.hard_negatives as hard_negatives

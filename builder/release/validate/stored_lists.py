@@ -7,6 +7,7 @@ re-derivation of the `retrieved_unjudged` negatives (training_reference.py).
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,10 +57,10 @@ class StoredLists:
         self.parts = []
         return self
 
-    def of(self, qid: str) -> list[str]:
-        """The question's list, hardest first as stored (none for a question the questions tables lack)."""
-        start, stop = self.span.get(qid, (0, 0))
-        return self.docids[start:stop].to_pylist()
+    def spans(self, qids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Per question, its list's first place in `docids` and its length (none for a question the tables lack)."""
+        spans = np.array([self.span.get(q, (0, 0)) for q in qids], np.int64).reshape(-1, 2)
+        return spans[:, 0], spans[:, 1] - spans[:, 0]
 
     def findings(self) -> list[str]:
         return list(self.wrong.values())

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from builder.release.contract import Manifest
 from builder.release.layout import config
-from builder.release.topic_index import MISSING, IdIndex
+from builder.release.topic_index import MISSING, IdIndex, positions
 from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions, settings_record
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
@@ -95,7 +95,7 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
     for split in splits:
         for path in files.of("judgments", split):
             for table in batches(path, ["subq_id", *COLUMNS], check, release):
-                position = index.get_indexer(table["subq_id"])
+                position = positions(table["subq_id"], index)  # one probe per distinct sub-question
                 known = position != MISSING  # orphans are rows.py's finding
                 if not known.all():
                     table, position = table.filter(pa.array(known)), position[known]

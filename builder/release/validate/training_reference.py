@@ -1,7 +1,7 @@
 """`validate`'s own derivation of `graded-lists` and `hard-negatives`, written from the rule as
-builder/release/assemble/training_configs.py and hard_negatives.py state it, per question in plain Python. The build
-derives the same rows in numpy over chunks of many questions; the two share only the rule's names and hashes
-(builder/release/training_rule.py), so a bug in one derivation is not made in the other.
+builder/release/assemble/training_configs.py and hard_negatives.py state it. The build derives the same rows by its
+own code; the two share only the rule's names and hashes (builder/release/training_rule.py), so a bug in one
+derivation is not made in the other.
 
 - Output order, per split: question by question, a question at the place of its first sub-question in the
   `subquestions` tables, its sub-questions in table order.
@@ -19,8 +19,10 @@ derives the same rows in numpy over chunks of many questions; the two share only
   document once at its first place.
 
 Memory: judgments are in no question order on disk. Their graded rows are spilled into buckets of consecutive
-questions of the output order (temporary Parquet files, about BUCKET_ROWS judgments each, by question count), then
-derived bucket by bucket: rows come out in output order, and one bucket's judgments are Python objects at a time.
+questions of the output order (temporary Arrow IPC files, about BUCKET_ROWS judgments each, by question count), then
+derived bucket by bucket, rows coming out in output order. A bucket is one stable Arrow sort (its arrival order
+breaks what the keys leave tied), its graded lists cut from the sorted columns by offsets, and its hard negatives
+index arithmetic over them (reference_negatives.py): no Python object per judgment.
 """
 
 from __future__ import annotations
@@ -33,72 +35,24 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
-from builder.release.training_rule import (
-    COLUMNS,
-    CONFIGS,
-    FNV_OFFSET,
-    FNV_PRIME,
-    OTHER_QUESTIONS,
-    SAMPLE_SALT,
-    SOURCES,
-    sha_numbers,
-)
-from builder.release.validate.stored_lists import LAST, StoredLists
+from builder.release.training_rule import COLUMNS, CONFIGS, OTHER_QUESTIONS, SAMPLE_SALT, SOURCES, sha_numbers
+from builder.release.validate.reference_negatives import Candidates, GradedLists, hard_negatives, ragged
+from builder.release.validate.stored_lists import StoredLists
 from generation.schema import arrow_schema
 
-BUCKET_ROWS = 100_000  # judgments a bucket holds, about: as Python objects, a few hundred bytes each
-SLICE = 262_144  # sub-question ids turned into Python strings at a time
-SPILLED = ["position", *COLUMNS]  # a bucket's rows keep their arrival order: a graded list's last tie-break
-POSITION, DOCID, LEVEL, BM25, RERANK, EXPECTED, PROBS = range(len(SPILLED))
-FIELDS = {  # a derived row's values, in the config's columns' order (generation/schema.py)
-    "graded-lists": ("query_id", "qid", "docids", "labels", "expected", "probs"),
-    "hard-negatives": (
-        "query_id", "query_text", "positive_document_ids", "negative_document_ids", "negative_sources", "qid"
-    ),
-}  # fmt: skip
-
-
-def fnv1a64(text: str) -> int:
-    """FNV-1a, 64-bit, of the string's UTF-8 bytes, a byte at a time (Fowler, Noll, Vo)."""
-    value = int(FNV_OFFSET)
-    for byte in text.encode():
-        value = ((value ^ byte) * int(FNV_PRIME)) % 2**64
-    return value
-
-
-def graded_order(judgment: tuple) -> tuple:
-    """Level descending, rerank rank, BM25 rank (a missing rank last), docid; `sorted` is stable, so arrival order
-    breaks what is left."""
-    rerank, bm25 = judgment[RERANK], judgment[BM25]
-    return (
-        -judgment[LEVEL],
-        LAST if rerank is None else rerank,
-        LAST if bm25 is None else bm25,
-        judgment[DOCID],
-    )
-
-
-def rotation(candidates: list[str], i: int, m: int) -> list[str]:
-    """(i*m + j) mod n for j < min(m, n), in candidate order: a run of the list from (i*m) mod n, wrapping round."""
-    n = len(candidates)
-    if not n:
-        return []
-    start, count = (i * m) % n, min(m, n)
-    wrapped = start + count - n
-    return candidates[:wrapped] + candidates[start:] if wrapped > 0 else candidates[start : start + count]
-
-
-def walk(pool: list[str], start: int, m: int, excluded: set[str]) -> list[str]:
-    taken: list[str] = []
-    for step in range(len(pool)):
-        if len(taken) == m:
-            break
-        docid = pool[(start + step) % len(pool)]
-        if docid not in excluded:
-            taken.append(docid)
-    return taken
+BUCKET_ROWS = 100_000  # judgments a bucket holds, about
+SPILL = ipc.IpcWriteOptions(compression="zstd")  # Arrow IPC: a third of Parquet's CPU to write, smaller on disk
+SLICE = 262_144  # question ids turned into Python strings at a time
+GRADED_ORDER = [  # a graded list's order; the sort is stable, so arrival order breaks what is left
+    ("rank", "ascending", "at_end"),
+    ("position", "ascending", "at_end"),
+    ("level", "descending", "at_end"),
+    ("rerank_rank", "ascending", "at_end"),
+    ("bm25_rank", "ascending", "at_end"),
+    ("docid", "ascending", "at_end"),
+]  # pc.sort_indices: "a stable sort", nulls "at_end" (pyarrow/_compute docstring)
 
 
 @dataclass
@@ -120,16 +74,18 @@ class TrainingReference:
     (split code, config, rows) the rule gives, in output order."""
 
     def __init__(self, subquestions: pa.Table, subq_split: np.ndarray, answer_level: int, training, judgments: int):
-        self.ids, self.texts = subquestions["subq_id"], subquestions["text"]
+        self.ids = subquestions["subq_id"].combine_chunks()
+        self.texts = subquestions["text"].combine_chunks()
         self.split: np.ndarray = subq_split.astype(np.int64)
         self.answer_level, self.training = answer_level, training
         self.questions, self.rank_of = _questions_in_order(subquestions["qid"])
+        self.qids = pa.array(self.questions, pa.string())
         self.buckets = max(1, -(-judgments // BUCKET_ROWS))
         self.bucket_of: np.ndarray = self.rank_of * self.buckets // max(len(self.questions), 1)
         self.sampled = self._sampled()
         self.pool_pairs: dict[int, set[tuple[str, str]]] = {}
         self.folder = tempfile.TemporaryDirectory(prefix="validate-training-")
-        self.writers: dict[int, pq.ParquetWriter] = {}
+        self.writers: dict[int, ipc.RecordBatchFileWriter] = {}
         self.counts = ReferenceCounts()
         self.listed_judged: list[tuple[str, str]] = []  # (qid, docid) a stored list holds though a judgment covers it
 
@@ -147,26 +103,23 @@ class TrainingReference:
         return sampled
 
     def add(self, table: pa.Table, position: np.ndarray) -> None:
-        graded = pc.is_valid(table["level"]).to_numpy(zero_copy_only=False)
-        if not graded.any():
+        graded = np.flatnonzero(pc.is_valid(table["level"]).to_numpy(zero_copy_only=False))
+        if not len(graded):
             return
-        table = pa.table(
-            {"position": pa.array(position[graded]), **{c: table[c].filter(pa.array(graded)) for c in COLUMNS}}
-        )  # fmt: skip
-        position = position[graded]
+        order = graded[np.argsort(self.bucket_of[position[graded]], kind="stable")]  # arrival order kept
+        position = position[order]
+        table = table.select(COLUMNS).take(pa.array(order)).append_column("position", pa.array(position))
         self._gather_pool(table, position)
         bucket = self.bucket_of[position]
-        order = np.argsort(bucket, kind="stable")
-        table, bucket = table.take(pa.array(order)), bucket[order]
         cuts = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1, len(bucket)]
         for start, stop in zip(cuts[:-1], cuts[1:]):
             b = int(bucket[start])
             if b not in self.writers:
-                self.writers[b] = pq.ParquetWriter(self._path(b), table.schema)
+                self.writers[b] = ipc.new_file(self._path(b), table.schema, options=SPILL)
             self.writers[b].write_table(table.slice(start, stop - start))
 
     def _path(self, bucket: int) -> Path:
-        return Path(self.folder.name) / f"bucket-{bucket:05d}.parquet"
+        return Path(self.folder.name) / f"bucket-{bucket:05d}.arrow"
 
     def _gather_pool(self, table: pa.Table, position: np.ndarray) -> None:
         level = table["level"].to_numpy(zero_copy_only=False)
@@ -174,13 +127,14 @@ class TrainingReference:
         for docid, p in zip(table["docid"].filter(pa.array(low)).to_pylist(), position[low].tolist()):
             self.pool_pairs.setdefault(int(self.split[p]), set()).add((docid, self.questions[self.rank_of[p]]))
 
-    def _pools(self) -> dict[int, list[str]]:
-        pools = {}
+    def _pools(self) -> list[pa.Array]:
+        """Per split code, its pool in walk order (empty where none of its sampled questions has a document)."""
+        pools = [pa.array([], pa.string()) for _ in range(int(self.split.max(initial=-1)) + 1)]
         for code, pairs in self.pool_pairs.items():
             qids = sorted({q for _, q in pairs})
             number = dict(zip(qids, sha_numbers(qids, SAMPLE_SALT).tolist()))
             ordered = sorted(pairs, key=lambda pair: (number[pair[1]], pair[0]))
-            pools[code] = list(dict.fromkeys(docid for docid, _ in ordered))
+            pools[code] = pa.array(list(dict.fromkeys(docid for docid, _ in ordered)), pa.string())
         return pools
 
     def tables(self, listed: StoredLists) -> Iterator[tuple[int, str, pa.Table]]:
@@ -189,121 +143,119 @@ class TrainingReference:
         pools = self._pools()
         schemas = {name: arrow_schema(table) for name, table in CONFIGS.items()}
         try:
-            for b in range(self.buckets):
-                out: dict[tuple[int, str], list[tuple]] = {}
-                judged = self._judgments_of(b)
-                for rank, positions in self._questions_of(b).items():
-                    self._question(rank, positions, judged, listed, pools, out)
-                judged = {}  # let go before the stored rows are read beside these
-                for (code, name), records in out.items():
-                    yield code, name, as_table(records, schemas[name], FIELDS[name])
+            for b in sorted(self.writers):
+                table = ipc.open_file(self._path(b)).read_all()
+                table = table.append_column("rank", pa.array(self.rank_of[table["position"].to_numpy()]))
+                yield from self._bucket(table.take(pc.sort_indices(table, GRADED_ORDER)), listed, pools, schemas)
         finally:
             self.folder.cleanup()
 
-    def _questions_of(self, bucket: int) -> dict[int, list[int]]:
-        """The bucket's questions in output order (rank), each with its sub-questions' positions in table order."""
-        positions = np.flatnonzero(self.bucket_of == bucket)
-        members: dict[int, list[int]] = {}
-        for rank, p in zip(self.rank_of[positions].tolist(), positions.tolist()):
-            members.setdefault(rank, []).append(p)
-        return dict(sorted(members.items()))
-
-    def _judgments_of(self, bucket: int) -> dict[int, list[tuple]]:
-        """Per position, its graded judgments in the bucket as (SPILLED) tuples."""
-        if bucket not in self.writers:
-            return {}
-        table = pq.read_table(self._path(bucket))
-        judged: dict[int, list[tuple]] = {}
-        for judgment in zip(*(table[c].to_pylist() for c in SPILLED)):
-            judged.setdefault(judgment[POSITION], []).append(judgment)
-        return judged
-
-    def _question(
-        self, rank: int, members: list[int], judged: dict, listed: StoredLists, pools: dict, out: dict
-    ) -> None:
-        qid = self.questions[rank]
-        positions = [p for p in members if p in judged]
-        if not positions:
+    def _bucket(self, table: pa.Table, listed: StoredLists, pools: list[pa.Array], schemas: dict) -> Iterator:
+        """A bucket's rows, its judgments sorted in graded-list order: per split code, its two configs' tables."""
+        position = table["position"].to_numpy()
+        starts = np.r_[0, np.flatnonzero(np.diff(position)) + 1]  # each sub-question's (group's) first row
+        lists = GradedLists(
+            docids=table["docid"].combine_chunks(),
+            level=table["level"].to_numpy().astype(np.int64),
+            group=np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(position)])),
+            position=position[starts],
+            rank=self.rank_of[position[starts]],
+            code=self.split[position[starts]],
+        )
+        negatives = hard_negatives(lists, self._candidates(lists, listed, pools), self.training, self.answer_level)
+        self._count(negatives)
+        graded = self._graded_lists(table, starts, lists, schemas["graded-lists"])
+        rows = self._hard_negative_rows(negatives, lists, schemas["hard-negatives"])
+        codes = np.unique(lists.code).tolist()
+        if len(codes) == 1:
+            yield codes[0], "graded-lists", graded
+            yield codes[0], "hard-negatives", rows
             return
-        lists = {p: sorted(judged[p], key=graded_order) for p in positions}
-        graded: dict[int, set[str]] = {}
-        for p in positions:
-            graded.setdefault(int(self.split[p]), set()).update(j[DOCID] for j in lists[p])
-        retrieved = listed.of(qid)
-        every = set().union(*graded.values())
-        self.listed_judged += [(qid, d) for d in retrieved if d in every]
-        for p in positions:
-            code = int(self.split[p])
-            subquestion = SubQuestion(self.ids[p].as_py(), qid, self.texts[p].as_py())
-            out.setdefault((code, "graded-lists"), []).append(graded_list(subquestion, lists[p]))
-            excluded = graded[code] | set(retrieved)
-            rows = self._hard_negatives(subquestion, lists[p], retrieved, pools.get(code, []), excluded)
-            out.setdefault((code, "hard-negatives"), []).extend(rows)
+        row_code = lists.code[negatives.group]
+        for code in codes:
+            yield code, "graded-lists", graded.filter(pa.array(lists.code == code))
+            yield code, "hard-negatives", rows.filter(pa.array(row_code == code))
 
-    def _hard_negatives(
-        self,
-        subquestion: SubQuestion,
-        judgments: list[tuple],
-        retrieved: list[str],
-        pool: list[str],
-        excluded: set[str],
-    ) -> list[tuple]:
-        k, rows = self.training.negatives, []
-        low = [j[DOCID] for j in judgments if j[LEVEL] <= self.training.negative_level]
-        positives = [j[DOCID] for j in judgments if j[LEVEL] >= self.answer_level]
-        start = fnv1a64(subquestion.id) if positives else 0
-        by_source = self.counts.by_source
-        for i, positive in enumerate(positives):
-            taken: list[str] = []
-            sources: list[str] = []
-            for source in self.training.fill_order:
-                m = k - len(taken)
-                if m == 0:
-                    break
-                if source == "judged":
-                    found = rotation(low, i, m)
-                elif source == "retrieved_unjudged":
-                    found = rotation(retrieved, i, m)
-                else:
-                    found = walk(pool, (start + i * m) % len(pool), m, excluded) if pool else []
-                taken += found
-                sources += [source] * len(found)
-            if len(taken) < k:
-                self.counts.short_positives += 1
-                continue
-            for source in sources:
-                by_source[source] += 1
-            rows.append((subquestion.id, subquestion.text, [positive], taken, sources, subquestion.qid))
-        self.counts.positives += len(positives)
-        return rows
+    def _candidates(self, lists: GradedLists, listed: StoredLists, pools: list[pa.Array]) -> Candidates:
+        """What the sources draw from, the bucket's stored lists checked against its judgments on the way."""
+        first = np.r_[True, lists.rank[1:] != lists.rank[:-1]]  # a question's first group: groups come by question
+        question = np.cumsum(first) - 1  # per group, the bucket's question
+        start, length = listed.spans([self.questions[r] for r in lists.rank[first].tolist()])
+        self._check_lists(lists, question, listed.docids, start, length)
+        return Candidates(
+            listed.docids, start[question], length[question], pools, self.ids.take(pa.array(lists.position))
+        )
+
+    def _count(self, negatives) -> None:
+        self.counts.positives += negatives.positives
+        self.counts.short_positives += negatives.short
+        for source, count in negatives.by_source.items():
+            self.counts.by_source[source] += count
+
+    def _check_lists(
+        self, lists: GradedLists, question: np.ndarray, listed: pa.Array, start: np.ndarray, length: np.ndarray
+    ) -> None:
+        """Notes the documents a question's stored list holds though a judgment of the question covers them."""
+        row, j = ragged(length)  # row: the bucket's question
+        docids = listed.take(pa.array(start[row] + j))
+        codes = pc.dictionary_encode(pa.concat_arrays([lists.docids, docids])).indices.to_numpy()
+        stride = int(codes.max(initial=0)) + 1
+        judged = question[lists.group] * stride + codes[: len(lists.docids)]
+        both = np.flatnonzero(np.isin(row * stride + codes[len(lists.docids) :], judged))
+        rank = lists.rank[np.searchsorted(question, row[both])]  # the question's first group
+        self.listed_judged += [
+            (self.questions[r], docid) for r, docid in zip(rank.tolist(), docids.take(pa.array(both)).to_pylist())
+        ]
+
+    def _graded_lists(self, table: pa.Table, starts: np.ndarray, lists: GradedLists, schema: pa.Schema) -> pa.Table:
+        offsets = pa.array(np.r_[starts, len(lists.docids)], pa.int32())
+        target = {"docid": "docids", "level": "labels", "expected": "expected", "probs": "probs"}
+
+        def as_lists(name: str, nullable: bool = False) -> pa.Array:
+            values = table[name].combine_chunks().cast(schema.field(target[name]).type.value_type)
+            # a list is null where the judge gave none for any of its documents (generate mode)
+            none = np.add.reduceat(pc.is_valid(values).to_numpy(zero_copy_only=False), starts) == 0
+            mask = pa.array(none) if nullable and none.any() else None
+            return pa.ListArray.from_arrays(offsets, values, schema.field(target[name]).type, mask=mask)
+
+        return as_table(
+            {
+                "query_id": self.ids.take(pa.array(lists.position)),
+                "qid": self.qids.take(pa.array(lists.rank)),
+                "docids": as_lists("docid"),
+                "labels": as_lists("level"),
+                "expected": as_lists("expected", nullable=True),
+                "probs": as_lists("probs", nullable=True),
+            },
+            schema,
+        )
+
+    def _hard_negative_rows(self, negatives, lists: GradedLists, schema: pa.Schema) -> pa.Table:
+        rows, k = len(negatives.group), self.training.negatives
+        position = pa.array(lists.position[negatives.group])
+        every = pa.array(np.arange(rows + 1) * k, pa.int32())
+        return as_table(
+            {
+                "query_id": self.ids.take(position),
+                "query_text": self.texts.take(position),
+                "positive_document_ids": pa.ListArray.from_arrays(
+                    pa.array(np.arange(rows + 1), pa.int32()), lists.docids.take(pa.array(negatives.positive))
+                ),
+                "negative_document_ids": pa.ListArray.from_arrays(every, negatives.negatives),
+                "negative_sources": pa.ListArray.from_arrays(every, negatives.sources),
+                "qid": self.qids.take(pa.array(lists.rank[negatives.group])),
+            },
+            schema,
+        )
 
 
-@dataclass(frozen=True)
-class SubQuestion:
-    id: str
-    qid: str
-    text: str
-
-
-def graded_list(subquestion: SubQuestion, judgments: list[tuple]) -> tuple:
-    expected, probs = [j[EXPECTED] for j in judgments], [j[PROBS] for j in judgments]
-    return (
-        subquestion.id,
-        subquestion.qid,
-        [j[DOCID] for j in judgments],
-        [j[LEVEL] for j in judgments],
-        # a list is null where the judge gave none for any of its documents (generate mode)
-        expected if any(e is not None for e in expected) else None,
-        probs if any(x is not None for x in probs) else None,
-    )
-
-
-def as_table(records: list[tuple], schema: pa.Schema, fields: tuple[str, ...]) -> pa.Table:
-    """Rows (tuples of `fields`) as a table of the config's schema, built column by column."""
-    if tuple(schema.names) != fields:
-        raise ValueError(f"{schema.metadata[b'table'].decode()}: columns {schema.names}, the derivation gives {fields}")
-    columns = list(zip(*records)) or [()] * len(fields)
-    return pa.table([pa.array(column, f.type) for column, f in zip(columns, schema)], schema=schema)
+def as_table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
+    """The derived columns as a table of the config's schema (generation/schema.py)."""
+    if list(columns) != schema.names:
+        raise ValueError(
+            f"{schema.metadata[b'table'].decode()}: columns {schema.names}, the derivation gives {list(columns)}"
+        )
+    return pa.table([columns[name].cast(f.type) for name, f in zip(schema.names, schema)], schema=schema)
 
 
 def _questions_in_order(qids: pa.Array | pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
