@@ -26,23 +26,25 @@ def judged_docids(release: Path) -> pa.Table:
     return pa.table({"docid": pc.unique(ids)})
 
 
-def negative_docids(release: Path) -> pa.Array:
-    """Every docid the release's hard-negatives rows name as a negative, once each."""
-    parts = [
-        pc.list_flatten(pq.read_table(path, columns=["negative_document_ids"])["negative_document_ids"])
-        for split in SPLITS
-        for path in config("hard-negatives").files(Path(release), split)
-    ]
-    parts = [p.cast(pa.string()) for p in parts if len(p)]
-    return pc.unique(pa.chunked_array(parts, pa.string())) if parts else pa.array([], pa.string())
+BATCH_ROWS = 131_072  # hard-negatives rows read at a time: the negatives of all rows at once cost GBs at full scale
+
+
+def unjudged_negatives(release: Path, judged: pa.Array) -> pa.Array:
+    """Every docid the release's hard-negatives rows name as a negative and no judgment covers, once each. The rows
+    are read a batch at a time; only the unjudged ones, few (those of `retrieved_unjudged`), are kept."""
+    found: list[pa.Array] = []
+    for split in SPLITS:
+        for path in config("hard-negatives").files(Path(release), split):
+            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=["negative_document_ids"]):
+                negatives = pc.list_flatten(batch.column(0)).cast(pa.string())
+                found.append(pc.unique(negatives.filter(pc.invert(pc.is_in(negatives, value_set=judged)))))
+    return pc.unique(pa.chunked_array(found, pa.string())) if found else pa.array([], pa.string())
 
 
 def ranking_documents(release: Path) -> dict[str, int]:
     """{"judged": the judged documents, "unjudged_negatives": the never-judged negatives of hard-negatives}."""
-    judged = judged_docids(release)["docid"]
-    negatives = negative_docids(release)
-    unjudged = int(pc.sum(pc.invert(pc.is_in(negatives, value_set=judged.combine_chunks()))).as_py() or 0)
-    return {"judged": len(judged), "unjudged_negatives": unjudged}
+    judged = judged_docids(release)["docid"].combine_chunks()
+    return {"judged": len(judged), "unjudged_negatives": len(unjudged_negatives(release, judged))}
 
 
 def ranking_sentence(documents: dict[str, int]) -> str:

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from builder.release.contract import Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
-from builder.release.ranking_documents import judged_docids, negative_docids
+from builder.release.ranking_documents import judged_docids, unjudged_negatives
 from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
 from generation.docstore import cut_words
 from generation.errors import ArgumentError, InputError
@@ -84,7 +84,8 @@ def wanted_docids(release: Path, all_retrieved: bool = False) -> pa.Table:
     (retrieved for the question or judged for another), and with `all_retrieved` every document of
     `questions.retrieved_unjudged` (what `training-files` needs to re-derive rows with a larger k)."""
     release = Path(release)
-    parts = [judged_docids(release)["docid"], negative_docids(release)]
+    judged = judged_docids(release)["docid"].combine_chunks()
+    parts = [judged, unjudged_negatives(release, judged)]
     for split in SPLITS if all_retrieved else ():
         for path in config("questions").files(release, split):
             lists = pq.read_table(path, columns=["retrieved_unjudged"])["retrieved_unjudged"]
