@@ -89,3 +89,37 @@ def test_the_cards_config_entries_are_read_through_the_contract(release, tmp_pat
         for examples in found.values()
         for e in examples
     ), found
+
+
+def test_completeness_exactly_at_the_threshold_is_not_retrieval_complex_in_any_order():
+    """A question of K = 10 sub-questions whose four answering documents answer 2, 2, 5 and 5 of them (none all: not
+    answerable): its completeness is (2 log 2 + 2 log 5) / (4 log 10) = 0.5 exactly, the threshold, but the float64
+    sum gives 0.49999999999999994 in some orders. Build (assemble/complexity.py, sums in key order) and validate (validate/retrieval_complexity.py,
+    in document order) both judge the stored float32 value, so neither calls it retrieval-complex, whatever ids the
+    documents have (a synthetic release at 6M judgments held such a question: validate failed its own build)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from builder.release.assemble.complexity import ComplexityAccumulator
+    from builder.release.validate.retrieval_complexity import Answers
+
+    k, answers = 10, [2, 2, 5, 5]
+    subquestion = np.concatenate([np.arange(m) for m in answers])
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        ids = rng.choice(10**9, len(answers), replace=False)
+        document = np.repeat(ids, answers).astype(np.int64)
+        order = rng.permutation(len(document))
+        args = (
+            np.zeros(len(document), np.int64)[order],
+            subquestion[order],
+            document[order],
+            pa.array([5] * len(document)),
+        )
+        build = ComplexityAccumulator(np.array([k]), np.zeros(k, np.int64), 4, 0.5)
+        check = Answers(np.array([k]), np.zeros(k, np.int64), 4, 0.5)
+        build.add(*args)
+        check.add(*args)
+        built, derived = build.result(), check.columns()
+        assert np.float32(built["completeness"][0]) == np.float32(derived["completeness"][0]) == np.float32(0.5)
+        assert not built["retrieval_complex"][0] and not derived["retrieval_complex"][0], ids

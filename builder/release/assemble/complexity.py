@@ -79,7 +79,9 @@ class ComplexityAccumulator:
             "answerable": answerable,
             "answerable_share": np.where(k > 0, answered / np.maximum(k, 1), 0.0),
             "completeness": completeness,
-            "retrieval_complex": ~answerable & (completeness < self.threshold),
+            # the stored float32 completeness under the threshold, as a user reading the column finds it: a float64
+            # mean exactly at the threshold lands a last bit either side with the order of its sum
+            "retrieval_complex": ~answerable & (completeness.astype(np.float32).astype(np.float64) < self.threshold),
         }
 
 

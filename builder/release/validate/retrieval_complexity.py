@@ -60,13 +60,15 @@ class Answers:
             np.add.at(documents, q, 1)
             np.add.at(spread_sum, q, spread)
             np.maximum.at(most, q, m)
-        completeness = np.divide(spread_sum, documents, out=np.zeros(n), where=documents > 0)
+        # as stored (float32), so a mean exactly at the threshold is judged by the value a user reads, whatever the
+        # order its float64 sum took
+        completeness = np.divide(spread_sum, documents, out=np.zeros(n), where=documents > 0).astype(np.float32)
         answerable = (k > 0) & (most >= k)
         return {
             "answerable": answerable,
             "answerable_share": np.divide(answered, k, out=np.zeros(n), where=k > 0),
             "completeness": completeness,
-            "retrieval_complex": ~answerable & (completeness < self.threshold),
+            "retrieval_complex": ~answerable & (completeness.astype(np.float64) < self.threshold),
         }
 
 

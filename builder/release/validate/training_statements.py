@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.layout import SPLITS, config
-from builder.release.ranking_documents import ranking_documents, ranking_sentence
+from builder.release.ranking_documents import BATCH_ROWS, ranking_documents, ranking_sentence
 
 TRAINING_STATEMENTS = "the card's training statements (negatives by source, the texts users bring) are the data's"
 NEGATIVES_BY_SOURCE = re.compile(r"Negatives by source:((?:\s+`\w+` [\d,]+[,.])+)")
@@ -27,8 +27,9 @@ def negatives_by_source(release: Path) -> Counter:
     counts: Counter = Counter()
     for split in SPLITS:
         for path in config("hard-negatives").files(release, split):
-            sources = pc.list_flatten(pq.read_table(path, columns=["negative_sources"])["negative_sources"])
-            counts.update({s["values"]: s["counts"] for s in pc.value_counts(sources).to_pylist()})
+            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=["negative_sources"]):
+                sources = pc.list_flatten(batch.column(0))
+                counts.update({s["values"]: s["counts"] for s in pc.value_counts(sources).to_pylist()})
     return counts
 
 
