@@ -104,14 +104,6 @@ class OtherQuestionPool:
         return taken
 
 
-def rotated(candidates: list[str], i: int, m: int) -> list[str]:
-    """The i-th positive's share of a source's candidates: (i*m + j) mod n for j < min(m, n), in candidate order."""
-    n = len(candidates)
-    if n == 0 or m <= 0:
-        return []
-    return [candidates[x] for x in sorted({(i * m + j) % n for j in range(min(m, n))})]
-
-
 @dataclass
 class RowLists:
     """Per row of a chunk, its question's retrieved-unjudged docids: `docids[start[row]:stop[row]]`."""
