@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.pilot.contract import PilotAgreement, PilotBill, PilotConfusion, PilotEntry, PilotRecord, PilotVerdict
+from builder.release.card_text import judge_precision
 
 PILOT_HEADING = "### The pilot before judging"
 
@@ -80,15 +81,16 @@ def pilot_markdown(entry: PilotEntry) -> str:
         f"on one sample of pairs. These labels are setting {labels}'s, made with the judge prompt `{made.id}` "
         f"(sha256 `{made.sha256}`).",
         "",
-        "| setting | profile | judge | prompt | precision | paper-scale GPU-hours, prefix cached |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| setting | profile | judge | prompt | precision | `plan` prices it as | paper-scale GPU-hours, prefix cached |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, s in settings.items():
         role = ROLES[label] + ("; these labels" if label == labels else "")
         given = f"`{Path(s.given).name}`" + "".join(f" with `{o}`" for o in s.overrides)
         prompt = f"`{s.prompt.id}` (sha256 `{s.prompt.sha256[:12]}`)"
         cost = bill_cell(getattr(record.gpu_hours, label))
-        lines.append(f"| {label} ({role}) | {given} | {s.judge} | {prompt} | {s.precision} | {cost} |")
+        precision = judge_precision(s.profile)
+        lines.append(f"| {label} ({role}) | {given} | {s.judge} | {prompt} | {precision} | {s.precision} | {cost} |")
     taken, population = sample.taken, sample.population
     counts = agreement.settings
     lines += [
@@ -107,7 +109,7 @@ def pilot_markdown(entry: PilotEntry) -> str:
         "",
         *confusion_rows(agreement.confusion),
         "",
-        f"PilotVerdict: {verdict.line}",
+        f"Verdict: {verdict.line}",
         "",
         f"The rule: {verdict.rule_text}.",
         "",
