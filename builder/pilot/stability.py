@@ -44,11 +44,10 @@ def batching_only(a: Profile, b: Profile) -> bool:
     """A and B judge alike but for how many pairs share a forward (judge.batch_size, vLLM's max_num_seqs): the pilot
     is a stability check (generation/pilot/settings.py check_batch_comparison)."""
 
-    def rest(profile: Profile) -> dict:
-        judge = profile.judge.model_dump()
-        judge.pop("batch_size")
-        judge["engine_args"] = {k: v for k, v in judge["engine_args"].items() if k != "max_num_seqs"}
-        return {**profile.model_dump(exclude={"name", "description"}), "judge": judge}
+    def rest(profile: Profile) -> Profile:
+        engine_args = {k: v for k, v in profile.judge.engine_args.items() if k != "max_num_seqs"}
+        judge = profile.judge.model_copy(update={"batch_size": 1, "engine_args": engine_args})
+        return profile.model_copy(update={"name": "", "description": "", "judge": judge})
 
     return a.judge != b.judge and rest(a) == rest(b)
 
