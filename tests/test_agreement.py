@@ -68,7 +68,9 @@ def test_alpha_is_undefined_where_every_kappa_is_and_is_printed_so(capsys):
     fours = np.full(40, 4)
     with np.errstate(invalid="ignore"):  # the package divides 0 by 0
         reference = krippendorff.alpha(
-            reliability_data=np.vstack([fours, fours]).astype(float), level_of_measurement="ordinal", value_domain=range(6)
+            reliability_data=np.vstack([fours, fours]).astype(float),
+            level_of_measurement="ordinal",
+            value_domain=range(6),
         )
     assert np.isnan(reference) and np.isnan(krippendorff_alpha_ordinal(fours, fours, list(range(6))))
     queries = np.array([f"q{i % 4}-0" for i in range(40)], dtype=object)
