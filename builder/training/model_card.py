@@ -7,7 +7,9 @@ dataset (whatever `generate_widget_examples` says: that flag only stops the simi
 `compute_dataset_metrics` puts its first three rows in a "Samples" table. Those are the training texts: licensed
 ClueWeb22 pages. `without_training_text` clears all three after the trainer's init (the usage snippet falls back
 to sentence-transformers' own sentences). The metadata it cannot know here (offline, `local_files_only`) is set
-from the release: base model, dataset id, licence, and the labels' provenance as a section of the README.
+from the release: base model, dataset id, licence, and the labels' provenance as a section of the README. Beside it,
+the base model and the fine-tuned one side by side (`comparison`), and, for a model with no Hub id, a usage snippet
+that loads the folder `train` wrote (`usage_from_folder`).
 """
 
 from __future__ import annotations
