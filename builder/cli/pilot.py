@@ -96,9 +96,9 @@ def print_pilot(written: dict) -> None:
     """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
     record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
     prints them."""
+    from builder.pilot.card_text import judge_precision
     from builder.pilot.record import finite
     from builder.pilot.stability import batching_only, stability_line
-    from builder.release.card_text import judge_precision
 
     record = PilotRecord.model_validate(finite(written))
     sample, agreement = record.sample, record.agreement

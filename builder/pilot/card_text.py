@@ -7,12 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.pilot.contract import PilotAgreement, PilotBill, PilotConfusion, PilotEntry, PilotRecord, PilotVerdict
-from builder.release.card_text import judge_precision
 
 PILOT_HEADING = "### The pilot before judging"
 
 
 ROLES = {"A": "the reference", "B": "the candidate"}
+
+
+def judge_precision(profile) -> str:
+    """What the judge's weights and activations were: fp8 (quantized) or its dtype. The release card's judge row
+    (assemble/folder.py) and each pilot setting's precision, beside the one `plan` prices it at, state it."""
+    if profile.judge.quantization == "fp8":
+        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
+    return profile.judge.dtype
 
 
 def number(value, digits: int = 3) -> str:

@@ -1,6 +1,7 @@
 """The card's statements of an order, a scope, a kind and a method, each in words rendered from the code that
 defines it: a sort key (`order_text`), the negatives' source labels (`source_kinds`), the quantile function
-(`quartiles`), the splits a count covers (`negatives_sentence`, `positives_sentence`, `unparsed_sentence`).
+(`quartiles`), the splits a count covers (`negatives_sentence`, `positives_sentence`, `unparsed_sentence`; the
+negatives per split are counted by builder/release/ranking_documents.py `negatives_by_split`).
 
 assemble/card.py writes them into the card; `validate` renders them again from what it finds in the data and its own
 re-derivation, and finds every place the card states each one (builder/release/validate/card_statements.py). The
@@ -9,7 +10,6 @@ model card (builder/training/model_card.py) names the negatives' kinds with the 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
@@ -67,24 +67,6 @@ def sources_text(negative_level: int | str) -> str:
 NEGATIVES_LEAD = "Negatives by source"
 POSITIVES_LEAD = "Over all splits,"
 UNPARSED_LEAD = "Outputs without a usable digit"
-BATCH_ROWS = 131_072  # hard-negatives rows read at a time
-
-
-def negatives_by_split(release: Path) -> dict[str, Counter]:
-    """Per split with hard-negatives files, its negatives counted by source (the rows' `negative_sources`)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from builder.release.layout import SPLITS, config
-
-    counts: dict[str, Counter] = {}
-    for split in SPLITS:
-        for path in config("hard-negatives").files(Path(release), split):
-            found = counts.setdefault(split, Counter())
-            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=["negative_sources"]):
-                sources = pc.list_flatten(batch.column(0))
-                found.update({s["values"]: s["counts"] for s in pc.value_counts(sources).to_pylist()})
-    return counts
 
 
 def negatives_sentence(by_split: dict[str, Counter]) -> str:

@@ -20,14 +20,6 @@ PLOT_COUNTS = "researchy-subq:level-counts"  # PNG text chunk: the counts the pl
 STATS_BEGIN, STATS_END = "<!-- statistics:begin -->", "<!-- statistics:end -->"
 
 
-def judge_precision(profile) -> str:
-    """What the judge's weights and activations were: fp8 (quantized) or its dtype (the release card's judge row, and
-    each pilot setting's precision beside the one `plan` prices it at)."""
-    if profile.judge.quantization == "fp8":
-        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
-    return profile.judge.dtype
-
-
 def splits_with_rows(rows: dict, config_name: str, splits: list[str]) -> list[str]:
     return [s for s in splits if rows.get(config_name, {}).get(s, 0) > 0]
 

@@ -12,11 +12,11 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
 from builder.release.assemble.training_configs import LIST_ORDER
-from builder.release.card_statements import card_statements, negatives_by_split
+from builder.release.card_statements import card_statements
 from builder.release.card_text import arrow_bytes, config_rows, published_configs, splits_with_rows, stats_markdown
 from builder.release.contract import CardContext, ConfigFiles, SplitFiles
 from builder.release.layout import DEFAULT_CONFIG
-from builder.release.ranking_documents import ranking_documents
+from builder.release.ranking_documents import negatives_by_split, ranking_documents
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.

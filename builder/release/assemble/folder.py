@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.pilot.card_text import pilot_markdown
+from builder.pilot.card_text import judge_precision, pilot_markdown
 from builder.release.assemble.agreement_scope import agreement_scope
 from builder.release.assemble.card import render_card
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
@@ -16,7 +16,7 @@ from builder.release.assemble.imported import import_record
 from builder.release.assemble.lineage import judgment_config_hash, release_profile
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.assemble.training_configs import settings_record
-from builder.release.card_text import PLOT, judge_precision, plot_levels
+from builder.release.card_text import PLOT, plot_levels
 from builder.release.contract import (
     MANIFEST_SCHEMA,
     CardContext,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.release.card_statements import NEGATIVES_LEAD, negatives_by_split, negatives_sentence
+from builder.release.card_statements import NEGATIVES_LEAD, negatives_sentence
 from builder.release.layout import SPLITS, config
-from builder.release.ranking_documents import ranking_documents, ranking_sentence
+from builder.release.ranking_documents import negatives_by_split, ranking_documents, ranking_sentence
 from builder.release.validate.card_statements import check_statement, folded
 
 TRAINING_STATEMENTS = "the card's training statements (negatives by source, the texts users bring) are the data's"
