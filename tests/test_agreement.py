@@ -59,6 +59,32 @@ def test_alpha_hand_computed_and_against_krippendorff_package():
     assert krippendorff_alpha_ordinal(x, y, list(range(6))) == pytest.approx(reference)
 
 
+def test_alpha_is_undefined_where_every_kappa_is_and_is_printed_so(capsys):
+    """One level everywhere: no expected disagreement, so alpha is 0/0 as the kappas are (the krippendorff package
+    gives NaN too), never 1.000; the card's section and the printed table say "undefined"."""
+    from builder.analysis.agreement import Joined, agreement_markdown, compare
+    from builder.cli.reports import print_agreement
+
+    fours = np.full(40, 4)
+    with np.errstate(invalid="ignore"):  # the package divides 0 by 0
+        reference = krippendorff.alpha(
+            reliability_data=np.vstack([fours, fours]).astype(float),
+            level_of_measurement="ordinal",
+            value_domain=range(6),
+        )
+    assert np.isnan(reference) and np.isnan(krippendorff_alpha_ordinal(fours, fours, list(range(6))))
+    queries = np.array([f"q{i % 4}-0" for i in range(40)], dtype=object)
+    result = compare(Joined(fours, fours, 0, 0, queries, queries), list(range(6)), resamples=20)
+    result.update(a="judgments/train", b="other/train")
+    assert all(np.isnan(result["measures"][m]) for m in ("kappa", "kappa_linear", "krippendorff_alpha_ordinal"))
+    section = agreement_markdown(result)
+    assert "| krippendorff alpha ordinal | undefined [undefined, undefined] |" in section
+    assert "| exact agreement | 1.000 [1.000, 1.000] |" in section
+    print_agreement(result)
+    printed = [line for line in capsys.readouterr().out.splitlines() if "krippendorff" in line]
+    assert printed and "undefined" in printed[0] and "1.000" not in printed[0]
+
+
 def test_confusion_and_per_level():
     assert confusion(A, B, [0, 1, 2]).tolist() == [[2, 1, 0], [1, 2, 0], [0, 1, 3]]
     levels = per_level(A, B, [0, 1, 2])

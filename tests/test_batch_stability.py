@@ -113,6 +113,26 @@ def test_the_stability_figures_count_real_differences(small_pipeline, chat_profi
     largest = max(max(abs(x - y) for x, y in zip(rows["a"][k]["probs"], rows["b"][k]["probs"])) for k in rows["a"])
     assert stability["level_flips"] == flips and stability["max_abs_dp"] == pytest.approx(largest, rel=1e-6)
     assert stability["max_abs_dp"] > 1e-3
+    said = " ".join(output.split())  # another prompt is no stability check: its changes are plain disagreement
+    assert f"disagreement: B gave another level than A to {flips:,} of" in said and "label stability" not in said
+
+
+def test_label_stability_is_said_only_where_a_and_b_differ_in_batching_alone():
+    from builder.pilot.contract import PilotStability
+    from builder.pilot.stability import batching_only, stability_line
+
+    paper = load_profile("paper")
+    batch = with_overrides(paper, ["judge.batch_size=1"], origin="test")
+    seqs = with_overrides(paper, ["judge.engine_args={max_num_seqs: 1}"], origin="test")
+    words = with_overrides(paper, ["judge.context_words=64"], origin="test")
+    both = with_overrides(paper, ["judge.batch_size=1", "judge.context_words=64"], origin="test")
+    assert batching_only(paper, batch) and batching_only(paper, seqs)
+    assert not batching_only(paper, words) and not batching_only(paper, both) and not batching_only(paper, paper)
+    stability = PilotStability(pairs=24, level_flips=3, with_distribution=0, max_abs_dp=None, worst=None)
+    assert stability_line(stability, True).startswith("label stability: 3 level flips of 24 pairs both graded (12.5%)")
+    assert stability_line(stability, False).startswith(
+        "disagreement: B gave another level than A to 3 of 24 pairs both graded (12.5%)"
+    )
 
 
 @pytest.mark.parametrize(

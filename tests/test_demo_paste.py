@@ -90,3 +90,25 @@ def test_the_demo_prints_results_on_stdout_and_progress_on_stderr(demo):
     table = done.stdout.index("test, measured once")
     assert table < done.stdout.index("STAND-IN") < table + 3000, "the reason for the drop beside the table"
     assert not any("…" in line for line in done.stdout.splitlines()), "no cell cut when piped"
+
+
+def test_the_analysis_page_gives_the_demo_s_quartiles_by_the_card_s_function(demo, monkeypatch, capsys):
+    """docs/analysis.md states the demo's completeness quartiles: they are the card's function's (card_statements
+    `quartiles`) on the demo's `questions` column, and the page's pandas block prints the same from the folder."""
+    import pyarrow.parquet as pq
+
+    from builder.release.card_statements import quartiles
+    from builder.release.layout import config
+
+    here, _ = demo
+    release = here / "demo-output" / "release"
+    values = [
+        v for p in config("questions").files(release, "train") for v in pq.read_table(p)["completeness"].to_pylist()
+    ]
+    q1, median, q3 = quartiles([v for v in values if v is not None])
+    page = (ROOT / "docs" / "analysis.md").read_text()
+    assert f"On the demo they are {q1} / {median} / {q3} (train)." in page
+    block = page.split("reproduces them:\n\n```python\n", 1)[1].split("\n```", 1)[0]
+    monkeypatch.chdir(here)
+    exec(compile(block, "docs/analysis.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == str([q1, median, q3])

@@ -286,6 +286,8 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     saved = record["gpu_hours"]["saved"]
     assert saved["saved"] == pytest.approx(saved["a"] - saved["b"])
     assert record["verdict"]["line"] in output
+    said = " ".join(output.split())  # the tiny judge runs in float32: said so, beside the bf16 plan prices it at
+    assert said.count("float32 (`plan` prices it as bf16)") == 2 and "label stability" not in said
 
 
 def test_a_ray_actor_rebuilds_the_same_sampled_job_from_its_recipe(small_pipeline, profile_file, tmp_path):

@@ -67,7 +67,11 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
     taken = record["sample"]["taken"]
     assert f"| linear-weighted kappa (the verdict's) | {kappa:.3f} |" in section
     assert f"The sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions (seed 0)" in section
-    assert f"Verdict: {record['verdict']['line']}" in section
+    assert f"\nVerdict: {record['verdict']['line']}" in section and "PilotVerdict" not in section
+    for label, setting in record["settings"].items():  # the judge's own precision, then what plan prices it as
+        dtype, priced = setting["profile"]["judge"]["dtype"], setting["precision"]
+        assert (dtype, priced) == ("float32", "bf16")  # the stand-in runs in float32; plan has no float32 rows
+        assert f"{setting['prompt']['sha256'][:12]}`) | {dtype} | {priced} | " in section, label
     assert "B (the candidate; these labels)" in section and "What was saved: not priced" in section
     report = validate(piloted["release"], load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]

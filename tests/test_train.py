@@ -426,7 +426,29 @@ def test_the_model_folder_holds_no_training_text_and_its_card_is_filled(release,
     assert "documents judged at level <= 1 (hard negatives)" not in card.text
     said = " ".join(card.text.split())
     assert f"of the {ids.num_rows:,} rows' {len(sources):,} negatives, " in said
-    for source, words in (("retrieved_unjudged", "retrieved for the question and never judged"), ("judged", "")):
+    for source, words in (("retrieved_unjudged", "retrieved for the question, never judged"), ("judged", "")):
         if sources.count(source):
             assert f"{sources.count(source):,} {words}" in said and f"(`{source}`)" in said
     assert "sends only the files `train` wrote" in said
+    report = json.loads((out / "training_report.json").read_text())
+    for split, label in (("dev", f"dev (chose the model: step {report['dev']['chosen']['step']:,})"), ("test", "test")):
+        base, chosen = report[split]["base"], report[split]["chosen"]
+        for metric in ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions"):
+            change = chosen[metric] - base[metric]
+            assert f"| {label}" in card.text and (
+                f" | {metric} | {base[metric]:.4f} | {chosen[metric]:.4f} | {change:+.4f} |" in card.text
+            )
+
+
+@pytest.mark.slow
+def test_the_model_card_s_usage_snippet_loads_the_model_it_describes(trained, capsys):
+    """Without a Hub id, sentence-transformers' snippet would load "sentence_transformers_model_id"; the card's loads
+    the folder `train` wrote, and runs as pasted."""
+    out, _ = trained
+    card = (out / "README.md").read_text()
+    assert "sentence_transformers_model_id" not in card
+    snippet = next(block for block in card.split("```python\n")[1:] if "SentenceTransformer(" in block)
+    code = snippet.split("\n```", 1)[0]
+    assert f"model = SentenceTransformer({json.dumps(str(out))})" in code
+    exec(compile(code, "model card snippet", "exec"), {})
+    assert "# [3, 384]" in code and "(3, 384)" in capsys.readouterr().out  # the shape the snippet says it prints

@@ -71,8 +71,8 @@ def rerank_rank_reversed(monkeypatch):
     """The build orders a graded list's equal levels by rerank rank descending (the easiest first)."""
     import builder.release.assemble.training_configs as training_configs
 
-    hardness = [("rerank_rank", "descending", "at_end"), *training_configs.HARDNESS[1:]]
-    monkeypatch.setattr(training_configs, "HARDNESS", hardness)
+    order = [("level", "descending"), ("rerank_rank", "descending", "at_end"), *training_configs.HARDNESS[1:]]
+    monkeypatch.setattr(training_configs, "LIST_ORDER", order)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ rankings (Kendall tau between run orderings scored with each label set)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,9 @@ def krippendorff_alpha_ordinal(a: np.ndarray, b: np.ndarray, levels: list[int]) 
             delta[g, h] = (n_c[lo : hi + 1].sum() - (n_c[g] + n_c[h]) / 2) ** 2
     observed = (coincidence * delta).sum() / n
     expected = (np.outer(n_c, n_c) * delta).sum() / (n * (n - 1))
-    return float(1 - observed / expected) if expected else 1.0
+    # undefined when every value is one level (no expected disagreement), as the kappas are: the `krippendorff`
+    # package's `alpha` gives 0/0 = NaN there too (pln-fing-udelar/fast-krippendorff, krippendorff.py `alpha`)
+    return float(1 - observed / expected) if expected else float("nan")
 
 
 def per_level(a: np.ndarray, b: np.ndarray, levels: list[int]) -> dict:
@@ -273,20 +276,29 @@ def compare(joined: Joined, levels: list[int] | None = None, resamples: int = 10
     return result
 
 
-def agreement_markdown(result: dict) -> str:
+def short_path(path: str) -> str:
+    """A label set as the card names it: the last two parts of its path (`judgments/train`)."""
+    return "/".join(Path(path).parts[-2:])
+
+
+def measure_text(value) -> str:
+    """A measure to 3 places; "undefined" where it has no value (NaN, or null in a record read back)."""
+    return "undefined" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def agreement_markdown(result: dict, scope: str | None = None) -> str:
+    """The card's label-agreement section; `scope`: which of the release's splits the shared pairs are in
+    (builder/release/assemble/agreement_scope.py), a sentence after the first."""
     m, ci = result["measures"], result.get("confidence_95", {})
 
     def cell(name):
-        low_high = f" [{ci[name][0]:.3f}, {ci[name][1]:.3f}]" if name in ci else ""
-        return f"{m[name]:.3f}{low_high}"
-
-    def short(path: str) -> str:
-        return "/".join(Path(path).parts[-2:])
+        low_high = f" [{measure_text(ci[name][0])}, {measure_text(ci[name][1])}]" if name in ci else ""
+        return f"{measure_text(m[name])}{low_high}"
 
     lines = [
-        f"Labels `{short(result['a'])}` against `{short(result['b'])}` on {result['coverage']['both']:,} "
+        f"Labels `{short_path(result['a'])}` against `{short_path(result['b'])}` on {result['coverage']['both']:,} "
         f"shared pairs ({result['coverage']['only_a']:,} only in the first, {result['coverage']['only_b']:,} "
-        "only in the second); 95% bootstrap intervals in brackets.",
+        "only in the second); 95% bootstrap intervals in brackets." + (f" {scope}" if scope else ""),
         "",
         "| measure | value |",
         "| --- | --- |",

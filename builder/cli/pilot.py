@@ -96,8 +96,9 @@ def print_pilot(written: dict) -> None:
     """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
     record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
     prints them."""
+    from builder.pilot.card_text import judge_precision
     from builder.pilot.record import finite
-    from builder.pilot.stability import stability_line
+    from builder.pilot.stability import batching_only, stability_line
 
     record = PilotRecord.model_validate(finite(written))
     sample, agreement = record.sample, record.agreement
@@ -111,7 +112,8 @@ def print_pilot(written: dict) -> None:
         said = (
             "no prompt (a stand-in judge)"
             if setting.profile.judge.backend == STAND_IN
-            else f"prompt {setting.prompt.id} (sha256 {setting.prompt.sha256[:12]}), {setting.precision}"
+            else f"prompt {setting.prompt.id} (sha256 {setting.prompt.sha256[:12]}), "
+            f"{judge_precision(setting.profile)} (`plan` prices it as {setting.precision})"
         )
         say(
             f"{label}: {setting.given}{' with ' + ' '.join(setting.overrides) if setting.overrides else ''}"
@@ -127,7 +129,7 @@ def print_pilot(written: dict) -> None:
         f"B, {answer.both:,} in both)"
     )
     if record.stability is not None:  # records written before it have none
-        say(stability_line(record.stability))
+        say(stability_line(record.stability, batching_only(record.settings["A"].profile, record.settings["B"].profile)))
     print_bills(record.gpu_hours)
     say(f"the rule: {record.verdict.rule_text}")
     say(record.verdict.line)

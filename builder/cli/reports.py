@@ -16,6 +16,8 @@ JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout inst
 
 
 def print_agreement(result: dict) -> None:
+    from builder.analysis.agreement import measure_text  # its figures as the card prints them: "undefined" for none
+
     coverage = result["coverage"]
     results.print(
         f"{coverage['both']:,} shared pairs; {coverage['only_a']:,} only in A, {coverage['only_b']:,} only in B",
@@ -25,8 +27,9 @@ def print_agreement(result: dict) -> None:
     for column in ("measure", "value", "95% interval"):
         table.add_column(column, justify="right")
     for name, value in result["measures"].items():
-        low, high = result.get("confidence_95", {}).get(name, (None, None))
-        table.add_row(name, f"{value:.3f}", Text(f"[{low:.3f}, {high:.3f}]") if low is not None else "")
+        interval = result.get("confidence_95", {}).get(name)
+        low, high = (measure_text(end) for end in interval) if interval else ("", "")
+        table.add_row(name, measure_text(value), Text(f"[{low}, {high}]") if interval else "")
     results.print(table)
     levels = result["confusion"]["levels"]
     matrix = Table(title="confusion (rows A, columns B)")
@@ -36,7 +39,9 @@ def print_agreement(result: dict) -> None:
     for lv, row in zip(levels, result["confusion"]["rows_a_columns_b"]):
         matrix.add_row(str(lv), *(f"{v:,}" for v in row))
     results.print(matrix)
-    binary = ", ".join(f">={t}: {v['agreement']:.3f} (kappa {v['kappa']:.3f})" for t, v in result["binary"].items())
+    binary = ", ".join(
+        f">={t}: {measure_text(v['agreement'])} (kappa {measure_text(v['kappa'])})" for t, v in result["binary"].items()
+    )
     results.print(f"binary agreement at each threshold: {binary}", highlight=False, markup=False)
     if "system_ranking" in result:
         results.print(f"system ranking Kendall tau: {result['system_ranking']['kendall_tau']}")

@@ -14,6 +14,14 @@ PILOT_HEADING = "### The pilot before judging"
 ROLES = {"A": "the reference", "B": "the candidate"}
 
 
+def judge_precision(profile) -> str:
+    """What the judge's weights and activations were: fp8 (quantized) or its dtype. The release card's judge row
+    (assemble/folder.py) and each pilot setting's precision, beside the one `plan` prices it at, state it."""
+    if profile.judge.quantization == "fp8":
+        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
+    return profile.judge.dtype
+
+
 def number(value, digits: int = 3) -> str:
     return "undefined" if value is None else f"{value:.{digits}f}"
 
@@ -80,15 +88,16 @@ def pilot_markdown(entry: PilotEntry) -> str:
         f"on one sample of pairs. These labels are setting {labels}'s, made with the judge prompt `{made.id}` "
         f"(sha256 `{made.sha256}`).",
         "",
-        "| setting | profile | judge | prompt | precision | paper-scale GPU-hours, prefix cached |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| setting | profile | judge | prompt | precision | `plan` prices it as | paper-scale GPU-hours, prefix cached |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label, s in settings.items():
         role = ROLES[label] + ("; these labels" if label == labels else "")
         given = f"`{Path(s.given).name}`" + "".join(f" with `{o}`" for o in s.overrides)
         prompt = f"`{s.prompt.id}` (sha256 `{s.prompt.sha256[:12]}`)"
         cost = bill_cell(getattr(record.gpu_hours, label))
-        lines.append(f"| {label} ({role}) | {given} | {s.judge} | {prompt} | {s.precision} | {cost} |")
+        precision = judge_precision(s.profile)
+        lines.append(f"| {label} ({role}) | {given} | {s.judge} | {prompt} | {precision} | {s.precision} | {cost} |")
     taken, population = sample.taken, sample.population
     counts = agreement.settings
     lines += [
@@ -107,7 +116,7 @@ def pilot_markdown(entry: PilotEntry) -> str:
         "",
         *confusion_rows(agreement.confusion),
         "",
-        f"PilotVerdict: {verdict.line}",
+        f"Verdict: {verdict.line}",
         "",
         f"The rule: {verdict.rule_text}.",
         "",

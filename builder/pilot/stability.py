@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from builder.pilot.contract import PilotStability
+from generation.profiles import Profile
 
 
 def label_stability(a: pa.Table, b: pa.Table) -> dict:
@@ -39,11 +40,28 @@ def label_stability(a: pa.Table, b: pa.Table) -> dict:
     }
 
 
-def stability_line(stability: PilotStability) -> str:
-    """One line: the flips among the pairs both graded, and the largest |dP(level)| with its pair."""
+def batching_only(a: Profile, b: Profile) -> bool:
+    """A and B judge alike but for how many pairs share a forward (judge.batch_size, vLLM's max_num_seqs): the pilot
+    is a stability check (generation/pilot/settings.py check_batch_comparison)."""
+
+    def rest(profile: Profile) -> Profile:
+        engine_args = {k: v for k, v in profile.judge.engine_args.items() if k != "max_num_seqs"}
+        judge = profile.judge.model_copy(update={"batch_size": 1, "engine_args": engine_args})
+        return profile.model_copy(update={"name": "", "description": "", "judge": judge})
+
+    return a.judge != b.judge and rest(a) == rest(b)
+
+
+def stability_line(stability: PilotStability, batching: bool) -> str:
+    """One line: the levels that changed among the pairs both graded, and the largest |dP(level)| with its pair.
+    "label stability" when A and B differ only in batching (`batching`); plain disagreement otherwise."""
     pairs, flips = stability.pairs, stability.level_flips
     share = f" ({flips / pairs:.1%})" if pairs else ""
-    line = f"label stability: {flips:,} level flips of {pairs:,} pairs both graded{share}; "
+    line = (
+        f"label stability: {flips:,} level flips of {pairs:,} pairs both graded{share}; "
+        if batching
+        else f"disagreement: B gave another level than A to {flips:,} of {pairs:,} pairs both graded{share}; "
+    )
     if stability.max_abs_dp is None or stability.worst is None:
         return line + "largest |dP(level)|: not measured (no pair with a distribution in both: generate mode)"
     worst = stability.worst

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from builder.release.card_statements import QUARTILE_WORDS
 from builder.release.layout import ARROW_NBYTES, CONFIGS
 from generation.storage import replace_file
 
@@ -83,7 +84,7 @@ def stats_markdown(stats: dict) -> str:
                 f"Retrieval complexity ({c['questions']:,} questions, after Gabburo et al., arXiv:2406.03592, with sub-questions as parts): "
                 f"{c['answerable_share']:.2%} answerable by one document; on average "
                 f"{c['mean_subquestions_answerable']:.2%} of a question's sub-questions are answered by some "
-                f"candidate; completeness quartiles {q1} / {median} / {q3} (completeness = "
+                f"candidate; completeness quartiles {q1} / {median} / {q3} ({QUARTILE_WORDS}; completeness = "
                 "(1/|D+|) sum over d in D+ of log(m_d)/log(K), m_d the number of the question's K "
                 "sub-questions candidate d answers at level >= the profile's answer level, D+ the candidates "
                 "with m_d >= 1; 1 when K = 1); "

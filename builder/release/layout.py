@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.release.card_statements import sources_text
 from generation.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by the release modules
 
 LEVELS = tuple(range(6))
@@ -115,8 +116,9 @@ CONFIGS: tuple[Config, ...] = (
         "hard-negatives",
         "hard_negatives",
         ("hard_negatives",),
-        "Tevatron v2 training rows, ids only: a sub-question, one positive (level >= answer_level) and its k "
-        "hardest judged negatives (level <= negative_level), with qid to keep siblings apart",
+        "Tevatron v2 training rows, ids only: a sub-question, one positive (level >= answer_level) and k negatives, "
+        f"each from the source `negative_sources` names ({sources_text('negative_level')}; the shares of each split "
+        "under Training a retriever), with qid to keep siblings apart",
     ),
     Config(
         "graded-lists",

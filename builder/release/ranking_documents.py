@@ -2,10 +2,12 @@
 (every split's `corpus-ids`) and the never-judged ones its `hard-negatives` rows name as negatives (source
 `retrieved_unjudged`: retrieved for the question, left out of its pool). `researchy-subq texts` brings exactly these,
 so they are the card's mteb corpus and `train`'s ranking set; the card states the counts (build-release) and
-`validate` finds them there again (builder/release/validate/training_statements.py)."""
+`validate` finds them there again (builder/release/validate/training_statements.py). The negatives of each split are
+counted by source here too (`negatives_by_split`), for the card's shares (card_statements.py `negatives_sentence`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -53,3 +55,15 @@ def ranking_sentence(documents: dict[str, int]) -> str:
         f"the release's {documents['judged']:,} judged documents and the {documents['unjudged_negatives']:,} "
         "never-judged documents its `hard-negatives` rows name as negatives"
     )
+
+
+def negatives_by_split(release: Path) -> dict[str, Counter]:
+    """Per split with hard-negatives files, its negatives counted by source (the rows' `negative_sources`)."""
+    counts: dict[str, Counter] = {}
+    for split in SPLITS:
+        for path in config("hard-negatives").files(Path(release), split):
+            found = counts.setdefault(split, Counter())
+            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=["negative_sources"]):
+                sources = pc.list_flatten(batch.column(0))
+                found.update({s["values"]: s["counts"] for s in pc.value_counts(sources).to_pylist()})
+    return counts

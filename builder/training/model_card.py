@@ -7,14 +7,18 @@ dataset (whatever `generate_widget_examples` says: that flag only stops the simi
 `compute_dataset_metrics` puts its first three rows in a "Samples" table. Those are the training texts: licensed
 ClueWeb22 pages. `without_training_text` clears all three after the trainer's init (the usage snippet falls back
 to sentence-transformers' own sentences). The metadata it cannot know here (offline, `local_files_only`) is set
-from the release: base model, dataset id, licence, and the labels' provenance as a section of the README.
+from the release: base model, dataset id, licence, and the labels' provenance as a section of the README. Beside it,
+the base model and the fine-tuned one side by side (`comparison`), and, for a model with no Hub id, a usage snippet
+that loads the folder `train` wrote (`usage_from_folder`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+from builder.release.card_statements import source_kinds
 from builder.release.contract import Manifest
 from generation.models import MINILM
 from generation.storage import write_text_atomic
@@ -27,6 +31,7 @@ DATASET_LICENCE = (
     "cdla-permissive-2.0"  # builder/release/assemble/card.py LICENSE: the release's (Researchy Questions')
 )
 SECTION = "## Training data and labels"
+COMPARISON = "## Base and fine-tuned, side by side"
 
 
 def base_model_id(name: str, path: Path) -> str | None:
@@ -77,18 +82,55 @@ def without_training_text(data) -> None:
 
 
 def negatives_sentence(profile, rows: int, by_source: dict[str, int]) -> str:
-    """What the trained rows' negatives are, from their counts by source (the sidecar's `negative_sources`)."""
-    level = profile.training.negative_level
-    kinds = {
-        "judged": f"judged at level <= {level} for the sub-question",
-        "retrieved_unjudged": "retrieved for the question and never judged",
-        "other_question": f"judged at level <= {level} for a sub-question of another question",
-    }
+    """What the trained rows' negatives are, from their counts by source (the sidecar's `negative_sources`), in the
+    release card's words for each source (builder/release/card_statements.py `source_kinds`)."""
+    kinds = source_kinds(profile.training.negative_level)
     parts = [f"{n:,} {kinds.get(source, source)} (`{source}`)" for source, n in by_source.items() if n]
     total = sum(by_source.values())
     return f"{profile.training.negatives} negatives; of the {rows:,} rows' {total:,} negatives, " + (
         ", ".join(parts) if parts else "none"
     )
+
+
+def comparison(report, base_name: str) -> str:
+    """The base model and the fine-tuned one side by side on dev (at the chosen step) and test (measured once), from
+    the figures of training_report.json, each split with what was ranked (Markdown)."""
+    from builder.training.measure import METRICS
+    from builder.training.report import split_note
+
+    measured = [
+        *([("dev", f"dev (chose the model: step {report.dev['chosen']['step']:,})", report.dev)] if report.dev else []),
+        *([("test", "test (measured once, for the chosen model)", report.test)] if report.test else []),
+    ]
+    if not measured:
+        return f"{COMPARISON}\n\nNo dev or test split in the release: neither model was measured.\n"
+    lines = [
+        COMPARISON,
+        "",
+        "The base model and this one on the release's splits (every figure is in `training_report.json`):",
+        "",
+        f"| split | metric | {base_name} (base) | fine-tuned | change |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for _, label, scores in measured:
+        base, tuned = scores["base"], scores["chosen"]
+        lines += [f"| {label} | {m} | {base[m]:.4f} | {tuned[m]:.4f} | {tuned[m] - base[m]:+.4f} |" for m in METRICS]
+    lines.append("")
+    lines += [f"- {split_note(split, scores['base'])}" for split, _, scores in measured]
+    return "\n".join([*lines, ""])
+
+
+HUB_SNIPPET = re.compile(r'# Download from the 🤗 Hub\nmodel = (\w+)\("sentence_transformers_model_id"\)')
+
+
+def usage_from_folder(readme: Path, folder: Path) -> None:
+    """sentence-transformers' usage snippet loads the placeholder `sentence_transformers_model_id` from the Hub when
+    the model has no Hub id (sentence_transformers/sentence_transformer/model_card.py `generate_usage_snippet`): it
+    loads the folder `train` wrote instead, as given to `--out`."""
+    text = readme.read_text(encoding="utf-8")
+    comment = "# Load it from the folder `researchy-subq train` wrote (or from its Hub id, once pushed)"
+    load = HUB_SNIPPET.sub(lambda m: f"{comment}\nmodel = {m[1]}({json.dumps(str(folder))})", text)
+    write_text_atomic(readme, load)
 
 
 def provenance(

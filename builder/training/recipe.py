@@ -29,7 +29,14 @@ from builder.release.no_text import refuse_release_target
 from builder.training.evaluator import KEYS, PRIMARY, GradedRetrievalEvaluator, metric_for_best_model
 from builder.training.files import build_lookup, lookup, texts_folder_for, write_training_files
 from builder.training.measure import METRICS, RankingSet, measure_splits
-from builder.training.model_card import add_section, card_data, provenance, without_training_text
+from builder.training.model_card import (
+    add_section,
+    card_data,
+    comparison,
+    provenance,
+    usage_from_folder,
+    without_training_text,
+)
 from builder.training.sampler import (
     FalseNegativeGuard,
     InBatchCount,
@@ -308,7 +315,9 @@ def train_and_measure(
     model.save(str(staged))
     by_source = negatives_by_source(files / "sentence-transformers-ids" / f"{TRAIN_SPLIT}.parquet")
     card = provenance(manifest, profile, settings.model, base_path, chosen, len(rows.dataset), by_source)
-    add_section(staged / "README.md", card)
+    add_section(staged / "README.md", card + "\n" + comparison(report, settings.model))
+    if not model_id:
+        usage_from_folder(staged / "README.md", out)
     report.model_files = sorted({*files_under(staged), REPORT})
     write_text_atomic(staged / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
     for name in report.model_files:

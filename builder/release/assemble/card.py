@@ -11,10 +11,12 @@ from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builder.release.assemble.snippets import PAPER_BIBTEX, field_tables, loading_snippets
+from builder.release.assemble.training_configs import LIST_ORDER
+from builder.release.card_statements import card_statements
 from builder.release.card_text import arrow_bytes, config_rows, published_configs, splits_with_rows, stats_markdown
 from builder.release.contract import CardContext, ConfigFiles, SplitFiles
 from builder.release.layout import DEFAULT_CONFIG
-from builder.release.ranking_documents import ranking_documents
+from builder.release.ranking_documents import negatives_by_split, ranking_documents
 from generation.storage import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
@@ -102,6 +104,12 @@ def render_card(out: Path, rows: dict, stats: dict, splits: list[str], context: 
         splits=splits,
         fields=field_tables(published),
         snippets=loading_snippets(context.repo, published, splits, context.binary_threshold, ranking_documents(out)),
+        statements=card_statements(
+            LIST_ORDER,
+            context.training,
+            negatives_by_split(out),
+            {s: rows.get("unparsed", {}).get(s, 0) for s in splits},
+        ),
         license_name=LICENSE,
         source_dataset=SOURCE_DATASET,
         paper_bibtex=PAPER_BIBTEX,

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.card_statements import quartiles
 from builder.release.topic_index import mix
 from generation.spill import KeyRuns
 
@@ -106,12 +107,10 @@ def summary(questions: pa.Table) -> dict:
     n = judged.num_rows
     if n == 0:
         return {"questions": 0}
-    completeness = sorted(judged["completeness"].to_pylist())
-    quantile = lambda p: round(completeness[min(int(p * (n - 1) + 0.5), n - 1)], 4)  # noqa: E731
     return {
         "questions": n,
         "answerable_share": round(pc.sum(judged["answerable"]).as_py() / n, 4),
         "mean_subquestions_answerable": round(float(pc.mean(judged["answerable_share"]).as_py()), 4),
-        "completeness_quartiles": [quantile(0.25), quantile(0.5), quantile(0.75)],
+        "completeness_quartiles": quartiles(judged["completeness"].to_numpy()),
         "retrieval_complex_share": round(pc.sum(judged["retrieval_complex"]).as_py() / n, 4),
     }

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
-from builder.pilot.card_text import pilot_markdown
+from builder.pilot.card_text import judge_precision, pilot_markdown
+from builder.release.assemble.agreement_scope import agreement_scope
 from builder.release.assemble.card import render_card
 from builder.release.assemble.data_files import ReleaseSummary, build_release_data, file_manifest, write_json
 from builder.release.assemble.failed_pairs import failed_pairs
@@ -73,13 +74,6 @@ def differences(profile: Profile, imported: ImportRecord | None = None) -> str:
     return "\n".join(lines)
 
 
-def judge_precision(profile: Profile) -> str:
-    """What the judge's weights and activations were: fp8 (quantized) or its dtype."""
-    if profile.judge.quantization == "fp8":
-        return "fp8 weights and activations (dynamic per-tensor scales); dtype " + profile.judge.dtype
-    return profile.judge.dtype
-
-
 def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path]) -> None:
     """The judgment records' judges name no prompt but the profile's (one config hash holds one prompt: records that
     name two were edited or merged by hand)."""
@@ -132,8 +126,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
             "(import-labels --format crux-ratings --corpus): there is nothing to leave out",
         )
     leave_out = (OTHER_TEXT_STATUS,) if options.leave_out_other_text else ()
-    # the agreement file is read before the long build
-    agreement_section = agreement_markdown(read_agreement(options.agreement)) if options.agreement else None
+    agreement = read_agreement(options.agreement) if options.agreement else None  # before the long build
     # what the card needs of generation/ is taken before the judgments are read: from then on the path stays here
     prompt = get_prompt(profile.judge.prompt)
     if not imported:
@@ -147,6 +140,9 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
     if imported and leave_out:
         imported.left_out = summary.left_out
     judge = "; ".join(judges) or profile.judge.model
+    agreement_section = (
+        agreement_markdown(agreement, agreement_scope(agreement, judgments, out)) if agreement is not None else None
+    )
     splits = list(summary.stats)
     reranker = (
         None

@@ -9,6 +9,8 @@ import re
 
 import pyarrow as pa
 
+from builder.release.assemble.training_configs import LIST_ORDER
+from builder.release.card_statements import order_text
 from builder.release.layout import TREC_QRELS_SUFFIX, config
 from builder.release.ranking_documents import ranking_sentence
 from generation.schema import columns
@@ -312,8 +314,8 @@ def training_snippets(repo: str, has, splits: list[str]) -> list[dict]:
             {
                 "title": "Graded lists: listwise and distillation losses",
                 "note": (
-                    "One row per sub-question: every graded document, level descending, with the judge's `expected` level "
-                    "and `probs` where it ran in distribution mode (null otherwise). As sentence-transformers' "
+                    f"One row per sub-question: every graded document ({order_text(LIST_ORDER)}), with the judge's "
+                    "`expected` level and `probs` where it ran in distribution mode (null otherwise). As sentence-transformers' "
                     "`labeled-list` (query, [docs], [labels]) for a CrossEncoder `LambdaLoss` or `ListNetLoss`:"
                 ),
                 "code": "\n".join(

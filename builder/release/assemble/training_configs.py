@@ -43,6 +43,8 @@ from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_ques
 from builder.release.training_rule import settings_record as rule_settings_record
 from generation.schema import arrow_schema
 
+# a graded list's order, hardest first within a level; the card states it in words (card_statements.order_text)
+LIST_ORDER = [("level", "descending"), *HARDNESS]
 SERIAL_BITS = 36  # the key's low bits: arrival order, unique per judgment (64G judgments)
 GROUP_ROWS = 65_536  # merged rows handled at once (~4 MB): larger chunks cost no less CPU and hold more memory
 
@@ -165,7 +167,7 @@ class TrainingRows:
 
     def graded_lists(self, chunk: pa.Table) -> pa.Table:
         """One row per sub-question of the chunk, in output order, each list hardest first within a level."""
-        chunk = chunk.take(pc.sort_indices(chunk, [("place", "ascending"), ("level", "descending"), *HARDNESS]))
+        chunk = chunk.take(pc.sort_indices(chunk, [("place", "ascending"), *LIST_ORDER]))
         place = chunk["place"].combine_chunks()
         starts = group_starts(place)
         offsets = pa.array(np.append(starts, len(place)).astype(np.int32))

@@ -4,7 +4,8 @@ named with a count and examples; a release passes only when every check does.
 This module is the command's driver (the checks in their report order) and the data checks' names. The checks,
 beside it in builder/release/validate/: manifest.py (the folder against manifest.json), reading.py (reading the
 data files), rows.py (the pass over their rows), trec.py (the TREC qrels files), derived.py and training_configs.py
-(the derived configs), card.py (the card), load.py (load_dataset), imported.py (imported labels), pilot.py (one
+(the derived configs), card.py (the card), card_statements.py and training_statements.py (what the card says of an
+order, a scope, a kind and a method), load.py (load_dataset), imported.py (imported labels), pilot.py (one
 prompt, and the pilot record) and shares.py (the level shares).
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX, binary_threshold
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
+from builder.release.validate.card_statements import CARD_STATEMENTS, check_card_statements
 from builder.release.validate.derived import DerivedPrints, check_derived
 from builder.release.validate.imported import CHECK as IMPORT_CHECK
 from builder.release.validate.imported import check_import
@@ -142,6 +144,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         report.check(IMPORT_CHECK),
     )
     check_training_statements(release, body, report.check(TRAINING_STATEMENTS))
+    check_card_statements(body, manifest, rows, splits, report.check(CARD_STATEMENTS))
     check_one_prompt(manifest, profile, report.check(ONE_PROMPT))
     check_pilot(body, manifest, stage_hash(profile, "judgments") if profile else None, report.check(PILOT))
     check_shares(stats, expect, against, report, manifest)

@@ -10,12 +10,15 @@ answers,
 - retrieval_complex: not answerable and completeness under the profile's threshold.
 
 Here the answering (question, document, sub-question) rows are kept as arrays and grouped once at the end by a
-lexicographic sort (the build streams them through sorted runs on disk)."""
+lexicographic sort (the build streams them through sorted runs on disk). The summary's quartiles come from the one
+quantile function the card names (builder/release/card_statements.py `quartiles`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
+from builder.release.card_statements import quartiles
 
 COLUMNS = {"answerable": pa.bool_(), "answerable_share": pa.float32(), "completeness": pa.float32()}
 COLUMNS["retrieval_complex"] = pa.bool_()
@@ -89,15 +92,10 @@ def complexity_summary(questions: pa.Table) -> dict:
     if not rows:
         return {"questions": 0}
     n = len(rows)
-    completeness = sorted(r["completeness"] for r in rows)
-
-    def quartile(p: float) -> float:
-        return round(completeness[min(int(p * (n - 1) + 0.5), n - 1)], 4)
-
     return {
         "questions": n,
         "answerable_share": round(sum(bool(r["answerable"]) for r in rows) / n, 4),
         "mean_subquestions_answerable": round(sum(r["answerable_share"] for r in rows) / n, 4),
-        "completeness_quartiles": [quartile(0.25), quartile(0.5), quartile(0.75)],
+        "completeness_quartiles": quartiles([r["completeness"] for r in rows]),
         "retrieval_complex_share": round(sum(bool(r["retrieval_complex"]) for r in rows) / n, 4),
     }

@@ -45,13 +45,16 @@ from generation.schema import arrow_schema
 BUCKET_ROWS = 100_000  # judgments a bucket holds, about
 SPILL = ipc.IpcWriteOptions(compression="zstd")  # Arrow IPC: a third of Parquet's CPU to write, smaller on disk
 SLICE = 262_144  # question ids turned into Python strings at a time
-GRADED_ORDER = [  # a graded list's order; the sort is stable, so arrival order breaks what is left
-    ("rank", "ascending", "at_end"),
-    ("position", "ascending", "at_end"),
+LIST_ORDER = [  # the order within a graded list, which the card's statements of it are checked against
     ("level", "descending", "at_end"),
     ("rerank_rank", "ascending", "at_end"),
     ("bm25_rank", "ascending", "at_end"),
     ("docid", "ascending", "at_end"),
+]
+GRADED_ORDER = [  # the lists' place, then each list's order; the sort is stable, so arrival order breaks what is left
+    ("rank", "ascending", "at_end"),
+    ("position", "ascending", "at_end"),
+    *LIST_ORDER,
 ]  # pc.sort_indices: "a stable sort", nulls "at_end" (pyarrow/_compute docstring)
 
 

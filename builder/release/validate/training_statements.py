@@ -1,36 +1,22 @@
 """`validate`'s check of what the release card says about training, against the release's own files:
 
-- the `hard-negatives` paragraph's "Negatives by source:" counts are the `negative_sources` of its rows, every split;
+- the `hard-negatives` paragraph's "Negatives by source, per split:" counts and shares are the `negative_sources` of
+  each split's rows (builder/release/card_statements.py `negatives_sentence`), wherever the card says it;
 - the mteb note's corpus (what `researchy-subq texts` brings) names the judged documents and the never-judged
   negatives by their counts (builder/release/ranking_documents.py), not "the judged documents only".
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from pathlib import Path
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
+from builder.release.card_statements import NEGATIVES_LEAD, negatives_sentence
 from builder.release.layout import SPLITS, config
-from builder.release.ranking_documents import BATCH_ROWS, ranking_documents, ranking_sentence
+from builder.release.ranking_documents import negatives_by_split, ranking_documents, ranking_sentence
+from builder.release.validate.card_statements import check_statement, folded
 
 TRAINING_STATEMENTS = "the card's training statements (negatives by source, the texts users bring) are the data's"
-NEGATIVES_BY_SOURCE = re.compile(r"Negatives by source:((?:\s+`\w+` [\d,]+[,.])+)")
-SOURCE_COUNT = re.compile(r"`(\w+)` ([\d,]+)")
 MTEB_CORPUS = "`researchy-subq texts` writes from your licensed ClueWeb22-B copy ("
-
-
-def negatives_by_source(release: Path) -> Counter:
-    counts: Counter = Counter()
-    for split in SPLITS:
-        for path in config("hard-negatives").files(release, split):
-            for batch in pq.ParquetFile(path).iter_batches(BATCH_ROWS, columns=["negative_sources"]):
-                sources = pc.list_flatten(batch.column(0))
-                counts.update({s["values"]: s["counts"] for s in pc.value_counts(sources).to_pylist()})
-    return counts
 
 
 def check_training_statements(release: Path, body: str, check) -> None:
@@ -38,15 +24,9 @@ def check_training_statements(release: Path, body: str, check) -> None:
     if not any(config("hard-negatives").files(release, split) for split in SPLITS):
         check.note = "no hard-negatives config"
         return
-    counts = negatives_by_source(release)
-    found = NEGATIVES_BY_SOURCE.search(body)
-    if found is None:
-        check.fail("README.md: no 'Negatives by source:' sentence for the hard-negatives config")
-    else:
-        stated = {source: int(n.replace(",", "")) for source, n in SOURCE_COUNT.findall(found.group(1))}
-        data = {source: counts.get(source, 0) for source in sorted(set(stated) | set(counts))}
-        if {source: stated.get(source, 0) for source in data} != data:
-            check.fail(f"README.md: negatives by source {stated}, the hard-negatives rows hold {data}")
+    check_statement(
+        folded(body), "the negatives by source", NEGATIVES_LEAD, negatives_sentence(negatives_by_split(release)), check
+    )
     if MTEB_CORPUS in body:
         sentence = ranking_sentence(ranking_documents(release))
         if MTEB_CORPUS + sentence not in body:
