@@ -90,3 +90,11 @@ def test_the_demo_prints_results_on_stdout_and_progress_on_stderr(demo):
     table = done.stdout.index("test, measured once")
     assert table < done.stdout.index("STAND-IN") < table + 3000, "the reason for the drop beside the table"
     assert not any("…" in line for line in done.stdout.splitlines()), "no cell cut when piped"
+
+
+def test_the_documented_plan_figures_are_what_plan_prints_on_the_demo(demo):
+    """docs/benchmarks.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
+    from tests.plan_docs import check_against_plan
+
+    here, _ = demo
+    check_against_plan(here, KIT.parent, fresh_environment(here))
