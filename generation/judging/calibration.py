@@ -57,7 +57,7 @@ def same_device(a: str, b: str) -> bool:
 
 
 def short_device(name: str) -> str:
-    """"H100" for "NVIDIA H100 80GB HBM3"; an unknown device keeps its name."""
+    """A device's short name ("H100" for "NVIDIA H100 80GB HBM3"); an unknown device keeps its name."""
     return next((key for key in DEVICES if key in name.upper()), name)
 
 

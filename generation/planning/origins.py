@@ -51,7 +51,7 @@ def measured_on(calibration: Calibration, precision: str, share: float, mode: st
 
 
 def joined_dates(dates: list[str]) -> str:
-    """ "2026-11-23/26" for two days of one month; else the dates joined by " + "."""
+    """Dates as one string: "2026-11-23/26" for two days of one month, else joined by " + "."""
     dates = sorted(set(dates))
     if len(dates) > 1 and all(len(d) == 10 and d[:8] == dates[0][:8] for d in dates):
         return dates[0] + "".join(f"/{d[8:]}" for d in dates[1:])
