@@ -224,7 +224,7 @@ def plan(
     from generation.planning.cost_report import plan_json, plan_table
     from generation.planning.costing import costing_for
     from generation.planning.plan import LLAMA3_TOKENS_PER_WORD, measure
-    from generation.planning.plan_view import compact_view, wrapped
+    from generation.planning.plan_view import compact_view, header, wrapped
     from generation.planning.slurm import TIME_MARGIN_NOTE
 
     positive("--utilisation", utilisation, upper=1)
@@ -261,7 +261,8 @@ def plan(
             say(line)
         return
     table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
-    say(planned["budget"]["line"])
+    for line in [*header(config, costing), *wrapped(planned["budget"]["line"])]:
+        say(line)
     results.print(table)
     for note in result.notes() + stand_ins + costing_notes + [TIME_MARGIN_NOTE]:
         for line in wrapped(note):

@@ -107,6 +107,16 @@ def ordered(rows: list[CostRow], prompt: str, precision: str) -> list[CostRow]:
     return sorted(mine, key=lambda r: (LABELS.index(r.label), r.precision != precision, r.precision))
 
 
+def header(profile, costing: Costing) -> list[str]:
+    """The line naming the profile and what it is priced on."""
+    cal = costing.calibration
+    return wrapped(
+        f"plan for profile {profile.name}: the {costing.judge.name} judge, prompt {profile.judge.prompt}, "
+        f"{costing.mode} mode, {costing.backend} backend, {plan_precision(profile)}; priced on {cal.device} "
+        f"(calibration of {cal.versions.get('measured', '?')}). GPU-hours are one GPU's hours, summed."
+    )
+
+
 def compact_view(
     plan: Plan, costing: Costing, profile, rerank_depth: int, rerank_tokens: float, more_notes: list[str]
 ) -> list[str]:
@@ -114,12 +124,7 @@ def compact_view(
     judged, notes = judge_rows(plan, costing)
     reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
     prompt, precision = profile.judge.prompt, plan_precision(profile)
-    cal = costing.calibration
-    lines = wrapped(
-        f"plan for profile {profile.name}: the {costing.judge.name} judge, prompt {prompt}, {costing.mode} mode, "
-        f"{costing.backend} backend, {precision}; priced on {cal.device} (calibration of "
-        f"{cal.versions.get('measured', '?')}). GPU-hours are one GPU's hours, summed."
-    )
+    lines = header(profile, costing)
     _, sentence = budget(plan, judged, notes, profile)
     lines += [""] + wrapped(sentence)
     keys: dict[str, str] = {}
