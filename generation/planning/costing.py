@@ -208,7 +208,13 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     rows_now,
                     figure.short
                     if by_figure and figure is not None
-                    else component_origin(costing, precision, share, scenario.groups is not None),
+                    else component_origin(
+                        cal,
+                        precision,
+                        share,
+                        costing.suffix_share(precision) if scenario.groups is not None else None,
+                        costing.override is not None,
+                    ),
                 )
             )
     return rows, notes

@@ -3,12 +3,7 @@ and in short for the compact view ("share H100 2026-11-23", "shares H100 2026-11
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from generation.judging.calibration import Calibration, short_device
-
-if TYPE_CHECKING:
-    from generation.planning.costing import Costing
 
 
 def calibration_row(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> dict | None:
@@ -58,21 +53,24 @@ def joined_dates(dates: list[str]) -> str:
     return " + ".join(dates)
 
 
-def component_origin(costing: Costing, precision: str, share: float, grouped: bool) -> str:
-    """In short, where a row's component price comes from: the measured shares' device and dates, or what was given
-    or assumed."""
-    if costing.override is not None:
+def component_origin(
+    calibration: Calibration, precision: str, share: float, suffix: tuple[float, str] | None, given: bool
+) -> str:
+    """In short, where a row's component price comes from: the measured shares' device and dates (the prefill's, and
+    for a document-first prompt its suffixes' `suffix`: share and source), or what was given or assumed."""
+    if given:
         return "--utilisation (given)"
-    cal = costing.calibration
-    rows = [calibration_row(cal, precision, share)]
-    if grouped:
-        suffix, source = costing.suffix_share(precision)
-        if "ASSUMED" in source:
-            return f"share {short_device(measured_device(cal, rows[0]))}; suffixes ASSUMED"
-        rows.append(calibration_row(cal, precision, suffix, "suffix") or calibration_row(cal, "bf16", suffix, "suffix"))
-    dates = joined_dates([measured_date(cal, r) if r else "date not recorded" for r in rows])
-    devices = "/".join(dict.fromkeys(short_device(measured_device(cal, r)) for r in rows))
-    return f"{'shares' if grouped else 'share'} {devices} {dates}"
+    rows = [calibration_row(calibration, precision, share)]
+    if suffix is not None:
+        if "ASSUMED" in suffix[1]:
+            return f"share {short_device(measured_device(calibration, rows[0]))}; suffixes ASSUMED"
+        rows.append(
+            calibration_row(calibration, precision, suffix[0], "suffix")
+            or calibration_row(calibration, "bf16", suffix[0], "suffix")
+        )
+    dates = joined_dates([measured_date(calibration, r) if r else "date not recorded" for r in rows])
+    devices = "/".join(dict.fromkeys(short_device(measured_device(calibration, r)) for r in rows))
+    return f"{'shares' if suffix is not None else 'share'} {devices} {dates}"
 
 
 def rerank_origin(calibration: Calibration, precision: str, share: float, given: bool) -> str:
