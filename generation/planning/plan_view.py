@@ -145,5 +145,7 @@ def compact_view(
     lines += [""]
     for note in keyed + summary + kept + rerank_notes + more_notes:
         lines += wrapped(note)
-    lines += wrapped("Every row, column and note: add --full. The rows as numbers: --json FILE (or --json - ).")
+    lines += wrapped(
+        "Every row, column and note: add --full. The rows as numbers: --json FILE, or --json - for stdout."
+    )
     return lines
