@@ -155,37 +155,3 @@ def test_a_stability_check_on_a_backend_that_cannot_isolate_pairs_is_refused(
     code, output = pilot(chat_profile, small_pipeline, tmp_path / "pilot", "--b-set", b_set)
     assert_one_line_error(code, output, *fragments)
     assert not (tmp_path / "pilot" / "a").exists(), "refused before anything is judged"
-
-
-@pytest.mark.subprocess
-def test_the_whole_model_benchmark_runs_at_a_tiny_shape_on_the_cpu(tmp_path):
-    """scripts/bench_whole_model.py --tiny: both prompts through the kit, its table on stdout, its rows and calibration
-    entries in OUT/whole_model.json. In float32 a pair's label does not depend on its batch: no flips, |dP| < 1e-4;
-    the document-first prompt runs both documents' prefixes in one forward (generation/backends/document_batches.py),
-    then all their sub-questions' suffixes in one more."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    done = subprocess.run(
-        [sys.executable, "scripts/bench_whole_model.py", "--tiny", "--words", "60", "--documents", "2",
-         "--subquestions", "3", "--out", str(tmp_path), "--calibration", str(tmp_path / "calibration.json")],
-        cwd=Path(__file__).parents[1], capture_output=True, text=True,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    record = json.loads((tmp_path / "whole_model.json").read_text())
-    rows = {r["prompt"]: r for r in record["rows"]}
-    assert set(rows) == {"crux-paper", "crux-paper-document-first"}
-    for prompt, row in rows.items():
-        assert f"| tiny-llama | float32 | {prompt} | {row['pairs_per_s']:.2f} | {row['forwards']} |" in done.stdout
-        assert row["pairs"] == 6 and row["level_flips"] == 0 and row["max_abs_dp"] < 1e-4
-    variant, paper = rows["crux-paper-document-first"], rows["crux-paper"]
-    assert (variant["rows_per_long_forward"], variant["forwards"]) == (2.0, 2), "2 prefixes in one, then the suffixes"
-    assert variant["tokens_computed_per_pair"] < paper["tokens_computed_per_pair"]
-    entries = {e["prompt"]: e for e in record["whole_model"]}
-    assert entries["crux-paper-document-first"]["rows_per_forward"] == 2.0
-    assert entries["crux-paper"]["pairs_per_s"] == round(paper["pairs_per_s"], 4)
-    from generation.judging.calibration import REFERENCE, Calibration
-
-    written, bundled = Calibration.load(tmp_path / "calibration.json"), Calibration.load(REFERENCE)
-    assert written.whole_model == bundled.whole_model + record["whole_model"], "float32 figures beside the fp8 ones"

@@ -112,3 +112,11 @@ def test_the_analysis_page_gives_the_demo_s_quartiles_by_the_card_s_function(dem
     monkeypatch.chdir(here)
     exec(compile(block, "docs/analysis.md", "exec"), {})
     assert capsys.readouterr().out.strip() == str([q1, median, q3])
+
+
+def test_the_documented_plan_figures_are_what_plan_prints_on_the_demo(demo):
+    """docs/benchmarks.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
+    from tests.plan_docs import check_against_plan
+
+    here, _ = demo
+    check_against_plan(here, KIT.parent, fresh_environment(here))

@@ -214,12 +214,17 @@ def plan(
         "for 2,048 words of ClueWeb22 text)",
     ),
     json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
+    full: bool = typer.Option(
+        False, "--full", help="every row, column and note (about 300 columns wide) instead of the 100-column view"
+    ),
 ) -> None:
-    """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking."""
+    """Count pairs, measure prompt tokens and print the FLOPs and GPU-hours of judging them and of reranking: by
+    default the profile's own rows first, in 100 columns, with the row to budget."""
     from generation.judging.calibration import CalibrationError
     from generation.planning.cost_report import plan_json, plan_table
     from generation.planning.costing import costing_for
     from generation.planning.plan import LLAMA3_TOKENS_PER_WORD, measure
+    from generation.planning.plan_view import compact_view, header, wrapped
     from generation.planning.slurm import TIME_MARGIN_NOTE
 
     positive("--utilisation", utilisation, upper=1)
@@ -242,7 +247,6 @@ def plan(
             tokens_per_word=tokens_per_word or LLAMA3_TOKENS_PER_WORD,
         ),
     )
-    table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
     planned = {
         **plan_json(result, costing, config, config.rerank.depth, rerank_tokens),
         "inputs": {"subquestions": str(subquestions), "candidates": str(candidates), "index": str(index)},
@@ -250,9 +254,19 @@ def plan(
     planned["notes"] = stand_ins + planned["notes"] + [TIME_MARGIN_NOTE]
     if emit_json(planned, json_out):
         return
-    for line in result.notes() + stand_ins + costing_notes + [TIME_MARGIN_NOTE]:
+    if not full:
+        for line in compact_view(
+            result, costing, config, config.rerank.depth, rerank_tokens, stand_ins + [TIME_MARGIN_NOTE]
+        ):
+            say(line)
+        return
+    table, costing_notes = plan_table(result, costing, config.rerank.depth, rerank_tokens)
+    for line in [*header(config, costing), *wrapped(planned["budget"]["line"])]:
         say(line)
     results.print(table)
+    for note in result.notes() + stand_ins + costing_notes + [TIME_MARGIN_NOTE]:
+        for line in wrapped(note):
+            say(line)
 
 
 @app.command()

@@ -12,7 +12,8 @@ scripts/bench_gpu.py, and says so.
 `whole_model` entries are whole-model measurements of one prompt at one precision (scripts/bench_whole_model.py
 writes them): pairs/s through the kit, keyed by the batch composition they ran at (`rows_per_forward`: the rows of
 its long forwards, the prefix passes of a document-first prompt), with the FLOPs a pair that rate is for, the
-device and the date. `plan` prices no paper-scale row of that prompt and precision below its figure
+device, the backend (`transformers` when absent), the fp8 granularity and the date. `plan` prices no paper-scale row
+of that prompt below its figure, nor a setting that was not measured below the figure of the nearest one that was
 (generation/planning/whole_model.py). The reference holds the two of 2026-11-27 (CHANGELOG.md, 2026-11-27).
 """
 
@@ -32,19 +33,32 @@ class Device:
     name: str
     peak_flops: dict  # precision ("bf16", "fp8") -> FLOP/s
     bandwidth: float  # bytes/s
-    memory: int  # bytes
+    memory: int  # bytes, as the device reports its total (nvidia-smi's memory.total)
 
 
 # NVIDIA H100 SXM5 80 GB and H200 SXM 141 GB data sheets: 989 / 1,979 TFLOP/s dense bf16 / fp8; 3.35 / 4.8 TB/s.
+# Memory as the device reports it: an H200's "141 GB" shows as 143,771 MiB in nvidia-smi (140.4 GiB; 141e9 bytes
+# would be 131.3 GiB, 9 GiB short). The H100 keeps the 80 GiB the plan was calibrated with (it reports 81,559 MiB).
 DEVICES = {
     "H100": Device("H100 SXM", {"bf16": 989e12, "fp8": 1979e12}, 3.35e12, 80 * 2**30),
-    "H200": Device("H200 SXM", {"bf16": 989e12, "fp8": 1979e12}, 4.8e12, 141 * 10**9),
+    "H200": Device("H200 SXM", {"bf16": 989e12, "fp8": 1979e12}, 4.8e12, 143_771 * 2**20),
 }
 
 
 def device_spec(name: str) -> Device | None:
     """The spec of a device named like torch.cuda.get_device_name() ("NVIDIA H100 80GB HBM3"), if known."""
     return next((spec for key, spec in DEVICES.items() if key in name.upper()), None)
+
+
+def same_device(a: str, b: str) -> bool:
+    """Whether two device names are one kind of GPU: the same spec when both are known, else the same name."""
+    spec_a, spec_b = device_spec(a), device_spec(b)
+    return spec_a is spec_b if spec_a is not None and spec_b is not None else a == b
+
+
+def short_device(name: str) -> str:
+    """A device's short name ("H100" for "NVIDIA H100 80GB HBM3"); an unknown device keeps its name."""
+    return next((key for key in DEVICES if key in name.upper()), name)
 
 
 class CalibrationError(ValueError):

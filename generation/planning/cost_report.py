@@ -1,10 +1,12 @@
-"""What `plan` prints: the judge and rerank rows of generation/planning/costing.py as one table with its notes, and
-as JSON (`plan --json`, which `slurm judge --from-plan` reads)."""
+"""What `plan --full` prints: the judge and rerank rows of generation/planning/costing.py as one table with every
+column, and its notes; and the rows as JSON (`plan --json`, which `slurm judge --from-plan` reads). The default view
+is generation/planning/plan_view.py's."""
 
 from __future__ import annotations
 
 from generation.planning.costing import NODE_GPUS, RERANK_TOKENS_ASSUMED, Costing, CostRow, judge_rows, rerank_rows
 from generation.planning.plan import Plan
+from generation.planning.plan_view import budget, plan_precision
 
 
 def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: float = RERANK_TOKENS_ASSUMED):
@@ -70,11 +72,6 @@ def plan_table(plan: Plan, costing: Costing, rerank_depth: int, rerank_tokens: f
     return table, notes
 
 
-def plan_precision(profile) -> str:
-    """The precision a profile's judge runs at, as the plan's rows name it: fp8 when it quantizes to fp8, else bf16."""
-    return "fp8" if profile.judge.quantization == "fp8" else "bf16"
-
-
 def plan_json(
     plan: Plan, costing: Costing, profile, rerank_depth: int, rerank_tokens: float = RERANK_TOKENS_ASSUMED
 ) -> dict:
@@ -86,6 +83,7 @@ def plan_json(
 
     judged, notes = judge_rows(plan, costing)
     reranked, rerank_notes = rerank_rows(plan, costing, rerank_depth, rerank_tokens)
+    row, line = budget(plan, judged, notes, profile)
 
     def as_dict(row: CostRow, stage: str) -> dict:
         return {"stage": stage, **asdict(row), "hours": row.hours, "node_rate": row.node_rate}
@@ -106,5 +104,6 @@ def plan_json(
         "tokenizer": plan.tokenizer,
         "tokenizer_stand_in": plan.stand_in,
         "notes": plan.notes() + notes + rerank_notes,
+        "budget": {"row": as_dict(row, "judge") if row is not None else None, "line": line},
         "rows": [as_dict(r, "judge") for r in judged] + [as_dict(r, "rerank") for r in reranked],
     }

@@ -20,8 +20,10 @@ from generation.planning.document_first import (
     Groups,
 )
 from generation.planning.execution import Execution, Refused, execution_for
+from generation.planning.origins import component_origin, measured_on, rerank_origin
 from generation.planning.plan import PAPER_PAIRS, Plan, Scenario
-from generation.planning.whole_model import composition, figure_for, floored
+from generation.planning.prefix_cache import PrefixCache
+from generation.planning.whole_model import Setting, composition, figure_for, floored
 
 # The document-first prompt's suffixes (a sub-question's ~20 tokens against a cached document) run as short batches
 # whose weight reads dominate: priced at the calibration's `suffix` share, else at this assumption.
@@ -74,6 +76,11 @@ class Costing:
     def precisions(self) -> list[str]:
         return list(self.calibration.peak_flops)
 
+    def setting(self, precision: str) -> Setting:
+        """What the judge runs as at this precision, as whole-model figures are keyed."""
+        granularity = getattr(self.judge_config, "fp8_granularity", "per-tensor")
+        return Setting(precision, granularity, self.backend, self.calibration.device)
+
     def suffix_share(self, precision: str) -> tuple[float, str]:
         """The share of peak a document-first prompt's suffix batches reach, and where it comes from. Their time is
         the weights' reading, so fp8 (half the bytes against twice the peak) keeps bf16's share when unmeasured."""
@@ -86,27 +93,6 @@ class Costing:
         borrowed = "" if precision in shares else f" (bf16's figure: {precision} not measured)"
         where = measured_on(self.calibration, "bf16", share, "suffix")
         return share, f"suffixes at {share:.1%}, calibrated{where}{borrowed}"
-
-
-def measured_on(calibration: Calibration, precision: str, share: float, mode: str = "distribution") -> str:
-    """Which of the calibration's rows a share is (the kit's run at that precision and share), for the plan to say
-    what each row is priced from: a shape, a batch and a prompt length; empty when no row matches."""
-    row = next(
-        (
-            r
-            for r in calibration.rows
-            if r.get("precision") == precision
-            and r.get("mode") == mode
-            and str(r.get("run", "")).startswith("kit")
-            and r.get("share_of_peak") is not None
-            and abs(r["share_of_peak"] - share) < 5e-4
-        ),
-        None,
-    )
-    if row is None:
-        return ""
-    tokens = f", {row['prompt_tokens']:,} tokens" if row.get("prompt_tokens") else ""
-    return f" on {row['shape']}, {row['run']}, batch {row['batch']}{tokens} ({calibration.device})"
 
 
 def prefill_seconds(shape: Shape, tokens: float, cached: float, peak: float, share: float) -> float:
@@ -138,7 +124,9 @@ class CostRow:
     gpus: int = 1  # GPUs one model copy holds (a device_map spread: all of them, one working at a time)
     prompt: str = "crux-paper"
     suffix_source: str = ""  # a document-first prompt's rows: what its suffixes' share is
-    whole_model: str = ""  # the whole-model figure that priced the prefill, where it is above the component price
+    whole_model: str = ""  # the whole-model figure that set the prefill's price (its line), where it did
+    rows_per_forward: int = 0  # the composition the row runs at, which its whole-model figure is looked up by
+    origin: str = ""  # in short, what set the price: "whole model, H100 2026-11-27", or the shares' device and dates
 
     @property
     def hours(self) -> float:
@@ -158,9 +146,12 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
         else f"Judge as the {costing.backend} backend would run it: {run.how}"
         for run in runs.values()
     ]
+    cache = PrefixCache.of(costing.judge_config) if costing.backend == "vllm" else None
     for scenario in plan.scenarios():
         reuse = (1 - 1 / scenario.pairs_per_subquestion) if scenario.pairs_per_subquestion >= 1 else 0.0
         cached = reuse * scenario.shared_prefix_tokens
+        if cache is not None and scenario.groups is not None:
+            notes.append(cache.line(scenario.prompt, scenario.label, scenario.groups))
         for precision in costing.precisions():
             share, source = costing.share(costing.backend, precision)
             run = runs[precision]
@@ -185,12 +176,13 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                 prefill = prefill_seconds(costing.judge, tokens, 0.0, peak, share) * span
                 cached_prefill = prefill_seconds(costing.judge, tokens, cached, peak, share) * span
             else:
-                prefill, suffix_source = grouped_prefill_seconds(scenario.groups, costing, precision, peak, share)
+                prefill, suffix_source = grouped_prefill_seconds(
+                    scenario.groups, costing, precision, peak, share, cache
+                )
                 prefill, cached_prefill = prefill * span, prefill * span
-            granularity = getattr(costing.judge_config, "fp8_granularity", "per-tensor")
-            rows_now = composition(batch)
-            figure = figure_for(cal, scenario.prompt, precision, granularity, rows_now)
-            flops = flops_per_pair(scenario, costing.judge)
+            rows_now = composition(batch, scenario.groups, run.max_pairs, run.budget_tokens)
+            figure = figure_for(cal, scenario.prompt, costing.setting(precision), rows_now)
+            flops = flops_per_pair(scenario, costing.judge, cache)
             prefill, cached_prefill, by_figure = floored(
                 prefill, cached_prefill, figure, flops, scenario.pairs == PAPER_PAIRS
             )
@@ -204,7 +196,7 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     precision,
                     share,
                     source,
-                    scenario.pairs * flops_per_pair(scenario, costing.judge) / 1e15,
+                    scenario.pairs * flops / 1e15,
                     scenario.pairs * prefill / 3600,
                     scenario.pairs * decode / 3600,
                     scenario.pairs * (cached_prefill + decode) / 3600,
@@ -212,21 +204,39 @@ def judge_rows(plan: Plan, costing: Costing) -> tuple[list[CostRow], list[str]]:
                     run.gpus,
                     scenario.prompt,
                     suffix_source,
-                    figure.line.split(":")[0] + ", the whole-model figure" if by_figure and figure is not None else "",
+                    figure.line if by_figure and figure is not None else "",
+                    rows_now,
+                    figure.short
+                    if by_figure and figure is not None
+                    else component_origin(
+                        cal,
+                        precision,
+                        share,
+                        costing.suffix_share(precision) if scenario.groups is not None else None,
+                        costing.override is not None,
+                    ),
                 )
             )
     return rows, notes
 
 
-def flops_per_pair(scenario: Scenario, shape: Shape) -> float:
-    """The prompt's FLOPs per pair: the whole prompt, or 1/g of a group's prefix plus the pair's suffix."""
-    return prompt_flops(shape, scenario.prompt_tokens) if scenario.groups is None else scenario.groups.flops(shape, 0)
+def flops_per_pair(scenario: Scenario, shape: Shape, cache: PrefixCache | None = None) -> float:
+    """The prompt's FLOPs per pair: the whole prompt; or, for a document-first prompt, 1/g of a group's prefix plus
+    the pair's suffix (the transformers backend), or what vLLM's prefix cache leaves to compute (`cache`)."""
+    if scenario.groups is None:
+        return prompt_flops(shape, scenario.prompt_tokens)
+    if cache is not None:
+        return sum(cache.split_flops(shape, scenario.groups))
+    return scenario.groups.flops(shape, 0)
 
 
-def grouped_prefill_seconds(groups: Groups, costing: Costing, precision: str, peak: float, share: float):
+def grouped_prefill_seconds(
+    groups: Groups, costing: Costing, precision: str, peak: float, share: float, cache: PrefixCache | None = None
+):
     """Per pair of a document-first prompt (its `groups`): 1/g of its group's prefix at the prefill's share, and its
-    suffix at the suffixes' share."""
-    prefix, suffix = groups.split_flops(costing.judge, 0)
+    suffix at the suffixes' share; on vLLM (`cache`), its document's first requests at the prefill's share and the
+    later ones, which find the document cached, at the suffixes' share."""
+    prefix, suffix = groups.split_flops(costing.judge, 0) if cache is None else cache.split_flops(costing.judge, groups)
     suffix_share, source = costing.suffix_share(precision)
     return prefix / (peak * share) + suffix / (peak * suffix_share), source
 
@@ -265,6 +275,7 @@ def rerank_rows(plan: Plan, costing: Costing, depth: int, rerank_tokens: float) 
                     0.0,
                     docs * seconds / 3600,
                     prompt="-",
+                    origin=rerank_origin(cal, precision, share, costing.override is not None),
                 )
             )
     if not rows:
