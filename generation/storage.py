@@ -65,12 +65,13 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def refuse_links(folder: str | Path, *names: str | Path, given_as: str = "") -> None:
+def refuse_links(folder: str | Path, *names: str | Path, given_as: str = "", instead: str = "folder") -> None:
     """The one link guard, which every writer (`tmp_path`, `refuse_links_under`) and every output option of the CLI
     (builder/cli/support.py `output_option`) goes through. Before the kit writes `names` (relative paths) under
     `folder`: neither a name nor a folder on its way is a symbolic link, and none leads out of `folder`. A user's file
     that a link points to is never written through (nor silently replaced by the kit's); the link is refused with one
-    line naming it, after `given_as` (the option and value it came from, e.g. `--out OUT: `)."""
+    line naming it, after `given_as` (the option and value it came from, e.g. `--out OUT: `), and asking for another
+    folder (or `instead`)."""
     folder = Path(folder)
     root = folder.resolve()
     for name in names:
@@ -80,7 +81,7 @@ def refuse_links(folder: str | Path, *names: str | Path, given_as: str = "") -> 
             if path.is_symlink():
                 raise LinkRefused(
                     f"{given_as}{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
-                    "through a link: remove the link, or choose another folder"
+                    f"through a link: remove the link, or choose another {instead}"
                 )
         if not path.resolve().is_relative_to(root):
             raise LinkRefused(

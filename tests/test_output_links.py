@@ -81,12 +81,14 @@ def test_a_link_at_every_output_option_is_refused_naming_it_before_anything_is_w
     if kind == "file":
         given = tmp_path / "out.json"
         given.symlink_to(users / "notes.txt")
-        expected = f"{option} {given}: is a symbolic link (to {users / 'notes.txt'})"
+        expected = f"{option} {given}: is a symbolic link (to {users / 'notes.txt'}); researchy-subq writes no file "
+        expected += "through a link: remove the link, or choose another file"
     else:
         given = tmp_path / "out"
         given.mkdir()
         (given / "inside").symlink_to(users)
-        expected = f"{option} {given}: {given / 'inside'}: is a symbolic link (to {users})"
+        expected = f"{option} {given}: {given / 'inside'}: is a symbolic link (to {users}); researchy-subq writes "
+        expected += "no file through a link: remove the link, or choose another folder"
     before = everything_under(tmp_path)
     code, output = cli_one_line(command, option, given)
     assert_one_line_error(code, output, expected)

@@ -221,7 +221,7 @@ def _output_guard(kind: str):
             if kind == "folder":  # no link under it (the folder itself the user named, as every folder writer takes it)
                 refuse_links_under(path, given_as=f"{option} {path}: ")
             else:
-                refuse_links(path.parent, path.name, given_as=f"{option} ")
+                refuse_links(path.parent, path.name, given_as=f"{option} ", instead="file")
         except LinkRefused as e:
             fail(str(e))
         return value
