@@ -385,6 +385,10 @@ def test_a_file_training_files_does_not_write_is_refused_before_anything_changes
     code, output = cli_one_line("training-files", built, "--texts", texts, "--out", out, "--negatives", 3)
     assert_one_line_error(code, output, f"--out {out}: holds beir/my-notes.txt, not a file `training-files` writes")
     assert snapshot(out) == before
+    a_file = out / "beir" / "my-notes.txt"
+    code, output = cli_one_line("training-files", built, "--texts", texts, "--out", a_file)
+    assert_one_line_error(code, output, f"--out {a_file}: is a file; --out takes a folder")
+    assert snapshot(out) == before
 
 
 def test_an_out_that_is_a_link_the_user_named_is_swapped_where_it_points(earlier_run, tmp_path):

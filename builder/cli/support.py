@@ -226,7 +226,6 @@ def _output_guard(kind: str):
             fail(str(e))
         return value
 
-    guard.__qualname__ = f"output_guard[{kind}]"
     return guard
 
 

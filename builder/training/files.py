@@ -124,6 +124,8 @@ def files_key(files: list[Path], *extra) -> str:
 def refuse_foreign_files(out: Path) -> None:
     """Before a run replaces OUT: it holds nothing but what `training-files` writes (and a killed run's temporary
     files), and no link (`files_under`); else an OwnershipError naming the first other file."""
+    if out.exists() and not out.is_dir():
+        raise OwnershipError(f"--out {out}: is a file; --out takes a folder")
     foreign = [f for f in files_under(out) if not OWN_FILES.fullmatch(f) and not is_temporary(Path(f).name)]
     if foreign:
         raise OwnershipError(
