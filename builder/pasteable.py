@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from generation.profiles import Profile, bundled_profiles, load_profile
+from generation.storage import write_text_atomic
 
 KIT = "researchy-subq"
 
@@ -54,9 +55,10 @@ def profile_argument(profile: Profile, folder: Path) -> str:
         return profile.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{profile.name}.yaml"
-    path.write_text(
+    write_text_atomic(
+        path,
         f"# {profile.description}\n"
-        + yaml.safe_dump(profile.model_dump(), sort_keys=False, allow_unicode=True, width=10_000)
+        + yaml.safe_dump(profile.model_dump(), sort_keys=False, allow_unicode=True, width=10_000),
     )
     if load_profile(path) != profile:
         raise AssertionError(f"{path}: does not load back to the profile it was written from")

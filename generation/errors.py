@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import traceback
 import zlib
 from collections import Counter
@@ -61,11 +62,15 @@ class Rejects:
     each is counted by reason (and written to the path when there is one) and the run goes on."""
 
     def __init__(self, path: str | Path | None, stop: bool = True):
+        from generation.storage import refuse_links
+
         self.path = Path(path) if path else None
         self.stop = stop
         self.count = 0
         self.reasons: Counter[str] = Counter()
         self._file = None
+        if self.path is not None:  # a link to a user's file is refused before the run writes anything
+            refuse_links(self.path.parent, self.path.name)
 
     def reject(self, error: InputError, raw: Any, reason: str = "malformed") -> None:
         self.reasons[reason] += 1
@@ -76,7 +81,9 @@ class Rejects:
             return
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w", encoding="utf-8")
+            # O_NOFOLLOW: a link made since __init__ is refused by the OS, never written through
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            self._file = open(os.open(self.path, flags, 0o644), "w", encoding="utf-8")
         self._file.write(json.dumps({**error.as_dict(), "record": raw}, ensure_ascii=False, default=str) + "\n")
         self.count += 1
 

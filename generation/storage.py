@@ -1,7 +1,9 @@
 """Atomic, streaming Parquet output: a file appears under its name only once it is complete.
 
 Also the rules every writer follows: temporary files get unique names (`.NAME.tmp-<pid>-<random>`, so two
-processes never write the same one) and the kit replaces only folders it made itself (`claim_folder`).
+processes never write the same one), no file is written through a symbolic link (`refuse_links`, the one guard), a
+run that replaces a whole folder builds the new one beside it (`staged_folder`), and the kit replaces only folders it
+made itself (`claim_folder`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,8 +43,11 @@ def fsync_dir(path: Path) -> None:
 
 
 def tmp_path(final: str | Path) -> Path:
-    """A unique temporary name beside `final`: `.NAME.tmp-<pid>-<random>`."""
+    """A unique temporary name beside `final`: `.NAME.tmp-<pid>-<random>`. Every writer starts here, so this is where
+    `final` is checked by the one link guard (`refuse_links`): a link at `final` is refused before anything is
+    written, never replaced by the rename nor written through."""
     final = Path(final)
+    refuse_links(final.parent, final.name)
     return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
 
 
@@ -59,10 +65,13 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return replace_file(path.parent, path.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def refuse_links(folder: str | Path, *names: str | Path) -> None:
-    """Before the kit writes `names` (relative paths) under `folder`: neither a name nor a folder on its way is a
-    symbolic link, and none leads out of `folder`. A user's file that a link points to is never written through
-    (nor silently replaced by the kit's); the link is refused with one line naming it."""
+def refuse_links(folder: str | Path, *names: str | Path, given_as: str = "", instead: str = "folder") -> None:
+    """The one link guard, which every writer (`tmp_path`, `refuse_links_under`) and every output option of the CLI
+    (builder/cli/support.py `output_option`) goes through. Before the kit writes `names` (relative paths) under
+    `folder`: neither a name nor a folder on its way is a symbolic link, and none leads out of `folder`. A user's file
+    that a link points to is never written through (nor silently replaced by the kit's); the link is refused with one
+    line naming it, after `given_as` (the option and value it came from, e.g. `--out OUT: `), and asking for another
+    folder (or `instead`)."""
     folder = Path(folder)
     root = folder.resolve()
     for name in names:
@@ -71,12 +80,12 @@ def refuse_links(folder: str | Path, *names: str | Path) -> None:
             path = path / part
             if path.is_symlink():
                 raise LinkRefused(
-                    f"{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
-                    "through a link: remove the link, or choose another folder"
+                    f"{given_as}{path}: is a symbolic link (to {os.readlink(path)}); researchy-subq writes no file "
+                    f"through a link: remove the link, or choose another {instead}"
                 )
         if not path.resolve().is_relative_to(root):
             raise LinkRefused(
-                f"{path}: leads out of {folder}; researchy-subq writes only inside the folder it is given"
+                f"{given_as}{path}: leads out of {folder}; researchy-subq writes only inside the folder it is given"
             )
 
 
@@ -108,6 +117,11 @@ def pid_alive(pid: int) -> bool:
 _TMP = re.compile(r"^\.(?P<name>.+)\.tmp(?:-(?P<pid>\d+)(?:-[0-9a-f]+)?)?(?:-journal|-wal|-shm)?$")
 
 
+def is_temporary(name: str) -> bool:
+    """Whether `name` is a writer's temporary file (`tmp_path`), or SQLite's beside one."""
+    return _TMP.match(name) is not None
+
+
 def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> list[Path]:
     """Removes temporary files left by killed writers of `names` (all when None) in `folder`: any whose
     writer pid is gone, and old-style ones without a pid; a live writer's file on this host is kept."""
@@ -129,17 +143,18 @@ def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> l
     return removed
 
 
-def refuse_links_under(folder: str | Path) -> None:
+def refuse_links_under(folder: str | Path, given_as: str = "") -> None:
     """The guard every writer of a user's output folder shares (texts, training-files, train, pilot, each stage's
-    shards): no path already under `folder` is a symbolic link (`refuse_links` on each, since a file can only be
-    written through a link that exists). `folder` itself may be a link: the user named it."""
+    shards, every folder option of the CLI): no path already under `folder` is a symbolic link (`refuse_links` on
+    each, since a file can only be written through a link that exists). `folder` itself may be a link: the user
+    named it."""
     folder = Path(folder)
     if not folder.is_dir():
         return
     present = []
     for top, dirs, files in os.walk(folder):  # does not follow links: a linked folder is refused, not entered
         present += [Path(top, name).relative_to(folder) for name in (*dirs, *files)]
-    refuse_links(folder, *present)
+    refuse_links(folder, *present, given_as=given_as)
 
 
 def files_under(folder: str | Path) -> list[str]:
@@ -159,6 +174,33 @@ def prepare_output_folder(folder: str | Path) -> None:
     refuse_links_under(folder)
     for top, _, _ in os.walk(folder):
         clean_stale_tmp(top)
+
+
+@contextmanager
+def staged_folder(final: str | Path) -> Iterator[Path]:
+    """A new run's folder, written beside `final` under a temporary name (`.NAME.tmp-<pid>-<random>`) and swapped in
+    for `final` only when the block ends without an error; on an error or a refusal it is removed and `final` is as it
+    was. The swap is two renames (`final` aside, the new folder in), then the earlier folder removed: a kill before
+    it leaves `final` untouched and a temporary folder that the next run removes (`clean_stale_tmp`); a kill between
+    the two renames (microseconds) leaves no `final`, only temporary folders. When `final` is a link the user named,
+    the swap happens where it points."""
+    final = Path(final)
+    real = final.resolve() if final.is_symlink() else final
+    real.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_tmp(real.parent, [real.name])
+    stage = tmp_path(real)
+    stage.mkdir()
+    try:
+        yield stage
+        earlier = tmp_path(real) if real.exists() else None
+        if earlier is not None:
+            os.rename(real, earlier)
+        os.rename(stage, real)
+        fsync_dir(real.parent)
+        if earlier is not None:
+            shutil.rmtree(earlier)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def claim_folder(path: str | Path, what: str, owned_by: tuple[str, ...] = (MARKER,)) -> Path:

@@ -3,6 +3,8 @@ texts. Tested up to the network boundary: a recording stand-in for HfApi takes t
 loopback server answering one HTTP status checks that huggingface_hub's own requests fail in one line. The Hub
 itself is never contacted, so the upload of a real commit is not executed here."""
 
+import base64
+import gzip
 import json
 import shutil
 
@@ -11,6 +13,7 @@ from typer.testing import CliRunner
 
 from builder.release.publish.hub_errors import PublishRefused
 from builder.training.push import ForeignFile, TrainingTextFound, check_no_training_text, push_model
+from builder.training.text_forms import FORMS_NOT_READ, FORMS_READ
 from generation.models import resolve_model
 from generation.storage import files_under
 from tests.test_hub_loopback import StatusServer
@@ -69,7 +72,8 @@ def test_a_clean_folder_is_created_and_uploaded_in_one_commit(model, texts):  # 
             },
         ),
     ]
-    assert "none found" in said[0]
+    assert "none found" in said[0] and f"{FORMS_READ}: none found" in said[0]
+    assert said[0].endswith(f"the scan cannot see {FORMS_NOT_READ}")
 
 
 @pytest.mark.parametrize(
@@ -152,7 +156,7 @@ def test_a_file_train_did_not_write_is_refused_by_name_and_nothing_is_sent(model
     written = own(model)
     docid, text = a_text(texts)
     if name.endswith(".gz"):
-        (model / name).write_bytes(gzip.compress(text.encode()))  # the scan reads no gzip: the list refuses it
+        (model / name).write_bytes(gzip.compress(text.encode()))  # the list refuses it before the scan reads it
     else:
         (model / name).write_text("HF_TOKEN=hf_not_for_the_hub\n")
     hub = RecordingHub()
@@ -183,3 +187,88 @@ def test_train_with_push_refuses_a_foreign_file_before_any_work(release, texts, 
     output = " ".join(result.output.split())
     assert result.exit_code == 1 and f"{out / 'secrets.txt'}: not a file `train` wrote" in output, output
     assert not (tmp_path / "m-work").exists(), "refused before the training files were written"
+
+
+def wrapped(data: bytes) -> bytes:
+    return b"\n".join(data[i : i + 76] for i in range(0, len(data), 76))  # as MIME and `base64` wrap it
+
+
+# the forms a training text may take inside a file `train` writes, each read by builder/training/text_forms.py
+ENCODED = {
+    "UTF-16 LE": lambda text: text.encode("utf-16-le"),
+    "UTF-16 BE": lambda text: text.encode("utf-16-be"),
+    "UTF-16 with a BOM": lambda text: text.encode("utf-16"),
+    "gzip": lambda text: gzip.compress(text.encode()),
+    "base64": lambda text: base64.b64encode(text.encode()),
+    "URL-safe base64, wrapped, unpadded": lambda text: wrapped(base64.urlsafe_b64encode(text.encode()).rstrip(b"=")),
+    "base64 of gzip": lambda text: base64.b64encode(gzip.compress(text.encode())),
+    "gzip of UTF-16": lambda text: gzip.compress(text.encode("utf-16-le")),
+    "base64 of gzip of UTF-16 BE": lambda text: base64.b64encode(gzip.compress(text.encode("utf-16-be"))),
+}
+FILES = ["README.md", "tokenizer.json", "vocab.txt", "model.safetensors"]  # Markdown, JSON, plain text, weights
+
+
+def plant(path, encoded: bytes) -> None:
+    """`encoded` inside the file: a tensor of its own in the weights (the header names it), else in the middle of the
+    file's bytes, at an odd offset (UTF-16 read from an odd byte, base64 glued to the letters before it)."""
+    if path.suffix == ".safetensors":
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(path)
+        tensors["note"] = torch.frombuffer(bytearray(encoded), dtype=torch.uint8)
+        save_file(tensors, path, metadata={"format": "pt"})
+    else:
+        data = path.read_bytes()
+        middle = len(data) // 2 | 1
+        path.write_bytes(data[:middle] + encoded + data[middle:])
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("form", list(ENCODED))
+def test_the_scan_finds_a_training_text_encoded_inside_each_kind_of_file_train_writes(
+    model,
+    texts,  # noqa: F811
+    tmp_path,
+    name,
+    form,
+):
+    docid, text = a_text(texts)
+    folder = tmp_path / "one-file"  # the scan reads each file apart: a folder of the planted file alone
+    folder.mkdir()
+    shutil.copyfile(model / name, folder / name)
+    plant(folder / name, ENCODED[form](" ".join(text.split()[10:40])))
+    with pytest.raises(TrainingTextFound, match=f"{name} holds text of {docid}"):
+        check_no_training_text(folder, texts)
+
+
+def test_a_readme_saved_whole_as_utf16_or_gzip_is_read(model, texts):  # noqa: F811
+    docid, text = a_text(texts)
+    readme = model / "README.md"
+    card = readme.read_text() + "\n" + " ".join(text.split()[:30]) + "\n"
+    for data in (card.encode("utf-16"), gzip.compress(card.encode())):
+        readme.write_bytes(data)
+        with pytest.raises(TrainingTextFound, match=f"README.md holds text of {docid}"):
+            push_model(model, texts, REPO, own(model), api=RecordingHub(), say=lambda line: None)
+
+
+def test_unrelated_text_in_every_form_is_read_and_not_refused(model, texts):  # noqa: F811
+    from builder.training.text_forms import DecodeBudget, file_texts
+
+    unrelated = "Fine-tuned on sub-questions of Researchy Questions with graded judgments over three steps, no more."
+    for encode in ENCODED.values():
+        plant(model / "vocab.txt", encode(unrelated))
+        assert any(unrelated in t for t in file_texts(model / "vocab.txt", DecodeBudget())), "read in that form"
+    assert check_no_training_text(model, texts).clean
+
+
+def test_a_file_decoding_to_more_than_the_scan_reads_is_refused_not_passed(model, texts):  # noqa: F811
+    from builder.training.push import NotReadWhole
+
+    plant(model / "tokenizer.json", gzip.compress(b"\0" * (2 << 20)))
+    with pytest.raises(NotReadWhole) as refused:
+        check_no_training_text(model, texts, decoded_bytes=1 << 20)
+    message = str(refused.value)
+    assert "tokenizer.json: more than 1,048,576 bytes of base64 or gzip data once decoded" in message
+    assert "Nothing was uploaded" in message and "\n" not in message
+    assert check_no_training_text(model, texts).clean  # within the default: read whole, and clean

@@ -327,3 +327,75 @@ def test_training_rows_takes_str_paths(retrieved_release, tmp_path):
     summary = write_training_files(str(built), str(root / "texts-str"), str(tmp_path / "files"))
     rows = training_rows(str(built), str(tmp_path / "files"), load_profile("paper"))
     assert len(rows.dataset) == summary.rows["train"] > 0
+
+
+def snapshot(folder):
+    """Every file under `folder`: its bytes and modification time, by relative path."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def earlier_run(retrieved_release, tmp_path):
+    """A folder holding an earlier good run of training-files (k 2), and the texts it was made from."""
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    texts = root / "texts-earlier"
+    if not texts.exists():
+        write_texts(built, retrieved_release["copy"], texts)
+    out = tmp_path / "tf"
+    write_training_files(built, texts, out, negatives=2)
+    return built, texts, out
+
+
+def test_a_refusal_over_an_earlier_good_run_leaves_every_file_byte_identical(earlier_run, tmp_path):
+    built, texts, out = earlier_run
+    before = snapshot(out)
+    assert pq.read_metadata(out / "sentence-transformers" / "train.parquet").num_rows > 0
+    code, output = cli_one_line("training-files", built, "--texts", texts, "--out", out, "--negatives", 1000)
+    assert_one_line_error(code, output, "--negatives 1000: every one of the", f"no row was written, and {out} is as")
+    assert snapshot(out) == before  # before: train.parquet had 0 rows and tevatron/train.jsonl was empty
+    assert [p.name for p in tmp_path.iterdir()] == ["tf"], "the new run's folder beside OUT is removed"
+
+
+def test_a_new_run_replaces_the_earlier_one_whole_and_carries_its_lookups(earlier_run, tmp_path):
+    built, texts, out = earlier_run
+    lookups = {p.name: p.stat().st_ino for p in out.glob("_lookup-*.sqlite")}
+    assert len(lookups) == 2
+    write_training_files(built, texts, out, negatives=3, formats=("beir",))
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.suffix != ".sqlite") == [
+        "_document_texts.json",
+        "beir/corpus.jsonl",
+        "beir/qrels/dev.tsv",
+        "beir/qrels/test.tsv",
+        "beir/qrels/train.tsv",
+        "beir/queries.jsonl",
+    ]  # the earlier run's k=2 files are gone with it: OUT holds one run's files
+    assert {p.name: p.stat().st_ino for p in out.glob("_lookup-*.sqlite")} == lookups, "built again, not carried"
+    assert [p.name for p in tmp_path.iterdir()] == ["tf"]
+
+
+def test_a_file_training_files_does_not_write_is_refused_before_anything_changes(earlier_run):
+    built, texts, out = earlier_run
+    (out / "beir").mkdir(exist_ok=True)
+    (out / "beir" / "my-notes.txt").write_text("the user's own notes\n")
+    before = snapshot(out)
+    code, output = cli_one_line("training-files", built, "--texts", texts, "--out", out, "--negatives", 3)
+    assert_one_line_error(code, output, f"--out {out}: holds beir/my-notes.txt, not a file `training-files` writes")
+    assert snapshot(out) == before
+    a_file = out / "beir" / "my-notes.txt"
+    code, output = cli_one_line("training-files", built, "--texts", texts, "--out", a_file)
+    assert_one_line_error(code, output, f"--out {a_file}: is a file; --out takes a folder")
+    assert snapshot(out) == before
+
+
+def test_an_out_that_is_a_link_the_user_named_is_swapped_where_it_points(earlier_run, tmp_path):
+    built, texts, out = earlier_run
+    named = tmp_path / "named"
+    named.symlink_to(out)
+    write_training_files(built, texts, named, negatives=3, formats=("sentence-transformers",))
+    assert named.is_symlink() and named.resolve() == out
+    assert pq.read_schema(out / "sentence-transformers" / "train.parquet").names[-1] == "negative_3"
+    assert not (out / "flagembedding").exists()

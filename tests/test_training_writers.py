@@ -1,7 +1,7 @@
 """The training surfaces' writers held to build-release's bar: `texts`, `training-files` and
 `train` write no file through a link out of their folder (refused with one line naming the link, as
-generation/storage.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves no
-temporary file behind once it runs again."""
+generation/storage.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves an
+earlier run's files as they were, and no temporary file behind once it runs again."""
 
 import os
 import signal
@@ -77,12 +77,12 @@ KILL_DURING = {
     # the texts lookup, killed after its first batch went into the temporary SQLite file (its -journal open)
     "lookup": """
         original = files.sqlite_lookup
-        def sqlite_lookup(path, create, rows):
+        def sqlite_lookup(path, create, rows, earlier=None):
             def killed_after_one(rows):
                 for batch in rows:
                     yield batch
                     os.kill(os.getpid(), signal.SIGKILL)
-            return original(path, create, killed_after_one(rows))
+            return original(path, create, killed_after_one(rows), earlier)
         files.sqlite_lookup = sqlite_lookup
         progress = None
     """,
@@ -95,8 +95,12 @@ KILL_DURING = {
 
 
 @pytest.mark.parametrize("when", list(KILL_DURING))
-def test_a_killed_training_files_leaves_no_temporary_file_once_rerun(release, texts, tmp_path, when):  # noqa: F811
+def test_a_killed_training_files_leaves_an_earlier_run_as_it_was_and_no_temporary_file_once_rerun(
+    release, texts, tmp_path, when
+):  # noqa: F811
     out = tmp_path / "training"
+    write_training_files(release, texts, out, negatives=2, formats=("sentence-transformers",))
+    earlier = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     script = (
         textwrap.dedent(
             """
@@ -112,14 +116,19 @@ def test_a_killed_training_files_leaves_no_temporary_file_once_rerun(release, te
         """
         )
     )
+    if when == "lookup":
+        for lookup in out.glob("_lookup-*.sqlite"):
+            lookup.unlink()  # else the earlier run's are carried over, and nothing is built to be killed in
+            del earlier[lookup.name]
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    left = [p for p in out.rglob("*") if ".tmp" in p.name]
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == earlier
+    left = [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
     assert left, "the kill left nothing to clean: the test would prove nothing"
     if when == "lookup":
         assert any(p.name.endswith("-journal") for p in left)
     write_training_files(release, texts, out)
-    assert not [p for p in out.rglob("*") if ".tmp" in p.name or p.name.endswith("-journal")]
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name or p.name.endswith("-journal")]
     clean = tmp_path / "clean"
     write_training_files(release, texts, clean)
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == sorted(

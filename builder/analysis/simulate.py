@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from builder.analysis.alpha_ndcg import alpha_ndcg
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
+from generation.storage import replace_file
 
 MAX_LEVEL = 5
 
@@ -191,9 +192,10 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
     ax.set_title(f"{metric} over budget (cf. Petcu et al., arXiv:2510.18633, Figure 4)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    try:
+        return replace_file(Path(path).parent, Path(path).name, lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def document_embeddings(index: Path, docids: set[str]):

@@ -17,13 +17,14 @@ from builder.cli.support import (
     fail,
     guard_commands,
     new_app,
+    output_option,
     policy_names,
     positive,
 )
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
-from generation.storage import refuse_links
+from generation.storage import write_text_atomic
 
 app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
 
@@ -39,8 +40,8 @@ def agreement(
     binary_at: int | None = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
     runs: Path | None = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
     resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)"),
-    json_out: Path | None = typer.Option(
-        None, "--json", help=JSON_HELP + " (`build-release --agreement` reads the file)"
+    json_out: Path | None = output_option(
+        None, "--json", output="file", help=JSON_HELP + " (`build-release --agreement` reads the file)"
     ),
 ) -> None:
     """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
@@ -116,8 +117,8 @@ def simulate(
     hierarchical: bool = typer.Option(False, help="headers as parent arms, bullets as children (section 3.5)"),
     index: Path | None = typer.Option(None, help="Lucene index: document texts for the diversity policies"),
     limit: int | None = typer.Option(None, min=1, help="simulate on the first N questions only"),
-    out: Path | None = typer.Option(None, help="folder for simulation.json and simulation.png"),
-    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
+    out: Path | None = output_option(None, "--out", help="folder for simulation.json and simulation.png"),
+    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
 ) -> None:
     """Offline budgeted judging on a judged release: precision, recall and alpha-nDCG@10 per budget."""
     from builder.analysis.simulate import document_embeddings, load_instances, plot
@@ -128,8 +129,6 @@ def simulate(
     existing_release(release)
     if out is not None and out.exists() and not out.is_dir():
         fail(f"{out}: is a file; --out takes a folder")
-    if out is not None:  # before the long work: a user's file a link points to is never written
-        refuse_links(out, "simulation.json", "simulation.png")
     check_writable_file(json_out, "--json")
     instances = load_instances(release, split, limit)
     if not instances:
@@ -162,7 +161,7 @@ def simulate(
         print_simulation(results, len(instances), repeats, threshold)
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "simulation.json").write_text(json.dumps(by_policy, indent=1))
+        write_text_atomic(out / "simulation.json", json.dumps(by_policy, indent=1))
         console.print(
             f"-> {out / 'simulation.json'}, {plot(results, out / 'simulation.png')}", highlight=False, markup=False
         )
@@ -202,7 +201,7 @@ def evaluate(
     ),
     threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
     split: str | None = typer.Option(None, help="average over this split's questions only (default: all)"),
-    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP),
+    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
 ) -> None:
     """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
     averaged over every question of the release (a question missing from the run scores 0)."""

@@ -178,7 +178,7 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
     )
     result = agreement(out / "judgments" / "train", second, resamples=200)
     print_agreement(result)
-    (out / "agreement.json").write_text(json.dumps(result, indent=1))
+    write_text_atomic(out / "agreement.json", json.dumps(result, indent=1))
     return [("agreement (stand-in judges)", out / "agreement.json", None)]
 
 

@@ -9,7 +9,15 @@ from pathlib import Path
 import typer
 
 from builder.cli.reports import stage_report
-from builder.cli.support import NUM_SHARDS, SHARD, check_folder_arg, check_writable_file, profile_of, shard_of
+from builder.cli.support import (
+    NUM_SHARDS,
+    SHARD,
+    check_folder_arg,
+    check_writable_file,
+    output_option,
+    profile_of,
+    shard_of,
+)
 from generation.errors import InputError
 from generation.labels.formats import LabelFormat
 from generation.progress import console
@@ -31,7 +39,7 @@ def import_labels_command(execute: Callable) -> Callable:
             "qid::docid::i_subquestion)",
         ),
         subquestions: Path = typer.Option(..., "--subquestions", help="folder from `researchy-subq questions`"),
-        out: Path = typer.Option(..., "--out", help="folder for the judgments shards"),
+        out: Path = output_option(..., "--out", help="folder for the judgments shards"),
         judge: str = typer.Option(
             ...,
             "--judge",
@@ -49,8 +57,11 @@ def import_labels_command(execute: Callable) -> Callable:
             help="corpus folder: match document ids against its "
             "ClueWeb22-IDs and URL-hash map (default: keep them as given)",
         ),
-        rejects: Path | None = typer.Option(
-            None, help="set bad lines aside here (with their reason) and go on, instead of stopping at the first"
+        rejects: Path | None = output_option(
+            None,
+            "--rejects",
+            output="file",
+            help="set bad lines aside here (with their reason) and go on, instead of stopping at the first",
         ),
         shard: int = SHARD,
         num_shards: int = NUM_SHARDS,

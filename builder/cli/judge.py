@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.support import Policy, check_folder_arg, fail, notice, positive, say, warn_stand_in
+from builder.cli.support import Policy, check_folder_arg, fail, notice, output_option, positive, say, warn_stand_in
 from generation.profiles import Profile
 from generation.shards import Shard
 from generation.stages import Stage
@@ -22,11 +22,13 @@ from generation.stages.budgeted import BudgetedJudgeStage
 from generation.stages.judge import JudgeStage
 
 
-def cli_option(default, cli_default=None, **option):
+def cli_option(default, cli_default=None, output: str | None = None, **option):
     """A `JudgeOptions` field that is a command-line option: its default, and the typer.Option the command shows
-    (`cli_default` where the command's default is spelled otherwise, as an enum's value)."""
+    (`cli_default` where the command's default is spelled otherwise, as an enum's value; `output` for a path it writes,
+    builder/cli/support.py `output_option`)."""
     shown = default if cli_default is None else cli_default
-    return field(default=default, metadata={"option": typer.Option(shown, **option)})
+    made = typer.Option(shown, **option) if output is None else output_option(shown, output=output, **option)
+    return field(default=default, metadata={"option": made})
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class JudgeOptions:
     concurrency: int | None = cli_option(None, min=1, help="backend openai: requests in flight")
     export_batch: Path | None = cli_option(
         None,
+        output="folder",
         help="write the shard's pairs still missing as OpenAI Batch request files (and manifest.json) into this folder",
     )
     import_batch: list[Path] | None = cli_option(

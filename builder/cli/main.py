@@ -13,7 +13,7 @@ from builder.cli import analysis as analysis_commands
 from builder.cli import release as release_commands
 from builder.cli import retriever as retriever_commands
 from builder.cli import stages as stage_commands
-from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback
+from builder.cli.support import check_folder_arg, guard_commands, new_app, output_option, version_callback
 from generation.progress import results
 
 app = new_app("Regenerate, package, validate and publish the Researchy Questions sub-question judgments.")
@@ -30,8 +30,9 @@ def researchy_subq(
 
 @app.command()
 def demo(
-    out: Path = typer.Option(
+    out: Path = output_option(
         Path("demo-output"),
+        "--out",
         help="where every stage writes: a new or empty folder, or one an earlier demo made (it is replaced)",
     ),
 ) -> None:

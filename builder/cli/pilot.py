@@ -20,6 +20,7 @@ from builder.cli.support import (
     check_writable_file,
     fail,
     notice,
+    output_option,
     run_stage,
     say,
     shard_of,
@@ -72,14 +73,22 @@ def pilot_command() -> Callable[..., None]:
     --num-shards and --json; it builds one `PilotOptions` and runs `pilot`."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter(o.name, keyword, annotation=o.kind, default=typer.Option(o.default, o.flag, **o.settings))
+        inspect.Parameter(
+            o.name,
+            keyword,
+            annotation=o.kind,
+            default=(output_option if "output" in o.settings else typer.Option)(o.default, o.flag, **o.settings),
+        )
         for o in option_fields()
     ]
     params += [
         inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
         inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
         inspect.Parameter(
-            "json_out", keyword, annotation=Path | None, default=typer.Option(None, "--json", help=JSON_HELP)
+            "json_out",
+            keyword,
+            annotation=Path | None,
+            default=output_option(None, "--json", output="file", help=JSON_HELP),
         ),
     ]
 

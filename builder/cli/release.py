@@ -7,7 +7,16 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.support import RELEASE, existing_release, fail, guard_commands, new_app, notice, run_stage
+from builder.cli.support import (
+    RELEASE,
+    existing_release,
+    fail,
+    guard_commands,
+    new_app,
+    notice,
+    output_option,
+    run_stage,
+)
 from builder.release.validate.expectations import ExpectationError
 from generation.progress import results
 from generation.storage import MARKER, OwnershipError, claim_folder
@@ -25,7 +34,7 @@ def build_release_command(
         help="the retrieve/rerank runs folder (repeatable: train, test): the documents they retrieved that no judgment "
         "covers become questions.retrieved_unjudged and hard-negatives' retrieved_unjudged negatives",
     ),
-    out: Path = typer.Option(
+    out: Path = output_option(
         Path("researchy-subq-judgments"),
         "--out",
         help="the release folder (= the Hub repository; its name is the dataset's name): new, "

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from generation.progress import console, results
+from generation.storage import write_text_atomic
 
 JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout instead of the table"
 
@@ -243,7 +244,7 @@ def emit_json(data, target: Path | None) -> bool:
     if str(target) == "-":
         typer.echo(text)
         return True
-    target.write_text(text + "\n")
+    write_text_atomic(target, text + "\n")
     console.print(f"-> {target}", highlight=False, markup=False, soft_wrap=True)
     return False
 

@@ -19,6 +19,7 @@ from builder.cli.support import (
     guard_commands,
     new_app,
     notice,
+    output_option,
     profile_of,
     run_stage,
     shard_of,
@@ -38,7 +39,7 @@ def texts(
         "itself; the tree ir_datasets' clueweb22 reads), or the kit's corpus Parquet "
         "(`researchy-subq corpus` output)",
     ),
-    out: Path = typer.Option(..., "--out", help="where the texts go: a local folder outside any release"),
+    out: Path = output_option(..., "--out", help="where the texts go: a local folder outside any release"),
     offsets: bool = typer.Option(
         True,
         help="read ClueWeb22 records through their .offset files when present "
@@ -89,7 +90,7 @@ def texts(
 def training_files(
     release: Path = RELEASE,
     texts_folder: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote"),
-    out: Path = typer.Option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
+    out: Path = output_option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
     whole: bool = typer.Option(False, "--whole", help="use whole documents (default: as the judge saw them)"),
     negatives: int | None = typer.Option(None, min=1, help="negatives per row, k (default: the release's)"),
     negative_level: int | None = typer.Option(
@@ -135,8 +136,8 @@ def training_files(
 def train(
     release: Path = RELEASE,
     texts: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote from your copy"),
-    out: Path = typer.Option(..., "--out", help="the model folder: the fine-tuned model and its card, nothing else"),
-    work: Path | None = typer.Option(
+    out: Path = output_option(..., "--out", help="the model folder: the fine-tuned model and its card, nothing else"),
+    work: Path | None = output_option(
         None, "--work", help="the training files and checkpoints (default: OUT-work beside OUT); a re-run resumes"
     ),
     profile: str | None = typer.Option(

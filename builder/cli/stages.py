@@ -25,6 +25,7 @@ from builder.cli.support import (
     guard_commands,
     new_app,
     notice,
+    output_option,
     positive,
     profile_of,
     run_stage,
@@ -40,6 +41,7 @@ from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
+from generation.storage import write_text_atomic
 
 app = new_app(
     "Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "
@@ -66,10 +68,12 @@ def questions(
     input: list[Path] = typer.Option(
         ..., "--input", help="Researchy records: .jsonl, .jsonl.gz or .parquet (repeatable)"
     ),
-    out: Path = typer.Option(..., "--out", help="folder for questions.parquet and subquestions.parquet"),
+    out: Path = output_option(..., "--out", help="folder for questions.parquet and subquestions.parquet"),
     split: str = typer.Option("train", help="split name stored with each question"),
     decomposition: Decomposition = typer.Option(Decomposition.subquestions, help="which sub-questions to keep"),
-    rejects: Path | None = typer.Option(None, help="write malformed records here and go on, instead of stopping"),
+    rejects: Path | None = output_option(
+        None, "--rejects", output="file", help="write malformed records here and go on, instead of stopping"
+    ),
 ) -> None:
     """Read Researchy Questions records into the questions and subquestions tables."""
     for path in input:
@@ -92,10 +96,12 @@ def corpus(
     input: list[Path] = typer.Option(
         ..., "--input", help="ClueWeb22 txt folders/files (*.json.gz) or JSONL (repeatable)"
     ),
-    out: Path = typer.Option(..., "--out", help="folder for the corpus shards and the url-hash map"),
+    out: Path = output_option(..., "--out", help="folder for the corpus shards and the url-hash map"),
     shard: int = SHARD,
     num_shards: int = NUM_SHARDS,
-    rejects: Path | None = typer.Option(None, help="write each rejected line here, with its reason"),
+    rejects: Path | None = output_option(
+        None, "--rejects", output="file", help="write each rejected line here, with its reason"
+    ),
 ) -> None:
     """Read ClueWeb22 txt records or JSONL into corpus shards and a URL-hash -> docid map."""
     check_writable_file(rejects, "--rejects")
@@ -112,7 +118,7 @@ def corpus(
 @app.command()
 def index(
     corpus: Path = typer.Option(..., "--corpus", help="folder of corpus shards"),
-    index: Path = typer.Option(..., "--index", help="where the Lucene index goes"),
+    index: Path = output_option(..., "--index", help="where the Lucene index goes"),
     threads: int = typer.Option(2, "--threads", min=1, help="Anserini indexing threads"),
     memory_mb: int = typer.Option(2048, "--memory-mb", min=256, help="Java heap for Anserini, in MB"),
     profile: str = typer.Option("paper", "--profile", help="the profile whose bm25.stemmer the index uses"),
@@ -150,7 +156,7 @@ def stage_command(
             "out",
             keyword,
             annotation=Path,
-            default=typer.Option(..., "--out", help=f"folder for the {stage_class.writes} shards"),
+            default=output_option(..., "--out", help=f"folder for the {stage_class.writes} shards"),
         )
     )
     params += [
@@ -213,7 +219,9 @@ def plan(
         "paper-scale row (default: 2900/2048, about 2,900 Llama-3 tokens "
         "for 2,048 words of ClueWeb22 text)",
     ),
-    json_out: Path | None = typer.Option(None, "--json", help=JSON_HELP + " (`slurm --from-plan` reads the file)"),
+    json_out: Path | None = output_option(
+        None, "--json", output="file", help=JSON_HELP + " (`slurm --from-plan` reads the file)"
+    ),
     full: bool = typer.Option(
         False, "--full", help="every row, column and note (about 300 columns wide) instead of the 100-column view"
     ),
@@ -310,7 +318,9 @@ def slurm(
     ),
     gpus_per_task: int = typer.Option(4, min=0, help="GPUs per array task"),
     venv: Path = typer.Option(Path(".venv"), help="the virtual environment the tasks activate"),
-    write: Path | None = typer.Option(None, help="write the sbatch file here instead of printing it"),
+    write: Path | None = output_option(
+        None, "--write", output="file", help="write the sbatch file here instead of printing it"
+    ),
     arguments: list[str] = typer.Argument(
         None, help="the stage's own options after `--`, e.g. -- --profile paper --subquestions ... --out ..."
     ),
@@ -336,7 +346,7 @@ def slurm(
     if write is None:
         typer.echo(script, nl=False)
     else:
-        write.write_text(script)
+        write_text_atomic(write, script)
         say(f"sbatch file -> {write}; submit it with: sbatch {write}")
 
 

@@ -1,6 +1,7 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
 `say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
-never a traceback; help reads as English), argument checks, and `new_app`."""
+never a traceback; help reads as English), `output_option` (every option naming a path the command writes), argument
+checks, and `new_app`."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from generation.profiles import ProfileError, bundled_profiles, load_profile
 from generation.progress import console, counter, results
 from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
-from generation.storage import OwnershipError
+from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
@@ -206,6 +207,37 @@ def positive(name: str, value, upper: float | None = None, include_upper: bool =
         bound = "" if upper is None else f" and {'<=' if include_upper else '<'} {upper:g}"
         raise typer.BadParameter(f"must be > 0{bound}, got {value!r}", param_hint=name)
     return value
+
+
+def _output_guard(kind: str):
+    """The callback of an `output_option` of `kind` (folder or file): the one link guard on the value as the command
+    line is read, so a link is refused, naming the option and the path, before the command writes anything."""
+
+    def guard(ctx, param, value):
+        if value is None or str(value) == "-":  # `--json -`: stdout
+            return value
+        option, path = (param.opts or [param.name])[0], Path(value)
+        try:
+            if kind == "folder":  # no link under it (the folder itself the user named, as every folder writer takes it)
+                refuse_links_under(path, given_as=f"{option} {path}: ")
+            else:
+                refuse_links(path.parent, path.name, given_as=f"{option} ", instead="file")
+        except LinkRefused as e:
+            fail(str(e))
+        return value
+
+    return guard
+
+
+OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file")}
+
+
+def output_option(default, *flags: str, output: str = "folder", **settings):
+    """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
+    `--json`). Every such option is made here, so each goes through the one link guard (generation/storage.py
+    `refuse_links`); tests/test_output_links.py walks every command and fails on a path option that is neither this
+    nor a declared input."""
+    return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)
 
 
 def check_folder_arg(path: Path | None, option: str) -> None:

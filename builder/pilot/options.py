@@ -32,7 +32,8 @@ class CommandOption(NamedTuple):
 
 def option(default, flag: str, help: str, **bounds):
     """A `PilotOptions` field that is the command's option `flag`: its default (REQUIRED: none), its help, and the
-    bounds the command checks (typer's `min`)."""
+    bounds the command checks (typer's `min`), or `output="folder"` for a folder it writes (builder/cli/support.py
+    `output_option`)."""
     metadata = {"option": (default, flag, {"help": help, **bounds})}
     if default is REQUIRED:
         return field(metadata=metadata)
@@ -53,7 +54,9 @@ class PilotOptions:
     subquestions: Path = option(REQUIRED, "--subquestions", "folder from `researchy-subq questions`")
     candidates: Path = option(REQUIRED, "--candidates", "folder of candidate pool shards")
     index: Path = option(REQUIRED, "--index", "Lucene index (document text)")
-    out: Path = option(REQUIRED, "--out", "folder for the sample, each setting's judgments (a/, b/) and pilot.json")
+    out: Path = option(
+        REQUIRED, "--out", "folder for the sample, each setting's judgments (a/, b/) and pilot.json", output="folder"
+    )
     pairs: int = option(2000, "--pairs", "pairs in the sample", min=1)
     questions: int = option(100, "--questions", "questions drawn whole; the pairs come from them", min=1)
     seed: int = option(0, "--seed", "seed of the draw and of the bootstrap (>= 0)")

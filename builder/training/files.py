@@ -14,14 +14,22 @@ hard_negatives.py): its own rows by default, or another k, negative level or fil
   src/tevatron/retriever/dataset.py) and `tevatron/{split}.jsonl`: the rows whose documents all have a text.
 
 Texts (by docid) and levels (from `qrels`) are looked up in SQLite files built once in OUT (`_lookup-*.sqlite`, named
-by the state of their inputs), so memory stays bounded. A row whose positive or a negative the copy lacks is left out
-of every file and counted; BEIR qrels keep every judgment.
+by the state of their inputs, carried from one run to the next), so memory stays bounded. A row whose positive or a
+negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
+
+Every check and refusal comes before OUT changes: a run writes its files into a new folder beside OUT and swaps it in
+whole once they are all written (generation/storage.py `staged_folder`); a refusal, an error or a kill leaves an
+earlier run's files as they were. So OUT holds the files of one run, and nothing else: a file there that
+`training-files` does not write is refused, never swept away.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -37,10 +45,23 @@ from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, Training
 from builder.training.rows import release_rows, rule_of_release
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError, InputError
-from generation.storage import commit, prepare_output_folder, tmp_path, write_text_atomic
+from generation.storage import (
+    OwnershipError,
+    commit,
+    files_under,
+    is_temporary,
+    staged_folder,
+    tmp_path,
+    write_text_atomic,
+)
 
 BATCH_ROWS = 2_000
 SQL_VARIABLES = 500  # ids per `IN (...)` query, well under SQLite's limit on host parameters
+# every file a run writes under OUT (the module docstring's list, the marker and the lookups)
+OWN_FILES = re.compile(
+    rf"{re.escape(TEXTS_MARKER)}|_lookup-[^/]+\.sqlite|sentence-transformers(-ids)?/[^/]+\.parquet"
+    r"|(flagembedding|tevatron)/[^/]+\.jsonl|beir/(corpus|queries)\.jsonl|beir/qrels/[^/]+\.tsv"
+)
 
 
 @dataclass
@@ -100,8 +121,32 @@ def files_key(files: list[Path], *extra) -> str:
     return hashlib.sha256(json.dumps([state, *extra]).encode()).hexdigest()[:12]
 
 
-def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlite3.Connection:
-    """An SQLite table built once at `path` from batches of `rows` (complete only once renamed into place)."""
+def refuse_foreign_files(out: Path) -> None:
+    """Before a run replaces OUT: it holds nothing but what `training-files` writes (and a killed run's temporary
+    files), and no link (`files_under`); else an OwnershipError naming the first other file."""
+    if out.exists() and not out.is_dir():
+        raise OwnershipError(f"--out {out}: is a file; --out takes a folder")
+    foreign = [f for f in files_under(out) if not OWN_FILES.fullmatch(f) and not is_temporary(Path(f).name)]
+    if foreign:
+        raise OwnershipError(
+            f"--out {out}: holds {foreign[0]}"
+            + (f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else "")
+            + ", not a file `training-files` writes; a run replaces the whole folder, so it is left untouched: move "
+            "that file out, or choose a new or empty --out"
+        )
+
+
+def sqlite_lookup(
+    path: Path, create: str, rows: Iterator[list[tuple]], earlier: Path | None = None
+) -> sqlite3.Connection:
+    """An SQLite table built once at `path` from batches of `rows` (complete only once renamed into place), or taken
+    from the folder `earlier` (an earlier run's OUT) where it was built from the same inputs; opened read-only."""
+    carried = earlier / path.name if earlier is not None else None
+    if not path.exists() and carried is not None and carried.is_file():
+        try:
+            os.link(carried, path)  # the earlier folder keeps its file as it is
+        except OSError:
+            shutil.copyfile(carried, path)
     if not path.exists():
         tmp = tmp_path(path)
         db = sqlite3.connect(tmp)
@@ -112,10 +157,10 @@ def sqlite_lookup(path: Path, create: str, rows: Iterator[list[tuple]]) -> sqlit
                 db.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({','.join('?' * len(batch[0]))})", batch)
         db.close()
         commit(tmp, path)
-    return sqlite3.connect(path)
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connection:
+def build_lookup(shards: list[Path], out: Path, whole: bool, earlier: Path | None = None) -> sqlite3.Connection:
     """docid -> text (the judge's cut, or whole), read with `lookup` (the recipe uses both)."""
     column = "full_text" if whole else "text"
     rows = (
@@ -127,10 +172,11 @@ def build_lookup(shards: list[Path], out: Path, whole: bool) -> sqlite3.Connecti
         out / f"_lookup-{column}-{files_key(shards)}.sqlite",
         "CREATE TABLE texts (docid TEXT PRIMARY KEY, text TEXT NOT NULL) WITHOUT ROWID",
         rows,
+        earlier,
     )
 
 
-def level_lookup(release: Path, splits: list[str], out: Path) -> sqlite3.Connection:
+def level_lookup(release: Path, splits: list[str], out: Path, earlier: Path | None = None) -> sqlite3.Connection:
     """(subq_id, docid) -> level, from the release's qrels config (the graded judgments)."""
     files = [p for split in splits for p in config("qrels").files(release, split)]
     rows = (
@@ -143,6 +189,7 @@ def level_lookup(release: Path, splits: list[str], out: Path) -> sqlite3.Connect
         "CREATE TABLE levels (query_id TEXT, docid TEXT, level INTEGER NOT NULL, "
         "PRIMARY KEY (query_id, docid)) WITHOUT ROWID",
         rows,
+        earlier,
     )
 
 
@@ -262,7 +309,7 @@ def write_training_files(
     if unknown or not formats:
         raise ArgumentError(f"--format {', '.join(unknown) or '(none)'}: choose from {', '.join(FORMATS)}")
     refuse_release_target(out, release)
-    prepare_output_folder(out)
+    refuse_foreign_files(out)
     shards = texts_folder_for(release, texts)
     _, manifest = release_context_words(release)
     if not manifest.training.fill_order:
@@ -284,34 +331,34 @@ def write_training_files(
             "no hard-negatives rows to write: the release holds no graded-lists files, the training configs' source; "
             "rebuild it with `researchy-subq build-release`",
         )
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(
-        out / TEXTS_MARKER,
-        json.dumps(
-            {
-                "what": "training files holding document texts from a licensed copy: never publish",
-                "texts": str(texts),
-                "whole": whole,
-            }
-        )
-        + "\n",
-    )
     summary = TrainingFilesSummary(out, rule.negatives, rule=rule)
-    lookups = (build_lookup(shards, out, whole), level_lookup(release, splits, out))
-    try:
-        for split in splits:
-            write_split(release, split, lookups, out, rule, formats, summary, progress)
-    finally:
-        for db in lookups:
-            db.close()
-    if summary.counts.positives and summary.counts.short_positives == summary.counts.positives:
-        raise ArgumentError(
-            f"--negatives {rule.negatives}: every one of the {summary.counts.positives:,} positives is short of "
-            f"{rule.negatives} negatives from {', '.join(rule.fill_order)} (level <= {rule.negative_level}): no row "
-            "was written; choose a smaller k"
+    with staged_folder(out) as stage:  # OUT itself changes only once every file below is written
+        write_text_atomic(
+            stage / TEXTS_MARKER,
+            json.dumps(
+                {
+                    "what": "training files holding document texts from a licensed copy: never publish",
+                    "texts": str(texts),
+                    "whole": whole,
+                }
+            )
+            + "\n",
         )
-    summary.corpus = write_corpora(shards, out, whole, [f for f in ("beir", "tevatron") if f in formats])
-    if "beir" in formats:
-        summary.queries = write_queries_and_qrels(release, out, splits)
+        lookups = (build_lookup(shards, stage, whole, earlier=out), level_lookup(release, splits, stage, earlier=out))
+        try:
+            for split in splits:
+                write_split(release, split, lookups, stage, rule, formats, summary, progress)
+        finally:
+            for db in lookups:
+                db.close()
+        if summary.counts.positives and summary.counts.short_positives == summary.counts.positives:
+            raise ArgumentError(
+                f"--negatives {rule.negatives}: every one of the {summary.counts.positives:,} positives is short of "
+                f"{rule.negatives} negatives from {', '.join(rule.fill_order)} (level <= {rule.negative_level}): no "
+                f"row was written, and {out} is as it was; choose a smaller k"
+            )
+        summary.corpus = write_corpora(shards, stage, whole, [f for f in ("beir", "tevatron") if f in formats])
+        if "beir" in formats:
+            summary.queries = write_queries_and_qrels(release, stage, splits)
     summary.formats = formats
     return summary

@@ -3,7 +3,8 @@
 The files sent are the ones `train` wrote into the model folder, listed by name (`TrainingReport.model_files`). A
 folder that holds any other file (a user's notes, a gzip of training text) is refused, naming the file: nothing is
 uploaded, as `publish` leaves foreign files out of a release. The files sent are first scanned for the training
-texts (builder/training/text_scan.py). The upload is one `create_commit` of exactly those files (huggingface_hub's
+texts (builder/training/text_scan.py), in the forms builder/training/text_forms.py reads; a file holding more decoded
+data than the scan reads is refused too, and the line that reports a clean scan says what the scan cannot see. The upload is one `create_commit` of exactly those files (huggingface_hub's
 `CommitOperationAdd` per file); its failures become one line (builder/release/publish/hub_errors.py)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from builder.release.publish.hub_errors import PublishRefused, checked_repo_id, hub_errors
 from builder.training.recipe import REPORT
+from builder.training.text_forms import DECODED_BYTES, FORMS_NOT_READ, FORMS_READ
 from builder.training.text_scan import MIN_WORDS, ScanResult, scan_folder
 from builder.training.texts import text_files
 from generation.storage import files_under
@@ -20,6 +22,10 @@ from generation.storage import files_under
 
 class TrainingTextFound(PublishRefused):
     """The model folder holds text of a training document: nothing was uploaded."""
+
+
+class NotReadWhole(PublishRefused):
+    """The model folder holds a file with more decoded data than the scan reads: nothing was uploaded."""
 
 
 class ForeignFile(PublishRefused):
@@ -55,15 +61,22 @@ def check_before_training(folder: Path) -> None:
     check_own_files(folder, sorted(set(files_under(folder)) & set(written)))
 
 
-def check_no_training_text(folder: Path, texts: Path) -> ScanResult:
+def check_no_training_text(folder: Path, texts: Path, decoded_bytes: int = DECODED_BYTES) -> ScanResult:
     """The scan of `folder` against every text of the `texts` folder; TrainingTextFound naming each file that holds
-    one (and the document it came from), each (file, document) once."""
-    result = scan_folder(folder, text_files(texts))
-    if not result.clean:
+    one (and the document it came from), each (file, document) once; NotReadWhole naming the files that decode to
+    more than `decoded_bytes`."""
+    result = scan_folder(folder, text_files(texts), decoded_bytes=decoded_bytes)
+    if result.found:
         found = "; ".join(f"{f.file} holds text of {f.docid} ('{f.words}')" for f in result.found)
         raise TrainingTextFound(
             f"{folder}: {found}. Nothing was uploaded: ClueWeb22's licence forbids redistributing its text; remove "
             "it from those files and push again"
+        )
+    if result.unread:
+        raise NotReadWhole(
+            f"{folder}: {', '.join(result.unread)}: more than {decoded_bytes:,} bytes of base64 or gzip data once "
+            "decoded, the most the scan reads of one file, so it cannot say the rest holds no training text. Nothing "
+            "was uploaded: remove that data and push again"
         )
     return result
 
@@ -80,8 +93,9 @@ def push_model(
     check_own_files(folder, files)
     result = check_no_training_text(folder, texts)
     say(
-        f"scanned the {len(files)} files of {folder} that `train` wrote for the {result.texts:,} texts of {texts}: "
-        f"none found ({result.too_short:,} texts under {MIN_WORDS} words not checked)"
+        f"scanned the {len(files)} files of {folder} that `train` wrote for the {result.texts:,} texts of {texts}, "
+        f"{FORMS_READ}: none found ({result.too_short:,} texts under {MIN_WORDS} words not checked); the scan "
+        f"cannot see {FORMS_NOT_READ}"
     )
     if api is None:
         from huggingface_hub import HfApi

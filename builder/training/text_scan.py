@@ -3,19 +3,17 @@
 carry it (sentence-transformers' generated README takes widget examples and a samples table from the training
 data).
 
-Every file of the folder is read as bytes: its text (a UTF-8 file whole, a binary file's runs of printable bytes;
-JSON and HTML escapes undone: what a README, a JSON config or a safetensors header can hold) are cut into word shingles: SHINGLE_WORDS consecutive
-words, lower-cased, a word being a run of Unicode letters and digits. Every text of the `texts` folder is cut the
-same way and its shingles looked up among the folder's. A text shorter than SHINGLE_WORDS words is looked up whole
-when it has MIN_WORDS or more; shorter ones are counted, not checked. Memory: the folder's shingles (a few hundred
-thousand for a MiniLM) and one batch of texts.
+Every file of the folder is read as bytes, in every form builder/training/text_forms.py reads (as stored, UTF-16,
+base64 and gzip, one inside the other up to three layers; JSON and HTML escapes undone), and its texts are cut into
+word shingles: SHINGLE_WORDS consecutive words, lower-cased, a word being a run of Unicode letters and digits. Every
+text of the `texts` folder is cut the same way and its shingles looked up among the folder's. A text shorter than
+SHINGLE_WORDS words is looked up whole when it has MIN_WORDS or more; shorter ones are counted, not checked. A file
+holding more decoded bytes than the scan reads is named in `ScanResult.unread`, never passed as clean. Memory: the
+folder's shingles (a few hundred thousand for a MiniLM) and one batch of texts.
 """
 
 from __future__ import annotations
 
-import html
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,13 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from builder.training.text_forms import DECODED_BYTES, DecodeBudget, file_texts
+
 SHINGLE_WORDS = 8
 MIN_WORDS = 4
 BATCH_TEXTS = 2_000
-READ_BYTES = 64 << 20  # a large file (the weights) is read this much at a time
-RUN_BYTES = 24  # printable bytes in a row that count as text in a binary file (random bytes: ~1e-10 of the time)
-ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrtbf\"/\\])")
-SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": " ", "f": " ", '"': '"', "/": "/", "\\": "\\"}
 WORD_BREAK = r"[^\p{L}\p{N}]+"  # RE2: what is not a Unicode letter or digit
 PRIME = np.uint64(1_099_511_628_211)  # FNV's 64-bit prime: a multiplier for the rolling shingle hash
 
@@ -47,37 +43,11 @@ class ScanResult:
     texts: int = 0
     too_short: int = 0  # texts under MIN_WORDS words: not checked
     found: list[TextFound] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # files holding more decoded bytes than the scan reads
 
     @property
     def clean(self) -> bool:
-        return not self.found
-
-
-def _unescape(match: re.Match) -> str:
-    code = match.group(1)
-    return chr(int(code[1:], 16)) if code.startswith("u") else SIMPLE_ESCAPES[code]
-
-
-def text_runs(path: Path) -> Iterator[str]:
-    """The text of a file: all of it when it is UTF-8 (a README, a JSON config, a vocabulary), else its runs of
-    RUN_BYTES or more printable ASCII bytes (the header of a weights file), read READ_BYTES at a time."""
-    with open(path, "rb") as f:
-        while chunk := f.read(READ_BYTES):
-            try:
-                runs = [chunk.decode("utf-8")]
-            except UnicodeDecodeError:
-                runs = _ascii_runs(chunk)
-            for run in runs:
-                yield html.unescape(ESCAPE.sub(_unescape, run))
-
-
-def _ascii_runs(chunk: bytes) -> list[str]:
-    data = np.frombuffer(chunk, np.uint8)
-    printable = ((data >= 0x20) & (data <= 0x7E)) | (data == 0x09) | (data == 0x0A) | (data == 0x0D)
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], printable, [False]]).astype(np.int8)))
-    starts, ends = edges[0::2], edges[1::2]
-    long = ends - starts >= RUN_BYTES
-    return [chunk[a:b].decode("ascii") for a, b in zip(starts[long].tolist(), ends[long].tolist())]
+        return not self.found and not self.unread
 
 
 def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -119,11 +89,13 @@ class FolderShingles:
 
     BITMAP = 1 << 24
 
-    def __init__(self, folder: Path):
-        folder, self.files = Path(folder), {}
+    def __init__(self, folder: Path, decoded_bytes: int = DECODED_BYTES):
+        folder, self.files, self.unread = Path(folder), {}, []
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-            name = str(path.relative_to(folder))
-            runs = list(text_runs(path))
+            name, budget = str(path.relative_to(folder)), DecodeBudget(decoded_bytes)
+            runs = list(file_texts(path, budget))
+            if budget.exceeded:
+                self.unread.append(name)
             for start in range(0, len(runs), BATCH_TEXTS):
                 hashes, owner = _words(pa.array(runs[start : start + BATCH_TEXTS], pa.string()))
                 for length in range(MIN_WORDS, SHINGLE_WORDS + 1):
@@ -164,11 +136,14 @@ def _matches(batch: pa.RecordBatch, folder: FolderShingles, result: ScanResult) 
             result.found.append(TextFound(file, docid, " ".join(words)))
 
 
-def scan_folder(folder: Path, text_files: list[Path], limit: int = 10) -> ScanResult:
+def scan_folder(
+    folder: Path, text_files: list[Path], limit: int = 10, decoded_bytes: int = DECODED_BYTES
+) -> ScanResult:
     """The texts (`docid`, `text` of each of `text_files`, the Parquet files `researchy-subq texts` writes) found in
-    any file of `folder`; stops after `limit` findings."""
-    shingles = FolderShingles(folder)
-    result = ScanResult()
+    any file of `folder`, and the files holding more than `decoded_bytes` of decoded bytes; stops after `limit`
+    findings."""
+    shingles = FolderShingles(folder, decoded_bytes)
+    result = ScanResult(unread=shingles.unread)
     for path in text_files:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_TEXTS, columns=["docid", "text"]):
             _matches(batch, shingles, result)

@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generation.storage import write_text_atomic
+
 REFERENCE = Path(__file__).with_name("calibration-h100-2026-11-23.json")
 
 
@@ -101,7 +103,7 @@ class Calibration:
         return self.utilisation.get(backend, {}).get(precision)
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.__dict__, indent=1) + "\n")
+        write_text_atomic(path, json.dumps(self.__dict__, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Calibration:

@@ -286,7 +286,7 @@ def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, prog
                 written = parts.finish()
         output = output_path.read_text()
         if log is not None:
-            Path(log).write_text(output)
+            write_text_atomic(log, output)
         indexed = re.search(r"Total ([\d,]+) documents indexed", output)
         if (
             returncode != 0
