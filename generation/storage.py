@@ -8,6 +8,8 @@ made itself (`claim_folder`).
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import re
@@ -176,14 +178,32 @@ def prepare_output_folder(folder: str | Path) -> None:
         clean_stale_tmp(top)
 
 
+RENAME_EXCHANGE = 2  # linux/fs.h: renameat2 swaps the two paths in one step
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swaps two existing paths in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`, man 2 rename); False where the
+    system or the file system has no such call, and nothing was changed."""
+    rename = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if rename is None:
+        return False
+    at_cwd = -100  # AT_FDCWD: the paths are relative to the working directory (or absolute)
+    if rename(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(error, os.strerror(error), str(first), None, str(second))
+
+
 @contextmanager
 def staged_folder(final: str | Path) -> Iterator[Path]:
     """A new run's folder, written beside `final` under a temporary name (`.NAME.tmp-<pid>-<random>`) and swapped in
     for `final` only when the block ends without an error; on an error or a refusal it is removed and `final` is as it
-    was. The swap is two renames (`final` aside, the new folder in), then the earlier folder removed: a kill before
-    it leaves `final` untouched and a temporary folder that the next run removes (`clean_stale_tmp`); a kill between
-    the two renames (microseconds) leaves no `final`, only temporary folders. When `final` is a link the user named,
-    the swap happens where it points."""
+    was. The swap is one atomic exchange where the system has it (Linux), so a kill at any moment leaves `final` whole,
+    the earlier run or the new one; elsewhere it is two renames (`final` aside, the new folder in), and a kill between
+    them (microseconds) leaves no `final`. Either way the folder left beside it is removed by the next run
+    (`clean_stale_tmp`). When `final` is a link the user named, the swap happens where it points."""
     final = Path(final)
     real = final.resolve() if final.is_symlink() else final
     real.parent.mkdir(parents=True, exist_ok=True)
@@ -192,13 +212,16 @@ def staged_folder(final: str | Path) -> Iterator[Path]:
     stage.mkdir()
     try:
         yield stage
-        earlier = tmp_path(real) if real.exists() else None
-        if earlier is not None:
-            os.rename(real, earlier)
-        os.rename(stage, real)
-        fsync_dir(real.parent)
-        if earlier is not None:
-            shutil.rmtree(earlier)
+        if real.exists() and exchange(stage, real):
+            fsync_dir(real.parent)  # `stage` now holds the earlier run, removed below
+        else:
+            earlier = tmp_path(real) if real.exists() else None
+            if earlier is not None:
+                os.rename(real, earlier)
+            os.rename(stage, real)
+            fsync_dir(real.parent)
+            if earlier is not None:
+                shutil.rmtree(earlier)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 

@@ -182,3 +182,27 @@ def test_every_stage_refuses_a_link_in_its_output_folder_before_writing(tmp_path
         build_pool(small_pipeline["profile"], small_pipeline["questions"], runs, small_pipeline["index"].parent /
                    "corpus", out)  # fmt: skip
     assert untouched(users_folder)
+
+
+def test_the_swap_of_a_staged_folder_is_one_atomic_exchange(tmp_path, monkeypatch):
+    """On Linux the new run and the earlier one trade places in one `renameat2(RENAME_EXCHANGE)`: no moment without
+    OUT. Were the exchange missing, the two renames still give the same result."""
+    from generation import storage
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("earlier run")
+    renames = []
+    monkeypatch.setattr(storage.os, "rename", lambda a, b: renames.append((a, b)) or os.replace(a, b))
+    with storage.staged_folder(out) as stage:
+        (stage / "new.txt").write_text("new run")
+    assert sorted(p.name for p in out.iterdir()) == ["new.txt"]
+    assert renames == [], "the swap was an exchange, not two renames"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"], "the earlier run removed"
+
+    monkeypatch.setattr(storage, "exchange", lambda first, second: False)
+    with storage.staged_folder(out) as stage:
+        (stage / "third.txt").write_text("third run")
+    assert sorted(p.name for p in out.iterdir()) == ["third.txt"]
+    assert len(renames) == 2, "without the exchange: OUT aside, the new folder in"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
