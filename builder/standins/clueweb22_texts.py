@@ -76,7 +76,7 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
         ids / "train-00000-of-00001.parquet",
     )
     from builder.release.assemble.training_configs import TrainingCounts, settings_record
-    from builder.release.contract import Manifest, Models, TrainingRecord
+    from builder.release.contract import Manifest, Models
     from generation import __version__
 
     stub = Manifest(  # through the contract, with nothing but the profile and the split filled in
@@ -90,7 +90,7 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
         stats={},
         splits=["train"],
         files={},
-        training=TrainingRecord.model_validate(settings_record(profile, TrainingCounts())),
+        training=settings_record(profile, TrainingCounts()),
         shards_revision=None,
     )
     (Path(folder) / "manifest.json").write_text(json.dumps(stub.as_json(), default=str))

@@ -25,7 +25,6 @@ from builder.release.contract import (
     Manifest,
     Models,
     PromptRef,
-    TrainingRecord,
 )
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from generation import __version__
@@ -154,7 +153,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
             else f" ({profile.rerank.backend})"
         )
     )
-    training = TrainingRecord.model_validate(settings_record(profile, summary.training))
+    training = settings_record(profile, summary.training)
     context = CardContext(
         repo=repo,
         profile=profile,

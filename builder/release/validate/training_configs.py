@@ -128,7 +128,7 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
         if extra:
             check.fail(f"{config(name).folders[0]}/{splits[code]}: {extra:,} rows past those the judgments give")
     stated = manifest.training.model_dump()
-    expected = settings_record(profile, reference.counts.record(), "runs" if listed.present else "none")
+    expected = settings_record(profile, reference.counts, "runs" if listed.present else "none").model_dump()
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
         check.fail(
