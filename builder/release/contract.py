@@ -115,7 +115,8 @@ class SplitStats(Contract):
 
 class TrainingRecord(TrainingConfigsSettings):
     """`manifest.training`: the profile's training settings the configs were derived with (the profile section's
-    own fields, declared once there), and what the derivation gave (assemble/training_configs.py `settings_record`)."""
+    own fields, declared once there), and what the derivation gave (builder/release/training_record.py
+    `settings_record`)."""
 
     answer_level: int = Field(description="complexity.answer_level: a positive is judged at least this")
     positives: int = Field(description="judged positives, each with a hard-negatives row")

@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    from builder.release.contract import TrainingRecord
-    from generation.profiles import Profile
 
 CONFIGS = {"hard-negatives": "hard_negatives", "graded-lists": "graded_lists"}  # config -> schema table
 COLUMNS = ["docid", "level", "bm25_rank", "rerank_rank", "expected", "probs"]  # of the judgments the rule reads
@@ -61,34 +56,3 @@ def fnv1a64(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
             live = np.flatnonzero(lengths > i)
             hashes[live] = (hashes[live] ^ data[starts[live] + i].astype(np.uint64)) * FNV_PRIME
     return hashes
-
-
-class NegativeTally(Protocol):
-    """What a derivation of the hard negatives counted: the build's (assemble/hard_negatives.py `NegativeCounts`) or
-    validate's (validate/training_reference.py `ReferenceCounts`)."""
-
-    positives: int
-    short_positives: int
-
-    def negatives_by_source(self) -> dict[str, int]: ...
-
-
-def settings_record(profile: Profile | None, negatives: NegativeTally, retrieved_from: str) -> TrainingRecord:
-    """`manifest.training`: the settings the configs were derived with, and what they hold (`retrieved_from`: runs
-    or none)."""
-    # imported here: the contract imports layout, which imports this module through card_statements
-    from builder.release.contract import TrainingRecord
-    from generation.profiles import Complexity, TrainingConfigsSettings
-
-    training = profile.training if profile is not None else TrainingConfigsSettings()
-    answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
-    return TrainingRecord(
-        **training.model_dump(),
-        answer_level=answer_level,
-        positives=negatives.positives,
-        short_positives=negatives.short_positives,
-        negatives_by_source=negatives.negatives_by_source(),
-        other_questions_sampled=OTHER_QUESTIONS,
-        retrieved_unjudged_from=retrieved_from,
-        dev_rule=DEV_RULE,
-    )

@@ -39,10 +39,7 @@ from builder.release.assemble.hard_negatives import (
 )
 from builder.release.assemble.natural_runs import NaturalRuns
 from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, lists_by_row
-from builder.release.contract import TrainingRecord
 from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
-from builder.release.training_rule import settings_record as rule_settings_record
-from generation.profiles import Profile
 from generation.schema import arrow_schema
 
 # a graded list's order, hardest first within a level; the card states it in words (card_statements.order_text)
@@ -267,11 +264,6 @@ def group_starts(sorted_keys: pa.Array) -> np.ndarray:
 
 def conformed(name: str, table: pa.Table) -> pa.Table:
     return table.cast(arrow_schema(CONFIGS[name]))
-
-
-def settings_record(profile: Profile | None, counts: TrainingCounts) -> TrainingRecord:
-    """`manifest.training`: the settings the configs were derived with and what they hold."""
-    return rule_settings_record(profile, counts.negatives, counts.retrieved)
 
 
 class TrainingWriters:

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from builder.release.contract import Manifest
 from builder.release.layout import config
 from builder.release.topic_index import MISSING, IdIndex, positions
-from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions, settings_record
+from builder.release.training_record import settings_record
+from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
 from builder.release.validate.stored_lists import StoredLists
