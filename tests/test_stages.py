@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,7 +15,7 @@ from generation.profiles import load_profile
 from generation.shards import Shard, ShardError
 from generation.stages import PIPELINE, REGISTRY, Input, Stage, pipeline_table
 from generation.stages.base import ProfiledStage, StageSummary
-from generation.stages.pool import PoolStage
+from generation.stages.pool import PoolStage, PoolSummary
 from generation.stages.questions import QuestionsStage
 from generation.storage import ParquetSink
 from generation.topics import load_topics
@@ -22,15 +23,21 @@ from generation.topics import load_topics
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class CountSubquestions(Stage):
-    """A stage written as a new stage is: one class, its declaration and its own work (here, one row per question)."""
+@dataclass(slots=True)
+class CountSummary(StageSummary):
+    questions: int = 0
+
+
+class CountSubquestions(Stage[CountSummary]):
+    """A stage written as a new stage is: its summary's fields, one class with its declaration and its own work (here,
+    one row per question)."""
 
     name = "count-subquestions"
     writes = "subq_counts"
     reads = (Input("questions", "folder from `researchy-subq questions`", (QuestionsStage,)),)
     sections = ("bm25",)
     unit = "questions"
-    summary_fields = {"questions": int}
+    summary_type = CountSummary
     runs = 0
 
     def __init__(self, profile, out, questions):
@@ -63,11 +70,24 @@ def test_a_new_stage_gets_shards_records_skips_and_refusals_from_the_template(tm
 
 
 def test_a_summary_names_its_fields_and_refuses_others():
-    summary = StageSummary("pool", "00000-of-00001", {"questions": 0})
+    summary = PoolSummary("pool", "00000-of-00001")
     summary.questions += 3
-    assert summary.questions == 3 and summary.as_dict()["questions"] == 3
-    with pytest.raises(AttributeError, match="has no field 'candidate'"):
+    summary.outputs.append(Path("candidates-00000-of-00001.parquet"))
+    assert summary.as_dict() == {
+        "stage": "pool",
+        "shard": "00000-of-00001",
+        "skipped": False,
+        "outputs": ["candidates-00000-of-00001.parquet"],
+        "questions": 3,
+        "candidates": 0,
+        "by_source": {"bm25": 0, "rerank": 0, "clicked": 0},
+        "clicked_total": 0,
+        "clicked_missing": 0,
+    }
+    with pytest.raises(AttributeError, match="candidate"):
         _ = summary.candidate
+    with pytest.raises(AttributeError, match="candidate"):
+        summary.candidate = 1  # slotted: a misspelt field is refused, not added
 
 
 def test_a_stage_that_reads_profile_sections_is_made_and_hashed_with_a_profile(tmp_path):

@@ -98,8 +98,8 @@ def build_release_command(
         ),
     )
     for split, stats in summary.stats.items():
-        levels = ", ".join(f"{r['level']}: {r['count']:,}" for r in stats["table1"])
-        results.print(f"{split}: {stats['judgments']:,} judgments ({levels})", highlight=False, markup=False)
+        levels = ", ".join(f"{r.level}: {r.count:,}" for r in stats.table1)
+        results.print(f"{split}: {stats.judgments:,} judgments ({levels})", highlight=False, markup=False)
     parquet = sum(p.suffix == ".parquet" for p in summary.files)
     results.print(
         f"release -> {out} (card {card}, {parquet} Parquet files, {len(summary.files) - parquet} TREC qrels files)",

@@ -116,7 +116,7 @@ def report_judge(summary, profile, out) -> str:
         + (f"; non-verbatim extracts: {summary.not_verbatim:,}" if profile.judge.prompt == "r3a" else "")
         + f"; contexts cut by tokens: {summary.cut_by_tokens:,} -> {out}"
     )
-    lines[-1:-1] = batch_lines_report(summary.fields.get("batch_lines"))
+    lines[-1:-1] = batch_lines_report(summary.batch_lines)
     if summary.retried:
         lines.insert(
             -1,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.release.card_statements import QUARTILE_WORDS
+from builder.release.contract import ComplexityStats, ProvenanceShare, SplitStats
 from builder.release.layout import ARROW_NBYTES, CONFIGS
 from generation.storage import replace_file
 
@@ -44,62 +45,66 @@ def arrow_bytes(files: list[Path]) -> int:
     return total
 
 
-def stats_markdown(stats: dict) -> str:
+def stats_markdown(stats: dict[str, SplitStats]) -> str:
     """The card's statistics section; `validate` recomputes it from the data and compares it verbatim."""
     lines = [STATS_BEGIN]
     for split, s in stats.items():
         lines += [
             f"### {split}",
             "",
-            f"{s['judgments']:,} judgments over {s['subquestions']:,} sub-questions "
-            f"({s['subquestions_judged']:,} with at least one judgment).",
+            f"{s.judgments:,} judgments over {s.subquestions:,} sub-questions "
+            f"({s.subquestions_judged:,} with at least one judgment).",
             "",
             "| level | count | per sub-question |",
             "| --- | ---: | ---: |",
         ]
-        lines += [f"| {r['level']} | {r['count']:,} | {r['per_subquestion']} |" for r in s["table1"]]
-        per = s["judgments_per_subquestion"]
-        share, clicked = s["provenance_share"], s["clicked"]
+        lines += [f"| {r.level} | {r.count:,} | {r.per_subquestion} |" for r in s.table1]
+        per, share, clicked = s.judgments_per_subquestion, s.provenance_share, s.clicked
         lines += [
             "",
-            f"Judgments per sub-question: mean {per['mean']}, min {per['min']:,}, max {per['max']:,}.",
+            f"Judgments per sub-question: mean {per.mean}, min {per.min:,}, max {per.max:,}.",
             "",
             "Where the judged documents came from (shares of judgments; k is the profile's pool depth): "
-            f"BM25 top-k only {share['bm25_only']:.2%}, reranker top-k only {share['rerank_only']:.2%}, "
-            f"both {share['bm25_and_rerank']:.2%}, clicked only {share['clicked_only']:.2%}." + provenance_note(share),
+            f"BM25 top-k only {share.bm25_only:.2%}, reranker top-k only {share.rerank_only:.2%}, "
+            f"both {share.bm25_and_rerank:.2%}, clicked only {share.clicked_only:.2%}." + provenance_note(share),
             "",
             "Judgment status: "
-            + ", ".join(f"{k} {v:,}" for k, v in s["counts"]["status"].items())
+            + ", ".join(f"{k} {v:,}" for k, v in s.counts["status"].items())
             + f"; contexts cut further by tokens to fit the judge's max_model_len: "
-            f"{s['context_cut_by_tokens']:,}.",
+            f"{s.context_cut_by_tokens:,}.",
             "",
-            f"Clicked documents judged: {clicked['judged']:,} of {clicked['in_questions']:,} "
-            f"({clicked['coverage']:.2%}); the rest are not in the indexed corpus.",
+            f"Clicked documents judged: {clicked.judged:,} of {clicked.in_questions:,} "
+            f"({clicked.coverage:.2%}); the rest are not in the indexed corpus.",
             "",
         ]
-        c = s.get("complexity", {})
-        if c.get("questions"):
-            q1, median, q3 = c["completeness_quartiles"]
-            lines += [
-                f"Retrieval complexity ({c['questions']:,} questions, after Gabburo et al., arXiv:2406.03592, with sub-questions as parts): "
-                f"{c['answerable_share']:.2%} answerable by one document; on average "
-                f"{c['mean_subquestions_answerable']:.2%} of a question's sub-questions are answered by some "
-                f"candidate; completeness quartiles {q1} / {median} / {q3} ({QUARTILE_WORDS}; completeness = "
-                "(1/|D+|) sum over d in D+ of log(m_d)/log(K), m_d the number of the question's K "
-                "sub-questions candidate d answers at level >= the profile's answer level, D+ the candidates "
-                "with m_d >= 1; 1 when K = 1); "
-                f"{c['retrieval_complex_share']:.2%} retrieval-complex (columns `answerable`, "
-                "`answerable_share`, `completeness`, `retrieval_complex` of the `questions` config).",
-                "",
-            ]
+        lines += complexity_paragraph(s.complexity)
     lines.append(STATS_END)
     return "\n".join(lines)
 
 
-def provenance_note(share: dict) -> str:
-    if share["bm25"] == share["rerank"] == 0:
+def complexity_paragraph(c: ComplexityStats) -> list[str]:
+    """The split's retrieval-complexity figures; none when no question was judged (then only `questions` is set)."""
+    if not c.questions or c.completeness_quartiles is None:
+        return []
+    q1, median, q3 = c.completeness_quartiles
+    return [
+        f"Retrieval complexity ({c.questions:,} questions, after Gabburo et al., arXiv:2406.03592, with sub-questions "
+        f"as parts): {c.answerable_share:.2%} answerable by one document; on average "
+        f"{c.mean_subquestions_answerable:.2%} of a question's sub-questions are answered by some "
+        f"candidate; completeness quartiles {q1} / {median} / {q3} ({QUARTILE_WORDS}; completeness = "
+        "(1/|D+|) sum over d in D+ of log(m_d)/log(K), m_d the number of the question's K "
+        "sub-questions candidate d answers at level >= the profile's answer level, D+ the candidates "
+        "with m_d >= 1; 1 when K = 1); "
+        f"{c.retrieval_complex_share:.2%} retrieval-complex (columns `answerable`, "
+        "`answerable_share`, `completeness`, `retrieval_complex` of the `questions` config).",
+        "",
+    ]
+
+
+def provenance_note(share: ProvenanceShare) -> str:
+    if share.bm25 == share.rerank == 0:
         return " No judgment has a BM25 or reranker rank (no pool provenance, as for imported labels)."
-    if share["bm25_only"] == share["rerank_only"]:
+    if share.bm25_only == share.rerank_only:
         return (
             " With the same k for both lists, the two 'only' shares are equal by construction; 'both' says how far "
             "the reranker kept BM25's top k."
@@ -119,12 +124,12 @@ def config_rows(rows: dict, splits: list[str]) -> list[dict]:
     ]
 
 
-def plot_counts(stats: dict) -> dict:
+def plot_counts(stats: dict[str, SplitStats]) -> dict[str, dict[str, int]]:
     """What the level plot draws: per split, Table 1's count of each level (and Other)."""
-    return {split: {r["level"]: r["count"] for r in s["table1"]} for split, s in stats.items()}
+    return {split: {r.level: r.count for r in s.table1} for split, s in stats.items()}
 
 
-def plot_levels(out: Path, stats: dict) -> Path:
+def plot_levels(out: Path, stats: dict[str, SplitStats]) -> Path:
     import json
 
     import matplotlib
@@ -135,13 +140,13 @@ def plot_levels(out: Path, stats: dict) -> Path:
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
     width = 0.8 / max(len(stats), 1)
     for i, (split, s) in enumerate(stats.items()):
-        labels = [r["level"] for r in s["table1"]]
-        total = s["judgments"] or 1
+        labels = [r.level for r in s.table1]
+        total = s.judgments or 1
         ax.bar(
             [x + i * width for x in range(len(labels))],
-            [r["count"] / total for r in s["table1"]],
+            [r.count / total for r in s.table1],
             width,
-            label=f"{split} ({s['judgments']:,})",
+            label=f"{split} ({s.judgments:,})",
         )
         ax.set_xticks([x + width * (len(stats) - 1) / 2 for x in range(len(labels))], labels)
     ax.set_xlabel("level")

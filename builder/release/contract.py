@@ -84,15 +84,28 @@ class ComplexityStats(Contract):
     retrieval_complex_share: float | None = absent("questions neither answerable nor complete enough")
 
 
+class ProvenanceShare(Contract):
+    """Shares of a split's judgments by where their document came from (a rank counts inside the pool's top-k). The
+    first three overlap; the four `_only`/`_and_` shares partition the judgments."""
+
+    bm25: float = Field(description="in BM25's top-k")
+    rerank: float = Field(description="in the reranker's top-k")
+    clicked: float = Field(description="a clicked document of the question")
+    bm25_only: float = Field(description="in BM25's top-k, not the reranker's")
+    rerank_only: float = Field(description="in the reranker's top-k, not BM25's")
+    bm25_and_rerank: float = Field(description="in both top-k lists")
+    clicked_only: float = Field(description="clicked, in neither top-k list")
+
+
 class SplitStats(Contract):
-    """A split's statistics as the card and `validate` state them (assemble/stats.py `SplitStats.summary`)."""
+    """A split's statistics as the card and `validate` state them (assemble/stats.py `SplitStatsAccumulator`)."""
 
     judgments: int
     subquestions: int
     subquestions_judged: int
     table1: list[LevelRow]
     judgments_per_subquestion: PerSubquestion
-    provenance_share: dict[str, float]
+    provenance_share: ProvenanceShare
     context_cut_by_tokens: int
     counts: dict[str, dict[str, int]] = Field(description="string column -> value -> rows ('null' for a null)")
     clicked: Clicked
@@ -102,7 +115,8 @@ class SplitStats(Contract):
 
 class TrainingRecord(TrainingConfigsSettings):
     """`manifest.training`: the profile's training settings the configs were derived with (the profile section's
-    own fields, declared once there), and what the derivation gave (assemble/training_configs.py `settings_record`)."""
+    own fields, declared once there), and what the derivation gave (builder/release/training_record.py
+    `settings_record`)."""
 
     answer_level: int = Field(description="complexity.answer_level: a positive is judged at least this")
     positives: int = Field(description="judged positives, each with a hard-negatives row")
@@ -179,10 +193,6 @@ class Manifest(Contract):
     def as_json(self) -> dict[str, Any]:
         """The manifest as written (the optional records absent, not null, when they have no value)."""
         return self.model_dump()
-
-    def stated_stats(self) -> dict[str, dict[str, Any]]:
-        """split -> statistics, as plain values (the shape validate re-derives and the card renders)."""
-        return {split: s.model_dump() for split, s in self.stats.items()}
 
 
 class ManifestError(ValueError):

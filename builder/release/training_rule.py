@@ -56,20 +56,3 @@ def fnv1a64(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
             live = np.flatnonzero(lengths > i)
             hashes[live] = (hashes[live] ^ data[starts[live] + i].astype(np.uint64)) * FNV_PRIME
     return hashes
-
-
-def settings_record(profile, negatives: dict, retrieved_from: str) -> dict:
-    """`manifest.training` (contract.py TrainingRecord): the settings the configs were derived with, and what they
-    hold (`negatives`: positives, short_positives, negatives_by_source; `retrieved_from`: runs or none)."""
-    from generation.profiles import Complexity, TrainingConfigsSettings
-
-    training = profile.training if profile is not None else TrainingConfigsSettings()
-    answer_level = (profile.complexity if profile is not None else Complexity()).answer_level
-    return {
-        **training.model_dump(),
-        "answer_level": answer_level,
-        **negatives,
-        "other_questions_sampled": OTHER_QUESTIONS,
-        "retrieved_unjudged_from": retrieved_from,
-        "dev_rule": DEV_RULE,
-    }

@@ -75,8 +75,9 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
         ),
         ids / "train-00000-of-00001.parquet",
     )
-    from builder.release.assemble.training_configs import TrainingCounts, settings_record
-    from builder.release.contract import Manifest, Models, TrainingRecord
+    from builder.release.assemble.hard_negatives import NegativeCounts
+    from builder.release.contract import Manifest, Models
+    from builder.release.training_record import settings_record
     from generation import __version__
 
     stub = Manifest(  # through the contract, with nothing but the profile and the split filled in
@@ -90,7 +91,7 @@ def write_release_stub(folder: Path, docids: list[str], context_words: int = 204
         stats={},
         splits=["train"],
         files={},
-        training=TrainingRecord.model_validate(settings_record(profile, TrainingCounts())),
+        training=settings_record(profile, NegativeCounts(), "none"),  # no configs derived: no runs read
         shards_revision=None,
     )
     (Path(folder) / "manifest.json").write_text(json.dumps(stub.as_json(), default=str))

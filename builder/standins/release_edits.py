@@ -64,7 +64,8 @@ def reseal(release: Path, plot: bool = True) -> None:
     report = validate(release, load=False)  # what the data gives, whatever it fails
     manifest = read_manifest(release)
     splits = manifest.splits
-    resealed = {**manifest.as_json(), "stats": report.stats, "rows": report.rows, "files": file_manifest(release)}
+    stats = {split: s.model_dump() for split, s in report.stats.items()}
+    resealed = {**manifest.as_json(), "stats": stats, "rows": report.rows, "files": file_manifest(release)}
     write_json(release / MANIFEST, parse_manifest(resealed).as_json())
     card = DatasetCard.load(release / "README.md")
     body = card.text
@@ -120,11 +121,11 @@ def plot_of_other_counts(release: Path, keep_counts_chunk: bool) -> None:
 
     from builder.release.card_text import PLOT, plot_levels
 
-    stats = read_manifest(release).stated_stats()
+    stats = read_manifest(release).stats
     with Image.open(release / PLOT) as image:
-        chunks = dict(image.text)
+        chunks = dict(getattr(image, "text", {}))  # a PNG's text chunks
     for s in stats.values():
-        s["table1"][0]["count"], s["table1"][5]["count"] = s["table1"][5]["count"], s["table1"][0]["count"]
+        s.table1[0].count, s.table1[5].count = s.table1[5].count, s.table1[0].count
     plot_levels(release, stats)
     if keep_counts_chunk:
         info = PngImagePlugin.PngInfo()

@@ -80,7 +80,7 @@ class TrainingFilesSummary:
         splits = ", ".join(
             f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)" for s in self.rows
         )
-        by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.record()["negatives_by_source"].items())
+        by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.negatives_by_source().items())
         rule = self.rule
         corpus = (
             f"corpus {self.corpus:,} documents"

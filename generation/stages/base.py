@@ -2,7 +2,7 @@
 
 A `Stage` declares what it is: its `name` (the command), the stages whose output it reads (`reads`), the shard name
 it writes (`writes`), the profile sections its config hash covers (`sections`), what its progress counts (`unit`)
-and the fields of its summary (`summary_fields`). It does only its own work, in `run_shard`. The template `run`
+and its summary's class (`summary_type`). It does only its own work, in `run_shard`. The template `run`
 does the rest once for every stage: it refuses a folder of another config or shard count, skips a finished
 shard, takes the shard's lock, checks each input against the completion records of the stage that wrote it
 (rows, size, sha256 and that stage's config hash under this profile), and writes the completion record.
@@ -13,10 +13,10 @@ Work inside a shard can come in chunks (the judge's `chunk_size` pairs): such a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput, skip_if_done, stage_files
@@ -32,44 +32,32 @@ class Input:
     verify_sha256: bool = True  # False: rows and size only (hashing a whole corpus per shard costs more than the stage)
 
 
+@dataclass(slots=True)
 class StageSummary:
-    """What one run of a stage on one shard did: the stage's declared fields (counts, breakdowns, notes), whether
-    the shard was already complete, and the files written. Fields read and set as attributes (`summary.pairs`)."""
+    """What one run of a stage on one shard did: whether the shard was already complete, and the files written. Each
+    stage declares its own subclass (`summary_type`) whose fields are its counts, breakdowns and notes
+    (`JudgeSummary.pairs`). Slotted, so a misspelt field is refused as it is set, not added."""
 
-    def __init__(self, stage: str, shard: str, fields: dict[str, Any]):
-        object.__setattr__(self, "fields", dict(fields))
-        self.stage, self.shard, self.skipped = stage, shard, False
-        self.outputs: list[Path] = []
-
-    def __getattr__(self, name: str) -> Any:
-        fields = self.__dict__.get("fields", {})
-        if name in fields:
-            return fields[name]
-        raise AttributeError(
-            f"the {self.__dict__.get('stage')} summary has no field {name!r} (it has {sorted(fields)})"
-        )
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.__dict__.get("fields", {}):
-            self.fields[name] = value
-        else:
-            object.__setattr__(self, name, value)
+    stage: str
+    shard: str
+    skipped: bool = False
+    outputs: list[Path] = field(default_factory=list)
 
     @property
     def skipped_shards(self) -> int:
         return int(self.skipped)
 
-    def as_dict(self) -> dict:
-        def plain(value):
+    def as_dict(self) -> dict[str, Any]:
+        """Every field as plain values: the outputs as strings, a mapping's keys as strings."""
+
+        def plain(value: Any) -> Any:
             return {str(k): plain(v) for k, v in value.items()} if isinstance(value, dict) else value
 
-        return {
-            "stage": self.stage,
-            "shard": self.shard,
-            "skipped": self.skipped,
-            "outputs": [str(p) for p in self.outputs],
-            **{k: plain(v) for k, v in self.fields.items()},
-        }
+        values = {f.name: plain(getattr(self, f.name)) for f in fields(self)}
+        return {**values, "outputs": [str(p) for p in self.outputs]}
+
+
+SummaryT = TypeVar("SummaryT", bound=StageSummary)
 
 
 class ChunkedWork(Protocol):
@@ -94,7 +82,7 @@ class Executor(Protocol):
     def run_chunks(self, work: ChunkedWork, pending: Sequence[int], progress=None) -> int: ...
 
 
-class Stage:
+class Stage(Generic[SummaryT]):
     name: ClassVar[str]
     writes: ClassVar[str | None] = None  # shard name of the output files; None: the stage manages its own output
     produces: ClassVar[str] = (
@@ -104,7 +92,7 @@ class Stage:
     sections: ClassVar[tuple[str, ...]] = ()  # profile sections the output's config hash covers
     unit: ClassVar[str] = "records"
     sharded: ClassVar[bool] = True
-    summary_fields: ClassVar[dict[str, Callable[[], Any]]] = {}
+    summary_type: type[SummaryT]  # the stage's StageSummary subclass
 
     def __init__(self, profile: Profile | None, out: str | Path, **inputs: Any):
         self.profile, self.out = profile, Path(out)
@@ -132,8 +120,8 @@ class Stage:
         return stage_files(folder, cls.shard_name(), expected, verify_sha256, cls.sections)
 
     # -- the template ------------------------------------------------------------------------------------------------
-    def new_summary(self, shard: Shard) -> StageSummary:
-        return StageSummary(self.name, shard.label, {k: make() for k, make in self.summary_fields.items()})
+    def new_summary(self, shard: Shard) -> SummaryT:
+        return self.summary_type(self.name, shard.label)
 
     def output(self) -> StageOutput:
         return StageOutput(self.out, self.shard_name(), self.config_hash(self.profile))
@@ -152,7 +140,7 @@ class Stage:
                     self.inputs[given.option], self.profile, given.verify_sha256
                 )
 
-    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
+    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> SummaryT:
         summary = self.new_summary(shard)
         output = self.output()
         self.prepare()
@@ -169,7 +157,7 @@ class Stage:
         """Checks that need no lock and no input (the stage's own arguments): before anything is written."""
 
     def run_shard(
-        self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor: Executor | None
+        self, shard: Shard, output: StageOutput, summary: SummaryT, progress, executor: Executor | None
     ) -> dict:
         """Writes `output.path(shard)` (atomically) and fills `summary`; returns the completion record's extra fields."""
         raise NotImplementedError
@@ -183,7 +171,7 @@ class Stage:
             progress(n)
 
 
-class ProfiledStage(Stage):
+class ProfiledStage(Stage[SummaryT]):
     """A stage whose work reads profile sections: it is made with a profile (the corpus, questions and index stages
     are not)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -93,7 +94,17 @@ def hierarchy_of(subquestions: Path, arms: list[str]) -> Hierarchy | None:
     return Hierarchy(children) if children else None
 
 
-class BudgetedJudgeStage(ProfiledStage):
+@dataclass(slots=True)
+class BudgetedJudgeSummary(StageSummary):
+    questions: int = 0
+    full_pairs: int = 0  # the pairs full judging would grade
+    judged: int = 0  # the pairs the bandits chose, judged now or before
+    judged_now: int = 0
+    relevant: int = 0  # judged at the bandit's relevant level or above
+    relevant_documents: int = 0
+
+
+class BudgetedJudgeStage(ProfiledStage[BudgetedJudgeSummary]):
     """`judge --budget`: a bandit per question picks which pairs to judge until the budget is spent (Petcu et al.)."""
 
     name = "judge-budgeted"
@@ -102,14 +113,7 @@ class BudgetedJudgeStage(ProfiledStage):
     reads = JudgeStage.reads
     sections = ("bm25", "rerank", "pool", "judge", "bandit")
     unit = "pairs"
-    summary_fields = {
-        "questions": int,
-        "full_pairs": int,
-        "judged": int,
-        "judged_now": int,
-        "relevant": int,
-        "relevant_documents": int,
-    }
+    summary_type = BudgetedJudgeSummary
 
     def __init__(
         self,
@@ -161,7 +165,7 @@ class BudgetedJudgeStage(ProfiledStage):
             for qid, rows in by_qid.items()
         ]
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: BudgetedJudgeSummary, progress, executor) -> dict:
         settings = self.profile.bandit
         pairs = pairs_of(self.inputs["subquestions"], self.input_files["pool"], shard)
         docs = DocStore(self.inputs["index"])
@@ -228,7 +232,7 @@ def run_budgeted_judge(
     judge: Judge | None = None,
     seed: int = 0,
     progress=None,
-) -> StageSummary:
+) -> BudgetedJudgeSummary:
     return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy, judge, seed).run(
         shard, progress
     )

@@ -13,6 +13,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -144,14 +145,21 @@ def iter_documents(path: Path, rejects: Rejects) -> Iterator[dict]:
         )
 
 
-class CorpusStage(Stage):
+@dataclass(slots=True)
+class CorpusSummary(StageSummary):
+    documents: int = 0
+    files: int = 0  # input files of every shard
+    rejected: Counter[str] = field(default_factory=Counter)  # reason -> lines rejected
+
+
+class CorpusStage(Stage[CorpusSummary]):
     """ClueWeb22 txt records or JSONL -> corpus shards; input files are split round-robin over the shards."""
 
     name = "corpus"
     writes = NAME
     produces = "`corpus-*.parquet`, `url_hash_map.parquet`"
     unit = "docs"
-    summary_fields = {"documents": int, "files": int, "rejected": Counter}
+    summary_type = CorpusSummary
 
     def __init__(self, profile, out: Path, sources: list[Path], rejects: Path | None = None):
         super().__init__(profile, out)
@@ -175,17 +183,17 @@ class CorpusStage(Stage):
                 self.sources[0] if self.sources else ".", 0, f"no input files ending in {', '.join(SUFFIXES)}"
             )
 
-    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> CorpusSummary:
         self.prepare()  # a done shard whose inputs changed is not skipped as done: refused
         input_fingerprints.refuse_changed(self.output().record_path(shard), shard.take(self.files))
         return super().run(shard, progress, executor)
 
-    def new_summary(self, shard: Shard) -> StageSummary:
+    def new_summary(self, shard: Shard) -> CorpusSummary:
         summary = super().new_summary(shard)
         summary.files = len(self.files)
         return summary
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: CorpusSummary, progress, executor) -> dict:
         rejects_path = self.rejects
         if rejects_path is not None and shard.count > 1:
             rejects_path = rejects_path.with_name(f"{rejects_path.stem}-{shard.label}{rejects_path.suffix}")
@@ -224,7 +232,7 @@ class CorpusStage(Stage):
 
 def build_corpus(
     inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None, progress=None
-) -> StageSummary:
+) -> CorpusSummary:
     return CorpusStage(None, out, inputs, rejects_path).run(shard, progress)
 
 

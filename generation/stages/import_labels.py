@@ -13,6 +13,7 @@ cannot know is null: the ranks and pool `source` (no pool provenance), `raw` whe
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from generation.errors import InputError, Rejects
@@ -36,7 +37,23 @@ def source_identity(record: dict) -> tuple:
     return record["format"], record["judge"], tuple(sorted(f["sha256"] for f in record["files"]))
 
 
-class ImportLabelsStage(ProfiledStage):
+@dataclass(slots=True)
+class ImportSummary(StageSummary):
+    lines: int = 0
+    rows: int = 0
+    duplicates: int = 0  # exact duplicate lines, kept once
+    rejected: Counter[str] = field(default_factory=Counter)  # reason -> lines set aside
+    statuses: Counter[str] = field(default_factory=Counter)
+    levels: Counter[int] = field(default_factory=Counter)
+    documents: Counter[str] = field(default_factory=Counter)  # how each judgment's document id was resolved
+    clicked_unknown: int = 0  # judgments with no URL-hash
+    incomplete_documents: int = 0  # openai-batch: documents missing sub-questions
+    judge: str = ""  # the judge name the importer gave
+    format: str = ""
+    other_text: dict[str, int] = field(default_factory=dict)  # crux-ratings with --corpus: the clicked-pass defect
+
+
+class ImportLabelsStage(ProfiledStage[ImportSummary]):
     """Labels made elsewhere (the authors' ratings, graded qrels, OpenAI Batch results) -> judgment shards whose
     completion records name the files they came from."""
 
@@ -46,20 +63,7 @@ class ImportLabelsStage(ProfiledStage):
     reads = (SUBQUESTIONS_FOLDER,)
     sections = JudgeStage.sections
     unit = "lines"
-    summary_fields = {
-        "lines": int,
-        "rows": int,
-        "duplicates": int,
-        "rejected": Counter,
-        "statuses": Counter,
-        "levels": Counter,
-        "documents": Counter,
-        "clicked_unknown": int,
-        "incomplete_documents": int,
-        "judge": str,
-        "format": str,
-        "other_text": dict,
-    }
+    summary_type = ImportSummary
 
     def __init__(
         self,
@@ -83,7 +87,7 @@ class ImportLabelsStage(ProfiledStage):
     def config_hash(cls, profile: Profile | None) -> str:
         return IMPORTED_PREFIX + super().config_hash(profile)
 
-    def new_summary(self, shard: Shard) -> StageSummary:
+    def new_summary(self, shard: Shard) -> ImportSummary:
         summary = super().new_summary(shard)
         summary.judge, summary.format = self.judge_name, self.kind.value
         return summary
@@ -136,7 +140,7 @@ class ImportLabelsStage(ProfiledStage):
             return self.rejects
         return self.rejects.with_name(f"{self.rejects.stem}-{shard.label}{self.rejects.suffix}")
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: ImportSummary, progress, executor) -> dict:
         questions = QuestionLists(self.inputs["subquestions"])
         with Rejects(self.rejects_path(shard)) as rejects, ParquetSink(output.path(shard), NAME) as sink:
             work = ShardImport(questions, shard, self.kind, self.prompt, DocumentKeys(self.corpus), rejects)
@@ -154,7 +158,7 @@ class ImportLabelsStage(ProfiledStage):
             summary.rejected.update(rejects.reasons)
         summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
         summary.clicked_unknown = work.clicked_unknown
-        if checks_authors_pass:  # the authors' clicked-pass defect (generation/labels/authors_pass.py), counted
+        if missing_clicked is not None:  # the authors' clicked-pass defect (generation/labels/authors_pass.py), counted
             summary.other_text = {
                 "missing_clicked_documents": missing_clicked,
                 "documents": work.other_text_documents,
@@ -195,5 +199,5 @@ def import_labels(
     corpus: Path | None = None,
     rejects: Path | None = None,
     progress=None,
-) -> StageSummary:
+) -> ImportSummary:
     return ImportLabelsStage(profile, out, subquestions, files, format, judge, corpus, rejects).run(shard, progress)

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +152,13 @@ def index_stemmer(index: Path) -> str | None:
     return json.loads(record.read_text())["stemmer"] if record.exists() else None
 
 
-class IndexStage(Stage):
+@dataclass(slots=True)
+class IndexSummary(StageSummary):
+    documents: int = 0
+    path: Path = Path()  # the index folder
+
+
+class IndexStage(Stage[IndexSummary]):
     """Corpus shards -> one Lucene index (not sharded), stemmed with the profile's bm25.stemmer."""
 
     name = "index"
@@ -159,7 +166,7 @@ class IndexStage(Stage):
     unit = "docs"
     sharded = False
     reads = (Input("corpus", "folder of corpus shards", (CorpusStage,)),)
-    summary_fields = {"documents": int, "path": Path}
+    summary_type = IndexSummary
 
     def __init__(
         self,
@@ -179,7 +186,7 @@ class IndexStage(Stage):
     def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
         return [require_index(folder)]
 
-    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> IndexSummary:
         summary = self.new_summary(shard)
         index = self.out
         self.check_inputs()  # each corpus file checked against its completion record's sha256
@@ -253,7 +260,7 @@ def index_collection_command(
 
 def build_index(
     corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024, progress=None, log=None
-) -> StageSummary:
+) -> IndexSummary:
     return IndexStage(None, index, corpus, threads, memory_mb, stemmer, log).run(progress=progress)
 
 

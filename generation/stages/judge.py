@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -32,9 +31,9 @@ from generation.notices import warn
 from generation.profiles import JudgeConfig, Profile
 from generation.schema import JUDGMENTS
 from generation.shards import Shard, ShardError, StageOutput, read_record
-from generation.stages.base import Executor, Input, ProfiledStage, StageSummary
+from generation.stages.base import Executor, Input, ProfiledStage
 from generation.stages.index import INDEX_TEXTS
-from generation.stages.judge_record import FAILED_STATUS, record_fields, tally
+from generation.stages.judge_record import FAILED_STATUS, JudgeSummary, record_fields, tally
 from generation.stages.judge_retry import finish_swap, retry_failed_pairs
 from generation.stages.pool import PoolStage
 from generation.stages.questions import SUBQUESTIONS_FOLDER
@@ -245,7 +244,7 @@ class ShardJob:
                         "and the next `judge` run retries it"
                     )
 
-    def merge(self, summary: StageSummary) -> dict:
+    def merge(self, summary: JudgeSummary) -> dict:
         """The chunks into the shard file; the completion record's fields."""
         with ParquetSink(self.output.path(self.shard), NAME) as sink:
             for k in range(self.n_chunks):
@@ -255,7 +254,7 @@ class ShardJob:
         return record_fields(summary, len(self.pairs))
 
 
-class JudgeStage(ProfiledStage):
+class JudgeStage(ProfiledStage[JudgeSummary]):
     """Every (sub-question x candidate) pair graded by the profile's judge; resumable chunk by chunk."""
 
     name = "judge"
@@ -269,19 +268,7 @@ class JudgeStage(ProfiledStage):
     sections = ("bm25", "rerank", "pool", "judge")
     unit = "pairs"
     retries_failed = True  # a re-run judges the pairs of a done shard whose requests failed
-    summary_fields = {
-        "pairs": int,
-        "judged_now": int,
-        "chunks_done_before": int,
-        "levels": Counter,
-        "unparsed": int,
-        "not_verbatim": int,
-        "statuses": Counter,
-        "cut_by_tokens": int,
-        "judge": str,
-        "failed_pairs": int,
-        "retried": int,
-    }
+    summary_type = JudgeSummary
 
     def __init__(
         self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, judge: Judge | None = None
@@ -289,7 +276,7 @@ class JudgeStage(ProfiledStage):
         super().__init__(profile, out, subquestions=subquestions, candidates=candidates, index=index)
         self.judge = judge
 
-    def new_summary(self, shard: Shard) -> StageSummary:
+    def new_summary(self, shard: Shard) -> JudgeSummary:
         summary = super().new_summary(shard)
         summary.judge = self.judge.description if self.judge else judge_description(self.profile.judge)
         return summary
@@ -297,7 +284,7 @@ class JudgeStage(ProfiledStage):
     def after_done(self, shard: Shard) -> None:
         shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)
 
-    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> StageSummary:
+    def run(self, shard: Shard = Shard(), progress=None, executor: Executor | None = None) -> JudgeSummary:
         """The shard judged; a shard recorded done with failed pairs gets exactly those judged again."""
         if self.retries_failed:
             finish_swap(self, shard)
@@ -310,7 +297,7 @@ class JudgeStage(ProfiledStage):
         return ShardJob(self, shard)
 
     def run_shard(
-        self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor: Executor | None
+        self, shard: Shard, output: StageOutput, summary: JudgeSummary, progress, executor: Executor | None
     ) -> dict:
         job = self.chunk_work(shard)
         job.prepare()
@@ -337,5 +324,5 @@ def run_judge(
     shard: Shard = Shard(),
     judge: Judge | None = None,
     progress=None,
-) -> StageSummary:
+) -> JudgeSummary:
     return JudgeStage(profile, out, subquestions, candidates, index, judge).run(shard, progress)

@@ -23,8 +23,8 @@ from generation.judging.batch_manifest import BatchManifest, load_manifest
 from generation.judging.judges import Grade, LLMJudge, Pair
 from generation.models import resolve_model
 from generation.shards import Shard, ShardError, StageOutput
-from generation.stages.base import StageSummary
 from generation.stages.judge import NAME, JudgeStage, ShardJob, judgment_row
+from generation.stages.judge_record import JudgeSummary
 from generation.storage import ParquetSink
 
 PARTIAL = "batch-imported.parquet"
@@ -132,20 +132,19 @@ class BatchImportJudgeStage(JudgeStage):
     """`judge --import-batch`: the judge stage with its grades read from result files; same shards, same hash."""
 
     retries_failed = False  # a done shard's failed pairs are judged again by `judge`, not by importing files
-    summary_fields = {**JudgeStage.summary_fields, "batch_lines": dict}
 
     def __init__(self, profile, out, subquestions, candidates, index, results: Sequence[Path], manifest: Path):
         super().__init__(profile, out, subquestions, candidates, index)
         self.importer = BatchImport(results, load_manifest(manifest))
 
-    def new_summary(self, shard: Shard) -> StageSummary:
+    def new_summary(self, shard: Shard) -> JudgeSummary:
         summary = super().new_summary(shard)
         summary.judge = (
             f"{self.profile.judge.model} (OpenAI Batch results, request shape {self.importer.manifest.request_shape})"
         )
         return summary
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: JudgeSummary, progress, executor) -> dict:
         job = self.chunk_work(shard)
         job.prepare()
         pending = job.pending()

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from generation.shards import Completion, Shard, ShardError, read_record, sha256_file
-from generation.stages.judge_record import FAILED_STATUS, failed_pairs, record_fields, tally
+from generation.stages.judge_record import FAILED_STATUS, JudgeSummary, failed_pairs, record_fields, tally
 from generation.storage import ParquetSink, clean_stale_tmp, write_text_atomic
 
 MERGED = "merged.parquet"
@@ -104,7 +104,7 @@ class FailedPairs:
             else:
                 yield [next(retried) if i in failed else row for i, row in zip(span, batch.to_pylist())]
 
-    def merge(self, summary) -> dict:
+    def merge(self, summary: JudgeSummary) -> dict:
         """The retried shard into `.retry/merged.parquet`, then over the shard; returns the record's fields."""
         merged = self.job.chunks_dir / MERGED
         with ParquetSink(merged, self.name) as sink:
@@ -135,7 +135,7 @@ def finish_swap(stage, shard: Shard) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def retry_failed_pairs(stage, shard: Shard, summary, progress=None):
+def retry_failed_pairs(stage, shard: Shard, summary: JudgeSummary, progress=None) -> JudgeSummary:
     """`summary` of a skipped (done) shard as it is when its record counts no failed pair; else the summary of a
     run that judged exactly its failed pairs again."""
     output = stage.output()

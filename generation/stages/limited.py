@@ -16,8 +16,9 @@ from pathlib import Path
 
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput
-from generation.stages.base import StageSummary
+from generation.stages.base import Executor
 from generation.stages.judge import JudgeStage, ShardJob
+from generation.stages.judge_record import JudgeSummary
 
 LIMITED = "limited-judgments"
 
@@ -50,7 +51,6 @@ class LimitedJudgeStage(JudgeStage):
     name = "judge-limited"
     writes = LIMITED
     produces = "`limited-judgments-*.parquet` (a smoke test: no release reads them)"
-    summary_fields = {**JudgeStage.summary_fields, "limit": int, "shard_pairs": int}
     retries_failed = False  # a smoke test: its failed pairs say what to fix, and no release reads it
 
     def __init__(
@@ -65,7 +65,7 @@ class LimitedJudgeStage(JudgeStage):
         limited = hashlib.sha256(f"{self.config_hash(self.profile)}:limit={self.limit}".encode()).hexdigest()[:16]
         return StageOutput(self.out, self.writes, limited)
 
-    def new_summary(self, shard: Shard) -> StageSummary:
+    def new_summary(self, shard: Shard) -> JudgeSummary:
         summary = super().new_summary(shard)
         summary.limit = self.limit
         return summary
@@ -73,7 +73,9 @@ class LimitedJudgeStage(JudgeStage):
     def chunk_work(self, shard: Shard) -> LimitedShardJob:
         return LimitedShardJob(self, shard)
 
-    def run_shard(self, shard, output, summary, progress, executor) -> dict:
+    def run_shard(
+        self, shard: Shard, output: StageOutput, summary: JudgeSummary, progress, executor: Executor | None
+    ) -> dict:
         record = super().run_shard(shard, output, summary, progress, executor)
         summary.shard_pairs = self.shard_pairs
         return {**record, "limit": self.limit, "shard_pairs": self.shard_pairs}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -70,7 +71,16 @@ def clicked_docids(corpus: Path, topics: Sequence[Topic]) -> dict[str, str]:
     return dict(zip(table["url_hash"].to_pylist(), table["docid"].to_pylist())) if table is not None else {}
 
 
-class PoolStage(ProfiledStage):
+@dataclass(slots=True)
+class PoolSummary(StageSummary):
+    questions: int = 0
+    candidates: int = 0
+    by_source: dict[str, int] = field(default_factory=lambda: {"bm25": 0, "rerank": 0, "clicked": 0})
+    clicked_total: int = 0  # clicked documents the questions list
+    clicked_missing: int = 0  # of them, those the corpus lacks
+
+
+class PoolStage(ProfiledStage[PoolSummary]):
     """The candidate pool of each question by the profile's rule, with provenance; missing clicked documents reported."""
 
     name = "pool"
@@ -86,18 +96,12 @@ class PoolStage(ProfiledStage):
     )
     sections = ("bm25", "rerank", "pool")
     unit = "questions"
-    summary_fields = {
-        "questions": int,
-        "candidates": int,
-        "by_source": lambda: {"bm25": 0, "rerank": 0, "clicked": 0},
-        "clicked_total": int,
-        "clicked_missing": int,
-    }
+    summary_type = PoolSummary
 
     def __init__(self, profile: Profile, out: Path, questions: Path, runs: Path, corpus: Path):
         super().__init__(profile, out, questions=questions, runs=runs, corpus=corpus)
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: PoolSummary, progress, executor) -> dict:
         config = self.profile.pool
         topics = load_topics(self.inputs["questions"], shard)
         qids = [t.qid for t in topics]
@@ -149,5 +153,5 @@ class PoolStage(ProfiledStage):
 
 def build_pool(
     profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(), progress=None
-) -> StageSummary:
+) -> PoolSummary:
     return PoolStage(profile, out, questions, runs, corpus).run(shard, progress)

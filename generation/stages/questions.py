@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -208,14 +209,22 @@ def parse_record(
     return question_row, _subquestion_rows(rec, mode)
 
 
-class QuestionsStage(Stage):
+@dataclass(slots=True)
+class QuestionsSummary(StageSummary):
+    questions: int = 0
+    subquestions: int = 0
+    clicked: int = 0  # clicked documents the kept questions list
+    rejected: int = 0  # malformed records (set aside with --rejects)
+
+
+class QuestionsStage(Stage[QuestionsSummary]):
     """Researchy Questions records -> the questions and subquestions tables (one folder per split, not sharded)."""
 
     name = "questions"
     unit = "records"
     sharded = False
     produces = "`questions.parquet`, `subquestions.parquet`"
-    summary_fields = {"questions": int, "subquestions": int, "clicked": int, "rejected": int}
+    summary_type = QuestionsSummary
 
     def __init__(
         self,
@@ -238,7 +247,7 @@ class QuestionsStage(Stage):
     def completed_files(cls, folder: Path, profile=None, verify_sha256: bool = True) -> list[Path]:
         return list(question_files(folder))
 
-    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> StageSummary:
+    def run(self, shard: Shard = Shard(), progress=None, executor=None) -> QuestionsSummary:
         summary = self.new_summary(shard)
         write_tables(self.records, self.out, self.split, self.decomposition, self.rejects, summary, progress)
         summary.outputs = [self.out / "questions.parquet", self.out / "subquestions.parquet"]
@@ -252,7 +261,7 @@ def read_researchy(
     decomposition: Decomposition = Decomposition.subquestions,
     rejects_path: Path | None = None,
     progress=None,
-) -> StageSummary:
+) -> QuestionsSummary:
     """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
     return QuestionsStage(None, out_dir, inputs, split, decomposition, rejects_path).run(progress=progress)
 
@@ -263,7 +272,7 @@ def write_tables(
     split: str,
     decomposition: Decomposition,
     rejects_path: Path | None,
-    summary: StageSummary,
+    summary: QuestionsSummary,
     progress=None,
 ) -> None:
     if split not in SOURCE_SPLITS:

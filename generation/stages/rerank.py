@@ -19,10 +19,10 @@ from generation.docstore import DocStore
 from generation.judging.reranker_input import rerank_query
 from generation.profiles import Profile
 from generation.shards import Shard, StageOutput
-from generation.stages.base import Input, ProfiledStage, StageSummary
+from generation.stages.base import Input, ProfiledStage
 from generation.stages.index import INDEX_TEXTS
 from generation.stages.questions import QUESTIONS_FOLDER
-from generation.stages.retrieve import RetrieveStage, RunWriter
+from generation.stages.retrieve import RetrieveStage, RunSummary, RunWriter
 from generation.topics import load_topics
 
 NAME = "rerank"
@@ -40,7 +40,7 @@ def rank_by_score(docids: Sequence[str], scores: Sequence[float]) -> list[tuple[
     return [(docids[i], float(scores[i])) for i in order]
 
 
-class RerankStage(ProfiledStage):
+class RerankStage(ProfiledStage[RunSummary]):
     """Each question's top BM25 hits rescored by the profile's reranker (Qwen3-Reranker P(yes), or the stand-in)."""
 
     name = "rerank"
@@ -53,7 +53,7 @@ class RerankStage(ProfiledStage):
     )
     sections = ("bm25", "rerank")
     unit = "questions"
-    summary_fields = {"queries": int, "rows": int}
+    summary_type = RunSummary
 
     def __init__(
         self, profile: Profile, out: Path, questions: Path, runs: Path, index: Path, scorer: Scorer | None = None
@@ -61,7 +61,7 @@ class RerankStage(ProfiledStage):
         super().__init__(profile, out, questions=questions, runs=runs, index=index)
         self.scorer = scorer
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: RunSummary, progress, executor) -> dict:
         config = self.profile.rerank
         topics = load_topics(self.inputs["questions"], shard)
         bm25 = ds.dataset(self.input_files["retrieve"], format="parquet").to_table(
@@ -110,5 +110,5 @@ def rerank(
     shard: Shard = Shard(),
     scorer: Scorer | None = None,
     progress=None,
-) -> StageSummary:
+) -> RunSummary:
     return RerankStage(profile, out, questions, runs, index, scorer).run(shard, progress)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -121,7 +122,15 @@ class RunWriter:
         self.parquet.abort()
 
 
-class RetrieveStage(ProfiledStage):
+@dataclass(slots=True)
+class RunSummary(StageSummary):
+    """A run's shard (`retrieve`, `rerank`): its questions and their ranked documents."""
+
+    queries: int = 0
+    rows: int = 0
+
+
+class RetrieveStage(ProfiledStage[RunSummary]):
     """BM25 top-k per question (Pyserini's batch search; the profile's k1, b, depth and query)."""
 
     name = "retrieve"
@@ -133,7 +142,7 @@ class RetrieveStage(ProfiledStage):
     )
     sections = ("bm25",)
     unit = "queries"
-    summary_fields = {"queries": int, "rows": int}
+    summary_type = RunSummary
 
     def __init__(
         self, profile: Profile, out: Path, questions: Path, index: Path, threads: int | None = None, chunk: int = 500
@@ -141,7 +150,7 @@ class RetrieveStage(ProfiledStage):
         super().__init__(profile, out, questions=questions, index=index)
         self.threads, self.chunk = threads, chunk
 
-    def run_shard(self, shard: Shard, output: StageOutput, summary: StageSummary, progress, executor) -> dict:
+    def run_shard(self, shard: Shard, output: StageOutput, summary: RunSummary, progress, executor) -> dict:
         config = self.profile.bm25
         topics = load_topics(self.inputs["questions"], shard)
         searcher = open_searcher(self.inputs["index"], config)
@@ -191,5 +200,5 @@ def retrieve(
     threads: int | None = None,
     chunk: int = 500,
     progress=None,
-) -> StageSummary:
+) -> RunSummary:
     return RetrieveStage(profile, out, questions, index, threads, chunk).run(shard, progress)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.card_statements import quartiles
+from builder.release.contract import ComplexityStats
 from builder.release.topic_index import mix
 from generation.spill import KeyRuns
 
@@ -38,8 +39,8 @@ class ComplexityAccumulator:
         self.subquestions_of = subquestions_of  # K per question position
         self.subq_question = subq_question  # question position per sub-question position
         self.answer_level, self.threshold = answer_level, threshold
-        self.judged = np.zeros(len(subquestions_of), bool)
-        self.answered = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
+        self.judged: np.ndarray = np.zeros(len(subquestions_of), bool)
+        self.answered: np.ndarray = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
         # distinct (question, document) pairs with an answer per batch, and how many sub-questions each answers
         # there: sorted runs that spill to disk (generation/spill.py), so memory stays flat
         self._pairs = KeyRuns(dtype=PAIR, key="key")
@@ -50,18 +51,20 @@ class ComplexityAccumulator:
         self.answered[subquestion[answers]] = True
         question, document = question[answers], document[answers]
         keys, first, counts = np.unique(mix(question, document), return_index=True, return_counts=True)
-        pairs = np.empty(len(keys), PAIR)
+        pairs: np.ndarray = np.empty(len(keys), PAIR)
         pairs["key"], pairs["q"], pairs["count"] = keys, question[first], counts
         self._pairs.add(pairs)
 
     def result(self) -> dict[str, np.ndarray]:
         """Arrays per question position; questions without any judgment are masked by `judged`."""
         n = len(self.subquestions_of)
-        k = self.subquestions_of.astype(np.float64)
+        k: np.ndarray = self.subquestions_of.astype(np.float64)
         # a sub-question of no known question (validate reports it) counts for none
         known = self.subq_question[self.answered]
-        answered = np.bincount(known[known >= 0], minlength=n)
-        documents, spread_sum, max_m = np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64)
+        answered: np.ndarray = np.bincount(known[known >= 0], minlength=n)
+        documents: np.ndarray = np.zeros(n, np.int64)
+        spread_sum: np.ndarray = np.zeros(n)
+        max_m: np.ndarray = np.zeros(n, np.int64)
         for chunk in self._pairs.chunks():  # sorted by key, a (question, document) pair never spans two chunks
             if not len(chunk):
                 continue
@@ -102,15 +105,16 @@ def add_columns(
     return questions
 
 
-def summary(questions: pa.Table) -> dict:
+def summary(questions: pa.Table) -> ComplexityStats:
+    """A split's `complexity` statistics from its questions' columns (only `questions` when none is judged)."""
     judged = questions.filter(pc.is_valid(questions["answerable"]))
     n = judged.num_rows
     if n == 0:
-        return {"questions": 0}
-    return {
-        "questions": n,
-        "answerable_share": round(pc.sum(judged["answerable"]).as_py() / n, 4),
-        "mean_subquestions_answerable": round(float(pc.mean(judged["answerable_share"]).as_py()), 4),
-        "completeness_quartiles": quartiles(judged["completeness"].to_numpy()),
-        "retrieval_complex_share": round(pc.sum(judged["retrieval_complex"]).as_py() / n, 4),
-    }
+        return ComplexityStats(questions=0)
+    return ComplexityStats(
+        questions=n,
+        answerable_share=round(pc.sum(judged["answerable"]).as_py() / n, 4),
+        mean_subquestions_answerable=round(float(pc.mean(judged["answerable_share"]).as_py()), 4),
+        completeness_quartiles=quartiles(judged["completeness"].to_numpy()),
+        retrieval_complex_share=round(pc.sum(judged["retrieval_complex"]).as_py() / n, 4),
+    )

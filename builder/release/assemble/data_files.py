@@ -28,10 +28,11 @@ from builder.release.assemble.configs import (
     diversity_qrels,
     queries,
 )
-from builder.release.assemble.stats import Batch, SplitStats
+from builder.release.assemble.stats import Batch, SplitStatsAccumulator
 from builder.release.assemble.training_configs import TrainingCounts, TrainingWriters, with_dev_split
 from builder.release.assemble.trec import QrelsWriter
 from builder.release.assemble.writer import RollingWriter
+from builder.release.contract import SplitStats
 from builder.release.layout import PARTITIONS, SPLITS, binary_threshold, config_of_partition, data_files, file_rows
 from builder.release.topic_index import MISSING, TopicIndex, string_hashes
 from generation.errors import InputError
@@ -49,7 +50,7 @@ UNPARSED = len(PARTITIONS) - 1  # partition code of a null level; levels 0-5 are
 @dataclass
 class ReleaseSummary:
     rows: dict = field(default_factory=dict)  # config -> split -> rows
-    stats: dict = field(default_factory=dict)  # split -> SplitStats.summary()
+    stats: dict[str, SplitStats] = field(default_factory=dict)  # split -> its statistics
     training: TrainingCounts = field(default_factory=TrainingCounts)
     files: list[Path] = field(default_factory=list)
     left_out: dict = field(default_factory=dict)  # status -> judgments left out (build-release --leave-out-other-text)
@@ -61,7 +62,8 @@ def load_questions(folders: list[Path]) -> tuple[pa.Table, pa.Table]:
     for i, folder in enumerate(resolved):
         if folder in resolved[:i]:
             raise InputError(folder, 0, "the same questions folder is given twice")
-    questions, subquestions = [], []
+    questions: list[pa.Table] = []
+    subquestions: list[pa.Table] = []
     for folder in folders:
         for path, name, tables in zip(question_files(folder), ("questions", "subquestions"), (questions, subquestions)):
             try:
@@ -154,7 +156,11 @@ class Routed:
 
 
 def route(
-    files: list[Path], index: TopicIndex, pool=None, leave_out: tuple[str, ...] = (), left_out: Counter | None = None
+    files: list[Path],
+    index: TopicIndex,
+    pool=None,
+    leave_out: tuple[str, ...] = (),
+    left_out: Counter[str] | None = None,
 ):
     """Yields a `Routed` batch per 262k input rows, in input order; a row whose question or sub-question
     is unknown, or whose sub-question belongs to another question, stops the build naming its file. Rows whose
@@ -162,7 +168,8 @@ def route(
     for path, table in read_batches(files, "judgments", BATCH_ROWS):
         if leave_out:
             dropped = pc.is_in(table["status"], value_set=pa.array(leave_out, pa.string()))
-            left_out.update(table.filter(dropped)["status"].to_pylist())
+            if left_out is not None:
+                left_out.update(table.filter(dropped)["status"].to_pylist())
             table = table.filter(pc.invert(dropped))
         subquestion = index.subquestion_positions(table["subq_id"])
         if (subquestion == MISSING).any():
@@ -297,7 +304,7 @@ def build_release_data(
         shutil.rmtree(out / "data")
     summary = ReleaseSummary()
     subq_split = index.split_of_subquestions()
-    stats = {}
+    stats: dict[str, SplitStatsAccumulator] = {}
     for code, split in enumerate(splits):
         write_table(
             subquestion_table.filter(pa.array(subq_split == code)),
@@ -307,7 +314,7 @@ def build_release_data(
             rows_per_file,
             summary,
         )
-        stats[split] = SplitStats(
+        stats[split] = SplitStatsAccumulator(
             len(subq_split),
             subquestions=int((subq_split == code).sum()),
             clicked_total=int(
@@ -329,7 +336,7 @@ def build_release_data(
     qrels = {s: QrelsWriter(out, split, rows_per_file) for s, split in enumerate(splits)}  # Parquet and TREC
     derived = DerivedConfigs(out, question_table, subquestion_table, splits, rows_per_file, binary_threshold(profile))
     training = TrainingWriters(out, subquestion_table, subq_split, splits, profile, rows_per_file, runs=runs)
-    left_out = Counter()
+    left_out: Counter[str] = Counter()
     for _, routed in route(files, index, profile.pool if profile is not None else None, leave_out, left_out):
         b = routed.batch
         complexity.add(b.question, b.subquestion, b.document, b.table["level"])
@@ -349,9 +356,9 @@ def build_release_data(
         for name in ("judgments", config_of_partition(PARTITIONS[p])):
             summary.rows.setdefault(name, {}).setdefault(splits[s], 0)
             summary.rows[name][splits[s]] += writer.rows
-    for s, writer in qrels.items():
-        summary.files += writer.close()
-        summary.rows.setdefault("qrels", {})[splits[s]] = writer.rows
+    for s, qrels_writer in qrels.items():
+        summary.files += qrels_writer.close()
+        summary.rows.setdefault("qrels", {})[splits[s]] = qrels_writer.rows
     derived.close(summary)
     summary.training = training.close(summary)
     retrieved = training.retrieved_column(question_table)
@@ -361,12 +368,11 @@ def build_release_data(
     question_table = add_columns(
         question_table, np.arange(question_table.num_rows), complexity.result(), complexity.judged
     )
-    summary.stats = {s: stats[s].summary() for s in splits}
     summary.left_out = {status: left_out.get(status, 0) for status in leave_out}
     for split in splits:
         part = question_table.filter(pc.equal(question_table["split"], split))
         write_table(part, out / "data" / "questions", split, "questions", rows_per_file, summary)
-        summary.stats[split]["complexity"] = complexity_summary(part)
+        summary.stats[split] = stats[split].summary(complexity_summary(part))
     return summary
 
 

@@ -15,7 +15,6 @@ from builder.release.assemble.failed_pairs import failed_pairs
 from builder.release.assemble.imported import import_record
 from builder.release.assemble.lineage import judgment_config_hash, release_profile
 from builder.release.assemble.pilot import pilot_for_release
-from builder.release.assemble.training_configs import settings_record
 from builder.release.card_text import PLOT, plot_levels
 from builder.release.contract import (
     MANIFEST_SCHEMA,
@@ -25,9 +24,9 @@ from builder.release.contract import (
     Manifest,
     Models,
     PromptRef,
-    TrainingRecord,
 )
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
+from builder.release.training_record import settings_record
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
@@ -154,7 +153,7 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
             else f" ({profile.rerank.backend})"
         )
     )
-    training = TrainingRecord.model_validate(settings_record(profile, summary.training))
+    training = settings_record(profile, summary.training.negatives, summary.training.retrieved)
     context = CardContext(
         repo=repo,
         profile=profile,

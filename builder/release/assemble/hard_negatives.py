@@ -55,12 +55,8 @@ class NegativeCounts:
         self.short_positives += other.short_positives
         self.by_source.update(other.by_source)
 
-    def record(self) -> dict:
-        return {
-            "positives": self.positives,
-            "short_positives": self.short_positives,
-            "negatives_by_source": {s: self.by_source.get(s, 0) for s in SOURCES},
-        }
+    def negatives_by_source(self) -> dict[str, int]:
+        return {s: self.by_source.get(s, 0) for s in SOURCES}
 
 
 def sampled_questions(qids: Sequence[str]) -> set[str]:
@@ -175,7 +171,7 @@ class _Chunk:
         self.list_start = np.r_[0, np.cumsum(lengths)].astype(np.int64)
         self.docids = pc.list_flatten(_combined(lists["docids"]))
         labels = pc.list_flatten(_combined(lists["labels"])).to_numpy(zero_copy_only=False)
-        self.row_of = np.repeat(np.arange(lists.num_rows), lengths)
+        self.row_of: np.ndarray = np.repeat(np.arange(lists.num_rows), lengths)
         self.positive = np.flatnonzero(labels >= rule.answer_level)
         self.low = np.flatnonzero(labels <= rule.negative_level)
         self.pos_row = self.row_of[self.positive]
@@ -183,9 +179,9 @@ class _Chunk:
         self.low_count = np.bincount(self.row_of[self.low], minlength=lists.num_rows)
         self.low_start = np.r_[0, np.cumsum(self.low_count)[:-1]].astype(np.int64)
         n, k = len(self.positive), rule.negatives
-        self.chosen = np.zeros((n, k), np.int64)
-        self.source = np.zeros((n, k), np.int8)
-        self.filled = np.zeros(n, np.int64)
+        self.chosen: np.ndarray = np.zeros((n, k), np.int64)
+        self.source: np.ndarray = np.zeros((n, k), np.int8)
+        self.filled: np.ndarray = np.zeros(n, np.int64)
         self.blocks: list[pa.Array] = []
         self.size = len(self.docids)  # of `docids` and `blocks` together
         self.qids: list[str] | None = None
@@ -204,13 +200,11 @@ class _Chunk:
         k = self.rule.negatives
         short = np.flatnonzero(self.filled < k)
         row = self.pos_row[short]
+        retrieved = self.inputs.retrieved
         if source == "judged":
             start, count = self.low_start[row], self.low_count[row]
-        elif self.inputs.retrieved is not None:
-            start, count = (
-                self.inputs.retrieved.start[row],
-                self.inputs.retrieved.stop[row] - self.inputs.retrieved.start[row],
-            )
+        elif retrieved is not None:
+            start, count = retrieved.start[row], retrieved.stop[row] - retrieved.start[row]
         else:
             return
         m = k - self.filled[short]
@@ -224,12 +218,12 @@ class _Chunk:
             return
         if source == "judged":
             where = self.low[at]
-        else:
+        elif retrieved is not None:  # always, for the retrieved source: it returned above otherwise
             unique, where = np.unique(at, return_inverse=True)
-            self.blocks.append(self.inputs.retrieved.docids.take(pa.array(unique)))
+            self.blocks.append(retrieved.docids.take(pa.array(unique)))
             where = self.size + where
             self.size += len(unique)
-        positives = np.repeat(short, take)
+        positives: np.ndarray = np.repeat(short, take)
         columns = (self.filled[short][:, None] + slots)[valid]
         self.chosen[positives, columns] = where
         self.source[positives, columns] = SOURCES.index(source)

@@ -3,8 +3,9 @@
 judgments per sub-question, statuses, provenance shares and clicked coverage.
 
 To count something new, add an entry to `ROW_CLASSES` (a name and a mask over a batch) or a column to
-`VALUE_COUNTS`; `summary()` reports every entry. `validate` counts them by its own code
-(builder/release/validate/statistics.py), so a new entry here needs its count there too.
+`VALUE_COUNTS`, and its field to the contract's `SplitStats` (builder/release/contract.py), which
+`SplitStatsAccumulator.summary` fills. `validate` counts them by its own code (builder/release/validate/statistics.py),
+so a new entry here needs its count there too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.contract import (
+    Clicked,
+    ComplexityStats,
+    LevelRow,
+    PerSubquestion,
+    ProvenanceShare,
+    SplitStats,
+)
 from builder.release.layout import LEVELS
 from builder.release.topic_index import mix
 
@@ -69,20 +78,22 @@ ROW_CLASSES: dict[str, Callable[[Batch], np.ndarray]] = {
         else np.zeros(b.table.num_rows, bool)
     ),
 }
-PROVENANCE = ("bm25", "rerank", "clicked", "bm25_only", "rerank_only", "bm25_and_rerank", "clicked_only")
+PROVENANCE = tuple(ProvenanceShare.model_fields)  # the ROW_CLASSES stated as shares of the judgments
 VALUE_COUNTS = ("status", "source")  # string columns counted by value ("null" for a missing value)
 
 
 @dataclass
-class SplitStats:
+class SplitStatsAccumulator:
+    """One split's statistics, added to batch by batch; `summary` gives them as the contract states them."""
+
     n_subquestions: int  # sub-question positions of the whole index (counts are kept per position)
     subquestions: int = 0  # in the subquestions table of this split
     clicked_total: int = 0  # clicked documents in the questions table of this split
-    levels: Counter = field(default_factory=Counter)  # level -> judgments; "unparsed" for Other
-    rows: Counter = field(default_factory=Counter)  # ROW_CLASSES name -> judgments
-    values: dict = field(default_factory=dict)  # VALUE_COUNTS column -> Counter
+    levels: Counter[int | str] = field(default_factory=Counter)  # level -> judgments; "unparsed" for Other
+    rows: Counter[str] = field(default_factory=Counter)  # ROW_CLASSES name -> judgments
+    values: dict[str, Counter[str]] = field(default_factory=dict)  # VALUE_COUNTS column -> value -> judgments
     per_subquestion: np.ndarray | None = None
-    _clicked_keys: list = field(default_factory=list)
+    _clicked_keys: list[np.ndarray] = field(default_factory=list)
 
     def add(self, batch: Batch) -> None:
         table = batch.table
@@ -107,47 +118,52 @@ class SplitStats:
     def judgments(self) -> int:
         return sum(self.levels.values())
 
-    def summary(self) -> dict:
-        """Plain numbers, as the card, the manifest and `validate` state them."""
+    def summary(self, complexity: ComplexityStats) -> SplitStats:
+        """The split's statistics as the card, the manifest and `validate` state them, with its questions'
+        retrieval-complexity figures (assemble/complexity.py `summary`, made once the questions table is whole)."""
         per = self.per_subquestion if self.per_subquestion is not None else np.zeros(0, np.int64)
         judged = per[per > 0]
         denominator = self.subquestions or len(judged) or 1
         table1 = [
-            {"level": str(n), "count": self.levels[n], "per_subquestion": round(self.levels[n] / denominator, 2)}
+            LevelRow(level=str(n), count=self.levels[n], per_subquestion=round(self.levels[n] / denominator, 2))
             for n in sorted(LEVELS, reverse=True)
         ]
         table1.append(
-            {
-                "level": "Other",
-                "count": self.levels["unparsed"],
-                "per_subquestion": round(self.levels["unparsed"] / denominator, 4),
-            }
+            LevelRow(
+                level="Other",
+                count=self.levels["unparsed"],
+                per_subquestion=round(self.levels["unparsed"] / denominator, 4),
+            )
         )
         total = self.judgments or 1
         clicked_judged = len(np.unique(np.concatenate(self._clicked_keys))) if self._clicked_keys else 0
-        return {
-            "judgments": self.judgments,
-            "subquestions": self.subquestions,
-            "subquestions_judged": int(len(judged)),
-            "table1": table1,
-            "judgments_per_subquestion": {
-                "mean": round(self.judgments / denominator, 2),
-                "min": int(judged.min()) if len(judged) else 0,
-                "max": int(judged.max()) if len(judged) else 0,
+        return SplitStats(
+            judgments=self.judgments,
+            subquestions=self.subquestions,
+            subquestions_judged=int(len(judged)),
+            table1=table1,
+            judgments_per_subquestion=PerSubquestion(
+                mean=round(self.judgments / denominator, 2),
+                min=int(judged.min()) if len(judged) else 0,
+                max=int(judged.max()) if len(judged) else 0,
+            ),
+            provenance_share=ProvenanceShare.model_validate({k: round(self.rows[k] / total, 4) for k in PROVENANCE}),
+            context_cut_by_tokens=self.rows["context_cut_by_tokens"],
+            counts={column: dict(sorted(self.values.get(column, {}).items())) for column in VALUE_COUNTS},
+            clicked=Clicked(
+                in_questions=self.clicked_total,
+                judged=clicked_judged,
+                coverage=round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0,
+            ),
+            level_share={
+                **{str(n): round(self.levels[n] / total, 6) for n in LEVELS},
+                "unparsed": round(self.levels["unparsed"] / total, 6),
             },
-            "provenance_share": {k: round(self.rows[k] / total, 4) for k in PROVENANCE},
-            "context_cut_by_tokens": self.rows["context_cut_by_tokens"],
-            "counts": {column: dict(sorted(self.values.get(column, {}).items())) for column in VALUE_COUNTS},
-            "clicked": {
-                "in_questions": self.clicked_total,
-                "judged": clicked_judged,
-                "coverage": round(clicked_judged / self.clicked_total, 4) if self.clicked_total else 0.0,
-            },
-            "level_share": {str(k): round(self.levels[k] / total, 6) for k in [*LEVELS, "unparsed"]},
-        }
+            complexity=complexity,
+        )
 
 
-def _value_counts(array) -> list[tuple]:
+def _value_counts(array: pa.Array | pa.ChunkedArray) -> list[tuple]:
     if len(array) == 0:
         return []
     counts = pc.value_counts(array)

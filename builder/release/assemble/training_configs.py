@@ -40,7 +40,6 @@ from builder.release.assemble.hard_negatives import (
 from builder.release.assemble.natural_runs import NaturalRuns
 from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, lists_by_row
 from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
-from builder.release.training_rule import settings_record as rule_settings_record
 from generation.schema import arrow_schema
 
 # a graded list's order, hardest first within a level; the card states it in words (card_statements.order_text)
@@ -73,11 +72,11 @@ def output_order(qids: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     question's first sub-question), and per position, its question's code (the place of that first sub-question)."""
     codes = pc.index_in(qids, value_set=pc.unique(qids)).to_numpy(zero_copy_only=False).astype(np.int64)
     n = len(codes)
-    first = np.full(int(codes.max()) + 1 if n else 0, n, np.int64)
+    first: np.ndarray = np.full(int(codes.max()) + 1 if n else 0, n, np.int64)
     np.minimum.at(first, codes, np.arange(n))
     question = first[codes]
     order = np.lexsort((np.arange(n), question))
-    place = np.empty(n, np.int64)
+    place: np.ndarray = np.empty(n, np.int64)
     place[order] = np.arange(n)
     return place, place[question]
 
@@ -207,7 +206,7 @@ class OtherQuestionPools:
 
     def __init__(self, qids: pa.Array | pa.ChunkedArray, subq_split: np.ndarray):
         self.qids = qids
-        self.sampled = np.zeros(len(qids), bool)
+        self.sampled: np.ndarray = np.zeros(len(qids), bool)
         for code in np.unique(subq_split):
             in_split = subq_split == code
             chosen = sampled_questions(qids.filter(pa.array(in_split)).to_pylist())
@@ -267,11 +266,6 @@ def conformed(name: str, table: pa.Table) -> pa.Table:
     return table.cast(arrow_schema(CONFIGS[name]))
 
 
-def settings_record(profile, counts: TrainingCounts) -> dict:
-    """`manifest.training`: the settings the configs were derived with and what they hold."""
-    return rule_settings_record(profile, counts.negatives.record(), counts.retrieved)
-
-
 class TrainingWriters:
     """`build-release`'s side: rows added per routed batch, the two configs written per split at the end."""
 
@@ -296,7 +290,7 @@ class TrainingWriters:
         if runs:
             place, question_place = output_order(subquestions["qid"])
             qids = pc.unique(subquestions["qid"])
-            question_key = np.full(len(qids), -1, np.int64)
+            question_key: np.ndarray = np.full(len(qids), -1, np.int64)
             question_key[pc.index_in(subquestions["qid"], value_set=qids).to_numpy(zero_copy_only=False)] = (
                 question_place
             )

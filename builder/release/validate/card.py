@@ -32,7 +32,7 @@ from builder.release.card_text import (
     published_configs,
     stats_markdown,
 )
-from builder.release.contract import ConfigFiles, ConfigSchema, Manifest, card_entries
+from builder.release.contract import ConfigFiles, ConfigSchema, Manifest, SplitStats, card_entries
 from builder.release.layout import CONFIGS
 from generation.judging.prompts import get_prompt
 
@@ -58,7 +58,9 @@ def read_card(release: Path) -> tuple[dict | None, str, str | None]:
     return (data if isinstance(data, dict) else None), body, None if isinstance(data, dict) else "YAML is not a mapping"
 
 
-def check_card(release: Path, manifest: Manifest, rows: dict, stats: dict, splits: list[str], report) -> dict | None:
+def check_card(
+    release: Path, manifest: Manifest, rows: dict, stats: dict[str, SplitStats], splits: list[str], report
+) -> dict | None:
     """The card's checks, in the report's order; the card's YAML (None when it has none), for the load check."""
     yaml_check = report.check(
         "README.md YAML parses and declares every config with exact num_examples and its own files"
@@ -182,21 +184,21 @@ def check_figures(release: Path, rows: dict, splits: list[str], body: str, data:
             check.fail(
                 f"README.md YAML {c.name}: download_size {info and info.download_size}, its files are {size:,} bytes"
             )
-        stated = {s.name: s.num_bytes for s in info.splits} if info is not None else {}
+        declared = {s.name: s.num_bytes for s in info.splits} if info is not None else {}
         for split in present:
             try:
                 recorded = arrow_bytes(c.files(release, split))
             except (OSError, ValueError) as e:  # a footer without the count: reported, the file checks say why
                 check.fail(f"{c.name}/{split}: {e}")
                 continue
-            if stated.get(split) != recorded:
+            if declared.get(split) != recorded:
                 check.fail(
-                    f"README.md YAML {c.name}/{split}: num_bytes {stated.get(split)}, the files' footers give "
+                    f"README.md YAML {c.name}/{split}: num_bytes {declared.get(split)}, the files' footers give "
                     f"{recorded:,}"
                 )
 
 
-def check_plot(release: Path, stats: dict, check) -> None:
+def check_plot(release: Path, stats: dict[str, SplitStats], check) -> None:
     import matplotlib
     import numpy as np
     from PIL import Image

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.release.contract import SplitStats
 from builder.release.layout import LEVELS, TREC_QRELS_SUFFIX, binary_threshold
 from builder.release.no_text import text_files
 from builder.release.validate.card import check_card, read_card
@@ -69,7 +70,7 @@ class Check:
 class Report:
     release: Path
     checks: list[Check] = field(default_factory=list)
-    stats: dict = field(default_factory=dict)  # what the data gives: split -> statistics (as the manifest states them)
+    stats: dict[str, SplitStats] = field(default_factory=dict)  # what the data gives, as the manifest states it
     rows: dict = field(default_factory=dict)  # config -> split -> rows
 
     def check(self, name: str) -> Check:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from builder.release.contract import Manifest
+from builder.release.contract import Manifest, SplitStats
 from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
 
 CHECK = (
@@ -19,13 +19,13 @@ CHECK = (
 
 
 def check_import(
-    release: Path, manifest: Manifest, stats: dict, judgment_files: list[Path], card_body: str, check
+    release: Path, manifest: Manifest, stats: dict[str, SplitStats], judgment_files: list[Path], card_body: str, check
 ) -> None:
     """A release that records no import has no `imported` status; one that does has exactly the rows and statuses
     its import recorded, no `imported` row without a level, and a card naming the files and judges."""
-    statuses: Counter = Counter()
+    statuses: Counter[str] = Counter()
     for s in stats.values():
-        statuses.update(s["counts"]["status"])
+        statuses.update(s.counts["status"])
     imported = manifest.imported
     if imported is None:
         for status in IMPORTED_STATUSES:
@@ -37,7 +37,7 @@ def check_import(
         return
     files = imported.files
     left_out = imported.left_out or {}  # build-release --leave-out-other-text
-    judgments = sum(s["judgments"] for s in stats.values())
+    judgments = sum(s.judgments for s in stats.values())
     kept = sum(f.rows for f in files) - sum(left_out.values())
     if kept != judgments or imported.rows != kept + sum(left_out.values()):
         check.fail(
@@ -45,10 +45,12 @@ def check_import(
             f"files{f', {sum(left_out.values()):,} left out' if left_out else ''}); the release has "
             f"{judgments:,} judgments"
         )
-    statuses = {k: v for k, v in sorted((Counter(statuses) + Counter(left_out)).items())}
-    if imported.statuses != statuses:
+    imported_statuses = {k: v for k, v in sorted((statuses + Counter(left_out)).items())}
+    if imported.statuses != imported_statuses:
         differ = sorted(
-            k for k in set(statuses) | set(imported.statuses) if statuses.get(k) != imported.statuses.get(k)
+            k
+            for k in set(imported_statuses) | set(imported.statuses)
+            if imported_statuses.get(k) != imported.statuses.get(k)
         )
         check.fail(f"statuses differ from what the import recorded: {differ}")
     for path in (p for p in judgment_files if p.parent.name == "unparsed"):

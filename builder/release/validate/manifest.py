@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from builder.release.contract import Manifest, ManifestError
+from builder.release.contract import Manifest, ManifestError, SplitStats
 from builder.release.contract import read_manifest as contract_manifest
 from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, TREC_QRELS_SUFFIX, data_files, file_rows
 from generation.profiles import Profile
@@ -89,7 +89,7 @@ def check_files(release: Path, manifest: Manifest, check, report) -> None:
 
 
 def check_manifest_numbers(
-    release: Path, manifest: Manifest, profile: Profile | None, rows: dict, stats: dict, report
+    release: Path, manifest: Manifest, profile: Profile | None, rows: dict, stats: dict[str, SplitStats], report
 ) -> None:
     check = report.check("manifest.json's row counts, statistics and model names equal the data and profile")
     for c in CONFIGS:
@@ -106,13 +106,13 @@ def check_manifest_numbers(
                 continue
             if entry.rows != n:
                 check.fail(f"{name}: {entry.rows} rows in the manifest, {n} in the file")
-    stated_stats = manifest.stated_stats()
-    if stated_stats != stats:
+    if manifest.stats != stats:
         differing = [
             f"{split}.{key}"
-            for split in stats
-            for key in stats[split]
-            if stated_stats.get(split, {}).get(key) != stats[split][key]
+            for split, derived in stats.items()
+            if split in manifest.stats
+            for key in SplitStats.model_fields
+            if getattr(manifest.stats[split], key) != getattr(derived, key)
         ]
         check.fail(f"stats differ from the data: {differing or 'splits'}")
     reranker = manifest.models.reranker

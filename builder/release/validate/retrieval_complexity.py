@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from builder.release.card_statements import quartiles
+from builder.release.contract import ComplexityStats
 
 COLUMNS = {"answerable": pa.bool_(), "answerable_share": pa.float32(), "completeness": pa.float32()}
 COLUMNS["retrieval_complex"] = pa.bool_()
@@ -86,16 +87,16 @@ def with_complexity(questions: pa.Table, answers: Answers) -> pa.Table:
     return questions
 
 
-def complexity_summary(questions: pa.Table) -> dict:
+def complexity_summary(questions: pa.Table) -> ComplexityStats:
     """A split's `complexity` statistics from its questions' columns (only `questions` when none is judged)."""
     rows = [r for r in questions.select(list(COLUMNS)).to_pylist() if r["answerable"] is not None]
     if not rows:
-        return {"questions": 0}
+        return ComplexityStats(questions=0)
     n = len(rows)
-    return {
-        "questions": n,
-        "answerable_share": round(sum(bool(r["answerable"]) for r in rows) / n, 4),
-        "mean_subquestions_answerable": round(sum(r["answerable_share"] for r in rows) / n, 4),
-        "completeness_quartiles": quartiles([r["completeness"] for r in rows]),
-        "retrieval_complex_share": round(sum(bool(r["retrieval_complex"]) for r in rows) / n, 4),
-    }
+    return ComplexityStats(
+        questions=n,
+        answerable_share=round(sum(bool(r["answerable"]) for r in rows) / n, 4),
+        mean_subquestions_answerable=round(sum(r["answerable_share"] for r in rows) / n, 4),
+        completeness_quartiles=quartiles([r["completeness"] for r in rows]),
+        retrieval_complex_share=round(sum(bool(r["retrieval_complex"]) for r in rows) / n, 4),
+    )

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builder.release.contract import SplitStats
 from builder.release.layout import PARTITIONS
 from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, string_hashes
 from builder.release.validate.reading import Readable, batches, fingerprint, nan_count, read_all
@@ -269,10 +270,10 @@ def compare_complexity(stored: pa.Table, recomputed: pa.Table, check) -> None:
             check.fail(f"questions: {column} of qid {row} differs from the judgments' ({n} questions)", n)
 
 
-def split_summaries(questions: pa.Table, scans: dict[str, SplitScan]) -> dict:
+def split_summaries(questions: pa.Table, scans: dict[str, SplitScan]) -> dict[str, SplitStats]:
     stats = {}
     for split, scan in scans.items():
         part = questions.filter(pc.equal(questions["split"], split))
         clicked = int(pc.sum(pc.list_value_length(part["clicked"])).as_py() or 0)
-        stats[split] = {**scan.stats.summary(clicked), "complexity": complexity_summary(part)}
+        stats[split] = scan.stats.summary(clicked, complexity_summary(part))
     return stats

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.release.contract import Manifest, ManifestError, read_manifest
+from builder.release.contract import Manifest, ManifestError, SplitStats, read_manifest
 from builder.release.validate.expectations import load_expectations
 
 DEFAULT_UNPARSED_MAX = 0.01
@@ -15,7 +15,7 @@ DEFAULT_TOLERANCE = 0.02
 FAILED = "request_failed"  # a request without an answer: generation/schema.py JUDGMENT_STATUSES
 
 
-def previous_shares(release: Path, check) -> dict:
+def previous_shares(release: Path, check) -> dict[str, dict[str, float]]:
     """split -> level -> share stated by a previous release's manifest; what it lacks is a report line."""
     try:
         previous = read_manifest(release)
@@ -25,11 +25,11 @@ def previous_shares(release: Path, check) -> dict:
     return {split: s.level_share for split, s in previous.stats.items()}
 
 
-def check_failed_pairs(stats: dict, manifest: Manifest, report) -> dict[str, int]:
+def check_failed_pairs(stats: dict[str, SplitStats], manifest: Manifest, report) -> dict[str, int]:
     """split -> its rows of status request_failed: requests that got no answer (the judge's failed pairs, published
     with `build-release --allow-failed-pairs`, or an import's failed requests). A release the kit judged counts them
     in manifest.json (`failed_pairs`), and the data must hold exactly that many."""
-    failed = {split: s["counts"]["status"].get(FAILED, 0) for split, s in stats.items()}
+    failed = {split: s.counts["status"].get(FAILED, 0) for split, s in stats.items()}
     check = report.check(
         "failed pairs (status request_failed) counted apart from the judge's answers, as manifest.json counts them"
     )
@@ -45,14 +45,16 @@ def check_failed_pairs(stats: dict, manifest: Manifest, report) -> dict[str, int
     return failed
 
 
-def check_shares(stats: dict, expect: Path | None, against: Path | None, report, manifest: Manifest) -> None:
+def check_shares(
+    stats: dict[str, SplitStats], expect: Path | None, against: Path | None, report, manifest: Manifest
+) -> None:
     bounds = load_expectations(expect)  # strict: raises ExpectationError on a misspelt key
     failed = check_failed_pairs(stats, manifest, report)
     unparsed = report.check("unparsed ('Other') share under its bound")
     limit = float(bounds.get("unparsed_max", DEFAULT_UNPARSED_MAX))
     for split, s in stats.items():
-        other = next(row["count"] for row in s["table1"] if row["level"] == "Other")
-        answers = s["judgments"] - failed[split]
+        other = next(row.count for row in s.table1 if row.level == "Other")
+        answers = s.judgments - failed[split]
         share = (other - failed[split]) / answers if answers else 0.0
         if share > limit:
             unparsed.fail(
@@ -73,16 +75,16 @@ def check_shares(stats: dict, expect: Path | None, against: Path | None, report,
                 "compare this split's shares with; give --expect bounds for it"
             )
     too_small = [
-        f"{split} ({s['judgments']:,} judgments)"
+        f"{split} ({s.judgments:,} judgments)"
         for split, s in stats.items()
-        if s["judgments"] < bounds.get("min_judgments", 0)
+        if s.judgments < bounds.get("min_judgments", 0)
     ]
     for split, s in stats.items():
-        if s["judgments"] < bounds.get("min_judgments", 0):
+        if s.judgments < bounds.get("min_judgments", 0):
             continue
         wanted = dict(bounds.get("levels") or {}) or reference.get(split, {})
         for level, (low, high) in wanted.items():
-            share = s["level_share"].get(str(level), 0.0)
+            share = s.level_share.get(str(level), 0.0)
             if not low <= share <= high:
                 shares.fail(f"{split}: level {level} share {share:.2%} outside [{low:.2%}, {high:.2%}]")
     if not bounds.get("levels") and not against:

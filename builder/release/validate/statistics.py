@@ -15,9 +15,9 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 
+from builder.release.contract import Clicked, ComplexityStats, LevelRow, PerSubquestion, ProvenanceShare, SplitStats
 from builder.release.layout import LEVELS
 
-PROVENANCE = ("bm25", "rerank", "clicked", "bm25_only", "rerank_only", "bm25_and_rerank", "clicked_only")
 COUNTED = ("status", "source")
 
 
@@ -43,8 +43,8 @@ class SplitCount:
         self.per_subquestion: np.ndarray = np.zeros(positions, np.int64)
         self.subquestions = subquestions
         self.tops = bm25_top, rerank_top
-        self.levels: Counter = Counter()  # level value (None for null) -> rows
-        self.classes: Counter = Counter()
+        self.levels: Counter[int | None] = Counter()  # level value (None for null) -> rows
+        self.classes: Counter[str] = Counter()
         self.values: dict[str, Counter] = {column: Counter() for column in COUNTED}
         self.clicked_pairs: list[np.ndarray] = []
 
@@ -84,37 +84,40 @@ class SplitCount:
         ordered = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
         return int(1 + np.count_nonzero(np.any(ordered[1:] != ordered[:-1], axis=1)))
 
-    def summary(self, clicked_in_questions: int) -> dict:
+    def summary(self, clicked_in_questions: int, complexity: ComplexityStats) -> SplitStats:
         judgments = sum(self.levels.values())
         judged = self.per_subquestion[self.per_subquestion > 0]
         per = self.subquestions or len(judged) or 1
         total = judgments or 1
         table1 = [
-            {"level": str(n), "count": self.levels[n], "per_subquestion": round(self.levels[n] / per, 2)}
+            LevelRow(level=str(n), count=self.levels[n], per_subquestion=round(self.levels[n] / per, 2))
             for n in reversed(LEVELS)
         ]
         table1.append(
-            {"level": "Other", "count": self.levels[None], "per_subquestion": round(self.levels[None] / per, 4)}
+            LevelRow(level="Other", count=self.levels[None], per_subquestion=round(self.levels[None] / per, 4))
         )
         clicked = self.clicked_judged()
         shares = {str(n): round(self.levels[n] / total, 6) for n in LEVELS}
-        return {
-            "judgments": judgments,
-            "subquestions": self.subquestions,
-            "subquestions_judged": int(judged.size),
-            "table1": table1,
-            "judgments_per_subquestion": {
-                "mean": round(judgments / per, 2),
-                "min": int(judged.min()) if judged.size else 0,
-                "max": int(judged.max()) if judged.size else 0,
-            },
-            "provenance_share": {name: round(self.classes[name] / total, 4) for name in PROVENANCE},
-            "context_cut_by_tokens": self.classes["context_cut_by_tokens"],
-            "counts": {column: dict(sorted(counter.items())) for column, counter in self.values.items()},
-            "clicked": {
-                "in_questions": clicked_in_questions,
-                "judged": clicked,
-                "coverage": round(clicked / clicked_in_questions, 4) if clicked_in_questions else 0.0,
-            },
-            "level_share": {**shares, "unparsed": round(self.levels[None] / total, 6)},
-        }
+        return SplitStats(
+            judgments=judgments,
+            subquestions=self.subquestions,
+            subquestions_judged=int(judged.size),
+            table1=table1,
+            judgments_per_subquestion=PerSubquestion(
+                mean=round(judgments / per, 2),
+                min=int(judged.min()) if judged.size else 0,
+                max=int(judged.max()) if judged.size else 0,
+            ),
+            provenance_share=ProvenanceShare.model_validate(
+                {name: round(self.classes[name] / total, 4) for name in ProvenanceShare.model_fields}
+            ),
+            context_cut_by_tokens=self.classes["context_cut_by_tokens"],
+            counts={column: dict(sorted(counter.items())) for column, counter in self.values.items()},
+            clicked=Clicked(
+                in_questions=clicked_in_questions,
+                judged=clicked,
+                coverage=round(clicked / clicked_in_questions, 4) if clicked_in_questions else 0.0,
+            ),
+            level_share={**shares, "unparsed": round(self.levels[None] / total, 6)},
+            complexity=complexity,
+        )

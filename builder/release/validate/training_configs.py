@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from builder.release.contract import Manifest
 from builder.release.layout import config
 from builder.release.topic_index import MISSING, IdIndex, positions
-from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions, settings_record
+from builder.release.training_record import settings_record
+from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
 from builder.release.validate.derived import Cursor, where
 from builder.release.validate.reading import Readable, batches, read_all
 from builder.release.validate.stored_lists import StoredLists
@@ -128,7 +129,7 @@ def _training_configs(release: Path, manifest: Manifest, profile, splits: list[s
         if extra:
             check.fail(f"{config(name).folders[0]}/{splits[code]}: {extra:,} rows past those the judgments give")
     stated = manifest.training.model_dump()
-    expected = settings_record(profile, reference.counts.record(), "runs" if listed.present else "none")
+    expected = settings_record(profile, reference.counts, "runs" if listed.present else "none").model_dump()
     differing = sorted(k for k in set(stated) | set(expected) if stated.get(k) != expected.get(k))
     if differing:
         check.fail(

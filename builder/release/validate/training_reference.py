@@ -64,12 +64,8 @@ class ReferenceCounts:
     short_positives: int = 0
     by_source: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
 
-    def record(self) -> dict:
-        return {
-            "positives": self.positives,
-            "short_positives": self.short_positives,
-            "negatives_by_source": {s: self.by_source[s] for s in SOURCES},
-        }
+    def negatives_by_source(self) -> dict[str, int]:
+        return {s: self.by_source[s] for s in SOURCES}
 
 
 class TrainingReference:
