@@ -22,7 +22,12 @@ from generation.model_shapes import Shape
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
 # stream, the norm's output, q/k/v and the attention output (each ~hidden wide), and the gated MLP's gate, up and
 # their product (3 x intermediate) alive at once inside one layer. A rule of thumb, not a measurement; the
-# out-of-memory fallback below catches what it misses.
+# out-of-memory fallback below catches what it misses. It adds the attention's tensors to the MLP's, which are not
+# alive at once: that covers the keys and values SDPA attention repeats to every query head over a forward's own
+# tokens (2 x heads x head_dim a token: 51k values a token in the attention at the 70B shape, 129k counted). Repeats
+# over a cached prefix's keys, once per row, are not per token: the kit's attention folds the heads instead
+# (generation/backends/grouped_attention.py), and tests/test_document_batches.py checks a batch's cost against the
+# tensors its forwards allocate.
 def activation_bytes_per_token(shape: Shape, dtype_bytes: int) -> int:
     width = 4 * shape.hidden + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate
     return width * dtype_bytes
@@ -34,6 +39,31 @@ def bytes_per_token(shape: Shape, dtype_bytes: int, keeps_cache: bool) -> int:
     return activation_bytes_per_token(shape, dtype_bytes) + (
         shape.kv_bytes_per_token(dtype_bytes) if keeps_cache else 0
     )
+
+
+@dataclass(frozen=True)
+class TokenCosts:
+    """What a batch of several documents holds beside whole tokens, in budget tokens (bytes_per_token):
+    `held`, a token of a held prefix in a forward it does not run in (a document's prefix while its sub-questions'
+    suffixes run: generation/backends/document_batches.py); `logits`, the logits of one position the LM head runs
+    on, in the model's dtype and once in float32 (the digits' log-probabilities, the greedy pick); `mask`, one entry of
+    the slot layout's attention mask (query x key, in the model's dtype, and its copy folded over the query heads of
+    a key/value head: grouped_attention.py)."""
+
+    held: float = 1.0
+    logits: float = 0.0
+    mask: float = 0.0
+
+
+def token_costs(shape: Shape, dtype_bytes: int) -> TokenCosts:
+    """A held prefix token: its keys and values in every layer, and once more in the one layer whose attention lays
+    the prefixes out for its rows (0.57 of a token at Llama-3.3-70B's shape: a suffix forward holds ~1.8x the
+    prefixes a prefix pass computes). A position's logits: the vocabulary x (dtype + 4) bytes (1.3 tokens there). A
+    mask entry: (1 + query heads a key/value head serves) x dtype bytes (3e-5 tokens there)."""
+    per_token = bytes_per_token(shape, dtype_bytes, keeps_cache=True)
+    held = shape.kv_bytes_per_token(dtype_bytes) * (1 + 1 / shape.layers)
+    mask = dtype_bytes * (1 + shape.heads // shape.kv_heads)
+    return TokenCosts(held / per_token, shape.vocab * (dtype_bytes + 4) / per_token, mask / per_token)
 
 
 def auto_token_budget(free_bytes: int, total_bytes: int, utilisation: float, per_token: int) -> int:
