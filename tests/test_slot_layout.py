@@ -172,3 +172,21 @@ def test_several_prefix_passes_a_batch_give_what_whole_prompts_give(chat_llama, 
     assert_same_grades(graded.grade(pairs), whole_prompt_grades(chat_llama, mode, pairs), mode)
     assert sum(passes) == 6 and len(passes) > len(batches) and max(batches) > max(passes)
     assert max(backend.model.ran) <= 1200
+
+
+def test_the_expected_table_in_the_docs_is_the_scripts_output():
+    """docs/performance.md's expected figures are scripts/expected_document_batches.py's rows, as it prints them."""
+    import importlib.util
+    from pathlib import Path
+
+    from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("expected", root / "scripts" / "expected_document_batches.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    page = (root / "docs" / "performance.md").read_text()
+    table = script.rows(PUBLISHED[LLAMA_33_70B], 12738, 12, 3000, 14, 20, 18)
+    for what, before, now in table:
+        assert f"| {what} | {before} | {now} |" in page
+    assert table[-1][1:] == ("3", "6, in 3 prefix passes")

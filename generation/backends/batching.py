@@ -17,6 +17,7 @@ import torch
 
 from generation.errors import without_frames
 from generation.model_shapes import Shape
+from generation.notices import warn
 
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
@@ -189,6 +190,7 @@ class TokenBudget:
         self.fitted_after_failure = 0  # tokens of the largest batch that ran after the first failure
         self.noticed = False
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
+        self.checked_alone = False  # whether a call's prompts were checked against the budget (once a backend)
 
     def run(
         self,
@@ -205,6 +207,9 @@ class TokenBudget:
         block, once the failed forward's tensors are no longer referenced by the error being handled."""
         batches = batches or LengthBatches([len(s) for s in sequences], self.packed)
         pending = batches.cut(list(range(len(sequences))), self.max_pairs, self.max_tokens)
+        if not self.checked_alone and self.max_tokens is not None and sequences:
+            self.checked_alone = True
+            self._say_what_runs_alone([batches.cost([i]) for i in range(len(sequences))], self.max_tokens)
         given_up: dict[int, BaseException] = {}
         while pending:
             batch = pending.pop(0)
@@ -243,6 +248,19 @@ class TokenBudget:
                 stacklevel=3,
             )
         return given_up
+
+    def _say_what_runs_alone(self, alone: list[int], budget: int) -> None:
+        """One warning, the first time prompts come, when some cost more than the budget by themselves (`alone`:
+        each prompt's cost in a batch of its own): those run one a batch, whatever batch_size says."""
+        over = sorted(cost for cost in alone if cost > budget)
+        if not over:
+            return
+        which = "every one" if len(over) == len(alone) else f"{len(over):,}"
+        warn(
+            f"{self.setting}: {budget:,} tokens is less than {which} of the {len(alone):,} prompts costs alone "
+            f"({over[0]:,} to {over[-1]:,} tokens): each of those runs in a batch of its own, whatever batch_size "
+            f"says. A budget several times {over[-1]:,} batches them; auto sizes it from the GPU's free memory"
+        )
 
     def _recover(self) -> bool:
         """After a batch ran under a lowered budget: the budget halfway back up towards the smallest failed cost."""
