@@ -107,20 +107,17 @@ class SlotLayout:
     slots: int
     width: int
 
-    def step_inputs(self, mask: torch.Tensor, positions: torch.Tensor, step: int):
+    def step_inputs(self, seen: torch.Tensor, last: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Positions and mask of decode step `step` (1, 2, ...: the step's input is the token chosen at the step
-        before, one a slot), from the slot forward's `mask` and `positions` as they lie on the device: each slot's new
-        token sees what its slot's last position saw (its prefix and its suffix) and the tokens its slot chose
-        before and now; the token chosen after position p sits at p + 1."""
-        rows, slots = mask.shape[0], self.slots
-        keep = self.keep.to(mask.device)
-        seen = mask[:, :, keep, :]
-        own = torch.eye(slots, dtype=torch.bool, device=mask.device).repeat(1, step)
-        chosen = torch.zeros(own.shape, dtype=mask.dtype, device=mask.device).masked_fill_(
-            ~own, torch.finfo(mask.dtype).min
-        )
-        step_mask = torch.cat([seen, chosen.expand(rows, 1, slots, slots * step)], dim=-1)
-        return positions[:, keep.to(positions.device)] + step, step_mask
+        before, one a slot). `seen` is the slot forward's mask at each slot's last position ([rows, 1, slots, keys])
+        and `last` that position ([rows, slots]), both on the device: each slot's new token sees what its slot's last
+        position saw (its prefix and its suffix) and the tokens its slot chose before and now, and sits at
+        last + step."""
+        rows, slots = seen.shape[0], self.slots
+        own = torch.eye(slots, dtype=torch.bool, device=seen.device).repeat(1, step)
+        chosen = torch.zeros(own.shape, dtype=seen.dtype, device=seen.device)
+        chosen.masked_fill_(~own, torch.finfo(seen.dtype).min)
+        return last + step, torch.cat([seen, chosen.expand(rows, 1, slots, slots * step)], dim=-1)
 
 
 class DocumentBatches:

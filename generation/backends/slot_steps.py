@@ -85,10 +85,11 @@ def slot_generate(backend, chosen: list[int], plan, max_new_tokens: int, texts: 
     logits are alive at a time: what the token budget counts (document_batches.py)."""
     layout = slot_layout_of(backend, chosen, plan)
     device, on_head = backend.input_device, backend.hidden_device
-    mask, positions = layout.mask.to(device), layout.positions.to(device)
-    running = torch.zeros((layout.ids.shape[0], layout.slots), dtype=torch.bool, device=on_head)  # a pair, not ended
+    mask, positions, keep = (t.to(device) for t in (layout.mask, layout.positions, layout.keep))
+    running = torch.zeros((layout.ids.shape[0], layout.slots), dtype=torch.bool)  # a slot with a pair, not ended
     for row, slot in layout.where.values():
         running[row, slot] = True
+    running = running.to(on_head)
     ends = torch.tensor(backend.end_tokens, dtype=torch.long, device=on_head)
 
     def pick(logits: torch.Tensor) -> torch.Tensor:
@@ -101,10 +102,11 @@ def slot_generate(backend, chosen: list[int], plan, max_new_tokens: int, texts: 
     output = slot_forward(backend, layout.ids.to(device), mask, positions, layout.cache, layout.keep)
     cache, chosen_tokens = output.past_key_values, [pick(output.logits)]
     del output
+    seen, last = mask[:, :, keep, :], positions[:, keep]
     for step in range(1, max_new_tokens):
         if not bool(running.any()):
             break
-        step_positions, step_mask = layout.step_inputs(mask, positions, step)
+        step_positions, step_mask = layout.step_inputs(seen, last, step)
         logits = slot_forward(backend, chosen_tokens[-1].to(device), step_mask, step_positions, cache).logits
         chosen_tokens.append(pick(logits))
         del logits
