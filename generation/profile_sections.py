@@ -36,7 +36,10 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 class TransformersSettings(Strict):
     """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
-    vLLM ignores them, and so does the config hash."""
+    vLLM ignores them, and so does the config hash. The backend takes its section whole (generation/backends/hf.py)
+    and names a key in its notices as SECTION.KEY."""
+
+    SECTION: ClassVar[str]  # the section's key in a profile: judge or rerank
 
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None,
@@ -68,6 +71,8 @@ class TransformersSettings(Strict):
 
 class Rerank(TransformersSettings):
     """The reranker over the BM25 run (`rerank`)."""
+
+    SECTION: ClassVar[str] = "rerank"
 
     backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backend_registry.py adds one
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
@@ -189,6 +194,8 @@ class OpenAIServer(Strict):
 
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
+
+    SECTION: ClassVar[str] = "judge"
 
     backend: Literal[(*JUDGE_BACKENDS, "ray")] = Field(  # "ray": Ray actors (generation/executors/ray.py)
         description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
