@@ -5,7 +5,7 @@ own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -60,11 +60,12 @@ class TransformersSettings(Strict):
         description="sequences laid end to end without padding, no shared-prefix "
         "reuse; on a GPU with variable-length attention (flex/flash)",
     )
-    compile: bool = Field(
+    compile: bool | Literal["suffix"] = Field(
         default=False,
-        description="torch.compile the model's forward (dynamic shapes; the first "
+        description="true: torch.compile the model's forward, every forward (dynamic shapes; the first "
         "batch pays the compile), for torchao fp8, whose activation "
-        "quantization runs as separate kernels without it; speed-ups: only "
+        "quantization runs as separate kernels without it; suffix (the judge's): a document-first judge's suffix "
+        "forwards alone, its prefix passes eager (docs/performance.md); speed-ups: only "
         "the measured ones (docs/benchmarks.md)",
     )
 
@@ -101,6 +102,15 @@ class Rerank(TransformersSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         default="auto", description="the weights' dtype; auto: the checkpoint's own (float32 on a CPU)"
     )
+
+    @model_validator(mode="after")
+    def _no_suffix_forwards(self) -> Rerank:
+        if self.compile == "suffix":
+            raise ValueError(
+                "compile: suffix compiles a document-first judge's suffix forwards; the reranker runs none (a "
+                "document is not a prefix its queries share): set compile: true (every forward) or false"
+            )
+        return self
 
 
 class Pool(Strict):
@@ -307,6 +317,30 @@ class JudgeConfig(TransformersSettings):
             )
             raise ValueError(f"batch_invariant: vLLM's mode, for backend vllm (this judge: {engine}); {hint}")
         return self
+
+    @model_validator(mode="after")
+    def _suffix_forwards_to_compile(self) -> JudgeConfig:
+        """`compile: suffix` where the judge runs suffix forwards in the slot layout (compiled_suffixes.py)."""
+        if self.compile != "suffix":
+            return self
+        from generation.judging.prompts import get_prompt
+
+        engine = self.ray_backend if self.backend == "ray" else self.backend
+        if engine != "transformers":
+            problem = f"this judge's backend is {engine}"
+        elif not get_prompt(self.prompt).document_first:
+            problem = f"prompt {self.prompt} puts no document first, so no prompts share it as a prefix"
+        elif self.packed:
+            problem = "packed: true runs whole prompts, no suffix forwards"
+        elif self.attention not in (None, "sdpa", "eager"):
+            problem = f"attention {self.attention} takes no 4D mask, which the slot layout needs (sdpa or eager)"
+        else:
+            return self
+        first = [p for p in get_args(type(self).model_fields["prompt"].annotation) if get_prompt(p).document_first]
+        raise ValueError(
+            f"compile: suffix compiles a document-first judge's suffix forwards (prompt {' or '.join(first)}, "
+            f"backend transformers): {problem}. Set compile: true (every forward) or false"
+        )
 
     @model_validator(mode="after")
     def _cut_points_fit(self) -> JudgeConfig:

@@ -17,6 +17,7 @@ from generation.backends.batching import (
     token_batches,
     token_costs,
 )
+from generation.backends.compiled_suffixes import compiled_suffixes
 from generation.backends.document_batches import DocumentBatches, full_attention_only
 from generation.backends.grouped_attention import NAME as GROUPED_SDPA
 from generation.backends.grouped_attention import use_grouped_attention
@@ -154,7 +155,7 @@ class TransformersBackend:
         self.section = section
         self.model, self.tokenizer = model.eval(), tokenizer
         use_grouped_attention(self.model)  # SDPA without keys and values repeated per query head (grouped_attention.py)
-        if section.compile:
+        if section.compile is True:
             # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
             # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
             self.model.compile(dynamic=True)
@@ -182,6 +183,7 @@ class TransformersBackend:
         # generate mode in the slot layout decodes greedily itself (slot_steps.py): where that is what generate() does
         self.slot_generate = self.slot_layout and greedy_is_argmax(self.model)
         self.end_tokens = end_tokens(self.model)
+        self.compiled_suffixes = compiled_suffixes(self, section)  # compile: suffix (compiled_suffixes.py)
         self.token_costs = token_costs(self.shape, self.model.dtype.itemsize)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -234,7 +236,7 @@ class TransformersBackend:
         """How a call's batches are cut: several groups a batch (document_batches.py) when the prompts come with
         keys and the model's layers allow it, else one group's prefix at a time (prefix_groups.py)."""
         if groups is not None and self.several_groups:
-            return DocumentBatches(sequences, groups, self.token_costs)
+            return DocumentBatches(sequences, groups, self.token_costs, compiled=self.compiled_suffixes is not None)
         return GroupBatches(sequences, groups)
 
     def _document_inputs(self, sequences, chosen: list[int], plan: DocumentBatches):
