@@ -4,7 +4,7 @@
 first (steady); the graphs torch.compile made after each; the largest difference of a digit probability (or the
 answers that differ, in generate mode) from eager.
 
-    python scripts/bench_compiled_suffixes.py                                   (CPU: tiny-llama, distribution)
+    python scripts/bench_compiled_suffixes.py --threads 1                       (CPU: tiny-llama, distribution)
     python scripts/bench_compiled_suffixes.py --device cuda --shape llama-70b --layers 16 --words 2048 --fp8
 
 Each setting runs in a process of its own (its own model, its own torch.compile caches). The first pairs are
@@ -118,9 +118,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--words", type=int, default=200, help="words a document (the other pairs: half to all)")
     parser.add_argument("--batch-size", type=int, default=16, help="pairs per batch (the judge's batch_size)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="torch threads (1 keeps a shared machine's noise down)")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--one", choices=SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.one:
         print(json.dumps(measure(args, args.one)))
         return
