@@ -21,9 +21,11 @@ from builder.release.validate.imported import CHECK as IMPORT_CHECK
 from builder.release.validate.imported import check_import
 from builder.release.validate.load import check_loads
 from builder.release.validate.manifest import (
+    SCHEMA,
     check_files,
     check_links,
     check_manifest_numbers,
+    check_schema,
     manifest_profile,
     read_manifest,
 )
@@ -89,6 +91,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
+    check_schema(release, report.check(SCHEMA))
     splits = manifest.splits
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
