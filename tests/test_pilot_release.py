@@ -192,7 +192,7 @@ def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figu
 
 
 def forged_figures(record: dict) -> None:
-    """The forgery of issue 49: kappa, recall and precision set to 0.95 and the verdict given again by the kit's own
+    """A careful forgery: kappa, recall and precision set to 0.95 and the verdict given again by the kit's own
     rule on them, the confusion table left as it was."""
     agreement = record["agreement"]
     agreement["measures"]["kappa_linear"] = 0.95

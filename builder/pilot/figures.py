@@ -40,7 +40,7 @@ def derived_figures(record: PilotRecord) -> dict[str, Any]:
     agreement = record.agreement
     levels = agreement.confusion.levels
     a, b = (np.asarray(levels, np.int64)[side] for side in table_pairs(agreement.confusion.rows_a_columns_b))
-    none = np.zeros(0, dtype=object)
+    none: np.ndarray = np.zeros(0, dtype=object)
     measured = compare(Joined(a, b, agreement.coverage.only_a, agreement.coverage.only_b, none, none), levels, 0)
     measured["answer"] = threshold_precision_recall(b, a, agreement.answer.threshold)
     return finite(measured)
