@@ -126,6 +126,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     rows = data_rows(files, splits)
     report.stats, report.rows = stats, rows
     check_manifest_numbers(release, manifest, profile, rows, stats, report)
+    del questions, index, prints, scans, complexity, recomputed  # the data's pass is done: the card's checks need none
     card = check_card(release, manifest, rows, stats, splits, report)
     check_loads(
         release,
