@@ -126,6 +126,45 @@ def test_completeness_exactly_at_the_threshold_is_not_retrieval_complex_in_any_o
         assert not built["retrieval_complex"][0] and not derived["retrieval_complex"][0], ids
 
 
+def test_validates_complexity_spilled_to_disk_is_what_it_gives_in_memory(monkeypatch):
+    """validate's retrieval complexity keeps the answering (question, document) rows in sorted runs on disk
+    (generation/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit for bit
+    what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
+    import numpy as np
+    import pyarrow as pa
+
+    import generation.spill as spill
+    from builder.release.assemble.complexity import ComplexityAccumulator
+    from builder.release.validate.retrieval_complexity import Answers
+
+    rng = np.random.default_rng(3)
+    k = rng.integers(1, 9, 300)  # sub-questions per question
+    subq_question = np.repeat(np.arange(len(k)), k)
+    batches = []
+    for _ in range(30):
+        subquestion = rng.integers(0, len(subq_question), 400)
+        question = subq_question[subquestion]
+        document = rng.integers(0, 12, 400).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # hashes, as docids give
+        batches.append((question, subquestion, document, pa.array(rng.integers(0, 6, 400), pa.int8())))
+
+    def columns(make, spills=False):
+        answers = make(k, subq_question, 4, 0.5)
+        for batch in batches:
+            answers.add(*batch)
+        if isinstance(answers, ComplexityAccumulator):
+            return answers.result()
+        assert (answers.rows.spilled > 1) == spills
+        return answers.columns()
+
+    held = columns(Answers)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 64 * 16)  # 64 rows of (question, document)
+    spilled = columns(Answers, spills=True)
+    built = columns(ComplexityAccumulator)
+    for name, values in held.items():
+        assert np.array_equal(spilled[name], values), name
+        assert np.allclose(built[name], values), name
+
+
 def any_key(path):
     schema = json.loads(path.read_text())
     path.write_text(json.dumps({**schema, "additionalProperties": True}))
