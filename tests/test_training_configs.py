@@ -354,7 +354,7 @@ def test_a_release_without_training_settings_is_named(release, tmp_path):
 @pytest.mark.parametrize("bucket_ids", [10**6, 50])
 def test_the_documents_users_bring_are_counted_a_bucket_at_a_time(release, monkeypatch, bucket_ids):
     """`ranking_documents` spills the judged ids and the negatives to buckets on disk by a hash of the id and counts
-    a bucket at a time: with one bucket and with dozens, the counts are those of every id held at once."""
+    a bucket at a time: with one bucket and with many, the counts are those of every id held at once."""
     from builder.release import ranking_documents as documents
 
     judged = documents.judged_docids(release)["docid"].combine_chunks()
