@@ -24,9 +24,11 @@ from builder.release.validate.imported import CHECK as IMPORT_CHECK
 from builder.release.validate.imported import check_import
 from builder.release.validate.load import check_loads
 from builder.release.validate.manifest import (
+    SCHEMA,
     check_files,
     check_links,
     check_manifest_numbers,
+    check_schema,
     manifest_profile,
     read_manifest,
 )
@@ -92,6 +94,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
+    check_schema(release, report.check(SCHEMA))
     splits = manifest.splits
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
@@ -126,6 +129,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     rows = data_rows(files, splits)
     report.stats, report.rows = stats, rows
     check_manifest_numbers(release, manifest, profile, rows, stats, report)
+    del questions, index, prints, scans, complexity, recomputed  # the data's pass is done: the card's checks need none
     card = check_card(release, manifest, rows, stats, splits, report)
     check_loads(
         release,
