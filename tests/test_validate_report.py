@@ -62,7 +62,9 @@ def test_command_prints_skipped_rows_with_reasons_and_the_counts(release, tmp_pa
         (tmp_path / "bounds.yaml").write_text(bounds)
         args += ["--expect", str(tmp_path / "bounds.yaml")]
     result = CliRunner().invoke(app, args)
-    rows = {line.split("│")[2].strip(): line.split("│")[1].strip() for line in result.stdout.splitlines() if "│" in line}
+    rows = {
+        line.split("│")[2].strip(): line.split("│")[1].strip() for line in result.stdout.splitlines() if "│" in line
+    }
     skipped = {name: why for name, why in NOT_RUN.items() if not (bounds and name == SHARES)}
     assert {name for name, mark in rows.items() if mark == "skipped"} == set(skipped)
     for name, why in skipped.items():
