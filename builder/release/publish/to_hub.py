@@ -79,7 +79,7 @@ class PublishPlan:
 
 def stand_in_models(manifest: Manifest) -> list[str]:
     """The release's judge and reranker where a stand-in made them (the bi-encoder backend; the judge by the rule the
-    card's stand-in notice follows, builder/release/assemble/folder.py), each as "judge NAME" / "reranker NAME"."""
+    card's stand-in notice follows, builder/release/assemble/folder.py), each as "judge: NAME" / "reranker: NAME"."""
     profile, models = manifest.profile, manifest.models
     found = []
     if profile.judge.backend == STAND_IN_BACKEND or "stand-in" in models.judge:

@@ -95,7 +95,7 @@ class Report:
         return sum(c.status == status for c in self.checks)
 
     def summary(self) -> str:
-        """The closing line: failed, passed and skipped checks counted apart ("38 of 41 checks passed, 3 skipped")."""
+        """The closing line: failed, passed and skipped checks counted apart ("P of N checks passed, S skipped")."""
         total, passed, skipped, failed = len(self.checks), self.count("ok"), self.count("skipped"), self.count("FAIL")
         if failed:
             return f"{failed} of {total} checks failed ({passed} passed, {skipped} skipped)"
