@@ -239,7 +239,8 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
         report = validate(release)
     for check in report.checks:
         results.print(
-            f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""),
+            f"  {check.status:<4} {check.name}"
+            + (f": {check.examples}" if not check.ok else f" ({check.skipped})" if check.skipped else ""),
             highlight=False,
             markup=False,
         )

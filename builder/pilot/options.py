@@ -76,6 +76,10 @@ class PilotOptions:
     plan_sample: int = 200  # prompts `plan` tokenizes per setting (no option)
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # the bounds the command's options declare hold for every caller
+            _, flag, settings = f.metadata.get("option", (None, None, {}))
+            if "min" in settings and getattr(self, f.name) < settings["min"]:
+                raise ArgumentError(f"{flag} {getattr(self, f.name)}: must be >= {settings['min']}")
         if self.weights not in WEIGHTS:
             raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
         if self.require_lower_end and not self.resamples:
