@@ -7,12 +7,12 @@ from typer.testing import CliRunner
 
 from builder.cli.main import app
 from builder.release.validate.folder import validate
+from builder.release.validate.pilot import PILOT
 
 SYNTHETIC_RELEASE = dict(repo="ORG/researchy-subq-judgments", subquestions=60, judgments=1200, shards=1, seed=11)
 
 LOAD = "load_dataset(RELEASE, config) loads every config and split with the schema's Features"
 SHARES = "per-level shares within the expected bounds or the previous release"
-PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
 DISTRIBUTION = "distribution mode: probs sum to 1, level is their argmax, expected is sum p x level"
 # the synthetic release: the paper profile's judge (generate mode), no pilot record; validated without bounds or loads
 NOT_RUN = {
