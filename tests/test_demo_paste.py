@@ -118,7 +118,7 @@ def test_the_analysis_page_gives_the_demo_s_quartiles_by_the_card_s_function(dem
 
 
 def test_the_documented_plan_figures_are_what_plan_prints_on_the_demo(demo):
-    """docs/benchmarks.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
+    """docs/benchmarks-planning.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
     from tests.plan_docs import check_against_plan
 
     here, _ = demo
