@@ -70,11 +70,11 @@ class PilotAnswer(PilotContract):
     """B's precision and recall of A's positives (agreement.py `threshold_precision_recall`)."""
 
     threshold: int = Field(description="a positive: level >= this")
-    reference: int = Field(description="A's positives")
-    predicted: int = Field(description="B's positives")
-    both: int
     precision: float | None
     recall: float | None
+    predicted: int = Field(description="B's positives")
+    reference: int = Field(description="A's positives")
+    both: int
     confidence_95: dict[Literal["precision", "recall"], Interval] | None = Field(
         default=None, exclude_if=lambda value: value is None, description="absent with no resample or no pair"
     )
