@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
 from generation.errors import first_problem
+from generation.labels.account import OtherTextAccount  # the import's own account, written by import-labels
 from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
 
@@ -144,49 +145,6 @@ class ImportedFile(Contract):
     rows: int = Field(ge=0, description="judgments taken from it")
     duplicates: int = Field(ge=0, description="exact duplicate lines, kept once")
     rejected: int = Field(ge=0, description="lines set aside to the rejects file")
-
-
-class OtherTextAccount(Contract):
-    """The authors' clicked-pass defect as the import reconstructed it (generation/labels/authors_pass.py)."""
-
-    missing_clicked_documents: int = Field(description="clicked documents the corpus lacks")
-    documents: int = Field(description="(question, document) pairs graded on another document's text")
-    ratings: int = Field(description="their ratings (status imported_other_text)")
-    ratings_without_level: int = Field(description="of them, those without a level (the authors' -1, -2 or 7)")
-
-
-class ShardImportFile(Contract):
-    """One labels file as a shard's completion record counts it (generation/labels/importer.py `FileCounts`)."""
-
-    name: str
-    path: str
-    sha256: str
-    bytes: int = Field(ge=0)
-    lines: int = Field(ge=0)
-    rows: int = Field(ge=0)
-    duplicates: int = Field(ge=0)
-    rejected: int = Field(ge=0)
-
-
-class ShardImport(Contract):
-    """A judgment shard's completion record's `imported` (generation/stages/import_labels.py `describe`), what
-    `ImportRecord` is summed from; read strictly (assemble/imported.py `import_record`)."""
-
-    format: str
-    judge: str
-    files: list[ShardImportFile]
-    subquestions: str
-    corpus: str | None
-    parser: str | None
-    rows: int = Field(ge=0)
-    duplicates: int = Field(ge=0)
-    rejected: dict[str, int]
-    statuses: dict[str, int]
-    levels: dict[str, int]
-    documents: dict[str, int]
-    clicked_unknown: int = Field(ge=0)
-    incomplete_documents: int = Field(ge=0)
-    graded_on_other_text: OtherTextAccount | None = None  # absent from records made before the account
 
 
 class ImportRecord(Contract):
