@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from builder.release.assemble.lineage import judgment_records
-from builder.release.contract import ImportRecord
+from builder.release.contract import ImportedFile, ImportRecord
 from generation.labels.account import ImportAccount, OtherTextAccount, read_account
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
@@ -21,7 +21,7 @@ NOT_PRODUCED = (
 
 def summed(counters) -> dict:
     """Count dicts (None for none) added up, keys sorted."""
-    total = Counter()
+    total: Counter[str] = Counter()
     for counter in counters:
         total.update(counter or {})
     return dict(sorted(total.items()))
@@ -34,29 +34,23 @@ def import_record(folders: list[Path]) -> ImportRecord | None:
     imports = [read_account(path, account) for path, account in accounts if account is not None]
     if not imports:
         return None
-    files: dict[str, dict] = {}
+    files: dict[str, ImportedFile] = {}
     for record in imports:
         for f in record.files:
-            entry = files.setdefault(
-                f.sha256,
-                {
-                    "name": f.name,
-                    "sha256": f.sha256,
-                    "bytes": f.bytes,
-                    "format": record.format,
-                    "lines": f.lines,
-                    "rows": 0,
-                    "duplicates": 0,
-                    "rejected": 0,
-                },
-            )
-            for key in ("rows", "duplicates", "rejected"):
-                entry[key] += getattr(f, key)
+            if f.sha256 not in files:  # the same content under any name or shard: one entry
+                files[f.sha256] = ImportedFile(
+                    name=f.name, sha256=f.sha256, bytes=f.bytes, format=record.format, lines=f.lines, rows=0,
+                    duplicates=0, rejected=0
+                )  # fmt: skip
+            entry = files[f.sha256]
+            entry.rows += f.rows
+            entry.duplicates += f.duplicates
+            entry.rejected += f.rejected
     return ImportRecord(
         judges=sorted({r.judge for r in imports}),
         formats=sorted({r.format for r in imports}),
         parsers=sorted({r.parser for r in imports if r.parser}),
-        files=sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
+        files=sorted(files.values(), key=lambda f: (f.name, f.sha256)),
         rows=sum(r.rows for r in imports),
         duplicates=sum(r.duplicates for r in imports),
         rejected=summed(r.rejected for r in imports),
