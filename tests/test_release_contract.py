@@ -60,8 +60,7 @@ def test_every_field_of_the_manifest_schema_says_what_it_holds():
     from jsonschema import Draft202012Validator
     from jsonschema.validators import validator_for
 
-    from builder.release.contract import SCHEMA_IN_REPOSITORY, manifest_schema
-    from generation import __version__
+    from builder.release.contract import SCHEMA_URN, manifest_schema, manifest_schema_id
 
     schema = manifest_schema()
     properties = schema_properties(schema)
@@ -71,7 +70,12 @@ def test_every_field_of_the_manifest_schema_says_what_it_holds():
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     Draft202012Validator.check_schema(schema)
     assert validator_for(schema, default=None) is Draft202012Validator
-    assert schema["$id"].endswith(f"/raw/v{__version__}/{SCHEMA_IN_REPOSITORY}")
+    # the id names this schema: the same for the same schema, another for any change to it
+    body = {key: value for key, value in schema.items() if key != "$id"}
+    assert schema["$id"] == manifest_schema_id(body) and schema["$id"].startswith(SCHEMA_URN)
+    edited = json.loads(json.dumps(body))
+    edited["properties"]["repo"]["description"] += " (edited)"
+    assert manifest_schema_id(edited) != schema["$id"]
 
 
 def test_the_manifest_reference_states_each_fields_type_as_the_schema_does():

@@ -15,6 +15,7 @@ otherwise (an array for a tuple) and an integer for a float, so every manifest t
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -24,16 +25,13 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
-from generation import __version__
 from generation.errors import first_problem
 from generation.labels.account import OtherTextAccount  # the import's own account, written by import-labels
 from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
 
 MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`manifest_schema()`)
-# The kit's repository, as docs/releasing.md installs it (ORG: its owner, a placeholder until it is published), and
-# the schema's file in it, written by scripts/make_reference.py: a schema's `$id` is that file at the kit's version.
-KIT_REPOSITORY = "https://github.com/ORG/researchy-subq-judgments"
+# the schema's file in the kit's repository, written by scripts/make_reference.py
 SCHEMA_IN_REPOSITORY = "docs/reference/" + MANIFEST_SCHEMA
 
 Split = Literal[SPLITS]  # type: ignore[valid-type]  # the schema module's splits, as a type
@@ -238,17 +236,23 @@ def read_manifest(release: Path) -> Manifest:
     return manifest_from_json(text)
 
 
-def manifest_schema_id(version: str = __version__) -> str:
-    """The schema's `$id`: its file in the kit's repository, at the tag of the kit's version that wrote it (the
-    manifest's `code_version`), so the id names the schema and its version, and the URL serves that file."""
-    return f"{KIT_REPOSITORY}/raw/v{version}/{SCHEMA_IN_REPOSITORY}"
+SCHEMA_URN = "urn:researchy-subq-judgments:manifest-schema:sha256:"
+
+
+def manifest_schema_id(body: dict[str, Any]) -> str:
+    """The schema's `$id`: a URN that names this kit's manifest schema and, by the first 16 hex digits of the sha256
+    of its canonical JSON (the `$id` left out), exactly this version of it. It changes only when the schema does; a
+    URN, since the kit has no published address to serve the file from."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return SCHEMA_URN + hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def manifest_schema() -> dict[str, Any]:
     """The manifest's JSON schema: pydantic's (JSON Schema draft 2020-12), with the `$schema` that names the draft
     and an `$id`, which pydantic leaves to the caller (pydantic/json_schema.py `GenerateJsonSchema.generate`;
     https://docs.pydantic.dev/latest/concepts/json_schema/)."""
-    return {"$schema": GenerateJsonSchema.schema_dialect, "$id": manifest_schema_id(), **Manifest.model_json_schema()}
+    body = {"$schema": GenerateJsonSchema.schema_dialect, **Manifest.model_json_schema()}
+    return {"$id": manifest_schema_id(body), **body}
 
 
 def manifest_json_schema() -> str:

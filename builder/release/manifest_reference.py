@@ -120,7 +120,7 @@ def manifest_reference(schema: dict[str, Any], schema_file: str) -> str:
         f"Beside it, `{schema_file}` is its JSON schema, so your own tools can read a release.",
         f"The same file is [{schema_file}]({schema_file}) here.",
         f"Its `$schema` is `{schema['$schema']}`.",
-        f"Its `$id` is `{schema['$id']}`: that file at the tag of the kit's version.",
+        f"Its `$id` is `{schema['$id']}`: the sha256 of the schema itself names this version of it.",
         "",
         "The kit reads and writes the manifest through the models of `builder/release/contract.py`.",
         'A key they do not name is refused; a value of another type is too ("4486" is no integer).',
