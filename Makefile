@@ -101,4 +101,4 @@ sample: $(STAMP)
 	$(BIN)/python scripts/make_sample.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .cache-vllm demo-output .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .cache-vllm demo-output .pytest_cache .mypy_cache .ruff_cache
