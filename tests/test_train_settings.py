@@ -49,7 +49,8 @@ def test_the_release_profile_is_the_default_and_the_flags_set_its_train_section(
 
 def test_a_profile_that_differs_from_the_release_outside_train_is_refused(release, tmp_path):  # noqa: F811
     with pytest.raises(ArgumentError, match=r"judge\.context_words differ from the profile 'paper'"):
-        train_profile(release, options(profile=load_profile("paper")))  # the release was cut at 40 words, the paper profile at 2048
+        # the release was cut at 40 words, the paper profile at 2048
+        train_profile(release, options(profile=load_profile("paper")))
     same = train_profile(release, options())
     changed = same.model_copy(update={"name": "mine", "train": same.train.model_copy(update={"batch_size": 8})})
     assert train_profile(release, options(profile=changed)).train.batch_size == 8
