@@ -264,7 +264,8 @@ def with_options(callback):
     signature = inspect.signature(callback)
     records = [(n, hints[n]) for n in signature.parameters if is_options_record(hints.get(n))]
     assert len(records) == 1, f"{callback.__name__}: one parameter annotated with an options record"
-    (name, record), taken = records[0], [o.name for o in command_options(records[0][1])]
+    ((name, record),) = records
+    taken = [o.name for o in command_options(record)]
     params: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
         if parameter.name == name:
