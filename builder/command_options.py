@@ -10,6 +10,8 @@ import typing
 from dataclasses import field, fields, is_dataclass
 from typing import Any, NamedTuple
 
+from generation.errors import ArgumentError
+
 REQUIRED: Any = ...  # an option the command requires (typer's spelling): the field has no default
 
 
@@ -23,6 +25,11 @@ class CommandOption(NamedTuple):
     help: str
     output: str | None  # "folder" or "file": a path the command writes (builder/cli/support.py `output_option`)
     bounds: dict[str, float]  # typer's `min` and `max`
+
+    @property
+    def flag(self) -> str:
+        """The flag as messages name the option: its first, or the one typer makes from the field's name."""
+        return self.flags[0] if self.flags else "--" + self.name.replace("_", "-")
 
 
 def option(
@@ -61,3 +68,14 @@ def command_options(record: type) -> list[CommandOption]:
             kind = types[f.name] if parsed_as is None else parsed_as
             declared.append(CommandOption(f.name, kind, default, flags, help, output, bounds))
     return declared
+
+
+def refuse_out_of_bounds(options: object) -> None:
+    """An ArgumentError naming the flag of the first field of the record `options` outside the bounds its option
+    declares: the command checks them as it parses; a record that calls this holds them for every Python caller."""
+    for o in command_options(type(options)):
+        value = getattr(options, o.name)
+        if value is not None and "min" in o.bounds and value < o.bounds["min"]:
+            raise ArgumentError(f"{o.flag} {value}: must be >= {o.bounds['min']}")
+        if value is not None and "max" in o.bounds and value > o.bounds["max"]:
+            raise ArgumentError(f"{o.flag} {value}: must be <= {o.bounds['max']}")

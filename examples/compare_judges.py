@@ -20,6 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from builder.cli.script import run
+from builder.cli.support import check_folder_arg
 from builder.pilot.options import PilotOptions
 from builder.pilot.run import run_pilot
 
@@ -39,6 +41,7 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of the intervals")
     args = parser.parse_args()
 
+    check_folder_arg(args.out, "--out")
     options = PilotOptions(**vars(args))  # one field per option of `researchy-subq pilot`
     a, b = " ".join([options.a, *options.a_set]), " ".join([options.b, *options.b_set])
     print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
@@ -54,4 +57,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

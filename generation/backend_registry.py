@@ -17,3 +17,8 @@ RERANK_BACKENDS = {
     "vllm": "generation.backends.vllm_adapter:make_scorer",
     "bi-encoder": "generation.backends.biencoder:make_scorer",
 }
+
+# The engine a backend imports beyond the kit's own dependencies, and the extra that installs it (pyproject.toml).
+ENGINES = {
+    "vllm": ("vllm", "pip install 'researchy-subq-judgments[vllm]' (vLLM runs on a GPU machine)"),
+}

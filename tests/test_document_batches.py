@@ -1,13 +1,13 @@
 """Several documents a forward (generation/backends/document_batches.py): the batches hold several documents' groups
-up to the pair count and the token budget, the prefixes of a batch's new documents run in one left-padded forward,
-and every suffix continues from its own document's prefix. Exact to each whole prompt run alone (the same levels,
+up to the pair count and the token budget, the prefixes of a batch's new documents run in right-padded prefix passes
+within the budget, and every suffix continues from its own document's prefix. Exact to each whole prompt run alone (the same levels,
 digit probabilities within 1e-4 in fp32) in both modes, with documents of unequal lengths, one-pair groups, groups
 cut by a batch boundary, and a batch that runs out of memory in the middle (torch.OutOfMemoryError raised by a
 wrapper above a token count: a CPU has no GPU memory to run out of)."""
 
 import pytest
 
-from generation.backends.batching import OutOfMemoryNotice
+from generation.backends.batching import OutOfMemoryNotice, TokenCosts
 from generation.backends.document_batches import DocumentBatches
 from tests.test_prefix_groups import assert_same_grades, grouped_pairs, judge_of
 from tests.test_token_batches import TokenLimited, judge
@@ -40,6 +40,22 @@ def test_batches_hold_several_groups_within_the_pair_count_and_the_budget():
     assert sorted(i for b in budgeted for i in b) == list(range(9)), "each prompt in one batch, none twice"
 
 
+def test_a_suffix_forward_holds_more_documents_than_a_prefix_pass():
+    """Held prefixes at half a token each (TokenCosts.held: keys and values, no forward's activations) and a budget
+    of 100 tokens: a prefix pass computes two 41-token prefixes (82; a third would make 123), the next one more
+    beside the 82 held (41 + 41), and the slot forward holds the three (61.5) with their suffixes (3 rows x 2 slots):
+    three documents a batch where a held prefix counted as a whole token allows two."""
+    sequences = [[g + 1] * 40 + [9, k] for g in range(4) for k in range(2)]
+    keys = [g for g in range(4) for _ in range(2)]
+    plan = DocumentBatches(sequences, keys, TokenCosts(held=0.5))
+    batches = plan.cut(list(range(8)), 16, 100)
+    assert batches == [[0, 1, 2, 3, 4, 5], [6, 7]], "three documents a batch, their prefixes in two passes"
+    assert plan.passes([41, 41, 41]) == [([0, 1], 82), ([2], 0.5 * 82 + 41)]
+    assert plan.cost(batches[0]) == 82, "the most of the passes (82, 82) and the slot forward (61.5 + 6)"
+    whole = DocumentBatches(sequences, keys)
+    assert [len(whole.groups(b)) for b in whole.cut(list(range(8)), 16, 100)] == [2, 2]
+
+
 @pytest.mark.parametrize("model", ["chat_llama", pytest.param("chat_qwen3", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["distribution", "generate"])
 def test_several_documents_a_forward_give_what_whole_prompts_give(request, model, mode):
@@ -58,7 +74,7 @@ def test_several_documents_a_forward_give_what_whole_prompts_give(request, model
 def test_a_token_budget_cuts_batches_of_documents_and_each_batch_stays_within_it(chat_llama, mode):
     pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
     budgeted, backend = judge(chat_llama, mode, 64, max_batch_tokens=1500, prompt="crux-paper-document-first")
-    backend.model = TokenLimited(backend.model, 1500)
+    backend.model = TokenLimited(backend.model, 1500, backend.token_costs.held)
     assert_same_grades(budgeted.grade(pairs), whole_prompt_grades(chat_llama, mode, pairs), mode)
     assert backend.model.ran and max(backend.model.ran) <= 1500
 
@@ -70,14 +86,13 @@ def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama,
     pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
     limited, backend = judge(chat_llama, mode, 64, limit=1200, prompt="crux-paper-document-first")
     judged = []
-    if mode == "distribution":  # the batches of several groups a row (document_batches.slot_inputs)
-        original = backend._slot_step
+    original = backend._slot_step  # the batches of several groups a row (document_batches.slot_inputs), both modes
 
-        def counted(sequences, chosen, *args):
-            original(sequences, chosen, *args)
-            judged.extend(chosen)  # reached once the batch's forwards ran
+    def counted(chosen, *args):
+        original(chosen, *args)
+        judged.extend(chosen)  # reached once the batch's forwards ran
 
-        backend._slot_step = counted
+    backend._slot_step = counted
     with pytest.warns(OutOfMemoryNotice) as notices:
         got = limited.grade(pairs)
     assert len(notices) == 1 and "out of memory on a batch of" in str(notices[0].message)
@@ -85,15 +100,15 @@ def test_out_of_memory_in_the_middle_recuts_the_batches_of_documents(chat_llama,
     assert all(tokens <= 1200 for tokens in backend.model.ran)
     ran = backend.model.ran
     assert len(ran) >= 3, "several batches ran after the failure"
-    if mode == "distribution":
-        assert sorted(judged) == list(range(len(pairs))), "each pair judged once"
+    assert sorted(judged) == list(range(len(pairs))), "each pair judged once"
 
 
-def test_a_row_per_suffix_in_distribution_mode_gives_what_whole_prompts_give(chat_llama):
+@pytest.mark.parametrize("mode", ["distribution", "generate"])
+def test_a_row_per_suffix_gives_what_whole_prompts_give(chat_llama, mode):
     """The layout an attention without 4D masks (flash attention) gets: each suffix a row, its document's prefix
-    laid out for it."""
+    laid out for it; generate mode through transformers' generate()."""
     pairs = grouped_pairs(documents=6, subquestions=SUBQUESTIONS, seed=11)
-    rows, backend = judge(chat_llama, "distribution", batch_size=6, prompt="crux-paper-document-first")
-    backend.slot_layout = False
-    expected = whole_prompt_grades(chat_llama, "distribution", pairs)
-    assert_same_grades(rows.grade(pairs), expected, "distribution")
+    rows, backend = judge(chat_llama, mode, batch_size=6, prompt="crux-paper-document-first")
+    backend.slot_layout = backend.slot_generate = False
+    expected = whole_prompt_grades(chat_llama, mode, pairs)
+    assert_same_grades(rows.grade(pairs), expected, mode)

@@ -314,3 +314,29 @@ def test_a_model_card_says_the_levels_were_imported(release, tmp_path):
         "levels were imported from Llama-3.3-70B-Instruct (the authors' ratings) (crux-ratings), not judged" in section
     )
     assert "prompt `" not in section
+
+
+@pytest.mark.parametrize(
+    "edit,where",
+    [
+        (lambda imported: imported["files"][0].update(rows="27"), 'imported.files.0.rows: Input should be a valid integer, not "27"'),
+        (lambda imported: imported.update(clicked_unknown=True), "imported.clicked_unknown: Input should be a valid integer, not true"),
+    ],
+)  # fmt: skip
+def test_build_release_reads_each_shards_import_record_strictly(release, questions, tmp_path, edit, where):
+    """The import record a judgment shard's completion record holds is read strictly (builder/release/contract.py
+    `ShardImport`): a count written as a string, or true where a count belongs, is refused naming the record, not
+    summed as 27 or 1."""
+    from builder.release.assemble.folder import ReleaseOptions, build_release
+    from generation.errors import InputError
+
+    judgments = tmp_path / "judgments"
+    shutil.copytree(release / "judgments", judgments)
+    record = next((judgments / "_done").glob("judgments-*.json"))
+    completion = json.loads(record.read_text())
+    edit(completion["extra"]["imported"])
+    record.write_text(json.dumps(completion))
+    with pytest.raises(InputError, match=f"{re.escape(record.name)}.*{re.escape(where)}"):
+        build_release(
+            ReleaseOptions(judgments=[judgments], questions=[questions], out=tmp_path / "release", profile="crux-code")
+        )

@@ -82,9 +82,10 @@ def test_each_document_is_computed_once_and_its_suffixes_continue_from_their_own
     plan = DocumentBatches(sequences, [p.document for p in pairs])
     batches = plan.cut(list(range(len(pairs))), 4, None)
     assert len(batches) == 4 and sorted(i for b in batches for i in b) == list(range(len(pairs)))
-    # one suffix forward a batch (a row per document, its suffixes in slots after its prefix's cache); a prefix pass
-    # before each batch that brings a new document (the 1-pair document's prefix is its prompt less its last token)
-    assert counting.caches.count("DynamicCache") == 4
+    # one suffix forward a batch (a row per document, its suffixes in slots after its prefix's cache, the held
+    # prefixes laid out by each layer, not copied into a padded cache); a prefix pass before each batch that brings a
+    # new document (the 1-pair document's prefix is its prompt less its last token)
+    assert counting.caches.count("RowPrefixCache") == 4
     brings_new = [set(plan.groups(b)) - set(plan.groups(batches[k - 1]) if k else ()) for k, b in enumerate(batches)]
     assert counting.caches.count("NoneType") == sum(map(bool, brings_new)) <= 4
     assert sum(len(new) for new in brings_new) == 4, "each of the 4 documents' prefixes computed once"

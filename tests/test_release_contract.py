@@ -4,6 +4,7 @@ wrong in build-release is caught by validate's own (builder/release/validate/sta
 not made again there."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -123,3 +124,109 @@ def test_completeness_exactly_at_the_threshold_is_not_retrieval_complex_in_any_o
         built, derived = build.result(), check.columns()
         assert np.float32(built["completeness"][0]) == np.float32(derived["completeness"][0]) == np.float32(0.5)
         assert not built["retrieval_complex"][0] and not derived["retrieval_complex"][0], ids
+
+
+def test_validates_complexity_spilled_to_disk_is_what_it_gives_in_memory(monkeypatch):
+    """validate's retrieval complexity keeps the answering (question, document) rows in sorted runs on disk
+    (generation/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit for bit
+    what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
+    import numpy as np
+    import pyarrow as pa
+
+    import generation.spill as spill
+    from builder.release.assemble.complexity import ComplexityAccumulator
+    from builder.release.validate.retrieval_complexity import Answers
+
+    rng = np.random.default_rng(3)
+    k = rng.integers(1, 9, 300)  # sub-questions per question
+    subq_question = np.repeat(np.arange(len(k)), k)
+    batches = []
+    for _ in range(30):
+        subquestion = rng.integers(0, len(subq_question), 400)
+        question = subq_question[subquestion]
+        document = rng.integers(0, 12, 400).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # hashes, as docids give
+        batches.append((question, subquestion, document, pa.array(rng.integers(0, 6, 400), pa.int8())))
+
+    def columns(make, spills=False):
+        answers = make(k, subq_question, 4, 0.5)
+        for batch in batches:
+            answers.add(*batch)
+        if isinstance(answers, ComplexityAccumulator):
+            return answers.result()
+        assert (answers.rows.spilled > 1) == spills
+        return answers.columns()
+
+    held = columns(Answers)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 64 * 16)  # 64 rows of (question, document)
+    spilled = columns(Answers, spills=True)
+    built = columns(ComplexityAccumulator)
+    for name, values in held.items():
+        assert np.array_equal(spilled[name], values), name
+        assert np.allclose(built[name], values), name
+
+
+def any_key(path):
+    schema = json.loads(path.read_text())
+    path.write_text(json.dumps({**schema, "additionalProperties": True}))
+
+
+@pytest.mark.parametrize(
+    "edit,finding",
+    [
+        (lambda path: path.unlink(), "manifest.schema.json: missing (build-release writes it beside manifest.json)"),
+        (lambda path: path.write_text('{"type": "object"}'), "manifest.schema.json: not the contract's schema ($defs missing)"),
+        (any_key, "not the contract's schema (additionalProperties is true, the contract's false)"),
+        (lambda path: path.write_text("{'type': 'object'}"), "manifest.schema.json: not JSON (Expecting property name"),
+    ],
+)  # fmt: skip
+def test_validate_refuses_a_schema_file_that_is_not_the_contracts(release, tmp_path, edit, finding):
+    """manifest.schema.json, what a user's own tools read the release by, is checked as part of the release: deleted,
+    replaced by `{"type": "object"}`, edited to allow any key or not JSON, it fails its own check and only that."""
+    from builder.release.contract import MANIFEST_SCHEMA
+    from builder.release.validate.manifest import SCHEMA
+
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    edit(copy / MANIFEST_SCHEMA)
+    found = failing(validate(copy, load=False))
+    assert list(found) == [SCHEMA] and any(finding in e for e in found[SCHEMA]), found
+
+
+def test_publish_refuses_a_release_whose_schema_file_is_not_the_contracts(release, tmp_path):
+    """publish validates first: a release whose schema file allows anything is not uploaded."""
+    from builder.release.contract import MANIFEST_SCHEMA, read_manifest
+    from builder.release.publish.to_hub import PublishRefused, publish
+    from builder.release.validate.manifest import SCHEMA
+    from tests.test_publish import RecordingHub
+
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    (copy / MANIFEST_SCHEMA).write_text('{"type": "object"}\n')
+    hub = RecordingHub(remote_files=[])
+    with pytest.raises(PublishRefused, match=f"does not validate: {re.escape(SCHEMA)} \\(1\\)"):
+        publish(copy, read_manifest(copy).repo, yes=True, api=hub)
+    assert hub.calls == []
+
+
+@pytest.mark.parametrize("value,shown", [("4486", '"4486"'), (True, "true"), (4486.0, "4486.0")])
+def test_a_count_the_schema_refuses_is_refused_by_the_kit(release, tmp_path, value, shown):
+    """Strict reading (pydantic's strict mode, as JSON): a row count written as a string, as true, or as a float is
+    refused naming its key and the value, where lax mode would have read 4486 or 1. The release's JSON schema
+    refuses the first two as well (jsonschema counts 4486.0 as an integer)."""
+    import jsonschema
+
+    from builder.release.contract import MANIFEST_SCHEMA, ManifestError, read_manifest
+
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["rows"]["judgments"]["train"] = value
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    said = f"manifest.json: rows.judgments.train: Input should be a valid integer, not {shown}"
+    with pytest.raises(ManifestError, match=re.escape(said)):
+        read_manifest(copy)
+    assert list(failing(validate(copy, load=False)).values()) == [[said]]
+    schema = json.loads((copy / MANIFEST_SCHEMA).read_text())
+    if not isinstance(value, float):
+        with pytest.raises(jsonschema.ValidationError, match="is not of type 'integer'"):
+            jsonschema.validate(manifest, schema)

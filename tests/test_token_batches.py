@@ -3,6 +3,7 @@ memory costs one notice and smaller batches, not a silent bisection. The out-of-
 (`torch.OutOfMemoryError`), raised by a wrapper around the real tiny model above a token count, since a CPU has
 no GPU memory to run out of."""
 
+import math
 import random
 import warnings
 
@@ -20,22 +21,25 @@ from generation.profiles import load_profile
 
 class TokenLimited(torch.nn.Module):
     """The model, raising torch.OutOfMemoryError when a forward would hold more than `limit` tokens (rows x
-    (new + cached) positions); records the token count of every forward that ran."""
+    (new + cached) positions, a held prefix's at `held_share`: the backend's own, document_batches.py); records the
+    token count of every forward that ran."""
 
-    def __init__(self, model, limit: int):
+    def __init__(self, model, limit: int, held_share: float = 1.0):
         super().__init__()
-        self.inner, self.limit, self.ran = model, limit, []
+        self.inner, self.limit, self.held_share, self.ran = model, limit, held_share, []
 
     def _check(self, input_ids, past_key_values=None):
         past = past_key_values.get_seq_length() if past_key_values is not None else 0
         # a shared-prefix cache holds its prefix once for all the rows (generation/backends/prefix_groups.py); a
-        # row-prefix cache once per group (generation/backends/document_batches.py)
-        past_rows = input_ids.shape[0]
+        # row-prefix cache each group's once, the rows' own positions after them (document_batches.py)
+        held = input_ids.shape[0] * past
         if isinstance(past_key_values, SharedPrefixCache):
-            past_rows = 1
+            held = past
         elif isinstance(past_key_values, RowPrefixCache):
-            past_rows = len(past_key_values.layers[0].parts)
-        tokens = input_ids.shape[0] * input_ids.shape[1] + past_rows * past
+            layer = past_key_values.layers[0]
+            own = layer.keys.shape[0] * layer.keys.shape[2]
+            held = math.ceil(self.held_share * sum(part[1].shape[1] for part in layer.parts)) + own
+        tokens = input_ids.shape[0] * input_ids.shape[1] + held
         if tokens > self.limit:
             raise torch.OutOfMemoryError(f"CUDA out of memory (test: {tokens} tokens > {self.limit})")
         self.ran.append(tokens)
@@ -109,7 +113,7 @@ def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None, prompt
     )
     backend = TransformersBackend.from_config(model_dir, config, "judge")
     if limit is not None:
-        backend.model = TokenLimited(backend.model, limit)
+        backend.model = TokenLimited(backend.model, limit, backend.token_costs.held)
     return LLMJudge(config, backend, backend.tokenizer, "tiny"), backend
 
 

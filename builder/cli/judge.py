@@ -89,6 +89,10 @@ def judged_profile(options: JudgeOptions) -> Profile:
         )
     except ValueError as e:
         fail(str(e))
+    if own_section and options.export_batch is None and not options.import_batch:
+        from generation.backends import refuse_unrunnable
+
+        refuse_unrunnable(profile.judge)  # before the section is written: a refused run leaves nothing
     return write_overridden_profile(profile, options.out) if own_section else profile
 
 

@@ -74,10 +74,9 @@ def validate(
     except ExpectationError as e:
         fail(str(e))
     print_validation(report)
-    failed = [c for c in report.checks if not c.ok]
-    if failed:
-        fail(f"{len(failed)} of {len(report.checks)} checks failed: " + "; ".join(c.name for c in failed))
-    results.print(f"all {len(report.checks)} checks passed")
+    if not report.ok:
+        fail(f"{report.summary()}: " + "; ".join(c.name for c in report.checks if not c.ok))
+    results.print(report.summary())
 
 
 @app.command()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.command_options import REQUIRED, option
+from builder.command_options import REQUIRED, option, refuse_out_of_bounds
 from builder.pilot.verdict import WEIGHTS, VerdictRule
 from generation.errors import ArgumentError
 from generation.pilot.sample import SampleRequest
@@ -54,6 +54,7 @@ class PilotOptions:
     plan_sample: int = 200  # prompts `plan` tokenizes per setting (no option)
 
     def __post_init__(self) -> None:
+        refuse_out_of_bounds(self)  # the bounds the command's options declare hold for every caller
         if self.weights not in WEIGHTS:
             raise ArgumentError(f"--weights {self.weights!r}: one of {', '.join(WEIGHTS)}")
         if self.require_lower_end and not self.resamples:

@@ -158,7 +158,7 @@ def verdict_problems(agreement: dict, stated: dict) -> list[str]:
     except (KeyError, TypeError, ArgumentError) as e:
         return [f"the verdict states no rule the pilot applies ({type(e).__name__}: {e})"]
     again = decide(agreement, rule)
-    wrong = [key for key in ("decision", "passed", "line", "rule_text") if stated.get(key) != again[key]]
+    wrong = [key for key in again if stated.get(key) != again[key]]
     if not wrong:
         return []
     return [

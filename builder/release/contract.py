@@ -5,7 +5,12 @@ lets a user's own tools read a release.
 
 Every model forbids keys it does not name (`extra="forbid"`): a key added by hand, or by a newer kit, is an error
 that names it, not a value silently ignored. Fields are declared in the order the manifest lists them; the file
-itself is written with sorted keys (assemble/data_files.py `write_json`)."""
+itself is written with sorted keys (assemble/data_files.py `write_json`).
+
+A file is read in pydantic's strict mode, as JSON (`model_validate_json(..., strict=True)`): "4486" is not a count
+and true is not 1, as the release's own JSON schema says. Strict JSON input still reads what JSON cannot spell
+otherwise (an array for a tuple) and an integer for a float, so every manifest the kit writes reads back
+(https://docs.pydantic.dev/latest/concepts/strict_mode/, and its conversion table)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
+from generation.errors import first_problem
 from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
 
@@ -149,6 +155,40 @@ class OtherTextAccount(Contract):
     ratings_without_level: int = Field(description="of them, those without a level (the authors' -1, -2 or 7)")
 
 
+class ShardImportFile(Contract):
+    """One labels file as a shard's completion record counts it (generation/labels/importer.py `FileCounts`)."""
+
+    name: str
+    path: str
+    sha256: str
+    bytes: int = Field(ge=0)
+    lines: int = Field(ge=0)
+    rows: int = Field(ge=0)
+    duplicates: int = Field(ge=0)
+    rejected: int = Field(ge=0)
+
+
+class ShardImport(Contract):
+    """A judgment shard's completion record's `imported` (generation/stages/import_labels.py `describe`), what
+    `ImportRecord` is summed from; read strictly (assemble/imported.py `import_record`)."""
+
+    format: str
+    judge: str
+    files: list[ShardImportFile]
+    subquestions: str
+    corpus: str | None
+    parser: str | None
+    rows: int = Field(ge=0)
+    duplicates: int = Field(ge=0)
+    rejected: dict[str, int]
+    statuses: dict[str, int]
+    levels: dict[str, int]
+    documents: dict[str, int]
+    clicked_unknown: int = Field(ge=0)
+    incomplete_documents: int = Field(ge=0)
+    graded_on_other_text: OtherTextAccount | None = None  # absent from records made before the account
+
+
 class ImportRecord(Contract):
     """`manifest.imported`: what `import-labels` recorded, summed over the judgment shards
     (assemble/imported.py `import_record`); `validate` checks the release against it."""
@@ -199,21 +239,26 @@ class ManifestError(ValueError):
     """manifest.json is missing, not JSON, or not the contract; the message names the file and the first field."""
 
 
-def parse_manifest(data: Any) -> Manifest:
+def manifest_from_json(text: str) -> Manifest:
+    """manifest.json's text through the contract, strictly; a ManifestError naming the first field that is wrong."""
     try:
-        return Manifest.model_validate(data)
+        return Manifest.model_validate_json(text, strict=True)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise ManifestError(f"{MANIFEST}: {where}: {first['msg']}") from None
+        raise ManifestError(f"{MANIFEST}: {first_problem(e)}") from None
+
+
+def parse_manifest(data: Any) -> Manifest:
+    """A manifest's parsed JSON (a dict) through the contract, read as the file holding it would be."""
+    return manifest_from_json(json.dumps(data))
 
 
 def read_manifest(release: Path) -> Manifest:
     try:
-        data = json.loads((Path(release) / MANIFEST).read_text())
+        text = (Path(release) / MANIFEST).read_text(encoding="utf-8")
+        json.loads(text)  # not JSON: the parser's own message, with its line and column
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ManifestError(f"{MANIFEST}: {e}") from None
-    return parse_manifest(data)
+    return manifest_from_json(text)
 
 
 def manifest_json_schema() -> str:
@@ -292,10 +337,8 @@ def card_entries(model: type[Contract], entries: Any) -> tuple[list, list[str]]:
     parsed, problems = [], []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         try:
-            parsed.append(model.model_validate(entry))
+            parsed.append(model.model_validate(entry, strict=True))  # YAML's own types: no tuple, no date here
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
             name = entry.get("config_name") if isinstance(entry, dict) else repr(entry)
-            problems.append(f"entry {i} ({name}): {where}: {first['msg']}")
+            problems.append(f"entry {i} ({name}): {first_problem(e)}")
     return parsed, problems

@@ -56,5 +56,5 @@ def train_profile(release: Path, options: TrainOptions) -> Profile:
     keys = options.train_keys()
     if not keys:
         return chosen
-    origin = " ".join(f"{o.flags[0]} {keys[o.name]}" for o in command_options(TrainOptions) if o.name in keys)
+    origin = " ".join(f"{o.flag} {keys[o.name]}" for o in command_options(TrainOptions) if o.name in keys)
     return validated(merged(chosen.model_dump(), {"train": keys}), f"{chosen.name} with {origin}")

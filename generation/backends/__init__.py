@@ -10,8 +10,10 @@ loads only when it is used.
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.util import find_spec
 
-from generation.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
+from generation.backend_registry import ENGINES, JUDGE_BACKENDS, RERANK_BACKENDS
+from generation.errors import BackendError
 
 
 def _load(registry: dict[str, str], name: str, what: str):
@@ -29,3 +31,38 @@ def make_judge(config, backend: str | None = None):
 def make_scorer(config):
     """The reranker of a profile's rerank section."""
     return _load(RERANK_BACKENDS, config.backend, "rerank")(config)
+
+
+class NotRunnableHere(BackendError):
+    """A judge setting this machine cannot run (an engine not installed, fp8 without a GPU that runs it): one line
+    naming the setting and what to do, before anything is written."""
+
+
+def refuse_unrunnable(config, section: str = "judge") -> None:
+    """Refuses, before a model loads or a lock or chunk is written, what the section (`judge`) asks and this machine
+    cannot run: a backend whose engine is not installed (backend_registry.ENGINES), and on the transformers backend
+    `quantization: fp8` without a CUDA GPU of compute capability >= 8.9 (placement.check_fp8_device, torchao's rule)
+    or without torchao. Ray actors (backend ray) run on other machines: not checked here."""
+    if config.backend in ENGINES and find_spec(ENGINES[config.backend][0]) is None:
+        module, install = ENGINES[config.backend]
+        raise NotRunnableHere(
+            f"{section}.backend: {config.backend} needs the {module} package, which this environment lacks: {install}; "
+            f"or set {section}.backend: transformers"
+        )
+    if config.backend != "transformers" or getattr(config, "quantization", None) != "fp8":
+        return
+    from generation.backends.hf import pick_device
+    from generation.backends.placement import check_fp8_device
+
+    device = pick_device(config.device)
+    try:
+        check_fp8_device(device, config.fp8_granularity)
+    except ValueError as refused:  # "quantization: fp8 needs ..." or "judge.fp8_granularity: ..."
+        setting = str(refused) if str(refused).startswith(f"{section}.") else f"{section}.{refused}"
+        where = f"{section}.device: {config.device}" + (", no CUDA GPU visible" if config.device == "auto" else "")
+        raise NotRunnableHere(f"{setting} ({where})") from None
+    if find_spec("torchao") is None:
+        raise NotRunnableHere(
+            f"{section}.quantization: fp8 on the transformers backend needs torchao, which this environment lacks: "
+            "pip install 'researchy-subq-judgments[fp8]'"
+        )

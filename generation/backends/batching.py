@@ -17,12 +17,18 @@ import torch
 
 from generation.errors import without_frames
 from generation.model_shapes import Shape
+from generation.notices import warn
 
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
 # stream, the norm's output, q/k/v and the attention output (each ~hidden wide), and the gated MLP's gate, up and
 # their product (3 x intermediate) alive at once inside one layer. A rule of thumb, not a measurement; the
-# out-of-memory fallback below catches what it misses.
+# out-of-memory fallback below catches what it misses. It adds the attention's tensors to the MLP's, which are not
+# alive at once: that covers the keys and values SDPA attention repeats to every query head over a forward's own
+# tokens (2 x heads x head_dim a token: 51k values a token in the attention at the 70B shape, 129k counted). Repeats
+# over a cached prefix's keys, once per row, are not per token: the kit's attention folds the heads instead
+# (generation/backends/grouped_attention.py), and tests/test_document_batches.py checks a batch's cost against the
+# tensors its forwards allocate.
 def activation_bytes_per_token(shape: Shape, dtype_bytes: int) -> int:
     width = 4 * shape.hidden + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate
     return width * dtype_bytes
@@ -34,6 +40,31 @@ def bytes_per_token(shape: Shape, dtype_bytes: int, keeps_cache: bool) -> int:
     return activation_bytes_per_token(shape, dtype_bytes) + (
         shape.kv_bytes_per_token(dtype_bytes) if keeps_cache else 0
     )
+
+
+@dataclass(frozen=True)
+class TokenCosts:
+    """What a batch of several documents holds beside whole tokens, in budget tokens (bytes_per_token):
+    `held`, a token of a held prefix in a forward it does not run in (a document's prefix while its sub-questions'
+    suffixes run: generation/backends/document_batches.py); `logits`, the logits of one position the LM head runs
+    on, in the model's dtype and once in float32 (the digits' log-probabilities, the greedy pick); `mask`, one entry of
+    the slot layout's attention mask (query x key, in the model's dtype, and its copy folded over the query heads of
+    a key/value head: grouped_attention.py)."""
+
+    held: float = 1.0
+    logits: float = 0.0
+    mask: float = 0.0
+
+
+def token_costs(shape: Shape, dtype_bytes: int) -> TokenCosts:
+    """A held prefix token: its keys and values in every layer, and once more in the one layer whose attention lays
+    the prefixes out for its rows (0.57 of a token at Llama-3.3-70B's shape: a suffix forward holds ~1.8x the
+    prefixes a prefix pass computes). A position's logits: the vocabulary x (dtype + 4) bytes (1.3 tokens there). A
+    mask entry: (1 + query heads a key/value head serves) x dtype bytes (3e-5 tokens there)."""
+    per_token = bytes_per_token(shape, dtype_bytes, keeps_cache=True)
+    held = shape.kv_bytes_per_token(dtype_bytes) * (1 + 1 / shape.layers)
+    mask = dtype_bytes * (1 + shape.heads // shape.kv_heads)
+    return TokenCosts(held / per_token, shape.vocab * (dtype_bytes + 4) / per_token, mask / per_token)
 
 
 def auto_token_budget(free_bytes: int, total_bytes: int, utilisation: float, per_token: int) -> int:
@@ -159,6 +190,7 @@ class TokenBudget:
         self.fitted_after_failure = 0  # tokens of the largest batch that ran after the first failure
         self.noticed = False
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
+        self.checked_alone = False  # whether a call's prompts were checked against the budget (once a backend)
 
     def run(
         self,
@@ -175,6 +207,9 @@ class TokenBudget:
         block, once the failed forward's tensors are no longer referenced by the error being handled."""
         batches = batches or LengthBatches([len(s) for s in sequences], self.packed)
         pending = batches.cut(list(range(len(sequences))), self.max_pairs, self.max_tokens)
+        if not self.checked_alone and self.max_tokens is not None and sequences:
+            self.checked_alone = True
+            self._say_what_runs_alone([batches.cost([i]) for i in range(len(sequences))], self.max_tokens)
         given_up: dict[int, BaseException] = {}
         while pending:
             batch = pending.pop(0)
@@ -213,6 +248,19 @@ class TokenBudget:
                 stacklevel=3,
             )
         return given_up
+
+    def _say_what_runs_alone(self, alone: list[int], budget: int) -> None:
+        """One warning, the first time prompts come, when some cost more than the budget by themselves (`alone`:
+        each prompt's cost in a batch of its own): those run one a batch, whatever batch_size says."""
+        over = sorted(cost for cost in alone if cost > budget)
+        if not over:
+            return
+        which = "every one" if len(over) == len(alone) else f"{len(over):,}"
+        warn(
+            f"{self.setting}: {budget:,} tokens is less than {which} of the {len(alone):,} prompts costs alone "
+            f"({over[0]:,} to {over[-1]:,} tokens): each of those runs in a batch of its own, whatever batch_size "
+            f"says. A budget several times {over[-1]:,} batches them; auto sizes it from the GPU's free memory"
+        )
 
     def _recover(self) -> bool:
         """After a batch ran under a lowered budget: the budget halfway back up towards the smallest failed cost."""

@@ -1,26 +1,36 @@
 """Several documents a forward: the transformers backend's batches when prompts come with group keys (a
 document-first prompt's documents).
 
-A batch holds the suffixes of several groups. The prefixes of its groups not yet computed run first, together, in
-one left-padded forward; their keys and values are kept once per group (a view of that forward's cache, no copy).
-Then all the batch's suffixes run in one forward, each row against its own group's prefix: `RowPrefixLayer` lays
-each group's prefix out for its rows, left-padded to the batch's longest prefix, and joins the suffixes' own keys
-after it, for one layer at a time (the joined tensor lives only while that layer runs). The attention mask hides
-the padding of shorter prefixes and of shorter suffixes; each suffix's positions continue from its own prefix's
-length. A group cut by a batch boundary keeps its prefix for the next batch: it is computed once.
+A batch holds the suffixes of several groups. The prefixes of its groups not yet computed run first, in prefix
+passes: right-padded forwards without a mask (causal attention alone is right for a prefix that starts at position
+0), as many documents a pass as the token budget holds; their keys and values are kept once per group (a view of
+that pass's cache, no copy). Then all the batch's suffixes run in one forward, in either layout:
+- the slot layout (SDPA or eager attention, both modes): a row per group, its suffixes in slots after its prefix,
+  a 4D mask letting each suffix see its prefix and itself (`SlotLayout`); generate mode decodes on from there
+  (slot_steps.py);
+- a row per suffix (flash attention, which takes no 4D mask): each row's prefix, then its suffix.
+Either way `RowPrefixLayer` lays each group's prefix out for its rows, right-aligned in the batch's longest prefix,
+and joins the rows' own keys after it, for one layer at a time (the joined tensor lives only while that layer runs):
+the held prefixes are never copied into a padded cache. The mask hides the padding of shorter prefixes and of
+shorter suffixes; each suffix's positions continue from its own prefix's length. A group cut by a batch boundary
+keeps its prefix for the next batch (copied out of its pass, so the pass's cache is freed): it is computed once.
 
 A group of one prompt has a prefix too: the prompt less its last token, so it runs with the other prefixes and its
-row costs one suffix token. The cost a batch is cut to (generation/backends/batching.py) is what its forwards hold:
-its groups' prefixes (padded to the longest) plus its rows x its longest suffix.
+row costs one suffix token. The cost a batch is cut to (generation/backends/batching.py) is what its forwards hold,
+the most of its prefix passes and its slot forward (`DocumentBatches._cost`); a held prefix costs its keys and
+values alone (batching.TokenCosts), so a suffix forward holds more documents than a prefix pass computes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 
+from generation.backends.batching import TokenCosts
 from generation.backends.prefix_groups import shared_prefix_length
 
 
@@ -34,23 +44,25 @@ def full_attention_only(config) -> bool:
 
 class RowPrefixLayer(DynamicLayer):
     """One layer's cache for a batch whose rows continue from different prefixes: each group's prefix once
-    (`parts`: its keys and values, [heads, length, head_dim]) with the batch rows it serves, the suffixes' own keys and
-    values after them."""
+    (`parts`: the rows it serves, a slice or an index already on the layer's device, and its keys and values,
+    [kv_heads, length, head_dim]), the rows' own keys and values after them. Attention gets, for this layer alone, the
+    prefixes right-aligned in `width` columns joined to the own keys: one copy of a prefix per row it serves (a row
+    per group in the slot layout), alive while the layer runs."""
 
-    def __init__(self, parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], rows: int, width: int):
+    def __init__(self, parts: list[tuple[slice | torch.Tensor, torch.Tensor, torch.Tensor]], rows: int, width: int):
         super().__init__()
         self.parts, self.width = parts, width
-        keys = parts[0][1]
+        keys, values = parts[0][1], parts[0][2]
         self.dtype, self.device = keys.dtype, keys.device
         self.keys = keys.new_empty((rows, keys.shape[0], 0, keys.shape[2]))
-        self.values = keys.new_empty((rows, parts[0][2].shape[0], 0, parts[0][2].shape[2]))
+        self.values = values.new_empty((rows, values.shape[0], 0, values.shape[2]))
         self.is_initialized = True
 
     def _joined(self, own: torch.Tensor, which: int) -> torch.Tensor:
         joined = own.new_zeros((own.shape[0], own.shape[1], self.width + own.shape[2], own.shape[3]))
         for rows, *prefix in self.parts:
             part = prefix[which]
-            joined[rows.to(own.device), :, self.width - part.shape[1] : self.width] = part
+            joined[rows, :, self.width - part.shape[1] : self.width] = part
         joined[:, :, self.width :] = own
         return joined
 
@@ -63,7 +75,7 @@ class RowPrefixLayer(DynamicLayer):
         return self.width + self.keys.shape[-2]
 
     def batch_repeat_interleave(self, repeats: int) -> None:
-        raise NotImplementedError("a row-prefix cache is built for its batch of suffixes")
+        raise NotImplementedError("a row-prefix cache is built for its batch of rows")
 
 
 class RowPrefixCache(DynamicCache):
@@ -73,13 +85,50 @@ class RowPrefixCache(DynamicCache):
         Cache.__init__(self, layers=layers)
 
 
+def rows_selector(rows: list[int]) -> slice | None:
+    """The rows as a slice when they are consecutive (a batch's members of one group are: `DocumentBatches.cut`),
+    else None."""
+    return slice(rows[0], rows[-1] + 1) if rows == list(range(rows[0], rows[-1] + 1)) else None
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """A batch of several groups in one forward: a row per group, its members' suffixes in `slots` slots of `slot`
+    positions after its prefix's cache (`width` columns, right-aligned). `ids`, `positions` and the additive `mask`
+    ([rows, 1, positions, width + positions]) are the slot forward's; `keep` the last position of each slot (where
+    its next token is read); `where` each batch index's (row, slot)."""
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    mask: torch.Tensor
+    cache: RowPrefixCache | None
+    keep: torch.Tensor
+    where: dict[int, tuple[int, int]]
+    slots: int
+    width: int
+
+    def step_inputs(self, seen: torch.Tensor, last: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions and mask of decode step `step` (1, 2, ...: the step's input is the token chosen at the step
+        before, one a slot). `seen` is the slot forward's mask at each slot's last position ([rows, 1, slots, keys])
+        and `last` that position ([rows, slots]), both on the device: each slot's new token sees what its slot's last
+        position saw (its prefix and its suffix) and the tokens its slot chose before and now, and sits at
+        last + step."""
+        rows, slots = seen.shape[0], self.slots
+        own = torch.eye(slots, dtype=torch.bool, device=seen.device).repeat(1, step)
+        chosen = torch.zeros(own.shape, dtype=seen.dtype, device=seen.device)
+        chosen.masked_fill_(~own, torch.finfo(seen.dtype).min)
+        return last + step, torch.cat([seen, chosen.expand(rows, 1, slots, slots * step)], dim=-1)
+
+
 class DocumentBatches:
     """Batches of several groups' suffixes, cut to a pair count and a token budget, and each batch's prefix cache.
 
     Groups are taken shortest prefix first (little padding in a prefix pass), held ones first after an out-of-memory
-    re-cut (their prefixes are already computed); a group's members shortest suffix first."""
+    re-cut (their prefixes are already computed); a group's members shortest suffix first. `costs`: the budget tokens
+    a held prefix token and a position's logits cost (batching.token_costs); by default a held prefix token is a
+    whole token and logits are not counted."""
 
-    def __init__(self, sequences: Sequence[Sequence[int]], keys: Sequence[Hashable]):
+    def __init__(self, sequences: Sequence[Sequence[int]], keys: Sequence[Hashable], costs: TokenCosts | None = None):
         members: dict[Hashable, list[int]] = {}
         for i, key in enumerate(keys):
             members.setdefault(key, []).append(i)
@@ -90,6 +139,8 @@ class DocumentBatches:
             self.group_of.update(dict.fromkeys(indices, g))
         self.first_member = [indices[0] for indices in members.values()]
         self.sequences = sequences
+        self.costs = costs or TokenCosts()
+        self.max_tokens: int | None = None  # the budget of the last cut: the prefix passes are cut to it too
         self.held: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # group -> its prefix, layer by layer
         self.prefix_passes = 0
 
@@ -102,37 +153,74 @@ class DocumentBatches:
     def groups(self, batch: Sequence[int]) -> list[int]:
         return list(dict.fromkeys(self.group_of[i] for i in batch))
 
+    def passes(self, lengths: Sequence[int], held: float = 0) -> list[tuple[list[int], float]]:
+        """Prefixes of `lengths` tokens (in the order they run) cut into prefix passes, each with its cost: a pass
+        grows while its rows x (its longest prefix + a position's logits), plus the prefixes held before it at
+        `costs.held`, stays within the budget (`held`: tokens held before the first; a pass then holds its rows x
+        its longest)."""
+        out: list[tuple[list[int], float]] = []
+        current: list[int] = []
+        width = 0
+
+        def cost(rows: int, width: int) -> float:
+            return held * self.costs.held + rows * (width + self.costs.logits)
+
+        for k, n in enumerate(lengths):
+            if current and self.max_tokens and cost(len(current) + 1, max(width, n)) > self.max_tokens:
+                out.append((current, cost(len(current), width)))
+                held, current, width = held + len(current) * width, [], 0
+            current.append(k)
+            width = max(width, n)
+        if current:
+            out.append((current, cost(len(current), width)))
+        return out
+
+    def _cost(self, lengths: Sequence[int], slots: int, widest_suffix: int) -> int:
+        """Tokens held by a batch of groups with prefixes of `lengths` tokens: the most of its prefix passes and
+        of its slot forward (the prefixes held at `costs.held`, each pass's as wide as its longest, and the suffixes
+        as the slot layout lays them: a row per group, `slots` slots of the longest suffix, each slot's logits, the
+        attention mask over the row)."""
+        passes = self.passes([n for n in lengths if n])
+        prefixes = [n for n in lengths if n]
+        held = sum(len(rows) * max(prefixes[k] for k in rows) for rows, _ in passes)
+        positions, width = slots * widest_suffix, max(lengths, default=0)
+        slot_forward = (
+            held * self.costs.held
+            + len(lengths) * slots * (widest_suffix + self.costs.logits)
+            + len(lengths) * positions * (width + positions) * self.costs.mask
+        )
+        return math.ceil(max([slot_forward, *(cost for _, cost in passes)]))
+
     def cost(self, batch: Sequence[int]) -> int:
-        """Tokens the batch's forwards hold: its groups' prefixes padded to the longest, and its suffixes as the slot
-        layout lays them (a row per group, as many slots as the largest group's members, each as wide as the longest
-        suffix); the row-per-suffix layout of generate mode holds no more."""
+        """Tokens the batch's forwards hold (`_cost`); the row-per-suffix layout (flash attention) holds no more
+        prefix tokens than the slot layout and as many suffix tokens as it has rows."""
         groups = self.groups(batch)
         slots = max(sum(self.group_of[i] == g for i in batch) for g in groups)
         widest_suffix = max(self.suffix_length(i) for i in batch)
-        return len(groups) * (max(self.prefix_lengths[g] for g in groups) + slots * widest_suffix)
+        return self._cost([self.prefix_lengths[g] for g in groups], slots, widest_suffix)
 
     def cut(self, indices: Sequence[int], max_pairs: int, max_tokens: int | None) -> list[list[int]]:
+        self.max_tokens = max_tokens
         by_group: dict[int, list[int]] = {}
         for i in indices:
             by_group.setdefault(self.group_of[i], []).append(i)
         order = sorted(by_group, key=lambda g: (g not in self.held, self.prefix_lengths[g], g))
         batches: list[list[int]] = []
         current: list[int] = []
-        n_groups = widest_prefix = slots = widest_suffix = 0  # of the batch being filled
+        lengths: list[int] = []  # the prefix lengths of the batch being filled
+        slots = widest_suffix = 0
         for g in order:
             in_group = 0
             for i in sorted(by_group[g], key=self.suffix_length):
-                groups = n_groups + (in_group == 0)
-                prefix = max(widest_prefix, self.prefix_lengths[g])
-                grown = groups * (prefix + max(slots, in_group + 1) * max(widest_suffix, self.suffix_length(i)))
-                if current and (len(current) >= max_pairs or (max_tokens and grown > max_tokens)):
+                grown = [*lengths, self.prefix_lengths[g]] if in_group == 0 else lengths
+                cost = self._cost(grown, max(slots, in_group + 1), max(widest_suffix, self.suffix_length(i)))
+                if current and (len(current) >= max_pairs or (max_tokens and cost > max_tokens)):
                     batches.append(current)
-                    current, in_group = [], 0
-                    n_groups = widest_prefix = slots = widest_suffix = 0
-                n_groups += in_group == 0
+                    current, lengths, in_group, slots, widest_suffix = [], [], 0, 0, 0
+                if in_group == 0:
+                    lengths.append(self.prefix_lengths[g])
                 current.append(i)
                 in_group += 1
-                widest_prefix = max(widest_prefix, self.prefix_lengths[g])
                 widest_suffix = max(widest_suffix, self.suffix_length(i))
                 slots = max(slots, in_group)
         if current:
@@ -140,20 +228,43 @@ class DocumentBatches:
         return batches
 
     def hold_prefixes(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]) -> list[int]:
-        """The batch's groups, their prefixes held: those held for other groups are dropped first; those of the
-        batch's groups not held run in one forward (`prefill`: left-padded prefixes -> their cache). Called inside the
-        batch's step, so an out-of-memory error of the prefix pass is the batch's, handled like any other."""
+        """The batch's groups, their prefixes held: those held for other groups are dropped first, and a group held
+        on from the batch before is copied out of that batch's prefix pass (a view of it would keep the whole pass's
+        cache, its other rows and padding, alive); those of the batch's groups not held run in prefix passes within the budget
+        (`passes`; one without a budget), each a forward (`prefill`: prefixes -> their cache, row r holding prefix r
+        from position 0, right-padded), each prefix then held as a view of its pass's cache (no copy). Called inside the batch's
+        step, so an out-of-memory error of the prefix pass is the batch's, handled like any other."""
         groups = self.groups(batch)
-        self.held = {g: kv for g, kv in self.held.items() if g in groups}
+        self.held = {g: [compact(k, v) for k, v in kv] for g, kv in self.held.items() if g in groups}
         new = [g for g in groups if g not in self.held and self.prefix_lengths[g]]
-        if new:
-            cache = prefill([self.sequences[self.first_member[g]][: self.prefix_lengths[g]] for g in new])
+        carried = sum(self.prefix_lengths[g] for g in self.held)
+        for rows, _ in self.passes([self.prefix_lengths[g] for g in new], carried):
+            cache = prefill([self.sequences[self.first_member[new[k]]][: self.prefix_lengths[new[k]]] for k in rows])
             self.prefix_passes += 1
-            width = max(self.prefix_lengths[g] for g in new)
-            for row, g in enumerate(new):
-                start = width - self.prefix_lengths[g]
-                self.held[g] = [(layer.keys[row, :, start:], layer.values[row, :, start:]) for layer in cache.layers]
+            for row, k in enumerate(rows):
+                length = self.prefix_lengths[new[k]]
+                self.held[new[k]] = [
+                    (layer.keys[row, :, :length], layer.values[row, :, :length]) for layer in cache.layers
+                ]
         return groups
+
+    def _cache(self, groups: list[int], rows_of: dict[int, list[int]], rows: int, width: int) -> RowPrefixCache:
+        """The cache `rows` rows continue from: each group's held prefix, once a layer, serving its rows
+        (`rows_of`). The rows' index is made once a batch, on each layer's device; consecutive rows need none."""
+        with_prefix = [g for g in groups if self.prefix_lengths[g]]
+        on_device: dict[tuple[int, torch.device], slice | torch.Tensor] = {}
+
+        def selector(g: int, device: torch.device) -> slice | torch.Tensor:
+            if (g, device) not in on_device:
+                consecutive = rows_selector(rows_of[g])
+                on_device[g, device] = consecutive or torch.tensor(rows_of[g], device=device)
+            return on_device[g, device]
+
+        layers = []
+        for layer in range(len(self.held[with_prefix[0]])):
+            parts = [(selector(g, self.held[g][layer][0].device), *self.held[g][layer]) for g in with_prefix]
+            layers.append(RowPrefixLayer(parts, rows, width))
+        return RowPrefixCache(layers)
 
     def prefix_cache(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]):
         """The batch's prefix width (its longest prefix), each row's prefix length, and the cache its rows continue
@@ -163,23 +274,15 @@ class DocumentBatches:
         width = max(lengths)
         if not width:
             return 0, lengths, None
-        parts = []
-        for g in groups:
-            if self.prefix_lengths[g]:
-                rows = torch.tensor([r for r, i in enumerate(batch) if self.group_of[i] == g])
-                parts.append((rows, self.held[g]))
-        layers = [
-            RowPrefixLayer([(rows, *kv[layer]) for rows, kv in parts], len(batch), width)
-            for layer in range(len(parts[0][1]))
-        ]
-        return width, lengths, RowPrefixCache(layers)
+        rows_of = {g: [r for r, i in enumerate(batch) if self.group_of[i] == g] for g in groups}
+        return width, lengths, self._cache(groups, rows_of, len(batch), width)
 
-    def slot_inputs(self, batch: Sequence[int], prefill, pad_id: int, dtype: torch.dtype):
-        """One row per group, its suffixes in slots after its prefix (a suffix right-aligned in its slot): input ids,
-        positions, a 4D additive attention mask, the cache of the groups' prefixes (left-padded to the longest) and,
-        for each of `batch`, its (row, slot). Each suffix sees its own group's prefix and itself, causally; a padding
-        position sees itself alone (a query that sees nothing would give NaN). The last position of slot j is
-        (j + 1) x the slot width - 1 in every row, so one `logits_to_keep` serves all rows."""
+    def slot_inputs(self, batch: Sequence[int], prefill, pad_id: int, dtype: torch.dtype) -> SlotLayout:
+        """One row per group, its suffixes in slots after its prefix (a suffix right-aligned in its slot): the
+        `SlotLayout`. Each suffix sees its own group's prefix and itself, causally; a padding position sees itself
+        alone (a query that sees nothing would give NaN). The last position of slot j is (j + 1) x the slot width - 1
+        in every row, so one `logits_to_keep` serves all rows. The prefixes are the held ones, not copied into a
+        padded cache: each layer lays them out while it runs (RowPrefixLayer)."""
         groups = self.hold_prefixes(batch, prefill)
         members = {g: [i for i in batch if self.group_of[i] == g] for g in groups}
         slots, slot = max(len(m) for m in members.values()), max(self.suffix_length(i) for i in batch)
@@ -201,18 +304,13 @@ class DocumentBatches:
                 seen[row, start:end, width + start : width + end] = torch.ones(end - start, end - start).tril().bool()
                 where[i] = (row, j)
         mask = torch.zeros(seen.shape, dtype=dtype).masked_fill_(~seen, torch.finfo(dtype).min).unsqueeze(1)
-        cache = None
-        if width:
-            cache = DynamicCache()
-            some = next(iter(self.held.values()))
-            for layer, (keys, values) in enumerate(some):
-                padded_keys = keys.new_zeros((rows, keys.shape[0], width, keys.shape[2]))
-                padded_values = values.new_zeros((rows, values.shape[0], width, values.shape[2]))
-                for row, g in enumerate(groups):
-                    if self.prefix_lengths[g]:
-                        held_keys, held_values = self.held[g][layer]
-                        padded_keys[row, :, width - held_keys.shape[1] :] = held_keys
-                        padded_values[row, :, width - held_values.shape[1] :] = held_values
-                cache.update(padded_keys, padded_values, layer)
+        cache = self._cache(groups, {g: [row] for row, g in enumerate(groups)}, rows, width) if width else None
         keep = torch.arange(1, slots + 1) * slot - 1
-        return ids, positions, mask, cache, keep, where
+        return SlotLayout(ids, positions, mask, cache, keep, where, slots, width)
+
+
+def compact(keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A held prefix's keys and values in storage of their own (copied when they are a view of a larger cache)."""
+    if keys.untyped_storage().nbytes() > keys.nbytes or values.untyped_storage().nbytes() > values.nbytes:
+        return keys.clone(), values.clone()
+    return keys, values

@@ -10,14 +10,29 @@ from pathlib import Path
 import torch
 
 from generation.backends import placement
-from generation.backends.batching import TokenBudget, auto_budget_for, read_gpu_memory, token_batches
+from generation.backends.batching import (
+    TokenBudget,
+    auto_budget_for,
+    read_gpu_memory,
+    token_batches,
+    token_costs,
+)
 from generation.backends.document_batches import DocumentBatches, full_attention_only
+from generation.backends.grouped_attention import NAME as GROUPED_SDPA
+from generation.backends.grouped_attention import use_grouped_attention
 from generation.backends.prefix_groups import (
     MIN_SHARED_PREFIX,
     GroupBatches,
     SharedPrefixCache,
     shared_prefix_length,
     shares_layers,
+)
+from generation.backends.slot_steps import (
+    digit_logprobs,
+    end_tokens,
+    greedy_is_argmax,
+    slot_generate,
+    slot_logprobs,
 )
 from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
@@ -149,6 +164,7 @@ class TransformersBackend:
         self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile=False
     ) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
+        use_grouped_attention(self.model)  # SDPA without keys and values repeated per query head (grouped_attention.py)
         if compile:
             # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
             # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
@@ -173,7 +189,11 @@ class TransformersBackend:
         self.several_groups = full_attention_only(self.model.config)
         # a document a row, its suffixes in slots, needs an attention that takes a 4D mask as it is (masking_utils:
         # "If the mask is already 4D, simply return as-is"); flash attention gets a row per suffix instead
-        self.slot_layout = self.model.config._attn_implementation in ("sdpa", "eager")
+        self.slot_layout = self.model.config._attn_implementation in (GROUPED_SDPA, "sdpa", "eager")
+        # generate mode in the slot layout decodes greedily itself (slot_steps.py): where that is what generate() does
+        self.slot_generate = self.slot_layout and greedy_is_argmax(self.model)
+        self.end_tokens = end_tokens(self.model)
+        self.token_costs = token_costs(self.shape, self.model.dtype.itemsize)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
@@ -222,17 +242,28 @@ class TransformersBackend:
         return self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
 
     def _prefill_many(self, prefixes: Sequence[Sequence[int]]):
-        """The KV cache of several prefixes in one left-padded forward (row r: prefixes[r], right-aligned)."""
-        ids, mask, pos = (t.to(self.input_device) for t in left_pad(prefixes, self.pad_id))
+        """The KV cache of several prefixes in one forward, right-padded (row r: prefixes[r] at positions 0, 1, ...)
+        and without a mask: each real token sees only the tokens before it, all of its own prefix, so causal
+        attention alone is right, and SDPA runs its maskless kernels (flash attention, grouped heads as they are).
+        The padding after a shorter prefix is never read: its row is held up to its prefix's length
+        (document_batches.DocumentBatches.hold_prefixes)."""
+        width = max(len(prefix) for prefix in prefixes)
+        ids = torch.full((len(prefixes), width), self.pad_id, dtype=torch.long)
+        for row, prefix in enumerate(prefixes):
+            ids[row, : len(prefix)] = torch.tensor(list(prefix), dtype=torch.long)
+        positions = torch.arange(width).repeat(len(prefixes), 1)
         return self.model(
-            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1
+            input_ids=ids.to(self.input_device),
+            position_ids=positions.to(self.input_device),
+            use_cache=True,
+            logits_to_keep=1,
         ).past_key_values
 
     def _plan(self, sequences, groups):
         """How a call's batches are cut: several groups a batch (document_batches.py) when the prompts come with
         keys and the model's layers allow it, else one group's prefix at a time (prefix_groups.py)."""
         if groups is not None and self.several_groups:
-            return DocumentBatches(sequences, groups)
+            return DocumentBatches(sequences, groups, self.token_costs)
         return GroupBatches(sequences, groups)
 
     def _document_inputs(self, sequences, chosen: list[int], plan: DocumentBatches):
@@ -274,7 +305,7 @@ class TransformersBackend:
         group (`groups`: a key per sequence; without it, all of them) share their common prefix, which runs once;
         each batch of their suffixes continues from its KV cache (generation/backends/prefix_groups.py)."""
         out = torch.empty((len(sequences), len(token_ids)), dtype=torch.float64)
-        wanted = torch.tensor(list(token_ids), dtype=torch.long)
+        wanted = torch.tensor(list(token_ids), dtype=torch.long, device=self.hidden_device)
         if not sequences:
             return out
         if self.packed:
@@ -288,7 +319,7 @@ class TransformersBackend:
 
         def step(chosen: list[int]) -> None:
             if isinstance(plan, DocumentBatches) and self.slot_layout:
-                return self._slot_step(sequences, chosen, plan, wanted, out)
+                return self._slot_step(chosen, plan, wanted, out)
             if isinstance(plan, DocumentBatches):
                 ids, mask, pos, cache, _, _ = self._document_inputs(sequences, chosen, plan)
             else:
@@ -301,26 +332,16 @@ class TransformersBackend:
                 use_cache=cache is not None,
                 logits_to_keep=1,
             ).logits[:, -1, :]
-            out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
+            out[chosen] = digit_logprobs(logits, wanted)
 
         return self._answers(out, self.budget.run(sequences, step, self._free_cache, plan))
 
-    def _slot_step(self, sequences, chosen: list[int], plan: DocumentBatches, wanted, out) -> None:
-        """A batch of several groups in one forward: a row per group, its suffixes in slots after its prefix's cache
-        (document_batches.DocumentBatches.slot_inputs), the LM head on each slot's last position only."""
-        ids, pos, mask, cache, keep, where = plan.slot_inputs(
-            chosen, self._prefill_many, self.pad_id, self.model.get_input_embeddings().weight.dtype
-        )
-        logits = self.model(
-            input_ids=ids.to(self.input_device),
-            attention_mask=mask.to(self.input_device),
-            position_ids=pos.to(self.input_device),
-            past_key_values=cache,
-            use_cache=cache is not None,
-            logits_to_keep=keep.to(self.hidden_device),
-        ).logits
-        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()[..., wanted].double()
-        out[chosen] = torch.stack([logprobs[where[i]] for i in chosen])
+    def _slot_step(self, chosen: list[int], plan: DocumentBatches, *into) -> None:
+        """A batch of several documents in one forward, a row per document, its sub-questions in slots
+        (slot_steps.py): distribution mode given (wanted, out), generate mode (max_new_tokens, texts)."""
+        if isinstance(into[0], torch.Tensor):
+            return slot_logprobs(self, chosen, plan, *into)
+        return slot_generate(self, chosen, plan, *into)
 
     def _packed_step(self, sequences, chosen: list[int], wanted: torch.Tensor, out: torch.Tensor) -> None:
         """The chosen sequences end to end in one row, no padding: positions restart at 0 for each, which is how
@@ -334,7 +355,7 @@ class TransformersBackend:
         # GPU, and a CUDA index must be on the indexed tensor's device
         last = torch.tensor(lengths, device=self.hidden_device).cumsum(0) - 1
         logits = self.model(input_ids=ids, position_ids=positions, logits_to_keep=last, use_cache=False).logits[0]
-        out[chosen] = torch.log_softmax(logits.float(), dim=-1).cpu()[:, wanted].double()
+        out[chosen] = digit_logprobs(logits, wanted)
 
     @torch.inference_mode()
     def generate(
@@ -347,6 +368,8 @@ class TransformersBackend:
         plan = self._plan(sequences, groups) if groups is not None else None
 
         def step(chosen: list[int]) -> None:
+            if isinstance(plan, DocumentBatches) and self.slot_generate:
+                return self._slot_step(chosen, plan, max_new_tokens, texts)
             if plan is None:
                 ids, mask, _ = (t.to(self.input_device) for t in left_pad([sequences[i] for i in chosen], self.pad_id))
                 cache = None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.backends import make_judge
+from generation.backends import make_judge, refuse_unrunnable
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
 from generation.docstore import DocStore, cut_words
 from generation.judging.judges import Judge, Pair
@@ -136,6 +136,8 @@ class BudgetedJudgeStage(ProfiledStage[BudgetedJudgeSummary]):
     def prepare(self) -> None:
         if not 0 < self.budget <= 1:
             raise ValueError(f"budget {self.budget}: a share of the pairs, in (0, 1]")
+        if self.judge is None:
+            refuse_unrunnable(self.profile.judge)
 
     def after_done(self, shard: Shard) -> None:
         shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from generation.backends import make_judge
+from generation.backends import make_judge, refuse_unrunnable
 from generation.docstore import DocStore
 from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
@@ -269,6 +269,7 @@ class JudgeStage(ProfiledStage[JudgeSummary]):
     unit = "pairs"
     retries_failed = True  # a re-run judges the pairs of a done shard whose requests failed
     summary_type = JudgeSummary
+    judges_here = True  # the profile's judge backend runs in this process (not so for imported grades)
 
     def __init__(
         self, profile: Profile, out: Path, subquestions: Path, candidates: Path, index: Path, judge: Judge | None = None
@@ -280,6 +281,11 @@ class JudgeStage(ProfiledStage[JudgeSummary]):
         summary = super().new_summary(shard)
         summary.judge = self.judge.description if self.judge else judge_description(self.profile.judge)
         return summary
+
+    def prepare(self) -> None:
+        """The judge settings this machine cannot run, refused before any lock or chunk is written."""
+        if self.judge is None and self.judges_here:
+            refuse_unrunnable(self.profile.judge)
 
     def after_done(self, shard: Shard) -> None:
         shutil.rmtree(self.output().path(shard).with_suffix(".chunks"), ignore_errors=True)

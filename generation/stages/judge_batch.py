@@ -132,6 +132,7 @@ class BatchImportJudgeStage(JudgeStage):
     """`judge --import-batch`: the judge stage with its grades read from result files; same shards, same hash."""
 
     retries_failed = False  # a done shard's failed pairs are judged again by `judge`, not by importing files
+    judges_here = False  # grades come from result files: no backend runs
 
     def __init__(self, profile, out, subquestions, candidates, index, results: Sequence[Path], manifest: Path):
         super().__init__(profile, out, subquestions, candidates, index)

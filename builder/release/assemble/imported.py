@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from builder.release.assemble.lineage import judgment_records
-from builder.release.contract import ImportRecord, OtherTextAccount
+from builder.release.contract import ImportRecord, OtherTextAccount, ShardImport
+from generation.errors import InputError, first_problem
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
 NOT_PRODUCED = (
@@ -29,49 +32,58 @@ def summed(counters) -> dict:
 def import_record(folders: list[Path]) -> ImportRecord | None:
     """The imports of these judgment folders as one account (files merged by sha256; counts summed over shards),
     or None when the kit's own judge made them."""
-    imports = [(r.extra or {}).get("imported") for _, r in judgment_records(folders)]
-    imports = [i for i in imports if i is not None]
+    accounts = [(path, (r.extra or {}).get("imported")) for path, r in judgment_records(folders)]
+    imports = [shard_import(path, account) for path, account in accounts if account is not None]
     if not imports:
         return None
     files: dict[str, dict] = {}
     for record in imports:
-        for f in record["files"]:
+        for f in record.files:
             entry = files.setdefault(
-                f["sha256"],
+                f.sha256,
                 {
-                    "name": f["name"],
-                    "sha256": f["sha256"],
-                    "bytes": f["bytes"],
-                    "format": record["format"],
-                    "lines": f["lines"],
+                    "name": f.name,
+                    "sha256": f.sha256,
+                    "bytes": f.bytes,
+                    "format": record.format,
+                    "lines": f.lines,
                     "rows": 0,
                     "duplicates": 0,
                     "rejected": 0,
                 },
             )
             for key in ("rows", "duplicates", "rejected"):
-                entry[key] += f[key]
+                entry[key] += getattr(f, key)
     return ImportRecord(
-        judges=sorted({r["judge"] for r in imports}),
-        formats=sorted({r["format"] for r in imports}),
-        parsers=sorted({r["parser"] for r in imports if r.get("parser")}),
+        judges=sorted({r.judge for r in imports}),
+        formats=sorted({r.format for r in imports}),
+        parsers=sorted({r.parser for r in imports if r.parser}),
         files=sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
-        rows=sum(r["rows"] for r in imports),
-        duplicates=sum(r["duplicates"] for r in imports),
-        rejected=summed(r["rejected"] for r in imports),
-        statuses=summed(r["statuses"] for r in imports),
-        documents=summed(r["documents"] for r in imports),
-        clicked_unknown=sum(r["clicked_unknown"] for r in imports),
-        incomplete_documents=sum(r["incomplete_documents"] for r in imports),
+        rows=sum(r.rows for r in imports),
+        duplicates=sum(r.duplicates for r in imports),
+        rejected=summed(r.rejected for r in imports),
+        statuses=summed(r.statuses for r in imports),
+        documents=summed(r.documents for r in imports),
+        clicked_unknown=sum(r.clicked_unknown for r in imports),
+        incomplete_documents=sum(r.incomplete_documents for r in imports),
         graded_on_other_text=other_text_account(imports),
         not_produced_by_the_kit=list(NOT_PRODUCED),
     )
 
 
-def other_text_account(imports: list[dict]) -> OtherTextAccount | None:
+def shard_import(path: Path, account) -> ShardImport:
+    """A completion record's account of its import, read strictly ("27" is not a count, true not 1); an InputError
+    naming the record and the key."""
+    try:
+        return ShardImport.model_validate(account, strict=True)  # parsed JSON: no tuple or date to convert
+    except ValidationError as e:
+        raise InputError(path, 0, f"imported.{first_problem(e)}: not a record `import-labels` writes") from None
+
+
+def other_text_account(imports: list[ShardImport]) -> OtherTextAccount | None:
     """The authors' clicked-pass defect as the imports found it (generation/labels/authors_pass.py), summed over shards;
     None when no import checked it (not crux-ratings, or no --corpus)."""
-    found = [r["graded_on_other_text"] for r in imports if r.get("graded_on_other_text") is not None]
+    found = [r.graded_on_other_text.model_dump() for r in imports if r.graded_on_other_text is not None]
     return OtherTextAccount(**summed(found)) if found else None
 
 
