@@ -14,10 +14,11 @@ from builder.cli.judge import JudgeOptions
 from builder.cli.main import app
 from builder.cli.stages import RetrieveOptions
 from builder.cli.support import OUTPUT_GUARDS, guard_commands, new_app, with_options
-from builder.command_options import REQUIRED, command_options, option
+from builder.command_options import REQUIRED, command_options, option, refuse_out_of_bounds
 from builder.pilot.options import PilotOptions
 from builder.release.assemble.options import ReleaseOptions
 from builder.training.options import TrainOptions
+from generation.errors import ArgumentError
 from generation.profiles import Profile
 
 # command -> its options record, the parameters the command gives before the record's options, and those after
@@ -48,7 +49,7 @@ def test_a_command_s_options_are_its_record_s_fields_in_order(name):
         assert param.default == (None if o.default is REQUIRED else o.default), o.name
         assert param.help == o.help and guard_kind(param) == o.output, o.name
         assert (param.min, param.max) == (o.bounds.get("min"), o.bounds.get("max")), o.name
-        assert param.opts == list(o.flags or [f"--{o.name.replace('_', '-')}"]), o.name
+        assert param.opts == list(o.flags or [o.flag]) and param.opts[0] == o.flag, o.name
     others = [f.name for f in fields(record) if "option" not in f.metadata]
     assert all(name in before + after for name in others if name in params)  # the command gives them
     assert "plan_sample" not in params  # PilotOptions' field that is no option
@@ -73,6 +74,19 @@ class Sample:
     profile: str | Profile | None = option(None, "--profile", parsed_as=str, help="a profile's name")
     out: Path | None = option(None, "--out", output="folder", help="where it writes")
     note: str = "no option"
+
+    def __post_init__(self) -> None:
+        refuse_out_of_bounds(self)
+
+
+def test_a_record_holds_its_bounds_for_python_callers_too():
+    with pytest.raises(ArgumentError, match=r"^--count 10: must be <= 9$"):
+        Sample(name="n", count=10)
+    with pytest.raises(ArgumentError, match=r"^--count 0: must be >= 1$"):
+        Sample(name="n", count=0)
+    with pytest.raises(ArgumentError, match=r"^--pairs 0: must be >= 1$"):
+        PilotOptions(a="paper", b="paper", subquestions=Path("s"), candidates=Path("c"), index=Path("i"), out=Path("o"),
+                     pairs=0)  # fmt: skip
 
 
 def sample_app(seen: list) -> typer.Typer:
