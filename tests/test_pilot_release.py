@@ -254,7 +254,8 @@ def test_a_record_whose_figures_its_confusion_table_does_not_give_is_refused(pil
     )
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match=r"edited\.json.*the record was edited") as refused:
         build_release(ReleaseOptions(**inputs, pilot=edited))
     assert float(said.search(str(refused.value))[1]) == pytest.approx(kappa, rel=1e-9)
