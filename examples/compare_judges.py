@@ -47,12 +47,12 @@ def main() -> None:
     print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
     _, record = run_pilot(options)
 
-    taken = record["sample"]["taken"]
-    print(f"sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions")
-    print("differences: " + ("; ".join(record["differences"]) or "none"))
-    for name, value in record["agreement"]["measures"].items():
+    taken = record.sample.taken
+    print(f"sample: {taken.pairs:,} pairs of {taken.questions:,} questions")
+    print("differences: " + ("; ".join(record.differences) or "none"))
+    for name, value in record.agreement.measures.items():
         print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
-    print(record["verdict"]["line"])
+    print(record.verdict.line)
     print(f"pilot record -> {args.out / 'pilot.json'}", file=sys.stderr)
 
 

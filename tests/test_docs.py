@@ -86,6 +86,12 @@ def test_the_reference_pages_cover_every_command_key_and_column():
     columns_page = (ROOT / "docs" / "reference" / "columns.md").read_text()
     for column in columns("judgments"):
         assert f"| `{column.name}` | " in columns_page
+    from builder.release.contract import manifest_schema
+
+    manifest_page, schema = (ROOT / "docs" / "reference" / "manifest.md").read_text(), manifest_schema()
+    for name, record in {"manifest.json": schema, **schema["$defs"]}.items():  # each record's table, every field
+        table = manifest_page.split(f"\n## `{name}`\n", 1)[1].split("\n## ", 1)[0]
+        assert [f for f in record["properties"] if f"\n| `{f}` | " not in table] == [], name
 
 
 def test_every_link_between_pages_leads_somewhere(doc_pages):

@@ -324,9 +324,9 @@ def test_a_model_card_says_the_levels_were_imported(release, tmp_path):
     ],
 )  # fmt: skip
 def test_build_release_reads_each_shards_import_record_strictly(release, questions, tmp_path, edit, where):
-    """The import record a judgment shard's completion record holds is read strictly (builder/release/contract.py
-    `ShardImport`): a count written as a string, or true where a count belongs, is refused naming the record, not
-    summed as 27 or 1."""
+    """The import record a judgment shard's completion record holds is read strictly (generation/labels/account.py
+    `ImportAccount`, the model import-labels writes it with): a count written as a string, or true where a count
+    belongs, is refused naming the record, not summed as 27 or 1."""
     from builder.release.assemble.folder import ReleaseOptions, build_release
     from generation.errors import InputError
 

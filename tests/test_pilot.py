@@ -123,12 +123,8 @@ def test_two_stand_in_settings_end_to_end(small_pipeline, profile_file, tmp_path
 def test_a_sample_larger_than_the_pairs_takes_all_and_says_so(small_pipeline, profile_file, tmp_path):
     asked = options(small_pipeline, tmp_path / "all", profile_file, pairs=10**6, questions=50, seed=3, resamples=0)
     pilot, record = run_pilot(asked)
-    population = record["sample"]["population"]
-    assert record["sample"]["taken"] == {
-        "questions": population["questions"],
-        "pairs": population["pairs"],
-        "pairs_per_question": record["sample"]["taken"]["pairs_per_question"],
-    }
+    population, taken = record.sample.population, record.sample.taken
+    assert (taken.questions, taken.pairs) == (population["questions"], population["pairs"])
     assert pilot.summaries["A"].pairs == population["pairs"]
 
 
@@ -229,7 +225,7 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     assert code == 0, output
     record = json.loads((out / "pilot.json").read_text())
     typed = read_pilot_record(out / "pilot.json")  # priced rows, distributions, a real prompt: the contract reads all
-    assert record_json(typed.model_dump()) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
+    assert record_json(typed) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
     settings = record["settings"]
     assert (settings["A"]["prompt"]["id"], settings["B"]["prompt"]["id"]) == ("crux-paper", "crux-paper-document-first")
     assert not settings["A"]["prompt"]["document_first"] and settings["B"]["prompt"]["document_first"]

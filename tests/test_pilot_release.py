@@ -13,10 +13,9 @@ import pytest
 import yaml
 
 from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
-from builder.pilot.contract import PilotEntry
+from builder.pilot.contract import PilotEntry, PilotRecord
 from builder.pilot.figures import table_pairs
 from builder.pilot.options import PilotOptions
-from builder.pilot.record import finite
 from builder.pilot.run import run_pilot
 from builder.pilot.verdict import decide, rule_of
 from builder.release.assemble.folder import ReleaseOptions, build_release
@@ -64,18 +63,18 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
         "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
     }
     jsonschema.validate(manifest, json.loads((piloted["release"] / MANIFEST_SCHEMA).read_text()))  # pilot included
-    assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
+    assert manifest["prompt"]["id"] == record.settings["B"].prompt.id == "crux-paper"
     section = section_of(manifest)
     assert section in card and card.count(PILOT_HEADING) == 1
-    kappa = record["agreement"]["measures"]["kappa_linear"]
-    taken = record["sample"]["taken"]
+    kappa = record.agreement.measures["kappa_linear"]
+    taken = record.sample.taken
     assert f"| linear-weighted kappa (the verdict's) | {kappa:.3f} |" in section
-    assert f"The sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions (seed 0)" in section
-    assert f"\nVerdict: {record['verdict']['line']}" in section and "PilotVerdict" not in section
-    for label, setting in record["settings"].items():  # the judge's own precision, then what plan prices it as
-        dtype, priced = setting["profile"]["judge"]["dtype"], setting["precision"]
+    assert f"The sample: {taken.pairs:,} pairs of {taken.questions:,} questions (seed 0)" in section
+    assert f"\nVerdict: {record.verdict.line}" in section and "PilotVerdict" not in section
+    for label, setting in record.settings.items():  # the judge's own precision, then what plan prices it as
+        dtype, priced = setting.profile.judge.dtype, setting.precision
         assert (dtype, priced) == ("float32", "bf16")  # the stand-in runs in float32; plan has no float32 rows
-        assert f"{setting['prompt']['sha256'][:12]}`) | {dtype} | {priced} | " in section, label
+        assert f"{setting.prompt.sha256[:12]}`) | {dtype} | {priced} | " in section, label
     assert "B (the candidate; these labels)" in section and "What was saved: not priced" in section
     report = validate(piloted["release"], load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
@@ -138,7 +137,7 @@ def test_validate_refuses_a_resealed_release_that_mixes_prompts_or_misstates_its
 ):
     release = resealed(piloted, tmp_path, edit)
     if edit is other_kappa:  # the figures are not the confusion table's, and the verdict not the stated one's
-        stated = piloted["record"]["verdict"]["decision"]
+        stated = piloted["record"].verdict.decision
         finding = f"verdict {stated!r} (decision, passed, value, "
         assert any("agreement.measures.kappa_linear is " in line for line in findings(release, check))
     assert any(finding in line for line in findings(release, check)), findings(release, check)
@@ -203,7 +202,8 @@ def forged_figures(record: dict) -> None:
     agreement = record["agreement"]
     agreement["measures"]["kappa_linear"] = 0.95
     agreement["answer"].update(recall=0.95, precision=0.95)
-    record["verdict"] = decide(finite(agreement), rule_of(record["verdict"]))
+    forged = PilotRecord.model_validate(record)
+    record["verdict"] = decide(forged.agreement, rule_of(forged.verdict)).model_dump()
 
 
 def one_pair_off_the_diagonal(record: dict) -> None:
@@ -220,7 +220,6 @@ def test_the_records_figures_are_its_confusion_tables(piloted):
     import numpy as np
     from sklearn.metrics import cohen_kappa_score
 
-    from builder.pilot.contract import PilotRecord
     from builder.pilot.figures import figure_problems
 
     record = PilotRecord.model_validate_json((piloted["root"] / "p" / "pilot.json").read_text(), strict=True)

@@ -47,6 +47,61 @@ def test_the_manifest_is_its_published_schema_and_the_contract_refuses_other_key
     ]
 
 
+def schema_properties(schema: dict) -> list[tuple[str, str, dict]]:
+    """(record, field, property) for every property of the schema: the top level's and each definition's."""
+    records = {"manifest.json": schema, **schema["$defs"]}
+    return [(name, field, prop) for name, record in records.items() for field, prop in record["properties"].items()]
+
+
+def test_every_field_of_the_manifest_schema_says_what_it_holds():
+    """Every property of the manifest's JSON schema, nested records included, has a description (what a user's tools
+    show); the schema names its draft (`$schema`, which jsonschema picks its validator by) and itself (`$id`: its
+    file in the kit's repository, at the tag of the kit's version that wrote it)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    from builder.release.contract import SCHEMA_URN, manifest_schema, manifest_schema_id
+
+    schema = manifest_schema()
+    properties = schema_properties(schema)
+    assert len(properties) > 300 and len({name for name, _, _ in properties}) > 40
+    undescribed = [f"{name}.{field}" for name, field, prop in properties if not prop.get("description", "").strip()]
+    assert undescribed == []
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+    assert validator_for(schema, default=None) is Draft202012Validator
+    # the id names this schema: the same for the same schema, another for any change to it
+    body = {key: value for key, value in schema.items() if key != "$id"}
+    assert schema["$id"] == manifest_schema_id(body) and schema["$id"].startswith(SCHEMA_URN)
+    edited = json.loads(json.dumps(body))
+    edited["properties"]["repo"]["description"] += " (edited)"
+    assert manifest_schema_id(edited) != schema["$id"]
+
+
+def test_the_manifest_reference_states_each_fields_type_as_the_schema_does():
+    """docs/reference/manifest.md's type column (builder/release/manifest_reference.py) on the schema's own
+    properties: a record links to its table, a union inside an array or object is bracketed, keys a Literal names
+    are listed, bounds are said."""
+    from builder.release.contract import manifest_schema
+    from builder.release.manifest_reference import records_in_order, type_text
+
+    schema = manifest_schema()
+    defs = schema["$defs"]
+    assert type_text(schema["properties"]["pilot"]) == "[`PilotEntry`](#pilotentry) or null"
+    assert type_text(defs["PilotAgreement"]["properties"]["confidence_95"]) == (
+        "(object: string -> array of (number or null)) or null"
+    )
+    assert (
+        type_text(defs["PilotRecord"]["properties"]["settings"])
+        == "object: `A` or `B` -> [`PilotSetting`](#pilotsetting)"
+    )
+    assert type_text(defs["BM25"]["properties"]["b"]) == "number (>= 0, <= 1)"
+    assert type_text(defs["PilotRecord"]["properties"]["schema_version"]) == "`1`"
+    order, held_by = records_in_order(schema)
+    assert order[0] == "manifest.json" and sorted(order[1:]) == sorted(defs)  # every record once
+    assert held_by["PilotPlanRow"] == ["[`PilotBill`](#pilotbill) `rows`", "[`PilotBill`](#pilotbill) `headline`"]
+
+
 def test_a_statistic_build_release_counts_wrong_is_caught_by_validate(synthetic_release, monkeypatch):
     """build-release with a wrong provenance rule (a document counted as BM25-only when the reranker also has it):
     the manifest and the card state its numbers, consistently; validate counts by its own code and names the share."""

@@ -38,7 +38,6 @@ def pilot(
 ) -> None:
     """Judge one question-stratified sample of pairs under two judge settings; print their agreement, both
     settings' paper-scale GPU-hours from `plan`, and a verdict; write the pilot record (OUT/pilot.json)."""
-    from builder.pilot.record import finite
     from builder.pilot.run import Pilot
 
     out = options.out
@@ -61,7 +60,7 @@ def pilot(
     if record is None:
         notice(f"pilot: shard {run.shard.label} done; {run.waiting}")
         return
-    if emit_json(finite(record), json_out):
+    if emit_json(record.model_dump(), json_out):
         return
     print_pilot(record)
     notice(
@@ -70,15 +69,12 @@ def pilot(
     )
 
 
-def print_pilot(written: dict) -> None:
-    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
-    record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
-    prints them."""
+def print_pilot(record: PilotRecord) -> None:
+    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last (an
+    undefined figure is None in the record), the agreement tables as `agreement` prints them."""
     from builder.pilot.card_text import judge_precision
-    from builder.pilot.record import finite
     from builder.pilot.stability import batching_only, stability_line
 
-    record = PilotRecord.model_validate(finite(written))
     sample, agreement = record.sample, record.agreement
     say(
         f"sample: {sample.taken.pairs:,} pairs of {sample.taken.questions:,} questions (seed {sample.seed}), from "
@@ -97,7 +93,7 @@ def print_pilot(written: dict) -> None:
             f"{label}: {setting.given}{' with ' + ' '.join(setting.overrides) if setting.overrides else ''}"
             f" = {setting.judge}, {said}: {counts.graded:,} of {counts.pairs:,} pairs graded"
         )
-    print_agreement(written["agreement"])
+    print_agreement(agreement.model_dump())
     spearman = agreement.expected_spearman
     say(f"Spearman of the expected level: {fraction(spearman.value)} (A: {spearman.a}; B: {spearman.b})")
     answer = agreement.answer

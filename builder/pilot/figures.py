@@ -4,9 +4,10 @@
 The table (A's level by row, B's by column, over the pairs both graded) holds every pair's two levels, so it
 determines each point figure of the agreement: the kappas, Krippendorff's alpha, Spearman and Kendall, exact and
 within-one agreement, the per-level and binary figures, and B's precision and recall of A's positives, which the
-verdict reads. Here the table is expanded into its pairs and measured by the functions the pilot measured with
-(builder/analysis/agreement.py, through measures.py), and a stated figure that differs beyond float rounding is
-named. Then the verdict is given again on the record's figures (verdict.py `verdict_problems`).
+verdict reads. Here the table is expanded into its pairs and measured by the function the pilot measured with
+(measures.py `agreement_figures`), into the same typed agreement (contract.py `PilotAgreement`), and a stated figure
+that differs beyond float rounding is named. Then the verdict is given again on the record's figures (verdict.py
+`verdict_problems`).
 
 The bootstrap intervals resample whole questions, which the table does not hold: they are not derived again. A
 verdict with basis "lower end" reads them as the record states them.
@@ -19,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from builder.analysis.agreement import Joined, compare, threshold_precision_recall
-from builder.pilot.contract import PilotRecord
+from builder.analysis.agreement import Joined
+from builder.pilot.contract import PilotAgreement, PilotRecord
+from builder.pilot.measures import agreement_figures
 from builder.pilot.record import finite
 from builder.pilot.verdict import verdict_problems
 
@@ -34,16 +36,17 @@ def table_pairs(table: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(rows.ravel(), counts.ravel()), np.repeat(columns.ravel(), counts.ravel())
 
 
-def derived_figures(record: PilotRecord) -> dict[str, Any]:
-    """What the record's confusion table gives for each figure it states (as the record writes them: undefined is
-    None)."""
+def derived_figures(record: PilotRecord) -> PilotAgreement:
+    """The record's agreement as its confusion table gives it: each figure the table determines derived again (the
+    coverage, measures, per-level, binary and answer figures; undefined is None), the rest (the intervals, the
+    settings' statuses, the expected Spearman) as the record states it."""
     agreement = record.agreement
     levels = agreement.confusion.levels
     a, b = (np.asarray(levels, np.int64)[side] for side in table_pairs(agreement.confusion.rows_a_columns_b))
     none: np.ndarray = np.zeros(0, dtype=object)
-    measured = compare(Joined(a, b, agreement.coverage.only_a, agreement.coverage.only_b, none, none), levels, 0)
-    measured["answer"] = threshold_precision_recall(b, a, agreement.answer.threshold)
-    return finite(measured)
+    joined = Joined(a, b, agreement.coverage.only_a, agreement.coverage.only_b, none, none)
+    derived = agreement_figures(joined, levels, agreement.answer.threshold)  # no resample: the intervals as stated
+    return PilotAgreement.model_validate(finite({**agreement.model_dump(), **derived}), strict=True)
 
 
 def table_problems(record: PilotRecord) -> list[str]:
@@ -101,10 +104,9 @@ def figure_problems(record: PilotRecord) -> list[str]:
     problems = table_problems(record) + rule_problems(record)
     if problems:
         return problems
-    stated = record.agreement.model_dump()
-    derived = derived_figures(record)
-    for key in ("coverage", "measures", "per_level", "binary"):
+    no_interval = {"answer": {"confidence_95"}}  # the table gives no interval (the module's docstring says why)
+    stated = record.agreement.model_dump(exclude=no_interval)
+    derived = derived_figures(record).model_dump(exclude=no_interval)
+    for key in ("coverage", "measures", "per_level", "binary", "answer"):
         problems += differences(stated[key], derived[key], f"agreement.{key}")
-    stated_answer = {key: value for key, value in stated["answer"].items() if key != "confidence_95"}
-    problems += differences(stated_answer, derived["answer"], "agreement.answer")
-    return problems + verdict_problems(stated, record.verdict.model_dump())
+    return problems + verdict_problems(record.agreement, record.verdict)

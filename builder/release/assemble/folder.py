@@ -24,6 +24,7 @@ from builder.release.contract import (
     Manifest,
     Models,
     PromptRef,
+    manifest_schema,
 )
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.training_record import settings_record
@@ -181,5 +182,5 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         failed_pairs=failed or None,
     )
     write_json(Path(out) / MANIFEST, manifest.as_json())
-    write_json(Path(out) / MANIFEST_SCHEMA, Manifest.model_json_schema())  # the text of manifest_json_schema()
+    write_json(Path(out) / MANIFEST_SCHEMA, manifest_schema())  # the text of manifest_json_schema()
     return summary, card

@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from builder.release.assemble.lineage import judgment_records
-from builder.release.contract import ImportRecord, OtherTextAccount, ShardImport
-from generation.errors import InputError, first_problem
+from builder.release.contract import ImportedFile, ImportRecord
+from generation.labels.account import ImportAccount, OtherTextAccount, read_account
 
 # what a release of imported labels lacks that a release the kit judged has (the card and manifest state it)
 NOT_PRODUCED = (
@@ -23,7 +21,7 @@ NOT_PRODUCED = (
 
 def summed(counters) -> dict:
     """Count dicts (None for none) added up, keys sorted."""
-    total = Counter()
+    total: Counter[str] = Counter()
     for counter in counters:
         total.update(counter or {})
     return dict(sorted(total.items()))
@@ -33,32 +31,26 @@ def import_record(folders: list[Path]) -> ImportRecord | None:
     """The imports of these judgment folders as one account (files merged by sha256; counts summed over shards),
     or None when the kit's own judge made them."""
     accounts = [(path, (r.extra or {}).get("imported")) for path, r in judgment_records(folders)]
-    imports = [shard_import(path, account) for path, account in accounts if account is not None]
+    imports = [read_account(path, account) for path, account in accounts if account is not None]
     if not imports:
         return None
-    files: dict[str, dict] = {}
+    files: dict[str, ImportedFile] = {}
     for record in imports:
         for f in record.files:
-            entry = files.setdefault(
-                f.sha256,
-                {
-                    "name": f.name,
-                    "sha256": f.sha256,
-                    "bytes": f.bytes,
-                    "format": record.format,
-                    "lines": f.lines,
-                    "rows": 0,
-                    "duplicates": 0,
-                    "rejected": 0,
-                },
-            )
-            for key in ("rows", "duplicates", "rejected"):
-                entry[key] += getattr(f, key)
+            if f.sha256 not in files:  # the same content under any name or shard: one entry
+                files[f.sha256] = ImportedFile(
+                    name=f.name, sha256=f.sha256, bytes=f.bytes, format=record.format, lines=f.lines, rows=0,
+                    duplicates=0, rejected=0
+                )  # fmt: skip
+            entry = files[f.sha256]
+            entry.rows += f.rows
+            entry.duplicates += f.duplicates
+            entry.rejected += f.rejected
     return ImportRecord(
         judges=sorted({r.judge for r in imports}),
         formats=sorted({r.format for r in imports}),
         parsers=sorted({r.parser for r in imports if r.parser}),
-        files=sorted(files.values(), key=lambda f: (f["name"], f["sha256"])),
+        files=sorted(files.values(), key=lambda f: (f.name, f.sha256)),
         rows=sum(r.rows for r in imports),
         duplicates=sum(r.duplicates for r in imports),
         rejected=summed(r.rejected for r in imports),
@@ -71,16 +63,7 @@ def import_record(folders: list[Path]) -> ImportRecord | None:
     )
 
 
-def shard_import(path: Path, account) -> ShardImport:
-    """A completion record's account of its import, read strictly ("27" is not a count, true not 1); an InputError
-    naming the record and the key."""
-    try:
-        return ShardImport.model_validate(account, strict=True)  # parsed JSON: no tuple or date to convert
-    except ValidationError as e:
-        raise InputError(path, 0, f"imported.{first_problem(e)}: not a record `import-labels` writes") from None
-
-
-def other_text_account(imports: list[ShardImport]) -> OtherTextAccount | None:
+def other_text_account(imports: list[ImportAccount]) -> OtherTextAccount | None:
     """The authors' clicked-pass defect as the imports found it (generation/labels/authors_pass.py), summed over shards;
     None when no import checked it (not crux-ratings, or no --corpus)."""
     found = [r.graded_on_other_text.model_dump() for r in imports if r.graded_on_other_text is not None]

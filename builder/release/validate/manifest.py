@@ -51,9 +51,9 @@ SCHEMA = f"{MANIFEST_SCHEMA} is the contract's JSON schema, and {MANIFEST} passe
 
 
 def check_schema(release: Path, check) -> None:
-    """The schema a user's own tools read the release by is the kit's (`Manifest.model_json_schema()`, compared as
-    parsed JSON), and the manifest passes it under jsonschema. pydantic writes JSON Schema Draft 2020-12
-    (https://docs.pydantic.dev/latest/concepts/json_schema/); a `$schema` key, if the schema gains one, chooses."""
+    """The schema a user's own tools read the release by is the kit's (contract.py `manifest_schema`, compared as
+    parsed JSON), and the manifest passes it under jsonschema, by the draft its `$schema` names (2020-12, which
+    pydantic writes: https://docs.pydantic.dev/latest/concepts/json_schema/)."""
     own = json.loads(manifest_json_schema())
     try:
         stated = json.loads((release / MANIFEST_SCHEMA).read_text(encoding="utf-8"))
