@@ -58,7 +58,7 @@ def main() -> None:
           + ", ".join(f"{s} {n:,}" for s, n in sorted(summary.statuses.items())))  # fmt: skip
 
     print(f"building the release -> {release}", file=sys.stderr)
-    build_release(ReleaseOptions([judgments], [args.subquestions], release, profile))
+    build_release(ReleaseOptions(judgments=[judgments], questions=[args.subquestions], out=release, profile=profile))
     print(f"validating {release} (every config loaded with datasets)", file=sys.stderr)
     report = validate(release, args.expect)
     for check in report.checks:

@@ -65,12 +65,12 @@ def synthetic_release(tmp_path_factory):
         runs = [inputs["runs"]] if "runs" in inputs else None
         build_release(
             ReleaseOptions(
-                [inputs["judgments"]],
-                questions,
-                out,
-                profile,
-                repo,
-                rows_per_file,
+                judgments=[inputs["judgments"]],
+                questions=questions,
+                out=out,
+                profile=profile,
+                repo=repo,
+                rows_per_file=rows_per_file,
                 shards_revision=shards_revision,
                 runs=runs,
             )

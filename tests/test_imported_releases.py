@@ -263,7 +263,12 @@ def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeyp
     from tests.test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
-    build_release(ReleaseOptions([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported"))
+    release = tmp_path / "release"
+    build_release(
+        ReleaseOptions(
+            judgments=[tmp_path / "j"], questions=[questions], out=release, profile=None, repo="org/imported"
+        )
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_token")
     hub = RecordingHub(remote_files=None)
     publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)
@@ -332,4 +337,6 @@ def test_build_release_reads_each_shards_import_record_strictly(release, questio
     edit(completion["extra"]["imported"])
     record.write_text(json.dumps(completion))
     with pytest.raises(InputError, match=f"{re.escape(record.name)}.*{re.escape(where)}"):
-        build_release(ReleaseOptions([judgments], [questions], tmp_path / "release", "crux-code"))
+        build_release(
+            ReleaseOptions(judgments=[judgments], questions=[questions], out=tmp_path / "release", profile="crux-code")
+        )

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.pilot.options import PilotOptions, option_fields
+from builder.pilot.options import PilotOptions
 from builder.pilot.record import read_pilot_record, record_json
 from builder.pilot.run import run_pilot
 from generation.errors import ArgumentError
@@ -31,25 +31,6 @@ def options(small_pipeline, out, profile, b_set=(B_CUTS,), **more) -> PilotOptio
     folders = {k: small_pipeline[k] for k in ("candidates", "index")}
     return PilotOptions(a=str(profile), b=str(profile), b_set=list(b_set), subquestions=small_pipeline["questions"],
                         out=out, **folders, **more)  # fmt: skip
-
-
-def test_the_pilot_command_s_options_are_the_fields_of_pilot_options():
-    """One place lists the pilot's options: the command's are PilotOptions' fields, in order, with their defaults."""
-    from dataclasses import MISSING, fields
-
-    import typer.main
-
-    from builder.cli.analysis import app
-
-    command = typer.main.get_command(app).commands["pilot"]
-    params = {p.name: p for p in command.params if p.name != "help"}
-    assert list(params) == [o.name for o in option_fields()] + ["shard", "num_shards", "json_out"]
-    for f in fields(PilotOptions):
-        if f.name in params:
-            expected = [] if f.default_factory is list else f.default
-            assert params[f.name].default == (None if expected is MISSING else expected), f.name
-            assert params[f.name].required == (expected is MISSING), f.name
-    assert "plan_sample" not in params  # a field that is no option
 
 
 def pilot_args(profile, pipeline, out, *more):

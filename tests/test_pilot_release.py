@@ -41,8 +41,8 @@ def piloted(small_pipeline, tmp_path_factory):
     assert judge_profile == pilot.settings[1].profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
-    build_release(ReleaseOptions([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"],
-                                 repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
+    build_release(ReleaseOptions(judgments=[root / "judgments"], questions=[small_pipeline["questions"]], out=release,
+                                 profile=pilot.profiles["B"], repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
 
 
@@ -159,26 +159,27 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
         setting["judge_config_hash"] = "0" * 16
     other = tmp_path / "other.json"
     other.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match="the record is not about these labels"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
     record["agreement"]["kappa_by_hand"] = 0.9  # a key the contract does not name (builder/pilot/contract.py)
     other.write_text(json.dumps(record))
     with pytest.raises(InputError, match="other.json.*agreement.kappa_by_hand: Extra inputs are not permitted"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     record["agreement"].pop("kappa_by_hand")
     record["sample"]["taken"]["pairs"] = "eighty"
     other.write_text(json.dumps(record))
     with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     record["sample"]["taken"]["pairs"] = True  # read strictly: lax mode took it for 1
     other.write_text(json.dumps(record))
     with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer, not true"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
 
 
 def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figures(piloted, tmp_path, small_pipeline):
@@ -188,9 +189,10 @@ def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figu
     record["verdict"]["line"] = flipped + record["verdict"]["line"].split(":", 1)[1]
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match=f"edited.json.*verdict '{flipped}'.*its rule on the record's own figures"):
-        build_release(ReleaseOptions(*inputs, pilot=edited))
+        build_release(ReleaseOptions(**inputs, pilot=edited))
     assert not (tmp_path / "r" / "README.md").exists()
 
 
@@ -251,9 +253,10 @@ def test_a_record_whose_figures_its_confusion_table_does_not_give_is_refused(pil
     )
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match=r"edited\.json.*the record was edited") as refused:
-        build_release(ReleaseOptions(*inputs, pilot=edited))
+        build_release(ReleaseOptions(**inputs, pilot=edited))
     assert float(said.search(str(refused.value))[1]) == pytest.approx(kappa, rel=1e-9)
     release = resealed(piloted, tmp_path, lambda manifest: edit(manifest["pilot"]["record"]))
     found = [said.search(line) for line in findings(release, PILOT)]

@@ -231,7 +231,13 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     with counter("build-release", unit="judgments") as advance:
         summary, card = build_release(
             ReleaseOptions(
-                judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", runs=runs
+                judgments=judgments,
+                questions=questions,
+                out=release,
+                profile=profile,
+                repo=DEMO_REPO,
+                agreement=out / "agreement.json",
+                runs=runs,
             ),
             progress=advance,
         )
