@@ -20,6 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from builder.cli.script import run
+from builder.cli.support import check_folder_arg
 from builder.pilot.options import PilotOptions
 from builder.pilot.run import run_pilot
 
@@ -39,19 +41,20 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=200, help="bootstrap resamples of the intervals")
     args = parser.parse_args()
 
+    check_folder_arg(args.out, "--out")
     options = PilotOptions(**vars(args))  # one field per option of `researchy-subq pilot`
     a, b = " ".join([options.a, *options.a_set]), " ".join([options.b, *options.b_set])
     print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
     _, record = run_pilot(options)
 
-    taken = record["sample"]["taken"]
-    print(f"sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions")
-    print("differences: " + ("; ".join(record["differences"]) or "none"))
-    for name, value in record["agreement"]["measures"].items():
+    taken = record.sample.taken
+    print(f"sample: {taken.pairs:,} pairs of {taken.questions:,} questions")
+    print("differences: " + ("; ".join(record.differences) or "none"))
+    for name, value in record.agreement.measures.items():
         print(f"{name}: {value:.3f}" if isinstance(value, float) else f"{name}: {value}")
-    print(record["verdict"]["line"])
+    print(record.verdict.line)
     print(f"pilot record -> {args.out / 'pilot.json'}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

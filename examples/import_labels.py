@@ -8,7 +8,8 @@ line per question and document):
     .venv/bin/python examples/import_labels.py ratings.jsonl --subquestions demo-output/questions/train \
         --out demo-output/imported
 
-It prints the import's counts, then every validate check (ok or FAIL); the exit status is 1 if one fails.
+It prints the import's counts, then every validate check (ok, skipped with its reason, or FAIL with its first
+example) and the count of each; the exit status is 1 if one fails.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from builder.cli.script import run
+from builder.cli.support import check_folder_arg
 from builder.release.assemble.folder import ReleaseOptions, build_release
+from builder.release.validate.expectations import ExpectationError, load_expectations
 from builder.release.validate.folder import validate
+from generation.errors import ArgumentError
 from generation.labels.formats import LabelFormat
 from generation.profiles import load_profile
 from generation.stages.import_labels import import_labels
@@ -38,6 +43,11 @@ def main() -> None:
     parser.add_argument("--expect", type=Path, default=None, help="validate's YAML bounds (e.g. unparsed_max)")
     args = parser.parse_args()
 
+    check_folder_arg(args.out, "--out")
+    try:
+        load_expectations(args.expect)  # before the import: a misspelt key is an error, not a bound switched off
+    except ExpectationError as e:
+        raise ArgumentError(str(e)) from None
     profile = load_profile(args.profile)
     judgments, release = args.out / "judgments", args.out / "release"
     print(f"importing {len(args.files)} file(s) -> {judgments}", file=sys.stderr)
@@ -48,14 +58,15 @@ def main() -> None:
           + ", ".join(f"{s} {n:,}" for s, n in sorted(summary.statuses.items())))  # fmt: skip
 
     print(f"building the release -> {release}", file=sys.stderr)
-    build_release(ReleaseOptions([judgments], [args.subquestions], release, profile))
+    build_release(ReleaseOptions(judgments=[judgments], questions=[args.subquestions], out=release, profile=profile))
     print(f"validating {release} (every config loaded with datasets)", file=sys.stderr)
     report = validate(release, args.expect)
     for check in report.checks:
-        print(f"{'ok' if check.ok else 'FAIL':<4}  {check.name}" + (f": {check.examples[0]}" if check.examples else ""))
-    print(f"{sum(c.ok for c in report.checks)} of {len(report.checks)} checks passed")
+        detail = check.examples[0] if check.failures else check.skipped
+        print(f"{check.status:<7}  {check.name}" + (f": {detail}" if detail else ""))
+    print(report.summary())
     sys.exit(0 if report.ok else 1)
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

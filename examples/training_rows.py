@@ -8,7 +8,9 @@ re-derives the rows from the release's graded lists under another k, with the te
     .venv/bin/python examples/training_rows.py --release demo-output/release --texts demo-output/texts \
         --out demo-output/training-k5 --negatives 5
 
-It prints the rows per split, the negatives by source and the first training row.
+It prints the rows per split, the negatives by source and the first training row. A k above the release's may reach
+retrieved documents whose texts `researchy-subq texts` wrote only with --all-retrieved: those rows are left out and
+counted, and it prints the `texts` command that writes them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from builder.cli.script import run
+from builder.cli.support import check_folder_arg, existing_release
 from builder.training.files import write_training_files
-from builder.training.recipe import training_rows
-from builder.training.run_settings import release_profile
 
 
 def main() -> None:
@@ -38,6 +40,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    existing_release(args.release)
+    check_folder_arg(args.out, "--out")
     fill_order = tuple(args.fill_order.split(",")) if args.fill_order else None
     print(f"re-deriving the rows with {args.negatives} negatives a row -> {args.out}", file=sys.stderr)
     summary = write_training_files(
@@ -46,6 +50,10 @@ def main() -> None:
     )  # fmt: skip
     for line in summary.lines():
         print(line)
+
+    # the trainer's reader imports sentence-transformers and torch: only once the files are written
+    from builder.training.recipe import training_rows
+    from builder.training.run_settings import release_profile
 
     rows = training_rows(args.release, summary.out, release_profile(args.release))
     print(f"train: {rows.dataset.num_rows:,} rows, columns {', '.join(rows.dataset.column_names)}")
@@ -56,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -10,7 +10,10 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class InputError(ValueError):
@@ -46,6 +49,17 @@ def read_json_file(path: str | Path, what: str) -> Any:
         raise InputError(path, 0, f"not UTF-8 ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise InputError(path, e.lineno, f"not JSON ({e.msg}); pass {what}") from None
+
+
+def first_problem(error: ValidationError) -> str:
+    """The first problem of a pydantic ValidationError, as `key.path: message`. A value of the wrong type is shown as
+    JSON (a kit file is read strictly: "4486" is not a count and true is not 1, and the reader sees which it held)."""
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top)"
+    message = first["msg"]
+    if first["type"].endswith("_type") and not isinstance(first.get("input"), dict | list):
+        message += f", not {json.dumps(first.get('input'), default=str)[:60]}"
+    return f"{where}: {message}"
 
 
 class ArgumentError(ValueError):

@@ -66,7 +66,7 @@ class TransformersSettings(Strict):
         "batch pays the compile), for torchao fp8, whose activation "
         "quantization runs as separate kernels without it; suffix (the judge's): a document-first judge's suffix "
         "forwards alone, its prefix passes eager (docs/performance.md); speed-ups: only "
-        "the measured ones (docs/benchmarks.md)",
+        "the measured ones (docs/benchmarks-judge.md)",
     )
 
 
@@ -255,7 +255,7 @@ class JudgeConfig(TransformersSettings):
         exclude_if=lambda value: value == "per-tensor",
         description="transformers backend with quantization fp8: torchao's activation and weight scales, one per "
         "tensor (the default: vLLM's online fp8 scales so, and it is the measured one) or one per row (a token's "
-        "scale from its own row, so its label does not depend on its batch mates: docs/judging.md)",
+        "scale from its own row, so its label does not depend on its batch mates: docs/pilot.md)",
     )
     batch_invariant: bool = Field(
         default=False,

@@ -81,7 +81,8 @@ def training_bench(work: Path, subquestions: int, words: int) -> None:
         work / "in", subquestions=subquestions, judgments=int(subquestions * 18.87), test_share=0.1, shards=1, seed=3
     )
     release = work / "researchy-subq-judgments"
-    build_release(ReleaseOptions([inputs["judgments"]], list(inputs["questions"].values()), release, "paper"))
+    questions = list(inputs["questions"].values())
+    build_release(ReleaseOptions(judgments=[inputs["judgments"]], questions=questions, out=release, profile="paper"))
     records: dict[str, int] = {}
     for docid in judged_docids(release)["docid"].to_pylist():
         key, record = docid[len("clueweb22-") :].rsplit("-", 1)

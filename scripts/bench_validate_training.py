@@ -20,8 +20,8 @@ from builder.standins.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synt
 
 BUILD = """
 from builder.release.assemble.folder import ReleaseOptions, build_release
-build_release(ReleaseOptions([Path({judgments!r})], [Path(p) for p in {questions!r}], Path({out!r}), "paper",
-                repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}]))
+build_release(ReleaseOptions(judgments=[Path({judgments!r})], questions=[Path(p) for p in {questions!r}],
+                out=Path({out!r}), profile="paper", repo="org/researchy-subq-judgments", runs={runs!r} and [Path(p) for p in {runs!r}]))
 """
 CHECK = """
 from builder.release.contract import read_manifest

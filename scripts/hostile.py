@@ -80,10 +80,10 @@ def setup(w: Path) -> dict:
     release = w / "release"
     build_release(
         ReleaseOptions(
-            [synthetic["judgments"]],
-            list(synthetic["questions"].values()),
-            release,
-            "paper",
+            judgments=[synthetic["judgments"]],
+            questions=list(synthetic["questions"].values()),
+            out=release,
+            profile="paper",
             repo="org/researchy-subq-judgments",
             rows_per_file=3000,
         )
@@ -102,10 +102,10 @@ def setup(w: Path) -> dict:
     )
     build_release(
         ReleaseOptions(
-            [judged["judgments"]],
-            list(judged["questions"].values()),
-            w / "distribution-release",
-            distribution,
+            judgments=[judged["judgments"]],
+            questions=list(judged["questions"].values()),
+            out=w / "distribution-release",
+            profile=distribution,
             repo="org/researchy-subq-judgments",
             rows_per_file=3000,
         )

@@ -1,5 +1,6 @@
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,15 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if JAVA_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.java)
+
+
+# torch in the test process runs one intra-op thread: on the tests' tiny models a second thread costs more than it
+# gives, and on a shared machine its workers spin waiting for a core (the tiny chat Llama's whole prompts: 5.2 CPU s
+# with two threads, 0.28 s with one, at load ~8). The processes the tests start keep torch's default.
+def pytest_runtest_setup(item):
+    torch = sys.modules.get("torch")  # not imported here: a test that needs no torch does not pay for its import
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
@@ -55,12 +65,12 @@ def synthetic_release(tmp_path_factory):
         runs = [inputs["runs"]] if "runs" in inputs else None
         build_release(
             ReleaseOptions(
-                [inputs["judgments"]],
-                questions,
-                out,
-                profile,
-                repo,
-                rows_per_file,
+                judgments=[inputs["judgments"]],
+                questions=questions,
+                out=out,
+                profile=profile,
+                repo=repo,
+                rows_per_file=rows_per_file,
                 shards_revision=shards_revision,
                 runs=runs,
             )

@@ -1,4 +1,4 @@
-"""The figures the docs show from `plan`, taken from the commands that make them: docs/benchmarks.md's section
+"""The figures the docs show from `plan`, taken from the commands that make them: docs/benchmarks-planning.md's section
 "GPU-hours for the paper's pairs" is pairs of blocks, a bash block running `researchy-subq plan` on the demo's output
 and a text block of lines it prints; prose elsewhere that restates one of those figures is listed in PROSE.
 tests/test_plan_docs.py checks the blocks' shape and the prose against them; tests/test_demo_paste.py runs each
@@ -12,14 +12,14 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks-planning.md"
 SECTION = "## GPU-hours for the paper's pairs"
 # (file, the sentence's figures): prose that restates what a block shows
 PROSE = [
     ("docs/benchmarks.md", "5,132.4-17,727.5 H100-hours; 695.1-696.2 document-first on vLLM"),
     ("docs/judging.md", "pairs at 5,785.4 H100-hours in bf16"),
-    ("docs/judging.md", "It is 5,785.4 H100-hours in bf16 and 5,132.4 in fp8 for the paper's pairs"),
-    ("docs/judging.md", "the paper's judge costs 5,785.4 GPU-hours for 24,316,320 pairs in bf16"),
+    ("docs/served-judge.md", "It is 5,785.4 H100-hours in bf16 and 5,132.4 in fp8 for the paper's pairs"),
+    ("docs/pilot.md", "the paper's judge costs 5,785.4 GPU-hours for 24,316,320 pairs in bf16"),
     ("docs/judging.md", "an expected prefix-cache hit rate of 92.6%"),
     ("docs/performance.md", "`plan` shows the difference: 5,204.5 against 17,727.5 expected GPU-hours"),
 ]
@@ -64,4 +64,4 @@ def check_against_plan(folder: Path, kit_bin: Path, env: dict | None = None) -> 
         assert done.returncode == 0, f"$ {command}\n{done.stderr[-2000:]}"
         printed = set(done.stdout.splitlines())
         missing = [line for line in lines if line not in printed]
-        assert not missing, f"$ {command}\nshown in docs/benchmarks.md, not printed:\n" + "\n".join(missing)
+        assert not missing, f"$ {command}\nshown in docs/benchmarks-planning.md, not printed:\n" + "\n".join(missing)

@@ -84,7 +84,8 @@ def test_export_splits_within_the_limits_and_records_each_file(tokenizer, tmp_pa
 
 def test_the_manifest_is_typed_and_an_edited_one_is_refused_naming_the_file(tokenizer, tmp_path):
     """generation/judging/batch_manifest.py: the file lists its keys in the order they were always written, reads
-    back equal, and a key it does not name or a missing one is refused with the file's name."""
+    back equal, and a key it does not name, a missing one or a value of another JSON type is refused with the file's
+    name."""
     manifest = export_batch(export_judge(config("http://unused:1/v1", shape="chat"), tokenizer), keyed(), tmp_path, "a")
     written = json.loads((tmp_path / MANIFEST).read_text())
     assert list(written) == [
@@ -96,6 +97,9 @@ def test_the_manifest_is_typed_and_an_edited_one_is_refused_naming_the_file(toke
         (lambda m: m.update(temperature=0), "temperature: Extra inputs are not permitted"),
         (lambda m: m.pop("profile_hash"), "profile_hash: Field required"),
         (lambda m: m["files"][0].update(lines="many"), "files.0.lines: Input should be a valid integer"),
+        # read strictly: lax mode would have counted "3" as 3 and true as 1
+        (lambda m: m.update(pairs=str(m["pairs"])), f'pairs: Input should be a valid integer, not "{len(PAIRS)}"'),
+        (lambda m: m["files"][0].update(bytes=True), "files.0.bytes: Input should be a valid integer, not true"),
     ]:
         edited = json.loads((tmp_path / MANIFEST).read_text())
         edit(edited)

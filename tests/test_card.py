@@ -106,7 +106,10 @@ def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipel
         tmp_path / "judgments",
     )
     out = tmp_path / "release"
-    build_release(ReleaseOptions([tmp_path / "judgments"], [small_pipeline["questions"]], out, profile, repo=REPO))
+    questions = [small_pipeline["questions"]]
+    build_release(
+        ReleaseOptions(judgments=[tmp_path / "judgments"], questions=questions, out=out, profile=profile, repo=REPO)
+    )
     _, body = card(out)
     warning = [line for line in body.splitlines() if "STAND-IN" in line]
     assert warning == [

@@ -173,7 +173,8 @@ def without_unparsed(tmp_path_factory):
     built = {}
     for name, path in (("own", own), ("other", other)):
         out = root / name / "researchy-subq-judgments"
-        options = ReleaseOptions([folder], list(inputs["questions"].values()), out, profile, agreement=path)
+        questions = list(inputs["questions"].values())
+        options = ReleaseOptions(judgments=[folder], questions=questions, out=out, profile=profile, agreement=path)
         build_release(options)
         built[name] = out
     return built

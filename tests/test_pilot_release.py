@@ -4,6 +4,7 @@ agreement and what was saved; the manifest holds the record; `validate` re-check
 refuses a release whose labels' prompt is not one."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,9 +13,11 @@ import pytest
 import yaml
 
 from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
-from builder.pilot.contract import PilotEntry
+from builder.pilot.contract import PilotEntry, PilotRecord
+from builder.pilot.figures import table_pairs
 from builder.pilot.options import PilotOptions
 from builder.pilot.run import run_pilot
+from builder.pilot.verdict import decide, rule_of
 from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.contract import MANIFEST_SCHEMA
 from builder.release.validate.folder import validate
@@ -38,8 +41,8 @@ def piloted(small_pipeline, tmp_path_factory):
     assert judge_profile == pilot.settings[1].profile
     run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
     release = root / "release"
-    build_release(ReleaseOptions([root / "judgments"], [small_pipeline["questions"]], release, pilot.profiles["B"],
-                                 repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
+    build_release(ReleaseOptions(judgments=[root / "judgments"], questions=[small_pipeline["questions"]], out=release,
+                                 profile=pilot.profiles["B"], repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip
     return {"root": root, "release": release, "record": record, "profile": pilot.profiles["B"]}
 
 
@@ -60,18 +63,18 @@ def test_the_card_states_the_prompt_the_pilot_and_what_was_saved(piloted):
         "record": json.loads((piloted["root"] / "p" / "pilot.json").read_text()),
     }
     jsonschema.validate(manifest, json.loads((piloted["release"] / MANIFEST_SCHEMA).read_text()))  # pilot included
-    assert manifest["prompt"]["id"] == record["settings"]["B"]["prompt"]["id"] == "crux-paper"
+    assert manifest["prompt"]["id"] == record.settings["B"].prompt.id == "crux-paper"
     section = section_of(manifest)
     assert section in card and card.count(PILOT_HEADING) == 1
-    kappa = record["agreement"]["measures"]["kappa_linear"]
-    taken = record["sample"]["taken"]
+    kappa = record.agreement.measures["kappa_linear"]
+    taken = record.sample.taken
     assert f"| linear-weighted kappa (the verdict's) | {kappa:.3f} |" in section
-    assert f"The sample: {taken['pairs']:,} pairs of {taken['questions']:,} questions (seed 0)" in section
-    assert f"\nVerdict: {record['verdict']['line']}" in section and "PilotVerdict" not in section
-    for label, setting in record["settings"].items():  # the judge's own precision, then what plan prices it as
-        dtype, priced = setting["profile"]["judge"]["dtype"], setting["precision"]
+    assert f"The sample: {taken.pairs:,} pairs of {taken.questions:,} questions (seed 0)" in section
+    assert f"\nVerdict: {record.verdict.line}" in section and "PilotVerdict" not in section
+    for label, setting in record.settings.items():  # the judge's own precision, then what plan prices it as
+        dtype, priced = setting.profile.judge.dtype, setting.precision
         assert (dtype, priced) == ("float32", "bf16")  # the stand-in runs in float32; plan has no float32 rows
-        assert f"{setting['prompt']['sha256'][:12]}`) | {dtype} | {priced} | " in section, label
+        assert f"{setting.prompt.sha256[:12]}`) | {dtype} | {priced} | " in section, label
     assert "B (the candidate; these labels)" in section and "What was saved: not priced" in section
     report = validate(piloted["release"], load=False)
     assert report.ok, [(c.name, c.examples) for c in report.checks if not c.ok]
@@ -132,9 +135,11 @@ def two_judges(manifest):
 def test_validate_refuses_a_resealed_release_that_mixes_prompts_or_misstates_its_pilot(
     piloted, tmp_path, edit, check, finding
 ):
-    if edit is other_kappa:
-        finding = f"verdict {piloted['record']['verdict']['decision']!r} (decision, passed, line differ)"
     release = resealed(piloted, tmp_path, edit)
+    if edit is other_kappa:  # the figures are not the confusion table's, and the verdict not the stated one's
+        stated = piloted["record"].verdict.decision
+        finding = f"verdict {stated!r} (decision, passed, value, "
+        assert any("agreement.measures.kappa_linear is " in line for line in findings(release, check))
     assert any(finding in line for line in findings(release, check)), findings(release, check)
 
 
@@ -154,22 +159,27 @@ def test_build_release_refuses_a_pilot_record_about_other_labels(piloted, tmp_pa
         setting["judge_config_hash"] = "0" * 16
     other = tmp_path / "other.json"
     other.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match="the record is not about these labels"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     other.write_text(json.dumps({"record": "something else"}))
     with pytest.raises(InputError, match="not a pilot record"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
     record["agreement"]["kappa_by_hand"] = 0.9  # a key the contract does not name (builder/pilot/contract.py)
     other.write_text(json.dumps(record))
     with pytest.raises(InputError, match="other.json.*agreement.kappa_by_hand: Extra inputs are not permitted"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
     record["agreement"].pop("kappa_by_hand")
     record["sample"]["taken"]["pairs"] = "eighty"
     other.write_text(json.dumps(record))
     with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer"):
-        build_release(ReleaseOptions(*inputs, pilot=other))
+        build_release(ReleaseOptions(**inputs, pilot=other))
+    record["sample"]["taken"]["pairs"] = True  # read strictly: lax mode took it for 1
+    other.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="sample.taken.pairs: Input should be a valid integer, not true"):
+        build_release(ReleaseOptions(**inputs, pilot=other))
 
 
 def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figures(piloted, tmp_path, small_pipeline):
@@ -179,7 +189,76 @@ def test_build_release_refuses_a_pilot_record_whose_verdict_contradicts_its_figu
     record["verdict"]["line"] = flipped + record["verdict"]["line"].split(":", 1)[1]
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(record))
-    inputs = [piloted["root"] / "judgments"], [small_pipeline["questions"]], tmp_path / "r", piloted["profile"]
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
     with pytest.raises(InputError, match=f"edited.json.*verdict '{flipped}'.*its rule on the record's own figures"):
-        build_release(ReleaseOptions(*inputs, pilot=edited))
+        build_release(ReleaseOptions(**inputs, pilot=edited))
     assert not (tmp_path / "r" / "README.md").exists()
+
+
+def forged_figures(record: dict) -> None:
+    """A careful forgery: kappa, recall and precision set to 0.95 and the verdict given again by the kit's own
+    rule on them, the confusion table left as it was."""
+    agreement = record["agreement"]
+    agreement["measures"]["kappa_linear"] = 0.95
+    agreement["answer"].update(recall=0.95, precision=0.95)
+    forged = PilotRecord.model_validate(record)
+    record["verdict"] = decide(forged.agreement, rule_of(forged.verdict)).model_dump()
+
+
+def one_pair_off_the_diagonal(record: dict) -> None:
+    """One pair of the confusion table moved to the next level of B, every stated figure left as it was."""
+    table = record["agreement"]["confusion"]["rows_a_columns_b"]
+    i = next(i for i, row in enumerate(table) if row[i])
+    table[i][i] -= 1
+    table[i][i + 1 if i + 1 < len(table) else i - 1] += 1
+
+
+def test_the_records_figures_are_its_confusion_tables(piloted):
+    """Every figure the verdict reads is derived again from the record's confusion table (builder/pilot/figures.py);
+    on the pilot's own record they agree, and sklearn's kappas of the table's pairs are the record's."""
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score
+
+    from builder.pilot.figures import figure_problems
+
+    record = PilotRecord.model_validate_json((piloted["root"] / "p" / "pilot.json").read_text(), strict=True)
+    assert figure_problems(record) == []
+    a, b = table_pairs(record.agreement.confusion.rows_a_columns_b)
+    assert len(a) == record.agreement.coverage.both > 0
+    for weights in ("linear", "quadratic"):
+        expected = cohen_kappa_score(a, b, labels=record.agreement.levels, weights=weights)
+        stated = record.agreement.measures[f"kappa_{weights}"]
+        assert (stated is None and np.isnan(expected)) or stated == pytest.approx(expected, rel=1e-9)
+    positives_a, positives_b = a >= record.agreement.answer_level, b >= record.agreement.answer_level
+    assert (
+        record.agreement.answer.reference == positives_a.sum()
+        and record.agreement.answer.both == (positives_a & positives_b).sum()
+    )
+
+
+@pytest.mark.parametrize("edit", [forged_figures, one_pair_off_the_diagonal])
+def test_a_record_whose_figures_its_confusion_table_does_not_give_is_refused(piloted, tmp_path, small_pipeline, edit):
+    """build-release --pilot refuses the record, and validate a release that holds it with its card's pilot section
+    rendered from it (a careful forger), naming the figure and what the table gives: sklearn's kappa of its pairs."""
+    from sklearn.metrics import cohen_kappa_score
+
+    record = json.loads((piloted["root"] / "p" / "pilot.json").read_text())
+    edit(record)
+    a, b = table_pairs(record["agreement"]["confusion"]["rows_a_columns_b"])
+    kappa = cohen_kappa_score(a, b, labels=record["agreement"]["levels"], weights="linear")
+    stated = record["agreement"]["measures"]["kappa_linear"]
+    said = re.compile(
+        rf"agreement\.measures\.kappa_linear is {re.escape(str(stated))}; the confusion table gives ([-+.\deE]+)"
+    )
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(record))
+    inputs = dict(judgments=[piloted["root"] / "judgments"], questions=[small_pipeline["questions"]], out=tmp_path / "r",
+                  profile=piloted["profile"])  # fmt: skip
+    with pytest.raises(InputError, match=r"edited\.json.*the record was edited") as refused:
+        build_release(ReleaseOptions(**inputs, pilot=edited))
+    assert float(said.search(str(refused.value))[1]) == pytest.approx(kappa, rel=1e-9)
+    release = resealed(piloted, tmp_path, lambda manifest: edit(manifest["pilot"]["record"]))
+    found = [said.search(line) for line in findings(release, PILOT)]
+    assert any(found), findings(release, PILOT)
+    assert float(next(f for f in found if f)[1]) == pytest.approx(kappa, rel=1e-9)

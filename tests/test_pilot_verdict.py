@@ -3,7 +3,6 @@ argument refusals: a judge that says one level for everything never passes, a B 
 the bootstrap's lower end can be required; `OUT/a` a link is refused, a killed run's temporary sample is cleaned,
 pilot.json is byte-stable, --seed -1 and a key the pilot does not compare are refused before anything is written."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +11,9 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 
+from builder.pilot.contract import PilotVerdict
 from builder.pilot.measures import measure_agreement
 from builder.pilot.options import PilotOptions
-from builder.pilot.record import finite
 from builder.pilot.run import run_pilot
 from builder.pilot.verdict import FAIL, PASS, UNDECIDED, VerdictRule, decide, verdict_problems
 from generation.errors import ArgumentError
@@ -43,22 +42,22 @@ def judged(levels, questions=20):
 
 
 def agreement_of(a_levels, b_levels, resamples=200):
-    return finite(measure_agreement(judged(a_levels), judged(b_levels), 5, 4, resamples, 0))
+    return measure_agreement(judged(a_levels), judged(b_levels), 5, 4, resamples, 0, "linear")
 
 
 def test_a_judge_that_says_one_level_for_everything_cannot_pass():
     fours = [4] * 200
     agreement = agreement_of(fours, fours)
     assert np.isnan(cohen_kappa_score(fours, fours, weights="linear"))  # sklearn: undefined
-    assert agreement["measures"]["kappa_linear"] is None and agreement["measures"]["spearman"] is None
+    assert agreement.measures["kappa_linear"] is None and agreement.measures["spearman"] is None
     verdict = decide(agreement, VerdictRule())
-    assert verdict["decision"] == UNDECIDED and not verdict["passed"]
-    assert "setting A gave one level to every pair" in verdict["line"]
-    assert "the linear-weighted kappa is undefined" in verdict["line"] and "PASS" not in verdict["line"]
+    assert verdict.decision == UNDECIDED and not verdict.passed
+    assert "setting A gave one level to every pair" in verdict.line
+    assert "the linear-weighted kappa is undefined" in verdict.line and "PASS" not in verdict.line
     # one side constant, the other not: still no verdict
     rng = np.random.default_rng(0)
     varied = rng.integers(0, 6, 200).tolist()
-    assert decide(agreement_of(varied, fours), VerdictRule())["decision"] == UNDECIDED
+    assert decide(agreement_of(varied, fours), VerdictRule()).decision == UNDECIDED
 
 
 def test_a_b_that_drops_a_fifth_of_the_positives_fails_on_recall_whatever_its_kappa():
@@ -69,14 +68,14 @@ def test_a_b_that_drops_a_fifth_of_the_positives_fails_on_recall_whatever_its_ka
     for i in positives[: int(len(positives) * 0.18)]:
         b[i] = 3  # one level down: a small disagreement for the kappa, a lost positive for training
     agreement = agreement_of(a, b)
-    kappa = agreement["measures"]["kappa_linear"]
+    kappa = agreement.measures["kappa_linear"]
     assert kappa == pytest.approx(cohen_kappa_score(a, b, weights="linear")) and kappa >= 0.8
-    recall = agreement["answer"]["recall"]
+    recall = agreement.answer.recall
     assert recall == pytest.approx(1 - int(len(positives) * 0.18) / len(positives))
     verdict = decide(agreement, VerdictRule())
-    assert verdict["decision"] == FAIL, verdict["line"]
-    assert f"B's recall of A's positives {recall:.3f} < 0.90" in verdict["line"]
-    assert decide(agreement, VerdictRule(min_recall=0.8))["decision"] == PASS  # the bound is settable
+    assert verdict.decision == FAIL, verdict.line
+    assert f"B's recall of A's positives {recall:.3f} < 0.90" in verdict.line
+    assert decide(agreement, VerdictRule(min_recall=0.8)).decision == PASS  # the bound is settable
     assert "recall of A's positives (level >= 4) >= 0.80" in VerdictRule(min_recall=0.8).text()
 
 
@@ -85,14 +84,14 @@ def test_the_lower_end_can_be_required_instead_of_the_point_estimate():
     a = rng.integers(0, 6, 120).tolist()
     b = [level if rng.random() < 0.9 else min(5, level + 1) for level in a]
     agreement = agreement_of(a, b, resamples=300)
-    low = agreement["confidence_95"]["kappa_linear"][0]
+    low = agreement.confidence_95["kappa_linear"][0]
     rule = dict(threshold=round(low + 0.01, 2), min_recall=0.5, min_precision=0.5)
-    assert agreement["measures"]["kappa_linear"] >= rule["threshold"] > low
-    assert decide(agreement, VerdictRule(**rule))["decision"] == PASS
+    assert agreement.measures["kappa_linear"] >= rule["threshold"] > low
+    assert decide(agreement, VerdictRule(**rule)).decision == PASS
     strict = decide(agreement, VerdictRule(**rule, basis="lower end"))
-    assert strict["decision"] == FAIL and f"(the interval's lower end) {low:.3f} <" in strict["line"]
-    recall_low = agreement["answer"]["confidence_95"]["recall"][0]
-    assert 0 < recall_low <= agreement["answer"]["recall"]
+    assert strict.decision == FAIL and f"(the interval's lower end) {low:.3f} <" in strict.line
+    recall_low = agreement.answer.confidence_95["recall"][0]
+    assert 0 < recall_low <= agreement.answer.recall
     with pytest.raises(ArgumentError, match="--require-lower-end with --resamples 0"):
         PilotOptions(**ANY_SETTINGS, resamples=0, require_lower_end=True)
     with pytest.raises(ArgumentError, match="--min-recall 1.5"):
@@ -102,9 +101,9 @@ def test_the_lower_end_can_be_required_instead_of_the_point_estimate():
 def test_a_verdict_edited_against_its_figures_is_found():
     agreement = agreement_of([0, 1, 2, 3, 4, 5] * 30, [0, 1, 2, 3, 4, 5] * 30)
     verdict = decide(agreement, VerdictRule())
-    stated = json.loads(json.dumps(verdict))
-    assert verdict["decision"] == PASS and verdict_problems(agreement, stated) == []
-    stated.update(decision=FAIL, passed=False)
+    stated = PilotVerdict.model_validate_json(verdict.model_dump_json(), strict=True)  # as a record reads it back
+    assert verdict.decision == PASS and verdict_problems(agreement, stated) == []
+    stated = stated.model_copy(update={"decision": FAIL, "passed": False})
     assert "verdict 'FAIL' (decision, passed differ)" in verdict_problems(agreement, stated)[0]
 
 

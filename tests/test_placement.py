@@ -45,7 +45,7 @@ def test_70b_in_bf16_on_one_h100_is_refused_with_its_size_and_what_to_use(llama7
 
 
 def test_70b_in_fp8_fits_one_h100_with_a_batch_of_four_prompts_not_eight(llama70b):
-    """The H100 measurement of 2026-11-23 (docs/benchmarks.md) ran the whole 70B shape in fp8 on one H100 at batch 4 (1.49 pairs/s) and at batch 8 under memory
+    """The H100 measurement of 2026-11-23 (docs/benchmarks-judge.md) ran the whole 70B shape in fp8 on one H100 at batch 4 (1.49 pairs/s) and at batch 8 under memory
     pressure (75.5 GiB peak, 0.99 pairs/s) with ~3,140-token prompts."""
     four, eight = reserve(llama70b, 4 * 3140), reserve(llama70b, 8 * 3140)
     placed = plan_placement(llama70b, torch.bfloat16, "fp8", [H100], 0.95, four, LLAMA_33_70B)

@@ -1,5 +1,5 @@
 """The docs' `plan` figures come from the commands that print them (tests/plan_docs.py): each command of
-docs/benchmarks.md's GPU-hours section is followed by the lines it prints, and the prose that restates a figure
+docs/benchmarks-planning.md's GPU-hours section is followed by the lines it prints, and the prose that restates a figure
 restates one of those. The commands themselves run after the demo (tests/test_demo_paste.py)."""
 
 from tests.plan_docs import PROSE, check_prose, documented_runs, figures

@@ -178,3 +178,45 @@ def test_repo_id_is_checked_before_validating(release, monkeypatch, repo, messag
     monkeypatch.setattr("builder.release.validate.folder.validate", must_not_run)
     with pytest.raises(PublishRefused, match=message):
         publish(release, repo, api=RecordingHub(remote_files=None), say=lambda line: None)
+
+
+class OfflineHub(RecordingHub):
+    def list_repo_refs(self, repo_id, repo_type=None):
+        raise ConnectionError("no network")
+
+
+def test_offline_dry_run_says_what_it_could_not_see(release):
+    """Without the Hub a dry run lists every file; it says it did not see the repository, its files, the tag and the
+    branch, instead of counting 0 files already there."""
+    said, notices = [], []
+    plan = publish(
+        release, "org/rsj", tag="v3", revision="next", api=OfflineHub(), say=said.append, notice=notices.append
+    )
+    assert plan.offline and plan.unchanged == [] and "cannot reach the Hub" in notices[0]
+    assert not any("already on the Hub" in line for line in said)
+    unseen = said[said.index("  not seen without the Hub:") + 1 : said.index("  one commit, then tag v3")]
+    assert unseen == [
+        "    whether the repository exists",
+        "    which of these files it holds with the same content (those are not sent)",
+        "    which of its data/ files and root scripts the commit deletes",
+        "    whether tag v3 exists (publish refuses an existing tag)",
+        "    whether branch next exists (a missing one is created from main)",
+    ]
+    online = []
+    publish(release, "org/rsj", api=RecordingHub(remote_copy_of(release)), say=online.append)
+    assert f"  {len(release_files(release))} files already on the Hub with the same content: not uploaded" in online
+    assert not any("not seen" in line or "STAND-IN" in line for line in online), "the paper profile's judge"
+
+
+def test_stand_in_judge_and_reranker_are_named_in_the_plan(release, synthetic_release):
+    """The demo profile's models (the MiniLM bi-encoder for both) are named as stand-ins, the paper's are not; the plan
+    prints each on a line of its own (the demo's publish dry run, tests/test_demo_paste.py, prints them from publish)."""
+    from builder.release.contract import read_manifest
+    from builder.release.publish.to_hub import PublishPlan, stand_in_models
+
+    stand_in, _ = synthetic_release("stand-in", profile="demo", repo="org/rsj", subquestions=30, judgments=400)
+    models = read_manifest(stand_in).models
+    assert stand_in_models(read_manifest(stand_in)) == [f"judge: {models.judge}", f"reranker: {models.reranker}"]
+    assert stand_in_models(read_manifest(release)) == []
+    plan = PublishPlan("org/rsj", "main", None, stand_ins=stand_in_models(read_manifest(stand_in)))
+    assert plan.describe()[1:3] == [f"  STAND-IN judge: {models.judge}", f"  STAND-IN reranker: {models.reranker}"]

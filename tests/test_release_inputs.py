@@ -20,10 +20,10 @@ def inputs(tmp_path_factory):
 def build(inputs, out, questions=None, judgments=None, profile="paper"):
     return build_release(
         ReleaseOptions(
-            judgments or [inputs["judgments"]],
-            questions or list(inputs["questions"].values()),
-            out,
-            profile,
+            judgments=judgments or [inputs["judgments"]],
+            questions=questions or list(inputs["questions"].values()),
+            out=out,
+            profile=profile,
             repo="org/rsj",
         )
     )

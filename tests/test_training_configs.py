@@ -350,6 +350,18 @@ def test_a_release_without_training_settings_is_named(release, tmp_path):
     assert any("manifest.json: training: Field required" in e for examples in failed.values() for e in examples), failed
 
 
+@pytest.mark.parametrize("bucket_ids", [10**6, 50])
+def test_the_documents_users_bring_are_counted_a_bucket_at_a_time(release, monkeypatch, bucket_ids):
+    """`ranking_documents` spills the judged ids and the negatives to buckets on disk by a hash of the id and counts
+    a bucket at a time: with one bucket and with many, the counts are those of every id held at once."""
+    from builder.release import ranking_documents as documents
+
+    judged = documents.judged_docids(release)["docid"].combine_chunks()
+    whole = {"judged": len(judged), "unjudged_negatives": len(documents.unjudged_negatives(release, judged))}
+    monkeypatch.setattr(documents, "BUCKET_IDS", bucket_ids)
+    assert documents.ranking_documents(release) == whole and whole["unjudged_negatives"] > 0
+
+
 def test_the_card_states_the_documents_and_negatives_the_files_hold_and_validate_checks_it(release, tmp_path):
     """The mteb note's corpus and the negatives by source, recomputed here from the release's own files; a card
     that says "the judged documents only" (re-sealed) and one with another count are found by `validate`."""

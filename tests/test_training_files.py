@@ -399,3 +399,47 @@ def test_an_out_that_is_a_link_the_user_named_is_swapped_where_it_points(earlier
     assert named.is_symlink() and named.resolve() == out
     assert pq.read_schema(out / "sentence-transformers" / "train.parquet").names[-1] == "negative_3"
     assert not (out / "flagembedding").exists()
+
+
+def test_rows_a_larger_k_reaches_without_texts_are_counted_apart_with_the_texts_command(retrieved_release, tmp_path):
+    """k above the release's reaches retrieved documents `texts` writes only with --all-retrieved: those rows are
+    counted apart from the ones whose document the copy lacks, and the summary prints the `texts` run that brings
+    them, which, pasted, leaves out only the latter."""
+    import shlex
+
+    from builder.cli.main import app
+    from tests.test_training_configs import expected_rows
+
+    built, root = retrieved_release["release"], retrieved_release["root"]
+    texts = root / "texts-larger-k"
+    write_texts(built, retrieved_release["copy"], texts)
+    have = set(pq.read_table(sorted(texts.glob("texts-*.parquet")), columns=["docid"])["docid"].to_pylist())
+    order = ("retrieved_unjudged", "judged")
+    rule = dict(negatives=6, negative_level=0, fill_order=order, formats=("sentence-transformers",))
+    summary = write_training_files(built, texts, tmp_path / "k6", **rule)
+    copy_lacks = 0  # rows naming the one document the copy lacks
+    for split in ("train", "dev", "test"):
+        hard = expected_rows(built, split, retrieved_release["inputs"], 6, 0, order)[0]
+        documents = [{positive, *(d for d, _ in taken)} for (_, positive), taken in hard.items()]
+        lacking = [row - have for row in documents if row - have]
+        assert summary.left_out[split] == len(lacking)
+        assert summary.not_brought[split] == sum(bool(row - {retrieved_release["lacking"]}) for row in lacking)
+        copy_lacks += sum(retrieved_release["lacking"] in row for row in documents)
+    not_brought = sum(summary.not_brought.values())
+    assert not_brought and copy_lacks
+    train = summary.left_out["train"]
+    stated = (
+        f"{train:,} left out: {train - summary.not_brought['train']:,} for a document your copy lacks, "
+        f"{summary.not_brought['train']:,} for a retrieved document `texts` did not write without --all-retrieved"
+    )
+    assert stated in summary.lines()[0]
+    command = summary.lines()[-1].split("`")[1]
+    assert summary.lines()[-1].startswith(f"  {not_brought:,} rows left out for want of texts a larger k reaches")
+    words = shlex.split(command)
+    assert words[:2] == ["researchy-subq", "texts"] and words[-1] == "--all-retrieved"
+    ran = CliRunner().invoke(app, words[1:])
+    assert ran.exit_code == 0, ran.output
+    every = write_training_files(built, words[words.index("--out") + 1], tmp_path / "k6-all", **rule)
+    assert sum(every.not_brought.values()) == 0 and every.texts_command == ""
+    assert sum(every.left_out.values()) == copy_lacks
+    assert not any("want of texts" in line for line in every.lines())

@@ -80,7 +80,11 @@ def test_profile_end_to_end_on_vllm_matches_transformers(name, two_questions, sa
     # the profile the judgments were made under (the tiny models' on vLLM), as their completion records say
     build_release(
         ReleaseOptions(
-            [tmp_path / "vllm" / "judgments"], [two_questions], release, on_vllm, repo="test/researchy-subq-judgments"
+            judgments=[tmp_path / "vllm" / "judgments"],
+            questions=[two_questions],
+            out=release,
+            profile=on_vllm,
+            repo="test/researchy-subq-judgments",
         )
     )
     report = validate(release)

@@ -57,3 +57,16 @@ def test_ci_caches_only_what_pip_writes_and_dependabot_watches_the_actions():
             for step in job["steps"]:
                 if "uses" in step:
                     assert len(step["uses"].split("@")[1]) == 40, f"{workflow.name}: {step['uses']} is not SHA-pinned"
+
+
+def test_the_fast_lane_leaves_out_every_marker_but_vllm():
+    """`make test-fast` leaves out each kind of test pyproject.toml marks as slow to start or run (a new marker not
+    added to the Makefile's FAST_TESTS would slip its tests into the lane); the vLLM tests skip themselves outside
+    .venv-vllm."""
+    expression = next(
+        line.split(":=", 1)[1] for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("FAST_TESTS")
+    )
+    left_out = set(re.findall(r"\w+", expression)) - {"not", "or"}
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert {marker.split(":", 1)[0] for marker in markers} - left_out == {"vllm"}
+    assert expression.strip().startswith("not (") and " and " not in expression

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.pilot import pilot_command
+from builder.cli.pilot import pilot
 from builder.cli.reports import JSON_HELP, emit_json
 from builder.cli.support import (
     RELEASE,
@@ -236,5 +236,5 @@ def evaluate(
         )
 
 
-app.command()(pilot_command())
+app.command()(pilot)
 guard_commands(app)

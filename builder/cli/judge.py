@@ -3,18 +3,19 @@ stages.py), gathered in one typed `JudgeOptions`, and `JUDGE_VARIANTS`, the one 
 the full judge, `--budget` (a bandit chooses the pairs), `--limit` (a smoke test) and `--export-batch`/
 `--import-batch` (OpenAI Batch files). `--backend`/`--endpoint`/`--concurrency` are no variant of their own: they
 change the judge section every variant judges with (a section of its own, written beside the judgments).
-builder/cli/stages.py registers the command with `JUDGE_OPTIONS`, made from `JudgeOptions`' fields."""
+builder/cli/stages.py registers the command with `JudgeOptions`' options."""
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from builder.cli.support import Policy, check_folder_arg, fail, notice, output_option, positive, say, warn_stand_in
+from builder.cli.support import Policy, check_folder_arg, fail, notice, positive, say, warn_stand_in
+from builder.command_options import option
 from generation.profiles import Profile
 from generation.shards import Shard
 from generation.stages import Stage
@@ -22,18 +23,10 @@ from generation.stages.budgeted import BudgetedJudgeStage
 from generation.stages.judge import JudgeStage
 
 
-def cli_option(default, cli_default=None, output: str | None = None, **option):
-    """A `JudgeOptions` field that is a command-line option: its default, and the typer.Option the command shows
-    (`cli_default` where the command's default is spelled otherwise, as an enum's value; `output` for a path it writes,
-    builder/cli/support.py `output_option`)."""
-    shown = default if cli_default is None else cli_default
-    made = typer.Option(shown, **option) if output is None else output_option(shown, output=output, **option)
-    return field(default=default, metadata={"option": made})
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JudgeOptions:
-    """Everything a `judge` run is built from: the declaration's inputs, then the command's own options."""
+    """Everything a `judge` run is built from: the declaration's inputs (the stage command gives them), then the
+    command's own options (builder/command_options.py)."""
 
     profile: Profile
     out: Path
@@ -41,46 +34,34 @@ class JudgeOptions:
     candidates: Path
     index: Path
     shard: Shard
-    budget: float | None = cli_option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")
-    policy: Policy = cli_option(
-        Policy("topk-bernoulli"), "topk-bernoulli", help="bandit policy for --budget (see `simulate`)"
-    )
-    limit: int | None = cli_option(
+    budget: float | None = option(None, help="judge only this share (0, 1] of the pairs, chosen by --policy")
+    policy: Policy = option(Policy("topk-bernoulli"), help="bandit policy for --budget (see `simulate`)")
+    limit: int | None = option(
         None,
         min=1,
         help="a smoke test before a long job: judge only the first N pairs of the shard, into OUT.limit-N beside "
         "--out (files limited-judgments-*, which no release reads)",
     )
-    backend: str | None = cli_option(
+    backend: str | None = option(
         None, help="the judge backend, instead of the profile's: transformers, vllm, ray, openai, bi-encoder"
     )
-    endpoint: str | None = cli_option(
+    endpoint: str | None = option(
         None, help="backend openai: the server's API base URL, e.g. http://gpu-node:8000/v1 (instead of the profile's)"
     )
-    concurrency: int | None = cli_option(None, min=1, help="backend openai: requests in flight")
-    export_batch: Path | None = cli_option(
+    concurrency: int | None = option(None, min=1, help="backend openai: requests in flight")
+    export_batch: Path | None = option(
         None,
         output="folder",
         help="write the shard's pairs still missing as OpenAI Batch request files (and manifest.json) into this folder",
     )
-    import_batch: list[Path] | None = cli_option(
+    import_batch: list[Path] | None = option(
         None,
         help="result file of those requests (`vllm run-batch` output, OpenAI Batch output or error file); "
         "repeat for several",
     )
-    batch_manifest: Path | None = cli_option(
+    batch_manifest: Path | None = option(
         None, help="the export's manifest.json (default: beside the first result file, or in its parent folder)"
     )
-
-
-def command_options() -> dict[str, tuple[object, object]]:
-    """The command's own options, in `JudgeOptions`' order, as stages.stage_command takes them (after --profile, the
-    inputs and --out; before --shard and --num-shards)."""
-    types = typing.get_type_hints(JudgeOptions)
-    return {f.name: (types[f.name], f.metadata["option"]) for f in fields(JudgeOptions) if "option" in f.metadata}
-
-
-JUDGE_OPTIONS = command_options()
 
 
 def write_overridden_profile(profile, out: Path):

@@ -1,15 +1,11 @@
 """`researchy-subq pilot`: two judge settings on one sample of pairs, their agreement, their bill and a verdict
-(builder/pilot/run.py). Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
+(builder/pilot/run.py). Its options are `PilotOptions`' fields (builder/pilot/options.py), then --shard, --num-shards
+and --json. Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
 
 from __future__ import annotations
 
-import inspect
-import typing
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import typer
 from rich.table import Table
 
 from builder.cli.reports import JSON_HELP, emit_json, print_agreement, stage_report
@@ -24,19 +20,24 @@ from builder.cli.support import (
     run_stage,
     say,
     shard_of,
+    with_options,
 )
 from builder.pilot.contract import PilotGpuHours, PilotRecord
-from builder.pilot.options import PilotOptions, option_fields
+from builder.pilot.options import PilotOptions
 from generation.progress import results
-from generation.shards import Shard
 
 STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/backend_registry.py)
 
 
-def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
+@with_options
+def pilot(
+    options: PilotOptions,
+    shard: int = SHARD,
+    num_shards: int = NUM_SHARDS,
+    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
+) -> None:
     """Judge one question-stratified sample of pairs under two judge settings; print their agreement, both
     settings' paper-scale GPU-hours from `plan`, and a verdict; write the pilot record (OUT/pilot.json)."""
-    from builder.pilot.record import finite
     from builder.pilot.run import Pilot
 
     out = options.out
@@ -46,7 +47,7 @@ def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
     for flag, folder in folders.items():
         if not folder.is_dir():
             fail(f"{folder}: no such folder ({flag})")
-    run = Pilot(options, shard)
+    run = Pilot(options, shard_of(shard, num_shards))
     run.prepare()
     for setting in run.settings:
         label = f"pilot: setting {setting.label} on shard {run.shard.label}"
@@ -59,7 +60,7 @@ def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
     if record is None:
         notice(f"pilot: shard {run.shard.label} done; {run.waiting}")
         return
-    if emit_json(finite(record), json_out):
+    if emit_json(record.model_dump(), json_out):
         return
     print_pilot(record)
     notice(
@@ -68,48 +69,12 @@ def pilot(options: PilotOptions, shard: Shard, json_out: Path | None) -> None:
     )
 
 
-def pilot_command() -> Callable[..., None]:
-    """The `pilot` command: an option per `PilotOptions` field (builder/pilot/options.py), then --shard,
-    --num-shards and --json; it builds one `PilotOptions` and runs `pilot`."""
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [
-        inspect.Parameter(
-            o.name,
-            keyword,
-            annotation=o.kind,
-            default=(output_option if "output" in o.settings else typer.Option)(o.default, o.flag, **o.settings),
-        )
-        for o in option_fields()
-    ]
-    params += [
-        inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
-        inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
-        inspect.Parameter(
-            "json_out",
-            keyword,
-            annotation=Path | None,
-            default=output_option(None, "--json", output="file", help=JSON_HELP),
-        ),
-    ]
-
-    def command(**values) -> None:
-        shard, json_out = shard_of(values.pop("shard"), values.pop("num_shards")), values.pop("json_out")
-        pilot(PilotOptions(**values), shard, json_out)
-
-    typing.cast(Any, command).__signature__ = inspect.Signature(params)  # what typer reads the options from
-    command.__doc__, command.__name__ = pilot.__doc__, "pilot"
-    return command
-
-
-def print_pilot(written: dict) -> None:
-    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last: the
-    record read through its contract (an undefined figure is None there), the agreement tables as `agreement`
-    prints them."""
+def print_pilot(record: PilotRecord) -> None:
+    """The sample, the settings, the agreement tables, the label stability, the bills, and the verdict last (an
+    undefined figure is None in the record), the agreement tables as `agreement` prints them."""
     from builder.pilot.card_text import judge_precision
-    from builder.pilot.record import finite
     from builder.pilot.stability import batching_only, stability_line
 
-    record = PilotRecord.model_validate(finite(written))
     sample, agreement = record.sample, record.agreement
     say(
         f"sample: {sample.taken.pairs:,} pairs of {sample.taken.questions:,} questions (seed {sample.seed}), from "
@@ -128,7 +93,7 @@ def print_pilot(written: dict) -> None:
             f"{label}: {setting.given}{' with ' + ' '.join(setting.overrides) if setting.overrides else ''}"
             f" = {setting.judge}, {said}: {counts.graded:,} of {counts.pairs:,} pairs graded"
         )
-    print_agreement(written["agreement"])
+    print_agreement(agreement.model_dump())
     spearman = agreement.expected_spearman
     say(f"Spearman of the expected level: {fraction(spearman.value)} (A: {spearman.a}; B: {spearman.b})")
     answer = agreement.answer

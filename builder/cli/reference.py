@@ -130,26 +130,19 @@ def columns_page() -> str:
 
 
 def manifest_page() -> str:
-    """manifest.json's fields and its JSON schema, from the release's contract (builder/release/contract.py)."""
-    from builder.release.contract import MANIFEST_SCHEMA, Manifest, manifest_json_schema
+    """manifest.json, a field table per record, from the release's contract (builder/release/manifest_reference.py)."""
+    from builder.release.contract import MANIFEST_SCHEMA, manifest_schema
+    from builder.release.manifest_reference import manifest_reference
 
-    lines = [
-        HEADER.format(source="builder/release/contract.py") + "# Manifest reference",
-        "",
-        "Every release holds `manifest.json`: what it holds and how it was made. "
-        f"Beside it, `{MANIFEST_SCHEMA}` is its JSON schema, so your own tools can read a release. "
-        "The kit reads and writes it through the models of `builder/release/contract.py`; a key they do not name "
-        "is refused. How a release is built and checked: [releasing](../releasing.md).",
-        "",
-        "| field | required | description |",
-        "| --- | --- | --- |",
-    ]
-    lines += [
-        f"| `{name}` | {'yes' if field.is_required() else 'no'} | {cell(field.description or '')} |"
-        for name, field in Manifest.model_fields.items()
-    ]
-    lines += ["", f"## `{MANIFEST_SCHEMA}`", "", "```json", manifest_json_schema().rstrip("\n"), "```"]
-    return "\n".join(lines) + "\n"
+    title = HEADER.format(source="builder/release/contract.py") + "# Manifest reference\n\n"
+    return title + manifest_reference(manifest_schema(), MANIFEST_SCHEMA) + "\n"
+
+
+def manifest_schema_file() -> str:
+    """The manifest's JSON schema, as every release holds it; its `$id` names this file."""
+    from builder.release.contract import manifest_json_schema
+
+    return manifest_json_schema()
 
 
 PAGES = {
@@ -158,6 +151,7 @@ PAGES = {
     "cli.md": cli_page,
     "columns.md": columns_page,
     "manifest.md": manifest_page,
+    "manifest.schema.json": manifest_schema_file,
 }
 
 

@@ -14,9 +14,10 @@ from builder.cli.support import (
     guard_commands,
     new_app,
     notice,
-    output_option,
     run_stage,
+    with_options,
 )
+from builder.release.assemble.options import ReleaseOptions
 from builder.release.validate.expectations import ExpectationError
 from generation.progress import results
 from generation.storage import MARKER, OwnershipError, claim_folder
@@ -25,78 +26,18 @@ app = new_app("Release commands: build-release, validate, publish.")
 
 
 @app.command(name="build-release")
-def build_release_command(
-    judgments: list[Path] = typer.Option(..., "--judgments", help="judgment shard folder (repeatable: train, test)"),
-    questions: list[Path] = typer.Option(..., "--questions", help="questions folder (repeatable: train, test)"),
-    runs: list[Path] | None = typer.Option(
-        None,
-        "--runs",
-        help="the retrieve/rerank runs folder (repeatable: train, test): the documents they retrieved that no judgment "
-        "covers become questions.retrieved_unjudged and hard-negatives' retrieved_unjudged negatives",
-    ),
-    out: Path = output_option(
-        Path("researchy-subq-judgments"),
-        "--out",
-        help="the release folder (= the Hub repository; its name is the dataset's name): new, "
-        "empty, or one this command built before",
-    ),
-    profile: str = typer.Option(..., "--profile", help="the profile the judgments were made with"),
-    repo: str = typer.Option("ORG/researchy-subq-judgments", help="Hub repository named in the card"),
-    rows_per_file: int | None = typer.Option(None, min=1, help="rows per Parquet file (default 5,000,000)"),
-    agreement_file: Path | None = typer.Option(
-        None, "--agreement", help="JSON from `agreement --json`: a card section"
-    ),
-    pilot: Path | None = typer.Option(
-        None, "--pilot", help="the pilot.json of `researchy-subq pilot` whose setting made these labels: a card section"
-    ),
-    shards_revision: str | None = typer.Option(
-        None, help="where the judgment shards came from (e.g. ORG/SHARDS@commit), recorded in manifest.json"
-    ),
-    leave_out_other_text: bool = typer.Option(
-        False,
-        "--leave-out-other-text",
-        help="leave out the authors' ratings "
-        "that their clicked-document pass graded on another document's text "
-        "(status imported_other_text; import-labels --format crux-ratings "
-        "--corpus finds them); counted in the card and manifest",
-    ),
-    allow_failed_pairs: bool = typer.Option(
-        False,
-        "--allow-failed-pairs",
-        help="publish the pairs whose requests "
-        "failed after the judge's retries (no level; counted in the card) instead "
-        "of refusing; a re-run of `judge` retries them",
-    ),
-) -> None:
+@with_options
+def build_release_command(options: ReleaseOptions) -> None:
     """Build the release folder: Parquet by config and split, README card, plot and manifest.json."""
-    from builder.release.assemble.folder import ReleaseOptions, build_release
+    from builder.release.assemble.folder import build_release
     from builder.release.layout import MANIFEST
 
+    out = options.out
     try:  # only a folder this command made (its manifest or marker is there) is rebuilt
         claim_folder(out, "release", owned_by=(MANIFEST, MARKER))
     except OwnershipError as e:
         fail(str(e))
-    summary, card = run_stage(
-        "building release",
-        "judgments",
-        lambda advance: build_release(
-            ReleaseOptions(
-                judgments,
-                questions,
-                out,
-                profile,
-                repo,
-                rows_per_file,
-                agreement=agreement_file,
-                shards_revision=shards_revision,
-                leave_out_other_text=leave_out_other_text,
-                allow_failed_pairs=allow_failed_pairs,
-                runs=runs or None,
-                pilot=pilot,
-            ),
-            progress=advance,
-        ),
-    )
+    summary, card = run_stage("building release", "judgments", lambda advance: build_release(options, progress=advance))
     for split, stats in summary.stats.items():
         levels = ", ".join(f"{r.level}: {r.count:,}" for r in stats.table1)
         results.print(f"{split}: {stats.judgments:,} judgments ({levels})", highlight=False, markup=False)
@@ -133,10 +74,9 @@ def validate(
     except ExpectationError as e:
         fail(str(e))
     print_validation(report)
-    failed = [c for c in report.checks if not c.ok]
-    if failed:
-        fail(f"{len(failed)} of {len(report.checks)} checks failed: " + "; ".join(c.name for c in failed))
-    results.print(f"all {len(report.checks)} checks passed")
+    if not report.ok:
+        fail(f"{report.summary()}: " + "; ".join(c.name for c in report.checks if not c.ok))
+    results.print(report.summary())
 
 
 @app.command()

@@ -69,13 +69,16 @@ def print_simulation(by_policy: dict, questions: int, repeats: int, threshold: i
         results.print(table, width=max(results.width, 40 + 14 * len(budgets)))  # on a terminal too
 
 
+VALIDATION_STYLES = {"ok": "green", "skipped": "yellow", "FAIL": "bold red"}
+
+
 def print_validation(report) -> None:
     table = Table(title=f"validate {report.release}")
-    for column in ("", "check", "failures", "examples"):
+    for column in ("", "check", "failures", "examples, or why it was skipped"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
-        mark = Text("ok", style="green") if check.ok else Text("FAIL", style="bold red")
-        examples = "\n".join(str(e) for e in check.examples) or check.note
+        mark = Text(check.status, style=VALIDATION_STYLES[check.status])
+        examples = "\n".join(str(e) for e in check.examples) or check.skipped or check.note
         table.add_row(mark, Text(check.name), f"{check.failures:,}" if check.failures else "", Text(examples))
     results.print(table)
 

@@ -20,10 +20,11 @@ from builder.cli.support import (
     new_app,
     notice,
     output_option,
-    profile_of,
     run_stage,
     shard_of,
+    with_options,
 )
+from builder.training.options import TrainOptions
 from generation.progress import results
 
 app = new_app("Training commands: texts, training-files, train.")
@@ -133,36 +134,8 @@ def training_files(
 
 
 @app.command()
-def train(
-    release: Path = RELEASE,
-    texts: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote from your copy"),
-    out: Path = output_option(..., "--out", help="the model folder: the fine-tuned model and its card, nothing else"),
-    work: Path | None = output_option(
-        None, "--work", help="the training files and checkpoints (default: OUT-work beside OUT); a re-run resumes"
-    ),
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="default: the profile the release was built with; another must agree with it in every section but train",
-    ),
-    base_model: str | None = typer.Option(
-        None, "--base-model", help="the bi-encoder to fine-tune: a local folder, or a Hub name already cached"
-    ),
-    epochs: float | None = typer.Option(None, "--epochs", min=0, help="passes over the training rows"),
-    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="stop after this many steps"),
-    batch_size: int | None = typer.Option(None, "--batch-size", min=2, help="rows per batch at most"),
-    learning_rate: float | None = typer.Option(None, "--learning-rate", min=0, help="AdamW's peak learning rate"),
-    seed: int | None = typer.Option(None, "--seed", min=0, help="the trainer's and the batch sampler's seed"),
-    ranking: str | None = typer.Option(
-        None, "--ranking", help="what a query ranks when measuring: corpus (the texts folder, as mteb) or judged"
-    ),
-    push_to_hub: str | None = typer.Option(
-        None,
-        "--push-to-hub",
-        help="ORG/NAME: upload the files train wrote (a folder holding any other is refused), once a scan of them "
-        "finds none of the training texts",
-    ),
-) -> None:
+@with_options
+def train(release: Path = RELEASE, *, options: TrainOptions) -> None:
     """Fine-tune a sentence-transformers bi-encoder on the release's hard-negatives rows (MultipleNegativesRankingLoss,
     batches that keep judged positives out of each anchor's negatives), keep the checkpoint with the best dev
     nDCG@10, and measure it once on test."""
@@ -173,6 +146,7 @@ def train(
     from builder.training.run_settings import train_profile
 
     existing_release(release)
+    out, work, texts, push_to_hub = options.out, options.work, options.texts, options.push_to_hub
     check_folder_arg(out, "--out")
     check_folder_arg(work, "--work")
     if not texts.is_dir():
@@ -183,17 +157,7 @@ def train(
             check_before_training(out)
     except PublishRefused as e:
         fail(str(e))
-    chosen = train_profile(
-        release,
-        profile_of(profile) if profile else None,
-        model=base_model,
-        epochs=epochs,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        seed=seed,
-        ranking=ranking,
-    )
+    chosen = train_profile(release, options)
     try:
         report = train_and_measure(release, texts, chosen, out, work, model_id=push_to_hub, progress=notice)
     except (FileNotFoundError, ValueError) as e:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from builder.cli.import_labels import import_labels_command
-from builder.cli.judge import JUDGE_OPTIONS, JudgeOptions, make_judge_stage
+from builder.cli.judge import JudgeOptions, make_judge_stage
 from builder.cli.reports import JSON_HELP, emit_json, stage_report
 from builder.cli.support import (
     NUM_SHARDS,
@@ -25,6 +26,7 @@ from builder.cli.support import (
     guard_commands,
     new_app,
     notice,
+    option_parameters,
     output_option,
     positive,
     profile_of,
@@ -33,6 +35,7 @@ from builder.cli.support import (
     shard_of,
     warn_stand_in,
 )
+from builder.command_options import option
 from generation.errors import InputError
 from generation.profiles import bundled_profiles, load_profile
 from generation.progress import results
@@ -138,13 +141,14 @@ def input_option(stage_class: type[Stage], name: str):
 
 def stage_command(
     stage_class: type[Stage],
-    options: dict[str, tuple[type, object]],
+    options: type | None = None,
     make: Callable[..., Stage] | None = None,
     before: Callable[[object], None] | None = None,
 ) -> None:
     """Registers the command `stage_class.name`: --profile, a --FOLDER option per input the stage reads (its help
-    from the declaration), --out, the stage's own `options`, --shard and --num-shards. `make` builds the stage from
-    the parsed values, by keyword, when the constructor alone does not; `before` warns or checks before the run."""
+    from the declaration), --out, the stage's own options (those of the options record `options`,
+    builder/command_options.py), --shard and --num-shards. `make` builds the stage from the parsed values, by keyword,
+    when the constructor alone does not; `before` warns or checks before the run."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("profile", keyword, default=PROFILE, annotation=str)]
     params += [
@@ -159,9 +163,7 @@ def stage_command(
             default=output_option(..., "--out", help=f"folder for the {stage_class.writes} shards"),
         )
     )
-    params += [
-        inspect.Parameter(name, keyword, annotation=kind, default=default) for name, (kind, default) in options.items()
-    ]
+    params += option_parameters(options) if options is not None else []
     params += [
         inspect.Parameter("shard", keyword, annotation=int, default=SHARD),
         inspect.Parameter("num_shards", keyword, annotation=int, default=NUM_SHARDS),
@@ -188,13 +190,17 @@ def warn_rerank_stand_in(profile) -> None:
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 
 
-stage_command(
-    REGISTRY["retrieve"],
-    {"threads": (int | None, typer.Option(None, min=1, help="search threads (default: the profile's)"))},
-)
-stage_command(REGISTRY["rerank"], {}, before=warn_rerank_stand_in)
-stage_command(REGISTRY["pool"], {})
-stage_command(REGISTRY["judge"], JUDGE_OPTIONS, make=lambda **values: make_judge_stage(JudgeOptions(**values)))
+@dataclass(frozen=True, kw_only=True)
+class RetrieveOptions:
+    """`retrieve`'s own option, which the stage takes by keyword."""
+
+    threads: int | None = option(None, min=1, help="search threads (default: the profile's)")
+
+
+stage_command(REGISTRY["retrieve"], RetrieveOptions)
+stage_command(REGISTRY["rerank"], before=warn_rerank_stand_in)
+stage_command(REGISTRY["pool"])
+stage_command(REGISTRY["judge"], JudgeOptions, make=lambda **values: make_judge_stage(JudgeOptions(**values)))
 app.command(name="import-labels")(import_labels_command(execute))
 
 

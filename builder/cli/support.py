@@ -1,11 +1,13 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
 `say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
-never a traceback; help reads as English), `output_option` (every option naming a path the command writes), argument
-checks, and `new_app`."""
+never a traceback; help reads as English), `output_option` (every option naming a path the command writes),
+`with_options` (a command's options from its options record, builder/command_options.py), argument checks, and
+`new_app`."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import typing
 from enum import Enum
@@ -18,6 +20,7 @@ from typer.core import TyperCommand
 from typer.exceptions import TyperException
 from typer.models import ArgumentInfo, OptionInfo
 
+from builder.command_options import command_options, is_options_record
 from generation import __version__
 from generation.docstore import MissingDocument, NotAnIndex
 from generation.errors import ArgumentError, BackendError, InputError
@@ -161,8 +164,6 @@ def name_metavars(callback) -> None:
 
 
 def inspect_parameters(callback):
-    import inspect
-
     return inspect.signature(callback).parameters.items()
 
 
@@ -238,6 +239,48 @@ def output_option(default, *flags: str, output: str = "folder", **settings):
     `refuse_links`); tests/test_output_links.py walks every command and fails on a path option that is neither this
     nor a declared input."""
     return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)
+
+
+def option_parameters(record: type) -> list[inspect.Parameter]:
+    """The keyword parameters, in field order, that make `record`'s options (builder/command_options.py) a command's:
+    each a typer.Option, or an `output_option` for a path the command writes."""
+    made = []
+    for o in command_options(record):
+        settings: dict[str, typing.Any] = {"help": o.help, **o.bounds}
+        default = (
+            typer.Option(o.default, *o.flags, **settings)
+            if o.output is None
+            else output_option(o.default, *o.flags, output=o.output, **settings)
+        )
+        made.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.kind, default=default))
+    return made
+
+
+def with_options(callback):
+    """The command `callback` with its parameter annotated by an options record (PilotOptions, ReleaseOptions, ...)
+    standing for the record's options, in their place among its other parameters; the callback gets the record built
+    from the parsed values. What typer reads is the signature made here."""
+    hints = typing.get_type_hints(callback)
+    signature = inspect.signature(callback)
+    records = [(n, hints[n]) for n in signature.parameters if is_options_record(hints.get(n))]
+    assert len(records) == 1, f"{callback.__name__}: one parameter annotated with an options record"
+    ((name, record),) = records
+    taken = [o.name for o in command_options(record)]
+    params: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.name == name:
+            params += option_parameters(record)
+        else:
+            params.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
+    assert len({p.name for p in params}) == len(params), f"{callback.__name__}: a parameter is also a record's option"
+
+    def command(**values):
+        options = record(**{n: values.pop(n) for n in taken})
+        return callback(**values, **{name: options})
+
+    typing.cast(typing.Any, command).__signature__ = inspect.Signature(params)
+    command.__name__, command.__doc__, command.__module__ = callback.__name__, callback.__doc__, callback.__module__
+    return command
 
 
 def check_folder_arg(path: Path | None, option: str) -> None:

@@ -16,6 +16,8 @@ import pyarrow.dataset as ds
 from scipy import stats as sps
 
 from builder.analysis.agreement import Joined, compare, correlation, group_members, threshold_precision_recall
+from builder.pilot.contract import PilotAgreement, PilotBill, PilotSaving
+from builder.pilot.record import finite
 from generation.pilot.judge_stage import PILOT_JUDGMENTS
 from generation.pilot.settings import Setting
 from generation.shards import stage_files
@@ -67,22 +69,45 @@ def expected_source(table: pa.Table) -> str:
     return "expected value" if table["expected"].null_count < table.num_rows else "level (no distribution)"
 
 
-def measure_agreement(a: pa.Table, b: pa.Table, max_level: int, answer_level: int, resamples: int, seed: int) -> dict:
-    """`agreement.compare` of A (rows) and B (columns) on the scale 0..max_level, intervals over questions; plus the
-    Spearman of the expected level and B's precision and recall of A's answers (level >= answer_level)."""
-    joined, questions, expected = joined_levels(a, b)
-    result = compare(joined, list(range(max_level + 1)), resamples, seed, groups=questions)
-    result["settings"] = {"A": statuses(a), "B": statuses(b)}
-    result["expected_spearman"] = {
-        "value": correlation(sps.spearmanr, expected["a"], expected["b"]),
-        "a": expected_source(a),
-        "b": expected_source(b),
-    }
-    result["answer"] = threshold_precision_recall(joined.b, joined.a, answer_level)
+INTERVAL = "95% percentile bootstrap over whole questions"  # how the record's intervals were made
+
+
+def agreement_figures(
+    joined: Joined, levels: list[int], answer_level: int, resamples: int = 0, seed: int = 0, questions=None
+) -> dict:
+    """`agreement.compare` of A (rows) and B (columns) on `levels`, and B's precision and recall of A's positives
+    (level >= answer_level): the figures the pairs' two levels determine, with 95% intervals over whole questions
+    when `resamples` (figures.py derives them again from a record's confusion table, with none)."""
+    figures = compare(joined, levels, resamples, seed, groups=questions)
+    figures["answer"] = threshold_precision_recall(joined.b, joined.a, answer_level)
     if len(joined.a) and resamples:
-        result["answer"]["confidence_95"] = answer_intervals(joined, questions, answer_level, resamples, seed)
-    result["questions"] = len(set(questions.tolist()))
-    return result
+        figures["answer"]["confidence_95"] = answer_intervals(joined, questions, answer_level, resamples, seed)
+    return figures
+
+
+def measure_agreement(
+    a: pa.Table, b: pa.Table, max_level: int, answer_level: int, resamples: int, seed: int, weights: str
+) -> PilotAgreement:
+    """The pilot's agreement of A (rows) and B (columns) on the scale 0..max_level, intervals over questions
+    (`agreement_figures`); each setting's statuses, the Spearman of the expected level, and how it was measured
+    (`weights`: the kappa the verdict reads). An undefined figure is None."""
+    joined, questions, expected = joined_levels(a, b)
+    figures = agreement_figures(joined, list(range(max_level + 1)), answer_level, resamples, seed, questions)
+    measured = {
+        **figures,
+        "settings": {"A": statuses(a), "B": statuses(b)},
+        "expected_spearman": {
+            "value": correlation(sps.spearmanr, expected["a"], expected["b"]),
+            "a": expected_source(a),
+            "b": expected_source(b),
+        },
+        "questions": len(set(questions.tolist())),
+        "weights": weights,
+        "answer_level": answer_level,
+        "resamples": resamples,
+        "interval": INTERVAL,
+    }
+    return PilotAgreement.model_validate(finite(measured), strict=True)
 
 
 def answer_intervals(joined: Joined, questions: np.ndarray, answer_level: int, resamples: int, seed: int) -> dict:
@@ -103,7 +128,7 @@ def answer_intervals(joined: Joined, questions: np.ndarray, answer_level: int, r
         }
 
 
-def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 200) -> dict:
+def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 200) -> PilotBill:
     """`plan`'s paper-scale judge rows for this setting's profile at its precision (GPU-hours, and with the prefix
     cached), and plan's notes; no row where plan prices none (a stand-in judge, a backend without a calibration)."""
     from generation.judging.calibration import CalibrationError
@@ -115,7 +140,7 @@ def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 
     try:
         costing, stand_ins = costing_for(profile)
     except CalibrationError as e:
-        return {"precision": setting.precision, "rows": [], "headline": None, "notes": [str(e)]}
+        return PilotBill(precision=setting.precision, rows=[], headline=None, notes=[str(e)])
     planned = plan_json(measure(profile, subquestions, candidates, index, sample), costing, profile, 0)
     rows = [
         {k: row[k] for k in ("label", "prompt", "items", "tokens", "share", "source", "hours", "cached_hours")}
@@ -133,7 +158,7 @@ def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 
             f"plan prices no paper-scale {setting.precision} judge row for {setting.describe()}"
             + (f" ({why[0]})" if why else "")
         )
-    return {
+    bill = {
         "precision": setting.precision,
         "judge_shape": planned["judge"],
         "device": planned["device"],
@@ -142,23 +167,23 @@ def paper_bill(setting: Setting, subquestions, candidates, index, sample: int = 
         "headline": headline,
         "notes": notes,
     }
+    return PilotBill.model_validate(finite(bill), strict=True)
 
 
 HEADLINE_ROW = "paper, assumed"  # every document at the profile's cut: the plan's paper-scale row
 HEADLINE_COLUMN = "cached_hours"  # the backends cache prompt prefixes (vLLM's prefix caching, transformers' pass)
 
 
-def saving(bill_a: dict, bill_b: dict) -> dict | None:
+def saving(bill_a: PilotBill, bill_b: PilotBill) -> PilotSaving | None:
     """A's headline GPU-hours less B's, and the share of A's that is; None when either has no figure."""
-    head_a, head_b = bill_a.get("headline"), bill_b.get("headline")
-    if head_a is None or head_b is None:
+    if bill_a.headline is None or bill_b.headline is None:
         return None
-    hours_a, hours_b = head_a[HEADLINE_COLUMN], head_b[HEADLINE_COLUMN]
-    return {
-        "row": HEADLINE_ROW,
-        "column": HEADLINE_COLUMN,
-        "a": hours_a,
-        "b": hours_b,
-        "saved": hours_a - hours_b,
-        "share": (hours_a - hours_b) / hours_a if hours_a else None,
-    }
+    hours_a, hours_b = getattr(bill_a.headline, HEADLINE_COLUMN), getattr(bill_b.headline, HEADLINE_COLUMN)
+    return PilotSaving(
+        row=HEADLINE_ROW,
+        column=HEADLINE_COLUMN,
+        a=hours_a,
+        b=hours_b,
+        saved=hours_a - hours_b,
+        share=(hours_a - hours_b) / hours_a if hours_a else None,
+    )

@@ -23,39 +23,37 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Final
 
 from pydantic import ValidationError
 
-from builder.pilot.contract import Label, PilotRecord
-from generation.errors import InputError, read_json_file
+from builder.pilot.contract import Label, PilotPrompt, PilotRecord, PilotSetting
+from generation.errors import InputError, first_problem, read_json_file
 from generation.pilot.settings import Setting
 
 PILOT_RECORD = "pilot.json"
-KIND = "researchy-subq pilot"
+KIND: Final = "researchy-subq pilot"
 NEEDED = ("settings", "sample", "agreement", "gpu_hours", "verdict")
 
 
-def setting_record(setting: Setting) -> dict:
+def setting_record(setting: Setting) -> PilotSetting:
     from generation.profiles import looks_like_path, withhold_endpoint
     from generation.stages.judge import JudgeStage, judge_description
 
     profile, prompt = setting.profile, setting.prompt
-    return {
-        "given": Path(setting.given).name if looks_like_path(setting.given) else setting.given,  # no local path
-        "overrides": list(setting.overrides),
-        "profile": withhold_endpoint(profile).model_dump(),
-        "profile_hash": profile.config_hash(),
-        "judge_config_hash": JudgeStage.config_hash(profile),
-        "judge": judge_description(profile.judge),
-        "prompt": {
-            "id": prompt.id,
-            "sha256": prompt.sha256,
-            "source": prompt.source,
-            "document_first": prompt.document_first,
-        },
-        "scale": [0, setting.max_level],
-        "precision": setting.precision,
-    }
+    return PilotSetting(
+        given=Path(setting.given).name if looks_like_path(setting.given) else setting.given,  # no local path
+        overrides=list(setting.overrides),
+        profile=withhold_endpoint(profile),
+        profile_hash=profile.config_hash(),
+        judge_config_hash=JudgeStage.config_hash(profile),
+        judge=judge_description(profile.judge),
+        prompt=PilotPrompt(
+            id=prompt.id, sha256=prompt.sha256, source=prompt.source, document_first=prompt.document_first
+        ),
+        scale=[0, setting.max_level],
+        precision=setting.precision,
+    )
 
 
 def finite(value):
@@ -69,12 +67,13 @@ def finite(value):
     return value
 
 
-def record_json(record: dict) -> str:
+def record_json(record: PilotRecord) -> str:
     """The record's bytes: keys sorted, so two runs of one pilot (or a resumed one) write the same file. A record the
-    contract would refuse is never written (a ValidationError naming the key: a bug of the writer)."""
-    data = finite(record)
-    PilotRecord.model_validate(data)
-    return json.dumps(data, indent=1, allow_nan=False, sort_keys=True) + "\n"
+    contract would refuse, read back as `read_pilot_record` reads it, is never written (a ValidationError naming the
+    key: a bug of the writer)."""
+    text = json.dumps(finite(record.model_dump()), indent=1, allow_nan=False, sort_keys=True) + "\n"
+    PilotRecord.model_validate_json(text, strict=True)
+    return text
 
 
 def read_pilot_record(path: Path) -> PilotRecord:
@@ -87,12 +86,10 @@ def read_pilot_record(path: Path) -> PilotRecord:
     missing = [k for k in NEEDED if k not in data]
     if missing:
         raise InputError(path, 0, f"a pilot record without {', '.join(missing)}")
-    try:
-        return PilotRecord.model_validate(data)
+    try:  # strictly, as JSON: "4486" is not a count, true not 1 (builder/release/contract.py says why JSON)
+        return PilotRecord.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InputError(path, 0, f"{where}: {first['msg']}: not a record `researchy-subq pilot` writes") from None
+        raise InputError(path, 0, f"{first_problem(e)}: not a record `researchy-subq pilot` writes") from None
 
 
 def labels_setting(record: PilotRecord, judgment_config_hash: str) -> Label | None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.pasteable import profile_argument
+from builder.pilot.contract import PilotGpuHours, PilotRecord, PilotSample
 from builder.pilot.measures import measure_agreement, paper_bill, read_setting, saving
 from builder.pilot.options import PilotOptions
-from builder.pilot.record import KIND, PILOT_RECORD, finite, record_json, setting_record
+from builder.pilot.record import KIND, PILOT_RECORD, record_json, setting_record
 from builder.pilot.stability import label_stability
 from builder.pilot.verdict import decide
 from generation import __version__
@@ -25,7 +26,7 @@ from generation.pilot.judge_stage import PilotJudgeStage
 from generation.pilot.sample import SAMPLE_FILE, read_population, sample_for
 from generation.pilot.settings import Setting, check_batch_comparison, check_comparable, judge_differences
 from generation.shards import Shard, ShardError, sha256_file
-from generation.stages.base import StageSummary
+from generation.stages.judge_record import JudgeSummary
 from generation.stages.pool import PoolStage
 from generation.storage import clean_stale_tmp, refuse_links_under, write_text_atomic
 
@@ -53,7 +54,7 @@ class Pilot:
         self.options, self.shard = options, shard
         self.settings = options.settings()
         self.notes = check_settings(*self.settings, options)
-        self.summaries: dict[str, StageSummary] = {}
+        self.summaries: dict[str, JudgeSummary] = {}
         self.profiles: dict[str, str] = {}
         self.definition: dict = {}
         self.sample = options.out / SAMPLE_FILE  # drawn or read back by `prepare`
@@ -82,14 +83,14 @@ class Pilot:
             self.sample,
         )
 
-    def judge(self, setting: Setting, progress=None) -> StageSummary:
+    def judge(self, setting: Setting, progress=None) -> JudgeSummary:
         """This shard of the sample judged under `setting`; its profile written beside its judgments (the `--profile`
         of `judge` and `build-release` for these settings: `profiles`)."""
         self.summaries[setting.label] = summary = self.stage(setting).run(self.shard, progress)
         self.profiles[setting.label] = profile_argument(setting.profile, self.options.out / setting.folder)
         return summary
 
-    def finish(self) -> dict | None:
+    def finish(self) -> PilotRecord | None:
         """The pilot record, written to OUT/pilot.json, once every shard of both settings is done; else None (and
         `waiting` says what is missing)."""
         try:
@@ -106,7 +107,7 @@ class Pilot:
         return record
 
 
-def run_pilot(options: PilotOptions, shard: Shard = Shard()) -> tuple[Pilot, dict | None]:
+def run_pilot(options: PilotOptions, shard: Shard = Shard()) -> tuple[Pilot, PilotRecord | None]:
     """This shard of the sample judged under A, then B; the record when every shard of both is done."""
     pilot = Pilot(options, shard)
     pilot.prepare()
@@ -123,32 +124,28 @@ def pilot_record(
     sample: Path,
     tables: dict,
     notes: list[str],
-) -> dict:
-    """The pilot record (its fields: builder/pilot/record.py)."""
+) -> PilotRecord:
+    """The pilot record (its fields: builder/pilot/contract.py `PilotRecord`)."""
     answer_level = options.positives_at(a)
     agreement = measure_agreement(
-        tables["A"], tables["B"], a.max_level, answer_level, options.resamples, options.request.seed
+        tables["A"], tables["B"], a.max_level, answer_level, options.resamples, options.request.seed, options.weights
     )
     bills = {
         s.label: paper_bill(s, options.subquestions, options.candidates, options.index, options.plan_sample)
         for s in (a, b)
     }
-    return {
-        "record": KIND,
-        "schema_version": 1,
-        "code_version": __version__,
-        "settings": {s.label: setting_record(s) for s in (a, b)},
-        "differences": judge_differences(a, b),
-        "sample": {**definition, "file": sample.name, "sha256": sha256_file(sample)},
-        "agreement": {
-            **agreement,
-            "weights": options.weights,
-            "answer_level": answer_level,
-            "resamples": options.resamples,
-            "interval": "95% percentile bootstrap over whole questions",
-        },
-        "stability": label_stability(tables["A"], tables["B"]),
-        "gpu_hours": {**bills, "saved": saving(bills["A"], bills["B"])},
-        "verdict": decide(finite(agreement), options.rule(answer_level)),
-        "notes": notes,
-    }
+    return PilotRecord(
+        record=KIND,
+        schema_version=1,
+        code_version=__version__,
+        settings={"A": setting_record(a), "B": setting_record(b)},
+        differences=judge_differences(a, b),
+        sample=PilotSample.model_validate(
+            {**definition, "file": sample.name, "sha256": sha256_file(sample)}, strict=True
+        ),
+        agreement=agreement,
+        stability=label_stability(tables["A"], tables["B"]),
+        gpu_hours=PilotGpuHours(A=bills["A"], B=bills["B"], saved=saving(bills["A"], bills["B"])),
+        verdict=decide(agreement, options.rule(answer_level)),
+        notes=notes,
+    )

@@ -5,6 +5,8 @@ much a pair's label depends on its batch mates; every pilot reports it beside th
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pyarrow as pa
 
@@ -12,13 +14,14 @@ from builder.pilot.contract import PilotStability
 from generation.profiles import Profile
 
 
-def label_stability(a: pa.Table, b: pa.Table) -> dict:
+def label_stability(a: pa.Table, b: pa.Table) -> PilotStability:
     """Over the pairs both settings graded: how many changed level, and the largest absolute difference of one
     level's probability (over the pairs both gave a distribution: distribution mode), with the pair it is on."""
     columns = ["subq_id", "docid", "level", "probs"]
     right = {(r["subq_id"], r["docid"]): r for r in b.select(columns).to_pylist() if r["level"] is not None}
     pairs = flips = with_distribution = 0
-    largest, worst = None, None
+    largest: float | None = None
+    worst: dict[Literal["subq_id", "docid"], str] | None = None
     for row in a.select(columns).to_pylist():
         other = right.get((row["subq_id"], row["docid"]))
         if row["level"] is None or other is None:
@@ -31,13 +34,9 @@ def label_stability(a: pa.Table, b: pa.Table) -> dict:
         moved = float(np.abs(np.asarray(row["probs"], np.float64) - np.asarray(other["probs"], np.float64)).max())
         if largest is None or moved > largest:
             largest, worst = moved, {"subq_id": row["subq_id"], "docid": row["docid"]}
-    return {
-        "pairs": pairs,
-        "level_flips": flips,
-        "with_distribution": with_distribution,
-        "max_abs_dp": largest,
-        "worst": worst,
-    }
+    return PilotStability(
+        pairs=pairs, level_flips=flips, with_distribution=with_distribution, max_abs_dp=largest, worst=worst
+    )
 
 
 def batching_only(a: Profile, b: Profile) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from builder.pilot.contract import Interval, PilotAgreement, PilotVerdict, PilotVerdictRule
 from generation.errors import ArgumentError
 
 PASS, FAIL, UNDECIDED = "PASS", "FAIL", "CANNOT DECIDE"
@@ -54,9 +55,9 @@ class VerdictRule:
         )
 
 
-def rule_of(verdict: dict) -> VerdictRule:
-    """The rule a record's verdict was given under."""
-    return VerdictRule(**verdict["rule"])
+def rule_of(verdict: PilotVerdict) -> VerdictRule:
+    """The rule a record's verdict was given under (an ArgumentError for one the pilot does not apply)."""
+    return VerdictRule(**verdict.rule.model_dump())
 
 
 def levels_given(confusion: list[list[int]]) -> tuple[int, int]:
@@ -70,32 +71,30 @@ def undefined(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def figure(agreement: dict, name: str, basis: str):
+def figure(agreement: PilotAgreement, name: str, basis: str):
     """A figure the rule reads: the point estimate, or its bootstrap interval's lower end."""
-    if name in ("recall", "precision"):
-        answer = agreement["answer"]
-        if basis == "point":
-            return answer[name]
-        return ((answer.get("confidence_95") or {}).get(name) or [None])[0]
+    answer = name in ("recall", "precision")
     if basis == "point":
-        return agreement["measures"][name]
-    return ((agreement.get("confidence_95") or {}).get(name) or [None])[0]
+        return getattr(agreement.answer, name) if answer else agreement.measures[name]
+    stated = (agreement.answer if answer else agreement).confidence_95 or {}
+    intervals: dict[str, Interval] = {key: low_high for key, low_high in stated.items()}
+    return (intervals.get(name) or [None])[0]
 
 
-def decide(agreement: dict, rule: VerdictRule) -> dict:
+def decide(agreement: PilotAgreement, rule: VerdictRule) -> PilotVerdict:
     """The verdict on a pilot's agreement (builder/pilot/measures.py `measure_agreement`) under `rule`."""
     kappa_name = rule.measure.removeprefix("kappa_") + "-weighted kappa"
-    level_a, level_b = levels_given(agreement["confusion"]["rows_a_columns_b"])
-    answer = agreement["answer"]
+    level_a, level_b = levels_given(agreement.confusion.rows_a_columns_b)
+    answer, both = agreement.answer, agreement.coverage.both
     undecided = []
-    if agreement["coverage"]["both"] == 0:
+    if both == 0:
         undecided.append("no pair graded by both settings")
     for label, count in (("A", level_a), ("B", level_b)):
-        if agreement["coverage"]["both"] and count < 2:
+        if both and count < 2:
             undecided.append(f"setting {label} gave {'one level' if count else 'no level'} to every pair")
-    if undefined(agreement["measures"][rule.measure]):
+    if undefined(agreement.measures[rule.measure]):
         undecided.append(f"the {kappa_name} is undefined")
-    if not answer["reference"]:
+    if not answer.reference:
         undecided.append(f"A names no positive (level >= {rule.answer_level}): B's recall of them is undefined")
     where = " (the interval's lower end)" if rule.basis == "lower end" else ""
     values = {
@@ -122,46 +121,46 @@ def decide(agreement: dict, rule: VerdictRule) -> dict:
     decision = UNDECIDED if undecided else FAIL if missed else PASS
     reasons = undecided or missed
     figures = (
-        f"{kappa_name} {fmt(agreement['measures'][rule.measure])}{interval(agreement, rule.measure)}, "
-        f"recall {fmt(answer['recall'])}, precision {fmt(answer['precision'])}"
+        f"{kappa_name} {fmt(agreement.measures[rule.measure])}{interval(agreement, rule.measure)}, "
+        f"recall {fmt(answer.recall)}, precision {fmt(answer.precision)}"
     )
     consequence = {PASS: "B may replace A", FAIL: "B may not replace A", UNDECIDED: "no verdict; keep A"}[decision]
     line = f"{decision}: {figures}" + (f"; {'; '.join(reasons)}" if reasons else "") + f": {consequence}"
-    return {
-        "decision": decision,
-        "passed": decision == PASS,
-        "measure": rule.measure,
-        "value": agreement["measures"][rule.measure],
-        "interval": list((agreement.get("confidence_95") or {}).get(rule.measure) or [None, None]),
-        "threshold": rule.threshold,
-        "reasons": reasons,
-        "rule": asdict(rule),
-        "rule_text": rule.text(),
-        "line": line,
-    }
+    return PilotVerdict(
+        decision=decision,
+        passed=decision == PASS,
+        measure=rule.measure,
+        value=agreement.measures[rule.measure],
+        interval=list((agreement.confidence_95 or {}).get(rule.measure) or [None, None]),
+        threshold=rule.threshold,
+        reasons=reasons,
+        rule=PilotVerdictRule(**asdict(rule)),
+        rule_text=rule.text(),
+        line=line,
+    )
 
 
 def fmt(value) -> str:
     return "undefined" if undefined(value) else f"{value:.3f}"
 
 
-def interval(agreement: dict, name: str) -> str:
-    low, high = (agreement.get("confidence_95") or {}).get(name) or (None, None)
+def interval(agreement: PilotAgreement, name: str) -> str:
+    low, high = (agreement.confidence_95 or {}).get(name) or (None, None)
     return "" if undefined(low) or undefined(high) else f" [{low:.3f}, {high:.3f}]"
 
 
-def verdict_problems(agreement: dict, stated: dict) -> list[str]:
+def verdict_problems(agreement: PilotAgreement, stated: PilotVerdict) -> list[str]:
     """Where a record's verdict (`stated`) is not the one its rule gives on the record's own `agreement` (empty when
-    it is). Both as plain values: `decide` reads what `measure_agreement` gives."""
+    it is)."""
     try:
         rule = rule_of(stated)
-    except (KeyError, TypeError, ArgumentError) as e:
+    except ArgumentError as e:
         return [f"the verdict states no rule the pilot applies ({type(e).__name__}: {e})"]
     again = decide(agreement, rule)
-    wrong = [key for key in ("decision", "passed", "line", "rule_text") if stated.get(key) != again[key]]
+    wrong = [key for key in PilotVerdict.model_fields if getattr(stated, key) != getattr(again, key)]
     if not wrong:
         return []
     return [
-        f"verdict {stated.get('decision')!r} ({', '.join(wrong)} differ), but its rule on the record's own figures "
-        f"gives {again['line']!r}"
+        f"verdict {stated.decision!r} ({', '.join(wrong)} differ), but its rule on the record's own figures "
+        f"gives {again.line!r}"
     ]

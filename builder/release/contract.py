@@ -1,26 +1,38 @@
 """The release's typed contract: what manifest.json holds, what the card is rendered from, and what each config
 declares. `assemble/` writes through these models, `validate/`, `publish/` and `builder/training/` read through
-them, and `manifest.schema.json` (the manifest's JSON schema, in every release and in docs/reference/manifest.md)
-lets a user's own tools read a release.
+them, and `manifest.schema.json` (the manifest's JSON schema, in every release and in docs/reference/) lets a
+user's own tools read a release. Every field has a description, which the schema and docs/reference/manifest.md
+state.
 
 Every model forbids keys it does not name (`extra="forbid"`): a key added by hand, or by a newer kit, is an error
 that names it, not a value silently ignored. Fields are declared in the order the manifest lists them; the file
-itself is written with sorted keys (assemble/data_files.py `write_json`)."""
+itself is written with sorted keys (assemble/data_files.py `write_json`).
+
+A file is read in pydantic's strict mode, as JSON (`model_validate_json(..., strict=True)`): "4486" is not a count
+and true is not 1, as the release's own JSON schema says. Strict JSON input still reads what JSON cannot spell
+otherwise (an array for a tuple) and an integer for a float, so every manifest the kit writes reads back
+(https://docs.pydantic.dev/latest/concepts/strict_mode/, and its conversion table)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import GenerateJsonSchema
 
 from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
+from generation.errors import first_problem
+from generation.labels.account import OtherTextAccount  # the import's own account, written by import-labels
 from generation.profiles import Profile, TrainingConfigsSettings
 from generation.schema import SPLITS
 
-MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`Manifest.model_json_schema()`)
+MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`manifest_schema()`)
+# the schema's file in the kit's repository, written by scripts/make_reference.py
+SCHEMA_IN_REPOSITORY = "docs/reference/" + MANIFEST_SCHEMA
 
 Split = Literal[SPLITS]  # type: ignore[valid-type]  # the schema module's splits, as a type
 
@@ -43,12 +55,16 @@ class FileEntry(Contract):
 
 
 class Models(Contract):
+    """The models that made the labels, as the card names them."""
+
     reranker: str | None = Field(description="the reranker and its backend; null for imported labels (no pool made)")
     judge: str = Field(description="every judge the judgment records name, '; '-joined (or the profile's model)")
     judge_precision: str | None = absent("fp8 or the judge's dtype; absent for imported labels")
 
 
 class PromptRef(Contract):
+    """The judge's prompt, by id and hash (the card holds its text)."""
+
     id: str = Field(description="the prompt's id in generation/judging/prompts.py")
     sha256: str = Field(description="sha256 of the prompt's template")
 
@@ -56,21 +72,27 @@ class PromptRef(Contract):
 class LevelRow(Contract):
     """One row of the paper's Table 1: a level (or 'Other', the unparsed) and its judgments."""
 
-    level: str
-    count: int
-    per_subquestion: float
+    level: str = Field(description="'5' down to '0', then 'Other'")
+    count: int = Field(description="the split's judgments at this level")
+    per_subquestion: float = Field(
+        description="count / the split's sub-questions, to 2 places ('Other': 4), as the paper's Table 1 gives it"
+    )
 
 
 class PerSubquestion(Contract):
-    mean: float
-    min: int
-    max: int
+    """Judgments per sub-question."""
+
+    mean: float = Field(description="the split's judgments / its sub-questions, to 2 places")
+    min: int = Field(description="the fewest judgments of a judged sub-question")
+    max: int = Field(description="the most judgments of a sub-question")
 
 
 class Clicked(Contract):
+    """How many of the split's clicked documents were judged."""
+
     in_questions: int = Field(description="clicked documents listed by the split's questions")
     judged: int = Field(description="of them, those judged at least once")
-    coverage: float
+    coverage: float = Field(description="judged / in_questions, to 4 places; 0 when no document is clicked")
 
 
 class ComplexityStats(Contract):
@@ -100,17 +122,19 @@ class ProvenanceShare(Contract):
 class SplitStats(Contract):
     """A split's statistics as the card and `validate` state them (assemble/stats.py `SplitStatsAccumulator`)."""
 
-    judgments: int
-    subquestions: int
-    subquestions_judged: int
-    table1: list[LevelRow]
-    judgments_per_subquestion: PerSubquestion
-    provenance_share: ProvenanceShare
-    context_cut_by_tokens: int
+    judgments: int = Field(description="the split's judgments, graded or not")
+    subquestions: int = Field(description="the split's sub-questions (its subquestions table)")
+    subquestions_judged: int = Field(description="of them, those with at least one judgment")
+    table1: list[LevelRow] = Field(description="the paper's Table 1 recomputed: levels 5 to 0, then Other")
+    judgments_per_subquestion: PerSubquestion = Field(description="judgments per sub-question")
+    provenance_share: ProvenanceShare = Field(description="shares of the judgments by where their document came from")
+    context_cut_by_tokens: int = Field(description="judgments whose context the judge cut further, by tokens")
     counts: dict[str, dict[str, int]] = Field(description="string column -> value -> rows ('null' for a null)")
-    clicked: Clicked
-    level_share: dict[str, float]
-    complexity: ComplexityStats
+    clicked: Clicked = Field(description="the split's clicked documents and how many were judged")
+    level_share: dict[str, float] = Field(
+        description="level ('0' to '5', 'unparsed') -> share of the split's judgments, to 6 places"
+    )
+    complexity: ComplexityStats = Field(description="the split's retrieval-complexity figures")
 
 
 class TrainingRecord(TrainingConfigsSettings):
@@ -130,23 +154,14 @@ class TrainingRecord(TrainingConfigsSettings):
 class ImportedFile(Contract):
     """One labels file of an import, merged over the shards that read it (by sha256)."""
 
-    name: str
+    name: str = Field(description="the file's name")
     sha256: str = Field(description="sha256 of the file's bytes, lower-case hex")
-    bytes: int = Field(ge=0)
+    bytes: int = Field(ge=0, description="size on disk")
     format: str = Field(description="the import's --format")
-    lines: int = Field(ge=0)
+    lines: int = Field(ge=0, description="non-blank lines in the file")
     rows: int = Field(ge=0, description="judgments taken from it")
     duplicates: int = Field(ge=0, description="exact duplicate lines, kept once")
     rejected: int = Field(ge=0, description="lines set aside to the rejects file")
-
-
-class OtherTextAccount(Contract):
-    """The authors' clicked-pass defect as the import reconstructed it (generation/labels/authors_pass.py)."""
-
-    missing_clicked_documents: int = Field(description="clicked documents the corpus lacks")
-    documents: int = Field(description="(question, document) pairs graded on another document's text")
-    ratings: int = Field(description="their ratings (status imported_other_text)")
-    ratings_without_level: int = Field(description="of them, those without a level (the authors' -1, -2 or 7)")
 
 
 class ImportRecord(Contract):
@@ -154,18 +169,18 @@ class ImportRecord(Contract):
     (assemble/imported.py `import_record`); `validate` checks the release against it."""
 
     judges: list[str] = Field(description="the judge names the importer gave")
-    formats: list[str]
+    formats: list[str] = Field(description="the imports' --format, sorted")
     parsers: list[str] = Field(description="the prompts whose parsers read OpenAI Batch answers")
-    files: list[ImportedFile]
-    rows: int
-    duplicates: int
+    files: list[ImportedFile] = Field(description="every labels file, by name (one entry per content: sha256)")
+    rows: int = Field(description="judgments imported")
+    duplicates: int = Field(description="exact duplicate lines, kept once")
     rejected: dict[str, int] = Field(description="reason -> lines set aside")
     statuses: dict[str, int] = Field(description="status -> judgments, as imported")
     documents: dict[str, int] = Field(description="how each judgment's document id was resolved -> judgments")
     clicked_unknown: int = Field(description="judgments with no URL-hash, so `clicked` is false without being known")
-    incomplete_documents: int
+    incomplete_documents: int = Field(description="openai-batch: documents missing sub-questions")
     graded_on_other_text: OtherTextAccount | None = Field(description="null unless crux-ratings with a corpus")
-    not_produced_by_the_kit: list[str]
+    not_produced_by_the_kit: list[str] = Field(description="what these labels lack that the kit's judge gives")
     left_out: dict[str, int] | None = absent("absent unless --leave-out-other-text: status -> judgments left out")
 
 
@@ -199,26 +214,50 @@ class ManifestError(ValueError):
     """manifest.json is missing, not JSON, or not the contract; the message names the file and the first field."""
 
 
-def parse_manifest(data: Any) -> Manifest:
+def manifest_from_json(text: str) -> Manifest:
+    """manifest.json's text through the contract, strictly; a ManifestError naming the first field that is wrong."""
     try:
-        return Manifest.model_validate(data)
+        return Manifest.model_validate_json(text, strict=True)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise ManifestError(f"{MANIFEST}: {where}: {first['msg']}") from None
+        raise ManifestError(f"{MANIFEST}: {first_problem(e)}") from None
+
+
+def parse_manifest(data: Any) -> Manifest:
+    """A manifest's parsed JSON (a dict) through the contract, read as the file holding it would be."""
+    return manifest_from_json(json.dumps(data))
 
 
 def read_manifest(release: Path) -> Manifest:
     try:
-        data = json.loads((Path(release) / MANIFEST).read_text())
+        text = (Path(release) / MANIFEST).read_text(encoding="utf-8")
+        json.loads(text)  # not JSON: the parser's own message, with its line and column
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ManifestError(f"{MANIFEST}: {e}") from None
-    return parse_manifest(data)
+    return manifest_from_json(text)
+
+
+SCHEMA_URN = "urn:researchy-subq-judgments:manifest-schema:sha256:"
+
+
+def manifest_schema_id(body: dict[str, Any]) -> str:
+    """The schema's `$id`: a URN that names this kit's manifest schema and, by the first 16 hex digits of the sha256
+    of its canonical JSON (the `$id` left out), exactly this version of it. It changes only when the schema does; a
+    URN, since the kit has no published address to serve the file from."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return SCHEMA_URN + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def manifest_schema() -> dict[str, Any]:
+    """The manifest's JSON schema: pydantic's (JSON Schema draft 2020-12), with the `$schema` that names the draft
+    and an `$id`, which pydantic leaves to the caller (pydantic/json_schema.py `GenerateJsonSchema.generate`;
+    https://docs.pydantic.dev/latest/concepts/json_schema/)."""
+    body = {"$schema": GenerateJsonSchema.schema_dialect, **Manifest.model_json_schema()}
+    return {"$id": manifest_schema_id(body), **body}
 
 
 def manifest_json_schema() -> str:
-    """The manifest's JSON schema as the release and the reference page hold it."""
-    return json.dumps(Manifest.model_json_schema(), indent=1, sort_keys=True) + "\n"
+    """The manifest's JSON schema as the release and docs/reference/ hold it."""
+    return json.dumps(manifest_schema(), indent=1, sort_keys=True) + "\n"
 
 
 class CardPrompt(Contract):
@@ -292,10 +331,8 @@ def card_entries(model: type[Contract], entries: Any) -> tuple[list, list[str]]:
     parsed, problems = [], []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         try:
-            parsed.append(model.model_validate(entry))
+            parsed.append(model.model_validate(entry, strict=True))  # YAML's own types: no tuple, no date here
         except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
             name = entry.get("config_name") if isinstance(entry, dict) else repr(entry)
-            problems.append(f"entry {i} ({name}): {where}: {first['msg']}")
+            problems.append(f"entry {i} ({name}): {first_problem(e)}")
     return parsed, problems

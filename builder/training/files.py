@@ -43,7 +43,7 @@ from builder.release.layout import SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, TrainingRow
 from builder.training.rows import release_rows, rule_of_release
-from builder.training.texts import release_context_words, text_files
+from builder.training.texts import all_retrieved_command, missing_documents, release_context_words, text_files
 from generation.errors import ArgumentError, InputError
 from generation.storage import (
     OwnershipError,
@@ -70,6 +70,9 @@ class TrainingFilesSummary:
     negatives: int = 0
     rows: Counter = field(default_factory=Counter)  # per split, written
     left_out: Counter = field(default_factory=Counter)  # per split, a document without text
+    # of those, a retrieved document `texts` never looked for (it ran without --all-retrieved), not one the copy lacks
+    not_brought: Counter = field(default_factory=Counter)
+    texts_command: str = ""  # the `texts --all-retrieved` run that brings them
     corpus: int = 0
     queries: int = 0
     formats: tuple[str, ...] = ()
@@ -77,9 +80,7 @@ class TrainingFilesSummary:
     counts: NegativeCounts = field(default_factory=NegativeCounts)
 
     def lines(self) -> list[str]:
-        splits = ", ".join(
-            f"{s}: {self.rows[s]:,} rows ({self.left_out[s]:,} left out: a document your copy lacks)" for s in self.rows
-        )
+        splits = ", ".join(f"{s}: {self.rows[s]:,} rows ({self.left_out_reasons(s)})" for s in self.rows)
         by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.negatives_by_source().items())
         rule = self.rule
         corpus = (
@@ -97,7 +98,24 @@ class TrainingFilesSummary:
             f"negatives by source: {by_source}",
             *(f"  {self.out / f}" for f in self.formats),
             *([f"  {self.out / 'sentence-transformers-ids'}"] if "sentence-transformers" in self.formats else []),
+            *(
+                [
+                    f"  {sum(self.not_brought.values()):,} rows left out for want of texts a larger k reaches: "
+                    f"`{self.texts_command}` writes them; pass that folder as --texts"
+                ]
+                if sum(self.not_brought.values())
+                else []
+            ),
         ]
+
+    def left_out_reasons(self, split: str) -> str:
+        lacks = self.left_out[split] - self.not_brought[split]
+        if not self.not_brought[split]:
+            return f"{lacks:,} left out: a document your copy lacks"
+        return (
+            f"{self.left_out[split]:,} left out: {lacks:,} for a document your copy lacks, "
+            f"{self.not_brought[split]:,} for a retrieved document `texts` did not write without --all-retrieved"
+        )
 
 
 def texts_folder_for(release: Path, texts: Path) -> list[Path]:
@@ -267,8 +285,10 @@ def write_split(
     formats: tuple[str, ...],
     summary: TrainingFilesSummary,
     progress=None,
+    copy_lacks: frozenset[str] | set[str] = frozenset(),
 ) -> None:
-    """The split's hard-negatives rows, re-derived from the release's graded lists under `rule`, with texts."""
+    """The split's hard-negatives rows, re-derived from the release's graded lists under `rule`, with texts; a row
+    left out is counted, and apart when a document it lacks is none `copy_lacks` (the texts' missing lists) names."""
     texts_db, levels_db = lookups
     writers = [ROW_WRITERS[f](out, split, rule.negatives) for f in formats if f in ROW_WRITERS]
     for table in release_rows(release, split, rule, summary.counts):
@@ -285,6 +305,9 @@ def write_split(
                 writer.write(kept, texts, levels)
             summary.rows[split] += len(kept)
             summary.left_out[split] += len(rows) - len(kept)
+            summary.not_brought[split] += sum(
+                any(d not in texts and d not in copy_lacks for d in (r.positive, *r.negatives)) for r in rows
+            )
             if progress is not None:
                 progress(len(rows))
     for writer in writers:
@@ -345,9 +368,10 @@ def write_training_files(
             + "\n",
         )
         lookups = (build_lookup(shards, stage, whole, earlier=out), level_lookup(release, splits, stage, earlier=out))
+        copy_lacks = missing_documents(texts)
         try:
             for split in splits:
-                write_split(release, split, lookups, stage, rule, formats, summary, progress)
+                write_split(release, split, lookups, stage, rule, formats, summary, progress, copy_lacks)
         finally:
             for db in lookups:
                 db.close()
@@ -361,4 +385,6 @@ def write_training_files(
         if "beir" in formats:
             summary.queries = write_queries_and_qrels(release, stage, splits)
     summary.formats = formats
+    if sum(summary.not_brought.values()):
+        summary.texts_command = all_retrieved_command(release, texts)
     return summary

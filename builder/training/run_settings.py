@@ -1,26 +1,20 @@
 """The profile `train` runs with: the release's own (its manifest.json), or a `--profile` that agrees with it on
 every section that made the release's data, with the flags sentence-transformers users expect on top
-(`--base-model`, `--epochs`, `--max-steps`, `--batch-size`, `--learning-rate`, `--seed`) and `--ranking`."""
+(`--base-model`, `--epochs`, `--max-steps`, `--batch-size`, `--learning-rate`, `--seed`) and `--ranking`: the train
+keys of `TrainOptions` (options.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from builder.command_options import command_options
+from builder.training.options import TrainOptions
 from builder.training.texts import release_context_words
 from generation.errors import ArgumentError
-from generation.profiles import Profile, merged, validated
+from generation.profiles import Profile, load_profile, merged, validated
 
 # what made the release's rows: retrieval (bm25, rerank, pool), the judge, the answer level and the training configs
 RELEASE_SECTIONS = ("bm25", "rerank", "pool", "judge", "complexity", "training")
-FLAGS = {  # CLI flag -> the `train` key it sets
-    "--base-model": "model",
-    "--epochs": "epochs",
-    "--max-steps": "max_steps",
-    "--batch-size": "batch_size",
-    "--learning-rate": "learning_rate",
-    "--seed": "seed",
-    "--ranking": "ranking",
-}
 
 
 def release_profile(release: Path) -> Profile:
@@ -51,13 +45,16 @@ def check_release_sections(profile: Profile, release: Path) -> None:
         )
 
 
-def train_profile(release: Path, profile: Profile | None, **flags) -> Profile:
-    """The release's profile, or `profile` once checked against it, with the flags (keys of TrainSettings) set."""
-    chosen = release_profile(release) if profile is None else profile
-    if profile is not None:
-        check_release_sections(profile, release)
-    given = {key: value for key, value in flags.items() if value is not None}
-    if not given:
+def train_profile(release: Path, options: TrainOptions) -> Profile:
+    """The release's profile, or the options' profile once checked against it, with the options' train keys set."""
+    given = options.profile
+    if given is None:
+        chosen = release_profile(release)
+    else:
+        chosen = given if isinstance(given, Profile) else load_profile(given)
+        check_release_sections(chosen, release)
+    keys = options.train_keys()
+    if not keys:
         return chosen
-    origin = " ".join(f"{flag} {given[key]}" for flag, key in FLAGS.items() if key in given)
-    return validated(merged(chosen.model_dump(), {"train": given}), f"{chosen.name} with {origin}")
+    origin = " ".join(f"{o.flag} {keys[o.name]}" for o in command_options(TrainOptions) if o.name in keys)
+    return validated(merged(chosen.model_dump(), {"train": keys}), f"{chosen.name} with {origin}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -201,6 +202,25 @@ class MissingList:
         """A failed run leaves no temporary list behind."""
         self.file.close()
         self.tmp.unlink(missing_ok=True)
+
+
+def missing_documents(out: Path) -> set[str]:
+    """The documents `texts` looked for in the copy and did not find: the docids of a texts folder's missing-*.tsv."""
+    missing: set[str] = set()
+    for path in sorted(Path(out).glob("missing-*.tsv")):
+        with open(path, encoding="utf-8") as lines:
+            next(lines, None)  # the header
+            missing.update(line.split("\t", 1)[0] for line in lines if line.strip())
+    return missing
+
+
+def all_retrieved_command(release: Path, texts: Path) -> str:
+    """The `texts` run that writes every retrieved document's text too, into a folder beside `texts` (a texts folder
+    holds shards of one config: the first run's is refused there)."""
+    marker = json.loads((Path(texts) / TEXTS_MARKER).read_text(encoding="utf-8"))
+    beside = Path(f"{Path(texts)}-all-retrieved")
+    words = [str(release), "--from", marker["copy"], "--out", str(beside), "--all-retrieved"]
+    return "researchy-subq texts " + " ".join(map(shlex.quote, words))
 
 
 def write_texts(

@@ -1,6 +1,7 @@
 """The manifest of an OpenAI Batch export (generation/judging/batch_files.py), typed: `--export-batch` writes it
 beside the request files, `--import-batch` reads it back, and the results are graded only under the profile and
-prompt they were exported with. A key it does not name is refused (`extra="forbid"`), naming the file."""
+prompt they were exported with. A key it does not name is refused (`extra="forbid"`), naming the file, and the file is
+read strictly: "3" is not a count, true is not 1."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from generation.errors import ArgumentError, InputError
+from generation.errors import ArgumentError, InputError, first_problem
 from generation.storage import write_text_atomic
 
 MANIFEST = "manifest.json"
@@ -63,16 +64,14 @@ def load_manifest(path: str | Path) -> BatchManifest:
     path = Path(path)
     path = path / MANIFEST if path.is_dir() else path
     try:
-        return BatchManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        json.loads(text)  # not JSON: the parser's own message, with its line and column
+        # strictly: "4486" is not a count, true not 1 (https://docs.pydantic.dev/latest/concepts/strict_mode/)
+        return BatchManifest.model_validate_json(text, strict=True)
+    except ValidationError as error:
+        raise InputError(path, 1, f"not a batch manifest ({first_problem(error)})") from None
     except (OSError, ValueError) as error:
-        raise InputError(path, 1, f"not a batch manifest ({_first_problem(error)})") from None
-
-
-def _first_problem(error: Exception) -> str:
-    if isinstance(error, ValidationError):
-        first = error.errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc']) or '(top)'}: {first['msg']}"
-    return str(error)
+        raise InputError(path, 1, f"not a batch manifest ({error})") from None
 
 
 def check_manifest(manifest: BatchManifest, expected: dict[str, str]) -> None:

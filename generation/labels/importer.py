@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from generation.errors import InputError, Rejects
 from generation.judging.prompts import Prompt
+from generation.labels.account import FileCounts
 from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat, LabelLine, read_label_file
@@ -60,30 +61,6 @@ class QuestionLists:
             k = subq_id[len(qid) + 1 :] if subq_id.startswith(f"{qid}-") else ""
             if k.isdigit():
                 self.positions.setdefault(qid, {})[int(k)] = subq_id
-
-
-@dataclass
-class FileCounts:
-    name: str
-    sha256: str
-    bytes: int
-    lines: int = 0  # non-blank lines in the file
-    rows: int = 0  # judgments this shard wrote from it
-    duplicates: int = 0  # lines repeating an earlier line exactly (kept once)
-    rejected: int = 0  # lines set aside to the rejects file
-    path: str = ""
-
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "sha256": self.sha256,
-            "bytes": self.bytes,
-            "lines": self.lines,
-            "rows": self.rows,
-            "duplicates": self.duplicates,
-            "rejected": self.rejected,
-        }
 
 
 class Columns:

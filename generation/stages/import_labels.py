@@ -18,23 +18,19 @@ from pathlib import Path
 
 from generation.errors import InputError, Rejects
 from generation.judging.prompts import get_prompt
+from generation.labels.account import FileCounts, ImportAccount, OtherTextAccount, read_account, source_identity
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat
-from generation.labels.importer import FileCounts, QuestionLists, ShardImport
+from generation.labels.importer import QuestionLists, ShardImport
 from generation.profiles import Profile
 from generation.schema import OTHER_TEXT_STATUS
-from generation.shards import Shard, ShardError, StageOutput, sha256_file
+from generation.shards import DONE_DIR, Shard, ShardError, StageOutput, sha256_file
 from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.judge import NAME, JudgeStage
 from generation.stages.questions import SUBQUESTIONS_FOLDER
 from generation.storage import ParquetSink
 
 IMPORTED_PREFIX = "imported-"
-
-
-def source_identity(record: dict) -> tuple:
-    """What makes two imports the same import: format, judge name and the files' contents (in any order)."""
-    return record["format"], record["judge"], tuple(sorted(f["sha256"] for f in record["files"]))
 
 
 @dataclass(slots=True)
@@ -111,29 +107,38 @@ class ImportLabelsStage(ProfiledStage[ImportSummary]):
                 raise InputError(path, 0, "no such file" if not path.exists() else "not a file")
             if resolved[i] in resolved[:i]:
                 raise InputError(path, 0, "the same label file is given twice")
-        self.sources = [FileCounts(p.name, sha256_file(p), p.stat().st_size, path=str(p)) for p in self.files]
-        wanted = source_identity(self.describe({}))
+        self.sources = [FileCounts(p.name, str(p), sha256_file(p), p.stat().st_size) for p in self.files]
+        wanted = source_identity(self.kind.value, self.judge_name, self.sources)
         for record in self.output().records():
-            found = record.extra.get("imported")
-            if found is not None and source_identity(found) != wanted:
+            if record.extra.get("imported") is None:
+                continue
+            found = read_account(self.out / DONE_DIR / f"{record.stage}-{record.shard}.json", record.extra["imported"])
+            if found.source() != wanted:
                 raise ShardError(
                     f"{self.out}: holds labels imported from other files or under another judge name "
-                    f"({found['format']}, judge {found['judge']!r}, "
-                    f"{', '.join(f['name'] for f in found['files'])}); this run imports "
-                    f"{', '.join(p.name for p in self.files)}: use another --out, or remove those shards"
+                    f"({found.format}, judge {found.judge!r}, {', '.join(f.name for f in found.files)}); this run "
+                    f"imports {', '.join(p.name for p in self.files)}: use another --out, or remove those shards"
                 )
 
-    def describe(self, fields: dict) -> dict:
-        """The completion record's account of the import."""
-        return {
-            "format": self.kind.value,
-            "judge": self.judge_name,
-            "files": [s.as_dict() for s in self.sources],
-            "subquestions": str(self.inputs["subquestions"]),
-            "corpus": str(self.corpus) if self.corpus is not None else None,
-            "parser": self.prompt.id if self.kind is LabelFormat.openai_batch else None,
-            **fields,
-        }
+    def account(self, summary: ImportSummary, other_text: OtherTextAccount | None) -> ImportAccount:
+        """The completion record's account of the import (its `imported`), from this shard's counts."""
+        return ImportAccount(
+            format=self.kind.value,
+            judge=self.judge_name,
+            files=self.sources,
+            subquestions=str(self.inputs["subquestions"]),
+            corpus=str(self.corpus) if self.corpus is not None else None,
+            parser=self.prompt.id if self.kind is LabelFormat.openai_batch else None,
+            rows=summary.rows,
+            duplicates=summary.duplicates,
+            rejected=dict(summary.rejected),
+            statuses=dict(sorted(summary.statuses.items())),
+            levels={str(k): v for k, v in sorted(summary.levels.items())},
+            documents=dict(sorted(summary.documents.items())),
+            clicked_unknown=summary.clicked_unknown,
+            incomplete_documents=summary.incomplete_documents,
+            graded_on_other_text=other_text,
+        )
 
     def rejects_path(self, shard: Shard) -> Path | None:
         if self.rejects is None or shard.count == 1:
@@ -158,34 +163,21 @@ class ImportLabelsStage(ProfiledStage[ImportSummary]):
             summary.rejected.update(rejects.reasons)
         summary.statuses, summary.levels, summary.documents = work.statuses, work.levels, work.documents_by_way
         summary.clicked_unknown = work.clicked_unknown
+        other_text = None
         if missing_clicked is not None:  # the authors' clicked-pass defect (generation/labels/authors_pass.py), counted
-            summary.other_text = {
-                "missing_clicked_documents": missing_clicked,
-                "documents": work.other_text_documents,
-                "ratings": work.statuses.get(OTHER_TEXT_STATUS, 0),
-                "ratings_without_level": work.other_text_without_level,
-            }
+            other_text = OtherTextAccount(
+                missing_clicked_documents=missing_clicked,
+                documents=work.other_text_documents,
+                ratings=work.statuses.get(OTHER_TEXT_STATUS, 0),
+                ratings_without_level=work.other_text_without_level,
+            )
+            summary.other_text = other_text.model_dump()
         if self.kind is LabelFormat.openai_batch:
             summary.incomplete_documents = work.incomplete_documents()
         summary.lines = sum(s.lines for s in self.sources)
         summary.rows = sum(s.rows for s in self.sources)
         summary.duplicates = sum(s.duplicates for s in self.sources)
-        return {
-            "judge": self.judge_name,
-            "imported": self.describe(
-                {
-                    "rows": summary.rows,
-                    "duplicates": summary.duplicates,
-                    "rejected": dict(summary.rejected),
-                    "statuses": dict(sorted(summary.statuses.items())),
-                    "levels": {str(k): v for k, v in sorted(summary.levels.items())},
-                    "documents": dict(sorted(summary.documents.items())),
-                    "clicked_unknown": summary.clicked_unknown,
-                    "incomplete_documents": summary.incomplete_documents,
-                    "graded_on_other_text": summary.other_text if checks_authors_pass else None,
-                }
-            ),
-        }
+        return {"judge": self.judge_name, "imported": self.account(summary, other_text).model_dump()}
 
 
 def import_labels(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from builder.analysis.agreement import agreement_markdown, read_agreement
@@ -14,6 +13,7 @@ from builder.release.assemble.data_files import ReleaseSummary, build_release_da
 from builder.release.assemble.failed_pairs import failed_pairs
 from builder.release.assemble.imported import import_record
 from builder.release.assemble.lineage import judgment_config_hash, release_profile
+from builder.release.assemble.options import ReleaseOptions
 from builder.release.assemble.pilot import pilot_for_release
 from builder.release.card_text import PLOT, plot_levels
 from builder.release.contract import (
@@ -24,6 +24,7 @@ from builder.release.contract import (
     Manifest,
     Models,
     PromptRef,
+    manifest_schema,
 )
 from builder.release.layout import CONFIGS, MANIFEST, binary_threshold
 from builder.release.training_record import settings_record
@@ -84,26 +85,6 @@ def refuse_other_prompts(judges: list[str], prompt_id: str, folders: list[Path])
             f"the judgment records name the prompt{'s' if len(other) > 1 else ''} {', '.join(other)} beside "
             f"{prompt_id}, under one config: one release holds one prompt's labels",
         )
-
-
-@dataclass(frozen=True)
-class ReleaseOptions:
-    """What `build-release` builds a release from: the judgment and question folders, the folder it writes, the
-    profile the judgments were made under (a name, a YAML path, a Profile, or None: the one their records name),
-    and the command's options."""
-
-    judgments: list[Path]
-    questions: list[Path]
-    out: Path
-    profile: str | Path | Profile | None
-    repo: str = "ORG/researchy-subq-judgments"
-    rows_per_file: int | None = None
-    agreement: Path | None = None
-    shards_revision: str | None = None
-    leave_out_other_text: bool = False
-    allow_failed_pairs: bool = False
-    runs: list[Path] | None = None
-    pilot: Path | None = None
 
 
 def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummary, Path]:
@@ -201,5 +182,5 @@ def build_release(options: ReleaseOptions, progress=None) -> tuple[ReleaseSummar
         failed_pairs=failed or None,
     )
     write_json(Path(out) / MANIFEST, manifest.as_json())
-    write_json(Path(out) / MANIFEST_SCHEMA, Manifest.model_json_schema())  # the text of manifest_json_schema()
+    write_json(Path(out) / MANIFEST_SCHEMA, manifest_schema())  # the text of manifest_json_schema()
     return summary, card

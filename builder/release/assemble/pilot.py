@@ -4,15 +4,16 @@ labels, and the record), and stated by the card (`pilot_markdown`, builder/pilot
 renders again from the manifest and finds in the card verbatim (validate/pilot.py).
 
 A record is about these labels when one of its settings has the judge config hash of the judgment shards and the
-prompt (id and sha256) the release names. Its other setting names another prompt or precision; the card says so."""
+prompt (id and sha256) the release names. Its figures must follow from its confusion table, and its verdict from
+its figures (builder/pilot/figures.py). Its other setting names another prompt or precision; the card says so."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from builder.pilot.contract import PilotEntry
+from builder.pilot.figures import figure_problems
 from builder.pilot.record import labels_setting, read_pilot_record
-from builder.pilot.verdict import verdict_problems
 from generation.errors import InputError
 from generation.judging.prompts import Prompt
 
@@ -36,9 +37,10 @@ def pilot_for_release(path: Path, judgment_hash: str, prompt: Prompt, imported: 
             f"(prompt {prompt.id}): the record is not about these labels. Pass the pilot.json of the settings "
             "that made them",
         )
-    wrong = verdict_problems(record.agreement.model_dump(), record.verdict.model_dump())
+    wrong = figure_problems(record)
     if wrong:
-        raise InputError(path, 0, f"{'; '.join(wrong)}: the record was edited or made by another kit")
+        more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        raise InputError(path, 0, f"{'; '.join(wrong[:3])}{more}: the record was edited or made by another kit")
     stated = settings[labels].prompt
     if (stated.id, stated.sha256) != (prompt.id, prompt.sha256):
         raise InputError(

@@ -1,7 +1,7 @@
 """`publish`: check the repo id, validate, plan against the Hub, then one commit (with `parent_commit`) and a
 tag. A dry run unless told otherwise; a dry run that cannot reach the Hub (offline) still validates and lists every
-file, saying that it could not compare them with the Hub. Files already on the Hub with the same content are not
-uploaded again;
+file, and says what it could not see there (the repository, its files, the tag, the branch). The plan names a
+stand-in judge or reranker. Files already on the Hub with the same content are not uploaded again;
 an existing tag is refused before anything is written; a missing branch is created from main. The token
 comes from HF_TOKEN or the stored login, through huggingface_hub, and is never printed."""
 
@@ -21,6 +21,7 @@ from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, c
 from generation.shards import sha256_file
 
 ROOT_FILES = ("README.md", MANIFEST, MANIFEST_SCHEMA, "level_distribution.png")
+STAND_IN_BACKEND = "bi-encoder"  # the MiniLM cosine the demo's judge and reranker use (generation/backend_registry.py)
 __all__ = ["PublishRefused", "PublishPlan", "plan_publish", "publish", "check_repo_id", "commit_description"]
 
 
@@ -37,25 +38,55 @@ class PublishPlan:
     create_branch: bool = False  # the revision is a branch to create from main's head
     private: bool = False
     offline: str | None = None  # why the Hub was not asked: the plan lists every file, as for a new repository
+    stand_ins: list[str] = field(default_factory=list)  # the release's models that stand in for the paper's
 
     def describe(self) -> list[str]:
         if self.offline:
-            where = "not compared with the Hub (offline): every file is listed; those already there would not be sent"
+            where = "not compared with the Hub (offline): every file is listed"
         elif self.parent_commit is None:
             where = f"new {'private' if self.private else 'public'} repository: create it"
         else:
             where = f"parent commit {self.parent_commit}"
         lines = [f"repository {self.repo} (dataset), revision {self.revision}, {where}"]
+        lines += [f"  STAND-IN {model}" for model in self.stand_ins]
         if self.create_branch:
             lines.append(f"  create branch {self.revision} from main")
         lines += [f"  upload  {p}" for p in self.uploads]
         lines += [f"  delete  {p}" for p in self.deletions]
-        lines.append(f"  {len(self.unchanged)} files already on the Hub with the same content: not uploaded")
+        if self.offline:
+            lines += ["  not seen without the Hub:", *(f"    {what}" for what in self.unseen())]
+        else:
+            lines.append(f"  {len(self.unchanged)} files already on the Hub with the same content: not uploaded")
         lines.append(
             f"  one commit{' as a pull request' if self.create_pr else ''}"
             + (f", then tag {self.tag}" if self.tag and not self.create_pr else "")
         )
         return lines
+
+    def unseen(self) -> list[str]:
+        """What a plan made without the Hub cannot say: what plan_publish reads from the repository."""
+        unseen = [
+            "whether the repository exists",
+            "which of these files it holds with the same content (those are not sent)",
+            "which of its data/ files and root scripts the commit deletes",
+        ]
+        if self.tag and not self.create_pr:
+            unseen.append(f"whether tag {self.tag} exists (publish refuses an existing tag)")
+        if self.revision != "main":
+            unseen.append(f"whether branch {self.revision} exists (a missing one is created from main)")
+        return unseen
+
+
+def stand_in_models(manifest: Manifest) -> list[str]:
+    """The release's judge and reranker where a stand-in made them (the bi-encoder backend; the judge by the rule the
+    card's stand-in notice follows, builder/release/assemble/folder.py), each as "judge: NAME" / "reranker: NAME"."""
+    profile, models = manifest.profile, manifest.models
+    found = []
+    if profile.judge.backend == STAND_IN_BACKEND or "stand-in" in models.judge:
+        found.append(f"judge: {models.judge}")
+    if models.reranker is not None and profile.rerank.backend == STAND_IN_BACKEND:
+        found.append(f"reranker: {models.reranker}")
+    return found
 
 
 def git_blob_sha1(path: Path) -> str:
@@ -248,6 +279,7 @@ def publish(
             raise
         notice(f"dry run without the Hub: {e}")
         plan = offline_plan(release, repo, revision, tag, create_pr, private, str(e))
+    plan.stand_ins = stand_in_models(manifest)
     for line in plan.describe():
         say(line)
     if not yes:

@@ -136,7 +136,8 @@ def check_prompt(body: str, manifest: Manifest, check) -> None:
     if manifest.imported:  # imported labels: the kit built no prompt, and the card must not print one
         if block is not None or stated:
             check.fail("README.md or manifest.json states a judge prompt, but the labels were imported (no prompt)")
-        check.note = "imported labels: no judge prompt"
+        else:
+            check.skip("imported labels: no judge prompt (and none stated in README.md or manifest.json)")
         return
     if block is None:
         check.fail(

@@ -24,9 +24,11 @@ from builder.release.validate.imported import CHECK as IMPORT_CHECK
 from builder.release.validate.imported import check_import
 from builder.release.validate.load import check_loads
 from builder.release.validate.manifest import (
+    SCHEMA,
     check_files,
     check_links,
     check_manifest_numbers,
+    check_schema,
     manifest_profile,
     read_manifest,
 )
@@ -51,19 +53,32 @@ from generation.stages import stage_hash
 
 @dataclass
 class Check:
+    """One promise of the release. It failed (failures > 0), was skipped (`skipped` says why it did not run: no
+    bounds given, `--no-load`, nothing of its kind in the release), or passed; `note` is what a reader should know
+    about a check that ran."""
+
     name: str
     failures: int = 0
     examples: list = field(default_factory=list)
     note: str = ""
+    skipped: str = ""
 
     def fail(self, example, count: int = 1) -> None:
         self.failures += count
         if len(self.examples) < 5:
             self.examples.append(example)
 
+    def skip(self, reason: str) -> None:
+        self.skipped = reason
+
     @property
     def ok(self) -> bool:
+        """Nothing failed: the check passed or was skipped."""
         return self.failures == 0
+
+    @property
+    def status(self) -> str:
+        return "FAIL" if self.failures else "skipped" if self.skipped else "ok"
 
 
 @dataclass
@@ -81,6 +96,16 @@ class Report:
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
+    def count(self, status: str) -> int:
+        return sum(c.status == status for c in self.checks)
+
+    def summary(self) -> str:
+        """The closing line: failed, passed and skipped checks counted apart ("P of N checks passed, S skipped")."""
+        total, passed, skipped, failed = len(self.checks), self.count("ok"), self.count("skipped"), self.count("FAIL")
+        if failed:
+            return f"{failed} of {total} checks failed ({passed} passed, {skipped} skipped)"
+        return f"all {total} checks passed" if not skipped else f"{passed} of {total} checks passed, {skipped} skipped"
+
 
 def validate(release: Path, expect: Path | None = None, against: Path | None = None, load: bool = True) -> Report:
     release = Path(release)
@@ -92,6 +117,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
         manifest_check.fail(problem)
         return report
     profile = manifest_profile(manifest, report.check("manifest.json's profile parses and matches its hash"))
+    check_schema(release, report.check(SCHEMA))
     splits = manifest.splits
     check_files(release, manifest, manifest_check, report)
     checks = {key: report.check(name) for key, name in CHECKS.items()}
@@ -126,6 +152,7 @@ def validate(release: Path, expect: Path | None = None, against: Path | None = N
     rows = data_rows(files, splits)
     report.stats, report.rows = stats, rows
     check_manifest_numbers(release, manifest, profile, rows, stats, report)
+    del questions, index, prints, scans, complexity, recomputed  # the data's pass is done: the card's checks need none
     card = check_card(release, manifest, rows, stats, splits, report)
     check_loads(
         release,

@@ -15,7 +15,7 @@ from generation.schema import features
 def check_loads(release: Path, rows: dict, splits: list[str], card: dict | None, load: bool, loads) -> None:
     """`card` is the card's YAML (None: the card has none, and nothing declares the configs to load)."""
     if not load or card is None:
-        loads.note = "skipped" if not load else "no YAML"
+        loads.skip("--no-load" if not load else "README.md has no YAML declaring the configs to load")
         return
     with datasets_log() as logged:
         load_every_config(release, rows, splits, loads, logged)

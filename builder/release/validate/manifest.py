@@ -1,14 +1,19 @@
 """`validate`'s checks of the folder against its manifest.json: no file or folder is a link out of the release;
-the manifest reads and its profile parses and matches its hash; every data file is listed with its sha256 and
-size; data/ holds only the layout's folders and complete shard name sets; and the manifest's row counts,
-statistics and model names are what the data and profile give."""
+the manifest reads and its profile parses and matches its hash; manifest.schema.json is the contract's schema and
+the manifest passes it; every data file is listed with its sha256 and size; data/ holds only the layout's folders
+and complete shard name sets; and the manifest's row counts, statistics and model names are what the data and
+profile give."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from builder.release.contract import Manifest, ManifestError, SplitStats
+from jsonschema.validators import Draft202012Validator, validator_for
+
+from builder.release.contract import MANIFEST_SCHEMA, Manifest, ManifestError, SplitStats, manifest_json_schema
 from builder.release.contract import read_manifest as contract_manifest
 from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, TREC_QRELS_SUFFIX, data_files, file_rows
 from generation.profiles import Profile
@@ -40,6 +45,48 @@ def manifest_profile(manifest: Manifest, check) -> Profile:
     if profile.config_hash() != manifest.profile_hash:
         check.fail(f"{MANIFEST}: profile_hash {manifest.profile_hash} is not its profile's ({profile.config_hash()})")
     return profile
+
+
+SCHEMA = f"{MANIFEST_SCHEMA} is the contract's JSON schema, and {MANIFEST} passes it"
+
+
+def check_schema(release: Path, check) -> None:
+    """The schema a user's own tools read the release by is the kit's (contract.py `manifest_schema`, compared as
+    parsed JSON), and the manifest passes it under jsonschema, by the draft its `$schema` names (2020-12, which
+    pydantic writes: https://docs.pydantic.dev/latest/concepts/json_schema/)."""
+    own = json.loads(manifest_json_schema())
+    try:
+        stated = json.loads((release / MANIFEST_SCHEMA).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        check.fail(f"{MANIFEST_SCHEMA}: missing (build-release writes it beside {MANIFEST}); rebuild the release")
+    except OSError as e:
+        check.fail(f"{MANIFEST_SCHEMA}: cannot read ({e.strerror or e})")
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        check.fail(f"{MANIFEST_SCHEMA}: not JSON ({e})")
+    else:
+        if stated != own:
+            check.fail(
+                f"{MANIFEST_SCHEMA}: not the contract's schema ({first_difference(stated, own)}); rebuild the release"
+            )
+    manifest = json.loads((release / MANIFEST).read_text(encoding="utf-8"))  # it parsed: validate read it first
+    validator = validator_for(own, default=Draft202012Validator)(own)
+    for error in sorted(validator.iter_errors(manifest), key=lambda e: list(map(str, e.absolute_path))):
+        where = ".".join(str(p) for p in error.absolute_path) or "(top)"
+        check.fail(f"{MANIFEST}: {where}: {error.message} (its JSON schema)")
+
+
+def first_difference(stated: Any, own: Any, where: str = "") -> str:
+    """Where a JSON value first differs from the contract's, by key path."""
+    if isinstance(stated, dict) and isinstance(own, dict):
+        for key in sorted(set(stated) | set(own)):
+            path = f"{where}.{key}" if where else key
+            if key not in stated:
+                return f"{path} missing"
+            if key not in own:
+                return f"{path} added"
+            if stated[key] != own[key]:
+                return first_difference(stated[key], own[key], path)
+    return f"{where or '(top)'} is {json.dumps(stated)[:80]}, the contract's {json.dumps(own)[:80]}"
 
 
 def check_files(release: Path, manifest: Manifest, check, report) -> None:

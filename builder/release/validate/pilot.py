@@ -21,13 +21,16 @@ import math
 
 from builder.pilot.card_text import PILOT_HEADING, pilot_markdown
 from builder.pilot.contract import PilotEntry
-from builder.pilot.verdict import verdict_problems
+from builder.pilot.figures import figure_problems
 from builder.release.contract import Manifest
 from generation.judging.prompts import get_prompt
 from generation.stages.judge import named_prompts
 
 ONE_PROMPT = "one prompt made the labels: the manifest's, its profile's, every judge's and the pilot's labels setting's"
-PILOT = "the card's pilot section is the manifest's pilot record, and the record is about these labels"
+PILOT = (
+    "the card's pilot section is the manifest's pilot record, and the record is about these labels, its figures those "
+    "of its confusion table"
+)
 
 
 def check_one_prompt(manifest: Manifest, profile, check) -> None:
@@ -66,13 +69,15 @@ def check_one_prompt(manifest: Manifest, profile, check) -> None:
 
 
 def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check) -> None:
-    """No pilot section without a record; with one: the record is about these labels, its verdict and saving follow
-    from its own figures, its prompts are the kit's, and the card's section is the record rendered again."""
+    """No pilot section without a record; with one: the record is about these labels, its figures follow from its
+    confusion table and its verdict and saving from its figures, its prompts are the kit's, and the card's section is
+    the record rendered again."""
     entry = manifest.pilot
     if entry is None:
         if PILOT_HEADING in body:
             check.fail(f"README.md has a pilot section ({PILOT_HEADING!r}) and manifest.json no pilot record")
-        check.note = "no pilot record"
+        else:
+            check.skip("no pilot record (and no pilot section in README.md)")
         return
     problems = record_problems(entry, judgment_hash)
     section = pilot_markdown(entry)
@@ -88,7 +93,8 @@ def check_pilot(body: str, manifest: Manifest, judgment_hash: str | None, check)
 
 
 def record_problems(entry: PilotEntry, judgment_hash: str | None) -> list[str]:
-    """What is inconsistent in a pilot entry: the labels setting, the prompts, the verdict and the saving."""
+    """What is inconsistent in a pilot entry: the labels setting, the prompts, the figures against the confusion table,
+    the verdict and the saving."""
     record, labels = entry.record, entry.labels
     settings, agreement = record.settings, record.agreement
     problems = []
@@ -104,7 +110,7 @@ def record_problems(entry: PilotEntry, judgment_hash: str | None) -> list[str]:
             continue
         if prompt.sha256 != kit:
             problems.append(f"setting {label}'s prompt {prompt.id} has sha256 {prompt.sha256}, the kit's {kit}")
-    problems += verdict_problems(agreement.model_dump(), record.verdict.model_dump())
+    problems += figure_problems(record)
     counted = sum(map(sum, agreement.confusion.rows_a_columns_b))
     if counted != agreement.coverage.both or counted > record.sample.taken.pairs:
         problems.append(

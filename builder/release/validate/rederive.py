@@ -101,9 +101,9 @@ class Rederivation:
         )
         if profile is None:
             for check in self.checks.values():
-                check.note = "no valid profile in the manifest: not checked"
+                check.skip("no valid profile in the manifest")
         if self.rule != "distribution":
-            self.checks["distribution"].note = "not distribution mode"
+            self.checks["distribution"].skip(f"not distribution mode (the judge's rule: {self.rule or 'unknown'})")
 
     def _prompt(self, stated: PromptRef | None, profile) -> Prompt | None:
         check = self.checks["level"]

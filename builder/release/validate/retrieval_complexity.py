@@ -9,9 +9,11 @@ answers,
 - completeness: the mean over the documents with m_d >= 1 of log(m_d) / log(K) (1 when K = 1), 0 when none;
 - retrieval_complex: not answerable and completeness under the profile's threshold.
 
-Here the answering (question, document, sub-question) rows are kept as arrays and grouped once at the end by a
-lexicographic sort (the build streams them through sorted runs on disk). The summary's quartiles come from the one
-quantile function the card names (builder/release/card_statements.py `quartiles`)."""
+Here every answering judgment's (question, document) goes to sorted runs on disk by question (generation/spill.py,
+a fixed memory however many judgments answer), and each chunk of whole questions the merge gives back is grouped by
+an exact lexicographic sort of (question, document). The build counts (question, document) pairs by a 64-bit hash
+of both instead (assemble/complexity.py). The summary's quartiles come from the one quantile function the card names
+(builder/release/card_statements.py `quartiles`)."""
 
 from __future__ import annotations
 
@@ -20,13 +22,18 @@ import pyarrow as pa
 
 from builder.release.card_statements import quartiles
 from builder.release.contract import ComplexityStats
+from generation.spill import KeyRuns
 
 COLUMNS = {"answerable": pa.bool_(), "answerable_share": pa.float32(), "completeness": pa.float32()}
 COLUMNS["retrieval_complex"] = pa.bool_()
 
 
+ANSWER = np.dtype([("question", np.uint64), ("document", np.uint64)])  # one answering judgment
+
+
 class Answers:
-    """Per question position: judged or not, and the (question, document) of every answering judgment."""
+    """Per question position: judged or not, and the (question, document) of every answering judgment, in sorted
+    runs on disk by question. `columns()` reads the runs back once."""
 
     def __init__(self, subquestions_of: np.ndarray, subq_question: np.ndarray, answer_level: int, threshold: float):
         self.k: np.ndarray = subquestions_of.astype(np.int64)
@@ -34,14 +41,16 @@ class Answers:
         self.answer_level, self.threshold = answer_level, threshold
         self.judged: np.ndarray = np.zeros(len(self.k), bool)
         self.answered_subquestions: np.ndarray = np.zeros(len(subq_question), bool)
-        self.rows: list[np.ndarray] = []
+        self.rows = KeyRuns(dtype=ANSWER, key="question")
 
     def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:
         self.judged[question] = True
         levels = level.to_numpy(zero_copy_only=False).astype(np.float64)
         answers = np.nan_to_num(levels, nan=-np.inf) >= self.answer_level
         self.answered_subquestions[subquestion[answers]] = True
-        self.rows.append(np.stack([question[answers].astype(np.uint64), document[answers].astype(np.uint64)], 1))
+        rows: np.ndarray = np.empty(int(answers.sum()), ANSWER)
+        rows["question"], rows["document"] = question[answers], document[answers]
+        self.rows.add(rows)
 
     def columns(self) -> dict[str, np.ndarray]:
         n = len(self.k)
@@ -51,18 +60,20 @@ class Answers:
         documents: np.ndarray = np.zeros(n, np.int64)
         spread_sum: np.ndarray = np.zeros(n)
         most: np.ndarray = np.zeros(n, np.int64)
-        rows = np.concatenate(self.rows) if self.rows else np.zeros((0, 2), np.uint64)
-        if len(rows):
-            rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
-            starts = np.flatnonzero(np.r_[True, np.any(rows[1:] != rows[:-1], axis=1)])
+        for rows in self.rows.chunks():  # whole questions: a question's rows never span two chunks
+            if not len(rows):
+                continue
+            rows = rows[np.lexsort((rows["document"], rows["question"]))]
+            pair = np.stack([rows["question"], rows["document"]], 1)
+            starts = np.flatnonzero(np.r_[True, np.any(pair[1:] != pair[:-1], axis=1)])
             m = np.diff(np.r_[starts, len(rows)])  # sub-questions each answering (question, document) answers
-            q = rows[starts, 0].astype(np.int64)
+            q = rows["question"][starts].astype(np.int64)
             kq = k[q]
             spread = np.ones(len(m))
             several = kq > 1
             spread[several] = np.log(m[several]) / np.log(kq[several])
             np.add.at(documents, q, 1)
-            np.add.at(spread_sum, q, spread)
+            np.add.at(spread_sum, q, spread)  # a question's documents in order, in one chunk: one order of its sum
             np.maximum.at(most, q, m)
         # as stored (float32), so a mean exactly at the threshold is judged by the value a user reads, whatever the
         # order its float64 sum took

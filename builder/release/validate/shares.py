@@ -88,6 +88,10 @@ def check_shares(
             if not low <= share <= high:
                 shares.fail(f"{split}: level {level} share {share:.2%} outside [{low:.2%}, {high:.2%}]")
     if not bounds.get("levels") and not against:
-        shares.note = "no bounds given (--expect or --against)"
+        shares.skip("no bounds given (--expect or --against)")
     elif too_small:
-        shares.note = f"not held to the bounds, under min_judgments {bounds['min_judgments']:,}: {', '.join(too_small)}"
+        under = f"under min_judgments {bounds['min_judgments']:,}: {', '.join(too_small)}"
+        if len(too_small) == len(stats):
+            shares.skip(f"every split is {under}")
+        else:
+            shares.note = f"not held to the bounds, {under}"

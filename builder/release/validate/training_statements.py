@@ -22,7 +22,7 @@ MTEB_CORPUS = "`researchy-subq texts` writes from your licensed ClueWeb22-B copy
 def check_training_statements(release: Path, body: str, check) -> None:
     release = Path(release)
     if not any(config("hard-negatives").files(release, split) for split in SPLITS):
-        check.note = "no hard-negatives config"
+        check.skip("no hard-negatives config")
         return
     check_statement(
         folded(body), "the negatives by source", NEGATIVES_LEAD, negatives_sentence(negatives_by_split(release)), check
