@@ -5,7 +5,7 @@ own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
@@ -202,6 +202,11 @@ class OpenAIServer(Strict):
     )
 
 
+# The prompts whose document comes first (generation/judging/prompts.py `Prompt.document_first`, which a test holds
+# this to): named here because the profile's sections sit below the judging package and do not import it.
+DOCUMENT_FIRST_PROMPTS = ("crux-paper-document-first",)
+
+
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
 
@@ -323,12 +328,10 @@ class JudgeConfig(TransformersSettings):
         """`compile: suffix` where the judge runs suffix forwards in the slot layout (compiled_suffixes.py)."""
         if self.compile != "suffix":
             return self
-        from generation.judging.prompts import get_prompt
-
         engine = self.ray_backend if self.backend == "ray" else self.backend
         if engine != "transformers":
             problem = f"this judge's backend is {engine}"
-        elif not get_prompt(self.prompt).document_first:
+        elif self.prompt not in DOCUMENT_FIRST_PROMPTS:
             problem = f"prompt {self.prompt} puts no document first, so no prompts share it as a prefix"
         elif self.packed:
             problem = "packed: true runs whole prompts, no suffix forwards"
@@ -336,9 +339,8 @@ class JudgeConfig(TransformersSettings):
             problem = f"attention {self.attention} takes no 4D mask, which the slot layout needs (sdpa or eager)"
         else:
             return self
-        first = [p for p in get_args(type(self).model_fields["prompt"].annotation) if get_prompt(p).document_first]
         raise ValueError(
-            f"compile: suffix compiles a document-first judge's suffix forwards (prompt {' or '.join(first)}, "
+            f"compile: suffix compiles a document-first judge's suffix forwards (prompt {' or '.join(DOCUMENT_FIRST_PROMPTS)}, "
             f"backend transformers): {problem}. Set compile: true (every forward) or false"
         )
 

@@ -6,6 +6,8 @@ padded off size 1 gives the unpadded log-probabilities within its cost. A profil
 forwards to compile, and a machine without the compiler torch.compile needs, are refused in one line naming the
 setting."""
 
+from typing import get_args
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -17,6 +19,8 @@ from generation.backends.document_batches import DocumentBatches, EagerLayoutCac
 from generation.backends.hf import TransformersBackend
 from generation.backends.slot_steps import slot_logprobs
 from generation.judging.judges import LLMJudge
+from generation.judging.prompts import get_prompt
+from generation.profile_sections import DOCUMENT_FIRST_PROMPTS, JudgeConfig
 from generation.profiles import ProfileError, load_profile, with_overrides
 from tests.helpers import transformers_judge
 from tests.test_grouped_attention import LiveBytes
@@ -109,6 +113,12 @@ def test_a_judge_without_suffix_forwards_is_refused_compile_suffix(judge, proble
     message = str(refused.value)
     assert "key judge" in message and "compile: suffix compiles a document-first judge's suffix forwards" in message
     assert problem in message and "Set compile: true (every forward) or false" in message
+
+
+def test_the_profiles_document_first_prompts_are_the_prompts_that_put_the_document_first():
+    offered = get_args(JudgeConfig.model_fields["prompt"].annotation)
+    assert set(DOCUMENT_FIRST_PROMPTS) == {p for p in offered if get_prompt(p).document_first}
+    assert set(DOCUMENT_FIRST_PROMPTS) <= set(offered)
 
 
 def test_the_reranker_is_refused_compile_suffix_and_both_sections_keep_true_and_false():
