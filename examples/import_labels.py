@@ -25,7 +25,7 @@ from builder.release.validate.expectations import ExpectationError, load_expecta
 from builder.release.validate.folder import validate
 from generation.errors import ArgumentError
 from generation.labels.formats import LabelFormat
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.import_labels import import_labels
 
 

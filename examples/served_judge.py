@@ -27,7 +27,7 @@ from builder.cli.script import run
 from builder.cli.support import check_folder_arg
 from builder.pasteable import profile_argument
 from generation.errors import ArgumentError
-from generation.profiles import judge_run_profile, load_profile, validated, with_overrides
+from generation.profiles.profile import judge_run_profile, load_profile, validated, with_overrides
 from generation.stages.judge import run_judge
 
 

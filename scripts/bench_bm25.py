@@ -21,15 +21,15 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.sample import RESEARCHY
-from generation.schema import arrow_schema
-from generation.shards import stage_files
 from generation.stages.corpus import build_corpus
 from generation.stages.index import build_index
 from generation.stages.questions import read_researchy
 from generation.stages.retrieve import open_searcher, retrieve
-from generation.storage import ParquetSink
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.schema import arrow_schema
+from generation.storage.shards import stage_files
 
 
 def synthetic_questions(work: Path, count: int) -> Path:

@@ -22,7 +22,7 @@ from rich.table import Table
 SUBQUESTIONS, DOCUMENTS = 13, 19
 
 IMPORT = """
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.import_labels import import_labels
 summary = import_labels(load_profile("crux-code"), Path({questions!r}), [Path({ratings!r})], "crux-ratings", "bench",
                         Path({out!r}))

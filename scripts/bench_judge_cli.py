@@ -32,7 +32,7 @@ PROMPTS = {"paper": "crux-paper", "paper-document-first": "crux-paper-document-f
 
 def make_inputs(work: Path) -> dict[str, Path]:
     """The demo's first train question, its sub-questions and its pool (the demo profile's stages)."""
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
     from generation.stages.corpus import build_corpus, write_url_map
     from generation.stages.index import build_index
@@ -82,7 +82,7 @@ def write_profile(work: Path, base: str, model: Path, mode: str, batch_size: int
     ones the candidates were made with: the judge stage checks them)."""
     import yaml
 
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     demo = load_profile("demo")
     data = {

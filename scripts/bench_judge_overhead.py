@@ -33,7 +33,6 @@ from rich.console import Console
 from rich.table import Table
 
 from generation.judging.judges import LLMJudge
-from generation.models import MINILM, resolve_model
 from generation.planning.plan import (
     LLAMA3_TOKENS_PER_WORD,
     PAPER_PAIRS,
@@ -42,14 +41,15 @@ from generation.planning.plan import (
     Scenario,
     node_pairs_per_second,
 )
-from generation.profiles import load_profile
+from generation.profiles.model_paths import MINILM, resolve_model
+from generation.profiles.profile import load_profile
 from generation.sample import CLUEWEB22
-from generation.schema import conform
-from generation.shards import Shard, StageOutput
 from generation.stages.corpus import build_corpus
 from generation.stages.index import build_index
 from generation.stages.judge import run_judge
-from generation.storage import ParquetSink
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.schema import conform
+from generation.storage.shards import Shard, StageOutput
 
 SUBQUESTIONS_PER_QUESTION = 14
 CANDIDATES_PER_QUESTION = round(PAPER_PAIRS_PER_SUBQUESTION)

@@ -31,7 +31,7 @@ COLUMNS = ("batch size", "batching", "batches", "rows a batch", "rows used", "fa
 
 def release_batchings(args, batch_size: int) -> tuple[int, dict]:
     from builder.training.recipe import batchings, training_rows
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     if not hasattr(args, "rows"):
         args.rows = training_rows(args.release, args.training_files, load_profile(args.profile))

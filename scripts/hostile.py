@@ -36,7 +36,7 @@ def setup(w: Path) -> dict:
 
     from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.standins.synthetic import synthesize
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
     from generation.stages.corpus import build_corpus, write_url_map
     from generation.stages.index import build_index

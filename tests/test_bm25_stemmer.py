@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.corpus import build_corpus
 from generation.stages.index import IndexBuildError, build_index, index_stemmer
 from generation.stages.retrieve import open_searcher

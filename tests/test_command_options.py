@@ -19,7 +19,7 @@ from builder.pilot.options import PilotOptions
 from builder.release.assemble.options import ReleaseOptions
 from builder.training.options import TrainOptions
 from generation.errors import ArgumentError
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 # command -> its options record, the parameters the command gives before the record's options, and those after
 RECORDED = {

@@ -6,11 +6,11 @@ import pytest
 
 from builder.release.assemble.complexity import COLUMNS
 from builder.release.assemble.data_files import judgment_inputs, topic_index, with_complexity
-from generation.profiles import Complexity
-from generation.schema import arrow_schema, conform
-from generation.shards import Shard, StageOutput
+from generation.profiles.profile import Complexity
 from generation.stages.budgeted import run_budgeted_judge
 from generation.stages.judge import run_judge
+from generation.storage.schema import arrow_schema, conform
+from generation.storage.shards import Shard, StageOutput
 
 
 def judgments_file(tmp_path, rows):

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.shards import Shard, ShardError
 from generation.stages import read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
+from generation.storage.shards import Shard, ShardError
 
 
 def clueweb(docid, text, url="https://example.org/a"):
@@ -99,7 +99,7 @@ def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatc
     """The map is sorted in runs on disk (bounded memory at 86M documents): with a run every 97 rows and URL-hashes
     shared by up to 5 documents across run and chunk boundaries, it equals the whole-table answer, warning included;
     a docid repeated across shards is still found when its 64-bit hashes are spilled."""
-    from generation import url_hashes
+    from generation.corpus import url_hashes
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -126,7 +126,7 @@ def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatc
     assert " ".join(capsys.readouterr().err.split()) == " ".join(expected_err.split())
     assert "1,300 documents share a URL-hash" in " ".join(expected_err.split())
 
-    monkeypatch.setattr("generation.spill.SPILL_BYTES", 8 * 64)  # a run of docid hashes every 64 rows
+    monkeypatch.setattr("generation.storage.spill.SPILL_BYTES", 8 * 64)  # a run of docid hashes every 64 rows
     (docs / "p3.jsonl").write_text(json.dumps({"id": ids[5], "contents": "again"}) + "\n")
     again = tmp_path / "again"
     for k in range(2):

@@ -9,10 +9,10 @@ import pytest
 
 from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.validate.folder import validate
-from generation.docstore import DocStore
+from generation.corpus.docstore import DocStore
 from generation.judging.judges import LLMJudge, Pair
 from generation.judging.prompts import get_prompt
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.judge import run_judge
 from generation.stages.pool import build_pool
 from generation.stages.rerank import rerank

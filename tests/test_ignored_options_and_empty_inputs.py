@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from builder.cli.main import app
 from generation.errors import InputError
-from generation.profiles import judge_overrides, judge_run_profile, load_profile
+from generation.profiles.profile import judge_overrides, judge_run_profile, load_profile
 from generation.stages.corpus import build_corpus
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy

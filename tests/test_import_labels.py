@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import Shard, sha256_file
+from generation.profiles.profile import load_profile
 from generation.stages.import_labels import import_labels
 from generation.stages.questions import read_researchy
+from generation.storage.shards import Shard, sha256_file
 from tests.helpers import cli, hub_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import ShardError, sha256_file
+from generation.profiles.profile import load_profile
 from generation.stages.import_labels import import_labels
+from generation.storage.shards import ShardError, sha256_file
 from tests.helpers import cli
 from tests.test_import_labels import LABELS, hub_questions
 

@@ -9,10 +9,10 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
-from generation.docid_map import DocidMap, write_docid_map
-from generation.docstore import DocStore, MissingDocument, NotAnIndex
-from generation.java import lucene_searcher_class
-from generation.profiles import load_profile
+from generation.corpus.docid_map import DocidMap, write_docid_map
+from generation.corpus.docstore import DocStore, MissingDocument, NotAnIndex
+from generation.corpus.java import lucene_searcher_class
+from generation.profiles.profile import load_profile
 from generation.stages.corpus import ROW_GROUP_ROWS
 from generation.stages.index import build_index, index_collection_command, json_parts, write_json_part
 from generation.stages.retrieve import retrieve
@@ -62,7 +62,7 @@ def test_json_parts_are_one_per_thread_at_least_and_hold_every_document(sample_i
 
 
 def test_docid_map_lookups_across_row_groups(tmp_path, sample_index, monkeypatch):
-    monkeypatch.setattr("generation.docid_map.ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr("generation.corpus.docid_map.ROW_GROUP_ROWS", 100)
     corpus = sample_index / "corpus" / "corpus-00000-of-00001.parquet"
     rows = write_docid_map([corpus], tmp_path / "map.parquet", memory=300)  # spilled runs
     assert rows == len(corpus_rows(sample_index)) and pq.ParquetFile(tmp_path / "map.parquet").num_row_groups > 20

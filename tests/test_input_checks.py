@@ -11,12 +11,12 @@ import pytest
 
 from builder.analysis.evaluate import RunWarning, read_run
 from builder.release.validate.folder import validate
+from generation.corpus.topics import load_topics
 from generation.errors import InputError
-from generation.shards import ShardError
 from generation.stages import read_stage
 from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
 from generation.stages.questions import read_researchy
-from generation.topics import load_topics
+from generation.storage.shards import ShardError
 from tests.helpers import assert_one_line_error as one_line_error
 from tests.helpers import cli_one_line as cli
 from tests.helpers import hub_record

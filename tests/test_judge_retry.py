@@ -11,9 +11,9 @@ import pytest
 
 from builder.standins.openai_server import Fault, fingerprint
 from generation.backends.openai_server import make_judge
-from generation.profiles import load_profile
-from generation.shards import StageOutput
+from generation.profiles.profile import load_profile
 from generation.stages.judge import run_judge
+from generation.storage.shards import StageOutput
 from tests.helpers import cli, folders, judge_args, rows
 from tests.test_openai_server import PAIRS, config
 

@@ -1,4 +1,4 @@
-"""One link guard (generation/storage.py `refuse_links`) for every writer and every output option: the test walks
+"""One link guard (generation/storage/atomic_files.py `refuse_links`) for every writer and every output option: the test walks
 every command of the real CLI, so a path option that is neither a declared input nor made by `output_option` fails
 here; a link at each output option is refused, naming the option and the path, before anything is written; and the
 library's writers (the questions stage's Parquet and rejects) refuse it when called from Python."""
@@ -11,7 +11,7 @@ import typer.main
 from builder.cli.main import app
 from builder.cli.support import OUTPUT_GUARDS
 from generation.stages.questions import read_researchy
-from generation.storage import LinkRefused
+from generation.storage.atomic_files import LinkRefused
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
 # every path a command only reads, by command: any other path option must be an `output_option`

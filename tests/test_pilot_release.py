@@ -23,7 +23,7 @@ from builder.release.contract import MANIFEST_SCHEMA
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.stages.judge import run_judge
 
 B_CUTS = "judge.cut_points=[0.30, 0.42, 0.55, 0.62, 0.75]"

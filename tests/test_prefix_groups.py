@@ -11,7 +11,7 @@ import torch
 from generation.backends.document_batches import DocumentBatches
 from generation.backends.prefix_groups import GroupBatches, SharedPrefixCache, shared_prefix_length
 from generation.judging.judges import Pair
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from tests.test_token_batches import judge
 
 WORDS = "bee hive varroa mite pollen nectar queen drone colony winter loss forage comb brood swarm".split()
@@ -125,8 +125,8 @@ def test_a_document_first_judge_lays_out_pairs_by_document_and_its_shard_equals_
     nothing: the shard equals one judged with whole prompts."""
     import pyarrow.parquet as pq
 
-    from generation.shards import Shard
     from generation.stages.judge import plan_pairs, run_judge
+    from generation.storage.shards import Shard
 
     paper = load_profile("paper-document-first")
     profile = small_pipeline["profile"].model_copy(

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError, StageOutput
+from generation.profiles.profile import load_profile
 from generation.stages import stage_hash
 from generation.stages.questions import Decomposition, read_researchy
-from generation.storage import MARKER, OwnershipError, claim_folder
+from generation.storage.atomic_files import MARKER, OwnershipError, claim_folder
+from generation.storage.shards import Shard, ShardError, StageOutput
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -166,7 +166,7 @@ def test_ids_with_whitespace_are_refused_at_the_door(tmp_path, write_jsonl):
     ],
 )
 def test_profiles_do_not_coerce(tmp_path, edit, message):
-    from generation.profiles import PROFILE_DIR, ProfileError
+    from generation.profiles.profile import PROFILE_DIR, ProfileError
 
     path = tmp_path / "p.yaml"
     path.write_text((PROFILE_DIR / "demo.yaml").read_text().replace(*edit))
@@ -212,8 +212,8 @@ def test_stages_refuse_inputs_changed_or_made_under_other_sections(tmp_path):
     stage = StageOutput(runs, "bm25", stage_hash(profile, "bm25"))
     runs.mkdir()
     rows = [{"qid": "q1", "docid": f"d{r}", "rank": r, "score": 100.0 - r, "stage": "bm25"} for r in range(1, 101)]
-    from generation.schema import arrow_schema
     from generation.stages import read_stage
+    from generation.storage.schema import arrow_schema
 
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema("runs")), stage.path(Shard()))
     stage.mark_done(Shard())

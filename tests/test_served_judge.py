@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from builder.standins.openai_server import Fault, fingerprint, run_batch_on
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.profiles.profile import load_profile
 from generation.stages import REGISTRY
 from generation.stages.judge import run_judge
 from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
+from generation.storage.shards import Shard
 from tests.helpers import cli, folders, judge_args, rows
 
 

@@ -17,10 +17,10 @@ from builder.release.publish.to_hub import PublishRefused, publish
 from builder.release.validate.folder import validate
 from builder.standins.clueweb22_texts import write_release_stub, write_tree
 from builder.training.texts import judged_docids, write_texts
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.errors import ArgumentError, InputError
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.profiles.profile import load_profile
+from generation.storage.shards import Shard
 
 CONTEXT_WORDS = 40  # short, so the cut shows
 

@@ -1,6 +1,6 @@
 """The training surfaces' writers held to build-release's bar: `texts`, `training-files` and
 `train` write no file through a link out of their folder (refused with one line naming the link, as
-generation/storage.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves an
+generation/storage/atomic_files.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves an
 earlier run's files as they were, and no temporary file behind once it runs again."""
 
 import os
@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from builder.training.files import write_training_files
 from builder.training.texts import write_texts
-from generation.storage import LinkRefused
+from generation.storage.atomic_files import LinkRefused
 from tests.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 
 
@@ -187,7 +187,7 @@ def test_every_stage_refuses_a_link_in_its_output_folder_before_writing(tmp_path
 def test_the_swap_of_a_staged_folder_is_one_atomic_exchange(tmp_path, monkeypatch):
     """On Linux the new run and the earlier one trade places in one `renameat2(RENAME_EXCHANGE)`: no moment without
     OUT. Were the exchange missing, the two renames still give the same result."""
-    from generation import storage
+    from generation.storage import atomic_files as storage
 
     out = tmp_path / "out"
     out.mkdir()

@@ -22,7 +22,7 @@ from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import export_batch, export_judge  # noqa: E402
 from generation.judging.batch_import import answer_grader, import_results  # noqa: E402
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
-from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
+from generation.profiles.profile import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
 from generation.stages.judge import run_judge  # noqa: E402
 from tests.helpers import cli, plan_ids  # noqa: E402
 from tests.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402

@@ -24,7 +24,7 @@ from builder.cli.support import (
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
 

@@ -37,14 +37,14 @@ from builder.cli.support import (
 )
 from builder.command_options import option
 from generation.errors import InputError
-from generation.profiles import bundled_profiles, load_profile
+from generation.profiles.profile import bundled_profiles, load_profile
 from generation.progress import results
-from generation.shards import ShardError
 from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_table
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
+from generation.storage.shards import ShardError
 
 app = new_app(
     "Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "

@@ -22,16 +22,16 @@ from typer.models import ArgumentInfo, OptionInfo
 
 from builder.command_options import command_options, is_options_record
 from generation import __version__
-from generation.docstore import MissingDocument, NotAnIndex
+from generation.corpus.docstore import MissingDocument, NotAnIndex
+from generation.corpus.java import JavaError
 from generation.errors import ArgumentError, BackendError, InputError
 from generation.executors.errors import ClusterError
-from generation.java import JavaError
-from generation.models import ModelNotAvailable
-from generation.profiles import ProfileError, bundled_profiles, load_profile
+from generation.profiles.model_paths import ModelNotAvailable
+from generation.profiles.profile import ProfileError, bundled_profiles, load_profile
 from generation.progress import console, counter, results
-from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
-from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+from generation.storage.atomic_files import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+from generation.storage.shards import Shard, ShardError
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
@@ -235,7 +235,7 @@ OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file"
 
 def output_option(default, *flags: str, output: str = "folder", **settings):
     """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
-    `--json`). Every such option is made here, so each goes through the one link guard (generation/storage.py
+    `--json`). Every such option is made here, so each goes through the one link guard (generation/storage/atomic_files.py
     `refuse_links`); tests/test_output_links.py walks every command and fails on a path option that is neither this
     nor a declared input."""
     return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)

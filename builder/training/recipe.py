@@ -47,8 +47,8 @@ from builder.training.sampler import (
 )
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError
-from generation.profiles import Profile
-from generation.storage import files_under, prepare_output_folder, replace_file, write_text_atomic
+from generation.profiles.profile import Profile
+from generation.storage.atomic_files import files_under, prepare_output_folder, replace_file, write_text_atomic
 
 TRAIN_SPLIT, DEV_SPLIT, TEST_SPLIT = "train", "dev", "test"
 REPORT = "training_report.json"
@@ -249,7 +249,7 @@ def train_and_measure(
     OUT/training_report.json."""
     from sentence_transformers import SentenceTransformer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     out = Path(out)
     settings, answer_level = profile.train, profile.complexity.answer_level

@@ -18,16 +18,16 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from generation.profiles import Pool, Profile
-from generation.shards import Shard, StageOutput
+from generation.corpus.topics import Topic, load_topics
+from generation.corpus.url_hashes import URL_MAP, url_hashes_of
+from generation.profiles.profile import Pool, Profile
 from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.corpus import CorpusStage
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.rerank import RerankStage
 from generation.stages.retrieve import RetrieveStage
-from generation.storage import ParquetSink, commit, tmp_path
-from generation.topics import Topic, load_topics
-from generation.url_hashes import URL_MAP, url_hashes_of
+from generation.storage.atomic_files import ParquetSink, commit, tmp_path
+from generation.storage.shards import Shard, StageOutput
 
 NAME = "candidates"
 

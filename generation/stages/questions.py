@@ -17,13 +17,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from generation.errors import ArgumentError, InputError, Rejects, read_lines
+from generation.corpus.topics import question_files
+from generation.errors import ArgumentError, InputError, read_lines
 from generation.notices import warn
-from generation.schema import SOURCE_SPLITS
-from generation.shards import Shard
 from generation.stages.base import Input, Stage, StageSummary
-from generation.storage import ParquetSink
-from generation.topics import question_files
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.rejects import Rejects
+from generation.storage.schema import SOURCE_SPLITS
+from generation.storage.shards import Shard
 
 
 class Decomposition(str, Enum):

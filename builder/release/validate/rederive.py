@@ -37,7 +37,13 @@ from builder.release.validate.rederive_findings import FileFindings, as_numpy
 from builder.release.validate.rederive_provenance import check_provenance
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
-from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, LEVEL_STATUSES, OTHER_TEXT_STATUS
+from generation.storage.schema import (
+    GRADED_STATUSES,
+    IMPORTED_STATUS,
+    JUDGMENT_STATUSES,
+    LEVEL_STATUSES,
+    OTHER_TEXT_STATUS,
+)
 
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
 UNDERIVABLE = {

@@ -1,4 +1,4 @@
-"""The sections of a profile (generation/profiles.py `Profile`): one strict pydantic model per section, each key
+"""The sections of a profile (generation/profiles/profile.py `Profile`): one strict pydantic model per section, each key
 with its type, bounds, default and meaning (docs/reference/profiles.md is made from them), and the judge section's
 own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 """
@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from generation.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
+from generation.profiles.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
 
 
 class Strict(BaseModel):
@@ -75,7 +75,7 @@ class Rerank(TransformersSettings):
 
     SECTION: ClassVar[str] = "rerank"
 
-    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/backend_registry.py adds one
+    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/profiles/backend_registry.py adds one
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
         "stand-in"
     )
