@@ -95,16 +95,16 @@ def test_metadata(release):
 def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipeline, tmp_path):
     """The demo profile's judge (the MiniLM stand-in), run for real on two sample questions."""
     from generation.backends.biencoder import STAND_IN_NOTE
-    from generation.stages.judge import run_judge
+    from generation.stages.judge import JudgeStage
 
     profile = small_pipeline["profile"]
-    run_judge(
+    JudgeStage(
         profile,
+        tmp_path / "judgments",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "judgments",
-    )
+    ).run()
     out = tmp_path / "release"
     questions = [small_pipeline["questions"]]
     build_release(

@@ -10,7 +10,7 @@ import typer.main
 
 from builder.cli.main import app
 from builder.cli.support import OUTPUT_GUARDS
-from generation.stages.questions import read_researchy
+from generation.stages.questions import QuestionsStage
 from generation.storage.atomic_files import LinkRefused
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
@@ -109,7 +109,7 @@ def test_questions_refuses_a_rejects_link_to_a_users_file_and_writes_nothing(tmp
     assert users.read_text() == "the user's own text\n"  # before: the malformed record was written over it
     assert not out.exists()
     with pytest.raises(LinkRefused, match="rej.jsonl: is a symbolic link"):  # the library, called from Python
-        read_researchy([records], out, rejects_path=rejects)
+        QuestionsStage(None, out, [records], rejects=rejects).run()
     assert users.read_text() == "the user's own text\n" and not out.exists()
     rejects.unlink()
     code, output = cli_one_line("questions", "--input", records, "--out", out, "--rejects", rejects)
@@ -128,7 +128,7 @@ def test_questions_refuses_a_table_that_links_to_a_users_file(tmp_path):
     code, output = cli_one_line("questions", "--input", records, "--out", out)
     assert_one_line_error(code, output, f"--out {out}: {out / 'questions.parquet'}: is a symbolic link")
     with pytest.raises(LinkRefused, match="questions.parquet: is a symbolic link"):
-        read_researchy([records], out)
+        QuestionsStage(None, out, [records]).run()
     assert users.read_text() == "the user's own file\n" and sorted(p.name for p in out.iterdir()) == [
         "questions.parquet"
     ]

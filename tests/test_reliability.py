@@ -16,7 +16,7 @@ import pytest
 
 from generation.profiles.profile import load_profile
 from generation.stages import stage_hash
-from generation.stages.questions import Decomposition, read_researchy
+from generation.stages.questions import Decomposition, QuestionsStage
 from generation.storage.atomic_files import MARKER, OwnershipError, claim_folder
 from generation.storage.shards import Shard, ShardError, StageOutput
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
@@ -142,10 +142,10 @@ def test_decomposition_both_cannot_give_two_subquestions_one_id(tmp_path, write_
     z["gpt4_decomposition"]["headers"] = [["A header only here?", "- a bullet only here?"]]
     path = write_jsonl([z, hub_record("Z-h0")])
     with pytest.raises(Exception, match="sub-question id 'Z-h0-1' is also the id of a sub-question of question 'Z'"):
-        read_researchy([path], tmp_path / "out", decomposition=Decomposition.both)
-    summary = read_researchy(
-        [path], tmp_path / "out2", decomposition=Decomposition.both, rejects_path=tmp_path / "rejects.jsonl"
-    )
+        QuestionsStage(None, tmp_path / "out", [path], decomposition=Decomposition.both).run()
+    summary = QuestionsStage(
+        None, tmp_path / "out2", [path], decomposition=Decomposition.both, rejects=tmp_path / "rejects.jsonl"
+    ).run()
     ids = pq.read_table(tmp_path / "out2" / "subquestions.parquet")["subq_id"].to_pylist()
     assert summary.rejected == 1 and len(ids) == len(set(ids))
 

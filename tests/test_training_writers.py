@@ -172,15 +172,15 @@ def test_a_failed_texts_run_leaves_no_temporary_missing_list(release, copy, tmp_
 def test_every_stage_refuses_a_link_in_its_output_folder_before_writing(tmp_path, small_pipeline, users_folder):
     """The stage template's shards (here the pool's) share the writers' guard: `_locks/` a link to a user's folder
     is refused before the lock is written through it."""
-    from generation.stages.pool import build_pool
+    from generation.stages.pool import PoolStage
 
     out = tmp_path / "candidates"
     out.mkdir()
     (out / "_locks").symlink_to(users_folder)
     runs = small_pipeline["candidates"].parent / "runs"
     with pytest.raises(LinkRefused, match="_locks: is a symbolic link"):
-        build_pool(small_pipeline["profile"], small_pipeline["questions"], runs, small_pipeline["index"].parent /
-                   "corpus", out)  # fmt: skip
+        PoolStage(small_pipeline["profile"], out, small_pipeline["questions"], runs, small_pipeline["index"].parent /
+                   "corpus").run()  # fmt: skip
     assert untouched(users_folder)
 
 

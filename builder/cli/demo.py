@@ -25,7 +25,7 @@ from generation.progress import console, counter, results
 from generation.sample import CLUEWEB22, RESEARCHY
 from generation.stages import PIPELINE, Stage
 from generation.stages.corpus import write_url_map
-from generation.stages.judge import run_judge
+from generation.stages.judge import JudgeStage
 from generation.storage.atomic_files import reset_claimed_folder, write_text_atomic
 
 PROFILE = "demo"
@@ -170,8 +170,8 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
         f"--out {second}"
     )
     with counter("judge (train, 64 words)", unit="pairs") as advance:
-        run_judge(
-            short, out / "questions" / "train", out / "candidates" / "train", out / "index", second, progress=advance
+        JudgeStage(short, second, out / "questions" / "train", out / "candidates" / "train", out / "index").run(
+            progress=advance
         )
     step(
         f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --resamples 200 "

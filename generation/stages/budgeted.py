@@ -220,21 +220,3 @@ class BudgetedJudgeStage(ProfiledStage[BudgetedJudgeSummary]):
             "judged": summary.judged,
             "relevant": summary.relevant,
         }
-
-
-def run_budgeted_judge(
-    profile: Profile,
-    subquestions: Path,
-    candidates: Path,
-    index: Path,
-    out: Path,
-    budget: float,
-    policy: str,
-    shard: Shard = Shard(),
-    judge: Judge | None = None,
-    seed: int = 0,
-    progress=None,
-) -> BudgetedJudgeSummary:
-    return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy, judge, seed).run(
-        shard, progress
-    )

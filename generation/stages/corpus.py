@@ -232,12 +232,6 @@ class CorpusStage(Stage[CorpusSummary]):
         }
 
 
-def build_corpus(
-    inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None, progress=None
-) -> CorpusSummary:
-    return CorpusStage(None, out, inputs, rejects_path).run(shard, progress)
-
-
 def write_url_map(out: Path, memory: int | None = None) -> tuple[Path, int]:
     """url_hash -> docid over all corpus shards, sorted by url_hash; refuses ids duplicated across shards. Memory
     stays bounded however large the corpus: the columns are read a batch at a time and sorted in spilled runs."""

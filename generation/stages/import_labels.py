@@ -179,18 +179,3 @@ class ImportLabelsStage(ProfiledStage[ImportSummary]):
         summary.rows = sum(s.rows for s in self.sources)
         summary.duplicates = sum(s.duplicates for s in self.sources)
         return {"judge": self.judge_name, "imported": self.account(summary, other_text).model_dump()}
-
-
-def import_labels(
-    profile: Profile,
-    subquestions: Path,
-    files: list[Path],
-    format: str,
-    judge: str,
-    out: Path,
-    shard: Shard = Shard(),
-    corpus: Path | None = None,
-    rejects: Path | None = None,
-    progress=None,
-) -> ImportSummary:
-    return ImportLabelsStage(profile, out, subquestions, files, format, judge, corpus, rejects).run(shard, progress)

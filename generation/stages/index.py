@@ -258,12 +258,6 @@ def index_collection_command(
     ]
 
 
-def build_index(
-    corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024, progress=None, log=None
-) -> IndexSummary:
-    return IndexStage(None, index, corpus, threads, memory_mb, stemmer, log).run(progress=progress)
-
-
 def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> int:
     record_path = index / RECORD
     building = index.with_name(f".{index.name}.building")

@@ -319,16 +319,3 @@ class JudgeStage(ProfiledStage[JudgeSummary]):
                 job.drop_if_untouched()
                 raise
         return job.merge(summary)
-
-
-def run_judge(
-    profile: Profile,
-    subquestions: Path,
-    candidates: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    judge: Judge | None = None,
-    progress=None,
-) -> JudgeSummary:
-    return JudgeStage(profile, out, subquestions, candidates, index, judge).run(shard, progress)

@@ -149,9 +149,3 @@ class PoolStage(ProfiledStage[PoolSummary]):
         commit(missing_tmp, missing_path)
         summary.outputs.append(missing_path)
         return {"clicked_missing": summary.clicked_missing, "clicked_total": summary.clicked_total}
-
-
-def build_pool(
-    profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(), progress=None
-) -> PoolSummary:
-    return PoolStage(profile, out, questions, runs, corpus).run(shard, progress)

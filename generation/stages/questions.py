@@ -255,18 +255,6 @@ class QuestionsStage(Stage[QuestionsSummary]):
         return summary
 
 
-def read_researchy(
-    inputs: list[Path],
-    out_dir: Path,
-    split: str = "train",
-    decomposition: Decomposition = Decomposition.subquestions,
-    rejects_path: Path | None = None,
-    progress=None,
-) -> QuestionsSummary:
-    """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
-    return QuestionsStage(None, out_dir, inputs, split, decomposition, rejects_path).run(progress=progress)
-
-
 def write_tables(
     inputs: list[Path],
     out_dir: Path,

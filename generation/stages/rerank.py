@@ -99,16 +99,3 @@ class RerankStage(ProfiledStage[RunSummary]):
         writer.close()
         summary.outputs.append(writer.trec_path)
         return {"queries": summary.queries, "scorer": scorer.description}
-
-
-def rerank(
-    profile: Profile,
-    questions: Path,
-    runs: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    scorer: Scorer | None = None,
-    progress=None,
-) -> RunSummary:
-    return RerankStage(profile, out, questions, runs, index, scorer).run(shard, progress)

@@ -189,16 +189,3 @@ class RetrieveStage(ProfiledStage[RunSummary]):
         writer.close()
         summary.outputs.append(writer.trec_path)
         return {"queries": summary.queries}
-
-
-def retrieve(
-    profile: Profile,
-    questions: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    threads: int | None = None,
-    chunk: int = 500,
-    progress=None,
-) -> RunSummary:
-    return RetrieveStage(profile, out, questions, index, threads, chunk).run(shard, progress)
