@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from generation.profiles.profile import Profile, load_profile
-from generation.provenance import admitted_by
 from generation.stages import stage_hash
+from generation.stages.pool import admitted_by
 from generation.storage.atomic_files import COMPRESSION
 from generation.storage.schema import arrow_schema, conform
 from generation.storage.shards import Shard, StageOutput

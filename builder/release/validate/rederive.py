@@ -12,7 +12,7 @@ consistent again) still cannot state a level its judge's output does not give.
   generation/judging/judges.py `distribution` picks it); `expected` is sum p x level; `raw` is the level's digit;
 - every mode: a level is set exactly for the graded statuses (`ok`, `imported`), and is on the prompt's scale;
 - provenance (rederive_provenance.py): `source` is what the profile's pool rule admits first given `bm25_rank`, `rerank_rank` and
-  `clicked` (generation/provenance.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
+  `clicked` (generation/stages/pool.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
 
 Statuses no rule derives from `raw` are listed in UNDERIVABLE with what they require instead (`engine_error`:
 no level, no probabilities; `request_failed`: no level, the error in raw; `imported`: raw null). A release of
