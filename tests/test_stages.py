@@ -199,7 +199,7 @@ def test_no_import_loop_lazy_imports_included():
 
 def package_imports() -> dict[tuple[str, str], list[str]]:
     """(package, package it imports) -> the module imports that make the arrow. A module's package is the folder
-    it sits in (`generation` for generation/storage/schema.py, `generation.stages` for generation/stages/judge.py)."""
+    it sits in (`generation` for generation/errors.py, `generation.stages` for generation/stages/judge.py)."""
     modules = kit_modules()
     package = {name: ".".join(path.relative_to(ROOT).parent.parts) for name, path in modules.items()}
     arrows: dict[tuple[str, str], list[str]] = {}
@@ -222,8 +222,20 @@ def test_packages_import_each_other_one_way():
     assert not both_ways, "packages importing each other:\n" + "\n".join(both_ways)
 
 
+def test_no_kit_module_imports_the_stand_ins():
+    """builder/standins/ holds the stand-ins of tests and benchmarks (shipped so an installed wheel can run them);
+    the kit's own modules build on none of them (builder/standins/paper_shaped.py imports the sampler, not back)."""
+    found = [
+        found
+        for (a, b), imports in package_imports().items()
+        if b.startswith("builder.standins") and not a.startswith("builder.standins")
+        for found in imports
+    ]
+    assert not found, "kit modules importing a stand-in:\n" + "\n".join(found)
+
+
 def test_a_package_s_own_modules_import_none_of_its_subpackages():
-    """The modules at a package's top (generation/storage/schema.py, storage.py, shards.py...) are what its subpackages
+    """The modules at a package's top (generation/errors.py, notices.py, progress.py...) are what its subpackages
     build on; one of them importing a subpackage is an arrow back up."""
     arrows = package_imports()
     back_up = [f"{a} -> {b}: {', '.join(found)}" for (a, b), found in sorted(arrows.items()) if b.startswith(a + ".")]

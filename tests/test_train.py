@@ -14,10 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from builder.analysis.evaluate import judgment_files
+from builder.standins.paper_shaped import paper_shaped_guard
 from builder.training.files import write_training_files
 from builder.training.recipe import in_batch_report, training_rows
 from builder.training.sampler import QuestionApartBatchSampler, count_in_batch
-from builder.training.shaped import paper_shaped_guard
 from builder.training.texts import judged_docids, write_texts
 from generation.profiles.profile import load_profile
 from generation.storage.atomic_files import files_under
