@@ -5,6 +5,7 @@ vllm is not installed. One server for the module (builder/standins/vllm_server.p
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -307,4 +308,6 @@ def test_paper_judge_through_the_server_and_through_run_batch_then_a_valid_relea
         "--out",
         tmp_path / "release",
     )
-    assert "all" in cli_ok("validate", tmp_path / "release")
+    summary = cli_ok("validate", tmp_path / "release").rstrip().splitlines()[-1]
+    passed, total = re.match(r"(\d+) of (\d+) checks passed", summary).groups()
+    assert int(passed) > 10 and summary == f"{passed} of {total} checks passed, {int(total) - int(passed)} skipped"
