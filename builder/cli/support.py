@@ -1,8 +1,8 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
 `say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
 never a traceback; help reads as English), `output_option` (every option naming a path the command writes),
-`with_options` (a command's options from its options record, builder/command_options.py), argument checks, and
-`new_app`."""
+`with_options` and `options_command` (a command's options from its options records, builder/command_options.py),
+argument checks, and `new_app`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import functools
 import inspect
 import os
 import typing
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import click
 import typer
@@ -27,7 +29,7 @@ from generation.errors import ArgumentError, BackendError, InputError
 from generation.executors.errors import ClusterError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
-from generation.profiles import ProfileError, bundled_profiles, load_profile
+from generation.profiles import ProfileError, load_profile
 from generation.progress import console, counter, results
 from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
@@ -256,31 +258,60 @@ def option_parameters(record: type) -> list[inspect.Parameter]:
     return made
 
 
-def with_options(callback):
-    """The command `callback` with its parameter annotated by an options record (PilotOptions, ReleaseOptions, ...)
-    standing for the record's options, in their place among its other parameters; the callback gets the record built
-    from the parsed values. What typer reads is the signature made here."""
+OPTIONS_RECORDS = "options_records"  # the attribute naming the records a command's options come from, in order
+
+
+def with_options(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """The command `callback` with each parameter annotated by an options record (PilotOptions, Sharding, ...)
+    standing for that record's options, in its place among the callback's arguments; the callback gets each record
+    built from the parsed values. Its other parameters are its arguments (typer.Argument): a command's options come
+    from records alone. What typer reads is the signature made here."""
     hints = typing.get_type_hints(callback)
     signature = inspect.signature(callback)
-    records = [(n, hints[n]) for n in signature.parameters if is_options_record(hints.get(n))]
-    assert len(records) == 1, f"{callback.__name__}: one parameter annotated with an options record"
-    ((name, record),) = records
-    taken = [o.name for o in command_options(record)]
+    records = {n: hints[n] for n in signature.parameters if is_options_record(hints.get(n))}
+    if not records:
+        raise TypeError(f"{callback.__name__}: no parameter is annotated with an options record")
     params: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
-        if parameter.name == name:
-            params += option_parameters(record)
+        if parameter.name in records:
+            params += option_parameters(records[parameter.name])
+        elif not isinstance(parameter.default, ArgumentInfo):
+            raise TypeError(
+                f"{callback.__name__}: {parameter.name} is neither an options record nor a typer.Argument "
+                "(an option is a record's field, builder/command_options.py)"
+            )
         else:
             params.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
-    assert len({p.name for p in params}) == len(params), f"{callback.__name__}: a parameter is also a record's option"
 
-    def command(**values):
-        options = record(**{n: values.pop(n) for n in taken})
-        return callback(**values, **{name: options})
+    def command(**values: Any) -> Any:
+        built = {
+            name: record(**{o.name: values.pop(o.name) for o in command_options(record)})
+            for name, record in records.items()
+        }
+        return callback(**values, **built)
 
-    typing.cast(typing.Any, command).__signature__ = inspect.Signature(params)
-    command.__name__, command.__doc__, command.__module__ = callback.__name__, callback.__doc__, callback.__module__
-    return command
+    return options_command(
+        command, params, tuple(records.values()), callback.__name__, callback.__doc__, callback.__module__
+    )
+
+
+def options_command(
+    command: Callable[..., Any],
+    params: list[inspect.Parameter],
+    records: tuple[type, ...],
+    name: str,
+    doc: str | None,
+    module: str,
+) -> Callable[..., Any]:
+    """`command`, which takes its parsed values by keyword, as typer reads it: the signature `params` (its arguments
+    and the options of `records`, made by `option_parameters`), its name, help and module, and the records its options
+    come from (`OPTIONS_RECORDS`: tests/test_command_options.py holds every command to them)."""
+    assert len({p.name for p in params}) == len(params), f"{name}: two of its options or arguments share a name"
+    made: Any = command
+    made.__signature__ = inspect.Signature(params)
+    made.__name__, made.__doc__, made.__module__ = name, doc, module
+    setattr(made, OPTIONS_RECORDS, records)
+    return made
 
 
 def check_folder_arg(path: Path | None, option: str) -> None:
@@ -295,16 +326,6 @@ def check_writable_file(path: Path | None, option: str) -> None:
 
 # -- what more than one command module needs: the release argument, profiles, shards, a stage run with progress ----
 RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
-SHARD = typer.Option(
-    0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank"
-)
-NUM_SHARDS = typer.Option(1, "--num-shards", min=1, help="how many shards the stage is cut into")
-PROFILE = typer.Option(
-    ...,
-    "--profile",
-    help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
-    "file (a .yaml path, or any path with a folder in it)",
-)
 
 
 def existing_release(release: Path) -> Path:
