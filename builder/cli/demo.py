@@ -72,7 +72,7 @@ class DemoLayout:
         self.out, self.profile = out, profile  # `profile`: what --profile takes (a name, or a derived profile's file)
 
     def folder(self, what: str, split: str | None) -> Path:
-        return self.out / what if what in self.SHARED else self.out / what / split
+        return self.out / what if what in self.SHARED or split is None else self.out / what / split
 
     def input_folder(self, option: str, split: str | None) -> Path:
         return self.folder(
@@ -85,9 +85,10 @@ class DemoLayout:
     def arguments(self, stage: type[Stage], split: str | None) -> tuple[dict, list[str]]:
         """The stage's keyword arguments and the same as the command's options, so the printed line runs as printed."""
         out = self.folder(self.OUTPUT[stage.name], split)
-        inputs = {given.option: self.input_folder(given.option, split) for given in stage.reads}
+        inputs: dict[str, object] = {given.option: self.input_folder(given.option, split) for given in stage.reads}
         flags = [f"--{option} {folder}" for option, folder in inputs.items()]
         if stage.name == "questions":
+            assert split is not None  # a stage per split (`splits`)
             inputs.update(records=[RESEARCHY[split]], split=split)
             flags = [f"--input {RESEARCHY[split]}", f"--split {split}"]
         elif stage.name == "corpus":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
 from generation.profile_reference import cell
 from generation.storage import write_text_atomic
@@ -89,6 +90,7 @@ def cli_page() -> str:
     from builder.cli.main import app
 
     top = typer.main.get_command(app)
+    assert isinstance(top, TyperGroup)  # an app of commands is a group
     lines = [
         HEADER.format(source="builder/cli/") + "# Command reference",
         "",
@@ -96,7 +98,7 @@ def cli_page() -> str:
         "",
     ]
     for name, command in top.commands.items():
-        if hasattr(command, "commands"):  # a group (`slurm`): its sub-commands
+        if isinstance(command, TyperGroup):  # a group: its sub-commands
             for sub_name, sub in command.commands.items():
                 lines += command_section(f"{name} {sub_name}", sub)
         else:

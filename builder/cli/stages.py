@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 
@@ -36,7 +37,7 @@ from builder.cli.support import (
 from builder.command_options import REQUIRED, option
 from generation.errors import InputError
 from generation.profiles import bundled_profiles, load_profile
-from generation.shards import ShardError
+from generation.shards import Shard, ShardError
 from generation.stages import REGISTRY, Stage, StageSummary, pipeline_table
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
@@ -53,7 +54,10 @@ def report_skipped(summary: StageSummary) -> None:
         notice("shard already complete under this config: skipped (delete its _done record to redo it)")
 
 
-def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
+Summary = TypeVar("Summary", bound=StageSummary)
+
+
+def execute(stage: Stage[Summary], shard: Shard, label: str | None = None) -> Summary:
     """A stage's run on one shard with a progress bar, and the skipped-shard notice."""
     summary = run_stage(
         label or f"{stage.name} shard {shard.label}", stage.unit, lambda advance: stage.run(shard, progress=advance)

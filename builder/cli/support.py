@@ -15,9 +15,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from rich.text import Text
+from typer import _click  # typer 0.29 carries its own copy of click: its commands, contexts and errors are these
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 from typer.models import ArgumentInfo, OptionInfo
@@ -121,7 +121,7 @@ def guarded(callback):
     def run(*args, **kwargs):
         try:
             return callback(*args, **kwargs)
-        except (typer.Exit, typer.Abort, TyperException, click.ClickException, KeyboardInterrupt, SystemExit):
+        except (typer.Exit, typer.Abort, TyperException, _click.ClickException, KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - the one place errors become lines
             if os.environ.get(DEBUG_ENV) == "1":
@@ -173,7 +173,7 @@ class PlainCommand(TyperCommand):
     """Usage `researchy-subq validate [OPTIONS] RELEASE` and argument rows `RELEASE  what it is`, as click writes
     them, instead of typer's `{release}` and `release <path>`."""
 
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
@@ -181,7 +181,7 @@ class PlainCommand(TyperCommand):
                 pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
         return pieces
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
         arguments = [
             (p.metavar or p.name.upper(), getattr(p, "help", None) or "")
@@ -362,4 +362,5 @@ def policy_names() -> list[str]:
     return list(POLICIES)
 
 
-Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # so -h lists the choices
+# so -h lists the choices; the members come from the policy registry, which mypy's Enum() types only as a literal
+Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # type: ignore[misc]
