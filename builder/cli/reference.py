@@ -90,7 +90,7 @@ def cli_page() -> str:
     from builder.cli.main import app
 
     top = typer.main.get_command(app)
-    assert isinstance(top, TyperGroup)  # an app of commands is a group
+    assert isinstance(top, TyperGroup), "the app has more than one command, so typer makes it a group"
     lines = [
         HEADER.format(source="builder/cli/") + "# Command reference",
         "",
@@ -98,7 +98,7 @@ def cli_page() -> str:
         "",
     ]
     for name, command in top.commands.items():
-        if isinstance(command, TyperGroup):  # a group: its sub-commands
+        if hasattr(command, "commands"):  # a group (`slurm`): its sub-commands
             for sub_name, sub in command.commands.items():
                 lines += command_section(f"{name} {sub_name}", sub)
         else:
