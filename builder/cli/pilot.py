@@ -1,8 +1,11 @@
 """`researchy-subq pilot`: two judge settings on one sample of pairs, their agreement, their bill and a verdict
 (builder/pilot/run.py). Its options are `PilotOptions`' fields (builder/pilot/options.py), then `Sharding`'s (--shard,
---num-shards) and `JsonOutput`'s (--json). Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
+--num-shards) and `JsonOutput`'s (--json). Registered by builder/cli/analysis.py; results on stdout, progress and
+notes on stderr."""
 
 from __future__ import annotations
+
+import functools
 
 from rich.table import Table
 
@@ -42,7 +45,7 @@ def pilot(options: PilotOptions, sharding: Sharding, output: JsonOutput) -> None
     run.prepare()
     for setting in run.settings:
         label = f"pilot: setting {setting.label} on shard {run.shard.label}"
-        summary = run_stage(label, "pairs", lambda advance, s=setting: run.judge(s, advance))
+        summary = run_stage(label, "pairs", functools.partial(run.judge, setting))
         line = f"{setting.label} ({setting.describe()}): " + stage_report(
             summary, setting.profile, out / setting.folder
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, make_dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 
@@ -36,7 +36,7 @@ from builder.cli.support import (
 )
 from builder.command_options import REQUIRED, option
 from generation.errors import InputError
-from generation.profiles import bundled_profiles, load_profile
+from generation.profiles import Profile, bundled_profiles, load_profile
 from generation.shards import Shard, ShardError
 from generation.stages import REGISTRY, Stage, StageSummary, pipeline_table
 from generation.stages.corpus import CorpusStage, write_url_map
@@ -167,7 +167,7 @@ def stage_command(
     stage_class: type[Stage],
     options: type | None = None,
     make: Callable[..., Stage] | None = None,
-    before: Callable[[object], None] | None = None,
+    before: Callable[[Profile], None] | None = None,
 ) -> None:
     """Registers the command `stage_class.name`, its options those of three records in turn: `stage_inputs` (--profile,
     the folders the stage reads, --out), `options` (the stage's own, builder/command_options.py) and `Sharding`.
@@ -176,7 +176,7 @@ def stage_command(
     records = (stage_inputs(stage_class), *((options,) if options is not None else ()), Sharding)
     params = [parameter for record in records for parameter in option_parameters(record)]
 
-    def command(**values) -> None:
+    def command(**values: Any) -> None:
         profile = profile_of(values.pop("profile"))
         shard = shard_of(values.pop("shard"), values.pop("num_shards"))
         out = values.pop("out")
@@ -190,7 +190,7 @@ def stage_command(
     app.command(name=stage_class.name)(made)
 
 
-def warn_rerank_stand_in(profile) -> None:
+def warn_rerank_stand_in(profile: Profile) -> None:
     if profile.rerank.backend == "bi-encoder":
         warn_stand_in("reranker", profile.rerank.model, "MiniLM bi-encoder cosine", "Qwen3-Reranker")
 

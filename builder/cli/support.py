@@ -10,10 +10,10 @@ import functools
 import inspect
 import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, ItemsView
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.text import Text
@@ -29,11 +29,15 @@ from generation.errors import ArgumentError, BackendError, InputError
 from generation.executors.errors import ClusterError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
-from generation.profiles import ProfileError, load_profile
+from generation.profiles import Profile, ProfileError, load_profile
 from generation.progress import console, counter, results
 from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
 from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Number = TypeVar("Number", int, float)
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
@@ -114,11 +118,11 @@ def error_line(error: BaseException) -> str:
     )
 
 
-def guarded(callback):
+def guarded(callback: Callable[P, R]) -> Callable[P, R]:
     """A command callback whose exceptions end in one error line (unless RESEARCHY_SUBQ_DEBUG=1)."""
 
     @functools.wraps(callback)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return callback(*args, **kwargs)
         except (typer.Exit, typer.Abort, TyperException, _click.ClickException, KeyboardInterrupt, SystemExit):
@@ -133,11 +137,13 @@ def guarded(callback):
 
 def guard_commands(typer_app: typer.Typer) -> typer.Typer:
     for command in typer_app.registered_commands:
-        name_metavars(command.callback)
+        callback = command.callback
+        assert callback is not None, f"{command.name}: a command registered with its function"
+        name_metavars(callback)
         if command.cls in (None, TyperCommand):
             command.cls = PlainCommand
-        if not getattr(command.callback, "__wrapped__", None):
-            command.callback = guarded(command.callback)
+        if not getattr(callback, "__wrapped__", None):
+            command.callback = guarded(callback)
     return typer_app
 
 
@@ -145,7 +151,7 @@ def guard_commands(typer_app: typer.Typer) -> typer.Typer:
 METAVARS = {Path: "PATH", int: "N", float: "NUMBER", str: "TEXT"}
 
 
-def metavar_of(annotation) -> str | None:
+def metavar_of(annotation: Any) -> str | None:
     """PATH, N, NUMBER, TEXT or [a|b|c] for an option's type (a list: its items' type; a flag: none)."""
     arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) is not None and arguments:
@@ -155,7 +161,7 @@ def metavar_of(annotation) -> str | None:
     return METAVARS.get(annotation)
 
 
-def name_metavars(callback) -> None:
+def name_metavars(callback: Callable[..., Any]) -> None:
     hints = typing.get_type_hints(callback) if not hasattr(callback, "__signature__") else {}
     for name, parameter in inspect_parameters(callback):
         info, annotation = parameter.default, hints.get(name, parameter.annotation)
@@ -165,7 +171,7 @@ def name_metavars(callback) -> None:
             info.metavar = metavar_of(annotation)
 
 
-def inspect_parameters(callback):
+def inspect_parameters(callback: Callable[..., Any]) -> ItemsView[str, inspect.Parameter]:
     return inspect.signature(callback).parameters.items()
 
 
@@ -201,7 +207,7 @@ def version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def positive(name: str, value, upper: float | None = None, include_upper: bool = True):
+def positive(name: str, value: Number | None, upper: float | None = None, include_upper: bool = True) -> Number | None:
     """A number > 0 (and <= upper, or < upper), or a usage error naming the option."""
     if value is None:
         return value
@@ -212,11 +218,11 @@ def positive(name: str, value, upper: float | None = None, include_upper: bool =
     return value
 
 
-def _output_guard(kind: str):
+def _output_guard(kind: str) -> Callable[[_click.Context, _click.Parameter, Any], Any]:
     """The callback of an `output_option` of `kind` (folder or file): the one link guard on the value as the command
     line is read, so a link is refused, naming the option and the path, before the command writes anything."""
 
-    def guard(ctx, param, value):
+    def guard(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
         if value is None or str(value) == "-":  # `--json -`: stdout
             return value
         option, path = (param.opts or [param.name])[0], Path(value)
@@ -235,7 +241,7 @@ def _output_guard(kind: str):
 OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file")}
 
 
-def output_option(default, *flags: str, output: str = "folder", **settings):
+def output_option(default: Any, *flags: str, output: str = "folder", **settings: Any) -> Any:
     """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
     `--json`). Every such option is made here, so each goes through the one link guard (generation/storage.py
     `refuse_links`); tests/test_output_links.py walks every command and fails on a path option that is neither this
@@ -343,14 +349,14 @@ def shard_of(index: int, count: int) -> Shard:
         fail(str(e))
 
 
-def profile_of(name: str):
+def profile_of(name: str) -> Profile:
     try:
         return load_profile(name)
     except ProfileError as e:
         fail(str(e))
 
 
-def run_stage(description: str, unit: str, work, total: int | None = None):
+def run_stage(description: str, unit: str, work: Callable[[Callable[..., None]], R], total: int | None = None) -> R:
     """Runs a library call with a progress bar (errors: see `guard_commands`)."""
     with counter(description, total=total, unit=unit) as advance:
         return work(advance)
