@@ -2,7 +2,7 @@
 field order, with their flags, help, defaults, bounds and output guard; the command builds the record from what it
 parsed, and Python callers build the same record by keyword."""
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from builder.cli.judge import JudgeOptions
 from builder.cli.main import app
-from builder.cli.stages import RetrieveOptions
-from builder.cli.support import OUTPUT_GUARDS, guard_commands, new_app, with_options
+from builder.cli.reports import JsonOutput
+from builder.cli.shared_options import Sharding
+from builder.cli.stages import CorpusOptions, RetrieveOptions
+from builder.cli.support import OPTIONS_RECORDS, OUTPUT_GUARDS, guard_commands, new_app, with_options
 from builder.command_options import REQUIRED, command_options, option, refuse_out_of_bounds
 from builder.pilot.options import PilotOptions
 from builder.release.assemble.options import ReleaseOptions
@@ -21,14 +23,35 @@ from builder.training.options import TrainOptions
 from generation.errors import ArgumentError
 from generation.profiles import Profile
 
-# command -> its options record, the parameters the command gives before the record's options, and those after
+# the group's one option, which no record declares: `--version`, eager, with a callback that exits (typer's idiom)
+GROUP_OPTIONS = ["version"]
+
+# a command -> the records its options come from, in order; a stage command's first is made from its stage's
+# declaration (builder/cli/stages.py `stage_inputs`)
 RECORDED = {
-    "retrieve": (RetrieveOptions, ["profile", "questions", "index", "out"], ["shard", "num_shards"]),
-    "judge": (JudgeOptions, ["profile", "subquestions", "candidates", "index", "out"], ["shard", "num_shards"]),
-    "pilot": (PilotOptions, [], ["shard", "num_shards", "json_out"]),
-    "build-release": (ReleaseOptions, [], []),
-    "train": (TrainOptions, ["release"], []),
+    "retrieve": ("RetrieveStageInputs", RetrieveOptions, Sharding),
+    "judge": ("JudgeStageInputs", JudgeOptions, Sharding),
+    "rerank": ("RerankStageInputs", Sharding),
+    "pilot": (PilotOptions, Sharding, JsonOutput),
+    "build-release": (ReleaseOptions,),
+    "train": (TrainOptions,),
+    "corpus": (CorpusOptions,),
 }
+
+
+def leaf_commands(group, prefix: str = "") -> dict:
+    """Every command under `group` (a group's commands walked), by the name typed after `researchy-subq`."""
+    found: dict = {}
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            found |= leaf_commands(command, f"{prefix}{name} ")
+        else:
+            found[prefix + name] = command
+    return found
+
+
+TOP = typer.main.get_command(app)
+COMMANDS = leaf_commands(TOP)
 
 
 def guard_kind(param) -> str | None:
@@ -36,23 +59,66 @@ def guard_kind(param) -> str | None:
     return next((kind for kind, made in OUTPUT_GUARDS.items() if made is guard), None)
 
 
+def options_not_from_records(command) -> list[str]:
+    """The options of `command` that its options records do not declare, as they declare them (flags, help,
+    default, bounds, output guard, order): a typer-declared option, or one that drifted from its field."""
+    records = getattr(command.callback, OPTIONS_RECORDS, ())
+    declared = [o for record in records for o in command_options(record)]
+    given = [p for p in command.params if p.param_type_name == "option"]
+    if [p.name for p in given] != [o.name for o in declared]:
+        return [p.name for p in given if p.name not in {o.name for o in declared}] or ["(their order)"]
+    return [
+        param.name
+        for o, param in zip(declared, given, strict=True)
+        if param.required != (o.default is REQUIRED)
+        or param.default != (None if o.default is REQUIRED else o.default)
+        or param.help != o.help
+        or guard_kind(param) != o.output
+        or (param.min, param.max) != (o.bounds.get("min"), o.bounds.get("max"))
+        or param.opts != list(o.flags or [o.flag])
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_option_of_every_command_is_a_field_of_its_records(name):
+    assert options_not_from_records(COMMANDS[name]) == []
+
+
+def test_the_group_takes_no_option_but_version():
+    assert len(COMMANDS) == 23 and {"plan", "slurm", "demo", "texts", "stages"} <= set(COMMANDS)
+    assert [p.name for p in TOP.params if p.param_type_name == "option"] == GROUP_OPTIONS
+
+
 @pytest.mark.parametrize("name", RECORDED)
-def test_a_command_s_options_are_its_record_s_fields_in_order(name):
-    record, before, after = RECORDED[name]
-    command = typer.main.get_command(app).commands[name]
-    params = {p.name: p for p in command.params if p.name != "help"}
-    declared = command_options(record)
-    assert list(params) == before + [o.name for o in declared] + after
-    for o in declared:
-        param = params[o.name]
-        assert param.required == (o.default is REQUIRED), o.name
-        assert param.default == (None if o.default is REQUIRED else o.default), o.name
-        assert param.help == o.help and guard_kind(param) == o.output, o.name
-        assert (param.min, param.max) == (o.bounds.get("min"), o.bounds.get("max")), o.name
-        assert param.opts == list(o.flags or [o.flag]) and param.opts[0] == o.flag, o.name
-    others = [f.name for f in fields(record) if "option" not in f.metadata]
-    assert all(name in before + after for name in others if name in params)  # the command gives them
-    assert "plan_sample" not in params  # PilotOptions' field that is no option
+def test_a_command_takes_the_records_it_declares_in_order(name):
+    records = getattr(COMMANDS[name].callback, OPTIONS_RECORDS)
+    named = [r.__name__ if isinstance(e, str) else r for r, e in zip(records, RECORDED[name], strict=True)]
+    assert named == list(RECORDED[name])
+    params = [p.name for p in COMMANDS[name].params]
+    assert "plan_sample" not in params  # PilotOptions' field that is no option: the command gives it
+
+
+def test_a_typer_declared_option_is_caught():
+    stray = new_app("a command with an option no record declares")
+
+    @stray.command()
+    @with_options
+    def run(options: Sample) -> None:
+        """Declared by a record."""
+
+    @stray.command()
+    def loose(name: str = typer.Option("x", help="declared by typer")) -> None:
+        """Declared in its signature."""
+
+    commands = leaf_commands(typer.main.get_command(guard_commands(stray)))
+    assert options_not_from_records(commands["run"]) == []
+    assert options_not_from_records(commands["loose"]) == ["name"]
+
+    def mixed(options: Sample, extra: str = typer.Option("x", help="declared by typer")) -> None:
+        """Both."""
+
+    with pytest.raises(TypeError, match="^mixed: extra is neither an options record nor a typer.Argument"):
+        with_options(mixed)
 
 
 def test_python_callers_build_the_records_by_keyword(tmp_path):
@@ -79,6 +145,13 @@ class Sample:
         refuse_out_of_bounds(self)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Switch:
+    """A second record of the same command: its options follow the first's."""
+
+    last: bool = option(False, "--last", help="the last option")
+
+
 def test_a_record_holds_its_bounds_for_python_callers_too():
     with pytest.raises(ArgumentError, match=r"^--count 10: must be <= 9$"):
         Sample(name="n", count=10)
@@ -94,9 +167,9 @@ def sample_app(seen: list) -> typer.Typer:
 
     @made.command()
     @with_options
-    def run(first: Path = typer.Argument(..., help="a path"), *, options: Sample, last: bool = False) -> None:
+    def run(first: Path = typer.Argument(..., help="a path"), *, options: Sample, switch: Switch) -> None:
         """Record what was parsed."""
-        seen.append((first, options, last))
+        seen.append((first, options, switch.last))
 
     @made.command()
     def other() -> None:
