@@ -1,6 +1,6 @@
 """The generated reference pages of `docs/reference/`: profiles (from the pydantic models), stages (from the stage
 registry), the CLI (from the typer app's own definitions) and the release's columns (from the schema module). Each
-page is written by `scripts/make_reference.py`; `--check` (run by `tests/test_docs.py`) fails when a page is stale."""
+page is written by `scripts/make_reference.py`; `--check` (run by `tests/docs/test_docs.py`) fails when a page is stale."""
 
 from __future__ import annotations
 
