@@ -311,7 +311,7 @@ def options_command(
 ) -> Callable[..., Any]:
     """`command`, which takes its parsed values by keyword, as typer reads it: the signature `params` (its arguments
     and the options of `records`, made by `option_parameters`), its name, help and module, and the records its options
-    come from (`OPTIONS_RECORDS`: tests/test_command_options.py holds every command to them)."""
+    come from (`OPTIONS_RECORDS`: tests/builder/test_command_options.py holds every command to them)."""
     assert len({p.name for p in params}) == len(params), f"{name}: two of its options or arguments share a name"
     made: Any = command
     made.__signature__ = inspect.Signature(params)
