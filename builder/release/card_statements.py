@@ -10,6 +10,7 @@ model card (builder/training/model_card.py) names the negatives' kinds with the 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Final
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def order_text(key: list[tuple]) -> str:
 
 
 # ---- method: the completeness quartiles
-QUARTILE_METHOD = "linear"  # numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile
+QUARTILE_METHOD: Final = "linear"  # numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile
 QUARTILE_WORDS = "numpy.quantile, method 'linear': the default of numpy and pandas"
 
 
