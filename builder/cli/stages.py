@@ -34,15 +34,13 @@ from builder.cli.support import (
     say,
     shard_of,
     warn_stand_in,
-    with_signature,
 )
 from builder.command_options import option
 from generation.errors import InputError
 from generation.profiles import bundled_profiles, load_profile
 from generation.progress import results
-from generation.shards import Shard, ShardError
+from generation.shards import ShardError
 from generation.stages import PIPELINE, REGISTRY, Stage, StageSummary, pipeline_table
-from generation.stages.base import SummaryT
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
@@ -59,7 +57,7 @@ def report_skipped(summary: StageSummary) -> None:
         notice("shard already complete under this config: skipped (delete its _done record to redo it)")
 
 
-def execute(stage: Stage[SummaryT], shard: Shard, label: str | None = None) -> SummaryT:
+def execute(stage: Stage, shard, label: str | None = None) -> StageSummary:
     """A stage's run on one shard with a progress bar, and the skipped-shard notice."""
     summary = run_stage(
         label or f"{stage.name} shard {shard.label}", stage.unit, lambda advance: stage.run(shard, progress=advance)
@@ -181,7 +179,7 @@ def stage_command(
         stage = make(profile=profile, out=out, shard=shard, **values) if make else stage_class(profile, out, **values)
         say(stage_report(execute(stage, shard), profile, out))
 
-    with_signature(command, params)
+    command.__signature__ = inspect.Signature(params)
     command.__doc__ = stage_class.__doc__
     command.__name__ = stage_class.name
     app.command(name=stage_class.name)(command)

@@ -10,15 +10,12 @@ import functools
 import inspect
 import os
 import typing
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 import typer
 from rich.text import Text
-from typer import _click  # typer 0.29's own copy of click: what TyperCommand's methods take, not the click package
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 from typer.models import ArgumentInfo, OptionInfo
@@ -36,7 +33,6 @@ from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
 from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
 
-CommandT = TypeVar("CommandT", bound=Callable[..., Any])
 HELP = {"help_option_names": ["-h", "--help"]}
 DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
 
@@ -175,7 +171,7 @@ class PlainCommand(TyperCommand):
     """Usage `researchy-subq validate [OPTIONS] RELEASE` and argument rows `RELEASE  what it is`, as click writes
     them, instead of typer's `{release}` and `release <path>`."""
 
-    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
@@ -183,7 +179,7 @@ class PlainCommand(TyperCommand):
                 pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
         return pieces
 
-    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
         arguments = [
             (p.metavar or p.name.upper(), getattr(p, "help", None) or "")
@@ -260,14 +256,7 @@ def option_parameters(record: type) -> list[inspect.Parameter]:
     return made
 
 
-def with_signature(command: CommandT, parameters: list[inspect.Parameter]) -> CommandT:
-    """`command` with the signature typer reads: inspect.signature takes a function's own `__signature__` attribute,
-    which lives in the function's `__dict__` like any attribute set on it."""
-    vars(command)["__signature__"] = inspect.Signature(parameters)
-    return command
-
-
-def with_options(callback: Callable[..., Any]) -> Callable[..., Any]:
+def with_options(callback):
     """The command `callback` with its parameter annotated by an options record (PilotOptions, ReleaseOptions, ...)
     standing for the record's options, in their place among its other parameters; the callback gets the record built
     from the parsed values. What typer reads is the signature made here."""
@@ -285,11 +274,11 @@ def with_options(callback: Callable[..., Any]) -> Callable[..., Any]:
             params.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
     assert len({p.name for p in params}) == len(params), f"{callback.__name__}: a parameter is also a record's option"
 
-    def command(**values: Any) -> Any:
+    def command(**values):
         options = record(**{n: values.pop(n) for n in taken})
         return callback(**values, **{name: options})
 
-    with_signature(command, params)
+    typing.cast(typing.Any, command).__signature__ = inspect.Signature(params)
     command.__name__, command.__doc__, command.__module__ = callback.__name__, callback.__doc__, callback.__module__
     return command
 
@@ -352,11 +341,4 @@ def policy_names() -> list[str]:
     return list(POLICIES)
 
 
-class Policy(str, Enum):
-    """A bandit policy (generation/bandits/policies.py) as an Enum, so -h lists the choices. Its members are the
-    policies' names, made in the class body (the enum module's documented `_ignore_` idiom)."""
-
-    _ignore_ = "members name"
-    members = vars()
-    for name in policy_names():
-        members[name] = name
+Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # so -h lists the choices
