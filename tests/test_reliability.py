@@ -260,10 +260,11 @@ def leftovers(out):
 
 @pytest.mark.subprocess
 def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
-    source, out = corpus_input(tmp_path / "in", 40_000), tmp_path / "corpus"
+    # 120,000 documents keep the shard's tmp file open for about a second here; the kill follows the first sight
+    # of it at once (a fixed sleep after it once outlasted the whole write under CI's load)
+    source, out = corpus_input(tmp_path / "in", 120_000), tmp_path / "corpus"
     proc = subprocess.Popen(corpus_command(source, out), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert wait_for(lambda: any(".tmp" in p.name for p in out.glob(".*")))
-    time.sleep(0.3)
     assert proc.poll() is None, "the writer finished before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -271,7 +272,7 @@ def test_sigkill_mid_shard_leaves_nothing_after_the_rerun(tmp_path):
     again = subprocess.run(corpus_command(source, out), env=ENV, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert leftovers(out) == []
-    assert pq.read_metadata(out / "corpus-00000-of-00001.parquet").num_rows == 40_000
+    assert pq.read_metadata(out / "corpus-00000-of-00001.parquet").num_rows == 120_000
 
 
 @pytest.mark.subprocess
