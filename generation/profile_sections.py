@@ -45,7 +45,10 @@ ATTENTION = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "fla
 
 class TransformersSettings(Strict):
     """How the transformers backend batches and places the model (docs/performance.md, "The judge and the reranker on GPUs");
-    vLLM ignores them, and so does the config hash."""
+    vLLM ignores them, and so does the config hash. The backend takes its section whole (generation/backends/hf.py)
+    and names a key in its notices as SECTION.KEY."""
+
+    SECTION: ClassVar[str]  # the section's key in a profile: judge or rerank
 
     max_batch_tokens: Annotated[int, Field(ge=1)] | Literal["auto"] | None = Field(
         default=None,
@@ -66,17 +69,20 @@ class TransformersSettings(Strict):
         description="sequences laid end to end without padding, no shared-prefix "
         "reuse; on a GPU with variable-length attention (flex/flash)",
     )
-    compile: bool = Field(
+    compile: bool | Literal["suffix"] = Field(
         default=False,
-        description="torch.compile the model's forward (dynamic shapes; the first "
+        description="true: torch.compile the model's forward, every forward (dynamic shapes; the first "
         "batch pays the compile), for torchao fp8, whose activation "
-        "quantization runs as separate kernels without it; speed-ups: only "
+        "quantization runs as separate kernels without it; suffix (the judge's): a document-first judge's suffix "
+        "forwards alone, its prefix passes eager (docs/performance.md); speed-ups: only "
         "the measured ones (docs/benchmarks-judge.md)",
     )
 
 
 class Rerank(TransformersSettings):
     """The reranker over the BM25 run (`rerank`)."""
+
+    SECTION: ClassVar[str] = "rerank"
 
     backend: RerankBackend = Field(
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
@@ -105,6 +111,15 @@ class Rerank(TransformersSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         default="auto", description="the weights' dtype; auto: the checkpoint's own (float32 on a CPU)"
     )
+
+    @model_validator(mode="after")
+    def _no_suffix_forwards(self) -> Rerank:
+        if self.compile == "suffix":
+            raise ValueError(
+                "compile: suffix compiles a document-first judge's suffix forwards; the reranker runs none (a "
+                "document is not a prefix its queries share): set compile: true (every forward) or false"
+            )
+        return self
 
 
 class Pool(Strict):
@@ -196,8 +211,15 @@ class OpenAIServer(Strict):
     )
 
 
+# The prompts whose document comes first (generation/judging/prompts.py `Prompt.document_first`, which a test holds
+# this to): named here because the profile's sections sit below the judging package and do not import it.
+DOCUMENT_FIRST_PROMPTS = ("crux-paper-document-first",)
+
+
 class JudgeConfig(TransformersSettings):
     """The judge that grades every (sub-question, candidate) pair (`judge`)."""
+
+    SECTION: ClassVar[str] = "judge"
 
     backend: JudgeBackend = Field(
         description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
@@ -309,6 +331,27 @@ class JudgeConfig(TransformersSettings):
             )
             raise ValueError(f"batch_invariant: vLLM's mode, for backend vllm (this judge: {engine}); {hint}")
         return self
+
+    @model_validator(mode="after")
+    def _suffix_forwards_to_compile(self) -> JudgeConfig:
+        """`compile: suffix` where the judge runs suffix forwards in the slot layout (compiled_suffixes.py)."""
+        if self.compile != "suffix":
+            return self
+        engine = self.ray_backend if self.backend == "ray" else self.backend
+        if engine != "transformers":
+            problem = f"this judge's backend is {engine}"
+        elif self.prompt not in DOCUMENT_FIRST_PROMPTS:
+            problem = f"prompt {self.prompt} puts no document first, so no prompts share it as a prefix"
+        elif self.packed:
+            problem = "packed: true runs whole prompts, no suffix forwards"
+        elif self.attention not in (None, "sdpa", "eager"):
+            problem = f"attention {self.attention} takes no 4D mask, which the slot layout needs (sdpa or eager)"
+        else:
+            return self
+        raise ValueError(
+            f"compile: suffix compiles a document-first judge's suffix forwards (prompt {' or '.join(DOCUMENT_FIRST_PROMPTS)}, "
+            f"backend transformers): {problem}. Set compile: true (every forward) or false"
+        )
 
     @model_validator(mode="after")
     def _cut_points_fit(self) -> JudgeConfig:

@@ -78,9 +78,15 @@ def measure(args) -> dict:
     model = build_model(shape, args.device, dtype)
     tokenizer = chat_tokenizer(shape.family)
     config = load_profile("paper").judge.model_copy(
-        update={"backend": "transformers", "model": "in-memory", "prompt": args.prompt, "mode": args.mode}
+        update={
+            "backend": "transformers",
+            "model": "in-memory",
+            "prompt": args.prompt,
+            "mode": args.mode,
+            "batch_size": args.batch_size,
+        }
     )
-    backend = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
+    backend = TransformersBackend.wrap(model, tokenizer, config)
     judge = LLMJudge(config, backend, tokenizer, shape.name)
     by_subquestion, by_document = bench_pairs(args)
     pairs = by_document if judge.prompt.document_first else by_subquestion

@@ -106,6 +106,7 @@ def rerank_sequences(tokenizer, args, pairs: int):
 def bench_shape(name: str, args, precision: str) -> list[dict]:
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
+    from generation.profiles import load_profile
 
     shape = SHAPES[name]
     if name == "llama-70b" and args.layers:
@@ -122,9 +123,11 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
     if reranker:
         sequences = rerank_sequences(tokenizer, args, args.pairs)
         wanted = [tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")]
-        padded = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
+        rerank = load_profile("paper").rerank
+        padded = TransformersBackend.wrap(model, tokenizer, rerank.model_copy(update={"batch_size": args.batch_size}))
+        packed_section = {"batch_size": args.pairs, "max_batch_tokens": args.batch_size * args.rerank_tokens}
         packed = TransformersBackend.wrap(
-            model, tokenizer, batch_size=args.pairs, max_batch_tokens=args.batch_size * args.rerank_tokens, packed=True
+            model, tokenizer, rerank.model_copy(update={**packed_section, "packed": True})
         )
         runs = {
             ("kit", "rerank"): lambda: padded.next_token_logprobs(sequences, wanted),
@@ -137,8 +140,8 @@ def bench_shape(name: str, args, precision: str) -> list[dict]:
         if args.compile:
             runs[("kit compiled", "rerank")] = compiled(model, lambda: padded.next_token_logprobs(sequences, wanted))
     else:
-        backend = TransformersBackend.wrap(model, tokenizer, batch_size=args.batch_size)
         config, pairs = judge_sequences(args, args.pairs)
+        backend = TransformersBackend.wrap(model, tokenizer, config.model_copy(update={"batch_size": args.batch_size}))
         judges = {
             mode: LLMJudge(config.model_copy(update={"mode": mode}), backend, tokenizer, shape.name)
             for mode in ("distribution", "generate")

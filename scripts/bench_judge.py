@@ -100,7 +100,7 @@ def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: 
     else:
         from generation.backends.hf import TransformersBackend
 
-        local = TransformersBackend(model, device="cpu", dtype="float32", batch_size=batch_size)
+        local = TransformersBackend(model, judge_config(model, "transformers", "distribution", batch_size))
         backend, tokenizer, raw, reset = local, local.tokenizer, raw_transformers, (lambda: None)
     judges = {
         mode: LLMJudge(judge_config(model, backend_name, mode, batch_size), backend, tokenizer, family)

@@ -135,17 +135,17 @@ def measure_prompt(model, tokenizer, shape, prompt: str, pairs, args) -> dict:
     from generation.judging.judges import LLMJudge
     from generation.profiles import load_profile
 
-    paper = load_profile("paper").judge
-    config = paper.model_copy(
-        update={"backend": "transformers", "model": "in-memory", "prompt": prompt, "mode": "distribution"}
+    config = load_profile("paper").judge.model_copy(
+        update={
+            "backend": "transformers",
+            "model": "in-memory",
+            "prompt": prompt,
+            "mode": "distribution",
+            "max_batch_tokens": args.max_batch_tokens,
+            "gpu_memory_utilization": args.gpu_memory_utilization,
+        }
     )
-    backend = TransformersBackend.wrap(
-        model,
-        tokenizer,
-        batch_size=paper.batch_size,
-        max_batch_tokens=args.max_batch_tokens,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-    )
+    backend = TransformersBackend.wrap(model, tokenizer, config)
     judge = LLMJudge(config, backend, tokenizer, shape.name)
     counted = prompt_shape(judge, pairs, prompt, shape)
     budget, longest = backend.budget.max_tokens, max(len(judge.encode_pair(p)[0]) for p in pairs)

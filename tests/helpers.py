@@ -129,3 +129,16 @@ def plan_ids(plan) -> list[str]:
     from generation.judging.batch_files import custom_id
 
     return [custom_id(row["qid"], row["docid"], row["subq_id"]) for row in plan]
+
+
+def transformers_judge(model, **settings):
+    """The paper profile's judge section on the transformers backend for the local `model`, float32 on the CPU, with
+    `settings` changed, validated as a profile's section is: what `TransformersBackend(model, section)` runs as."""
+    from generation.profiles import JudgeConfig, load_profile
+
+    data = {
+        **load_profile("paper").judge.model_dump(),
+        **{"backend": "transformers", "model": str(model), "dtype": "float32", "device": "cpu"},
+        **settings,
+    }
+    return JudgeConfig.model_validate(data)

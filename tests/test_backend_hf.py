@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from generation.backends.hf import MIN_SHARED_PREFIX, TransformersBackend, shared_prefix_length
+from tests.helpers import transformers_judge
 
 
 def test_shared_prefix_leaves_each_sequence_a_token_of_its_own():
@@ -18,7 +19,7 @@ def test_shared_prefix_leaves_each_sequence_a_token_of_its_own():
 
 @pytest.mark.parametrize("head", [MIN_SHARED_PREFIX + 40, 3], ids=["shared-prefix", "no-shared-prefix"])
 def test_next_token_logprobs_equal_a_full_forward_of_each_sequence(chat_llama, head):
-    backend = TransformersBackend(chat_llama, device="cpu", dtype="float32", batch_size=4)
+    backend = TransformersBackend(chat_llama, transformers_judge(chat_llama, batch_size=4))
     rng = random.Random(0)
     prefix = [rng.randrange(1000, 20000) for _ in range(head)]
     sequences = [prefix + [rng.randrange(1000, 20000) for _ in range(rng.randint(1, 90))] for _ in range(9)]

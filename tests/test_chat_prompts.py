@@ -11,6 +11,7 @@ from generation.judging.prompt_encoding import cut_tokens
 from generation.judging.prompts import get_prompt
 from generation.profiles import load_profile
 from generation.stages.judge import run_judge
+from tests.helpers import transformers_judge
 
 
 def judge_config(model, **extra):
@@ -109,7 +110,7 @@ class PoisonedBackend:
 def test_one_failing_pair_is_recorded_and_the_rest_judged(small_pipeline, chat_llama, tmp_path):
     from generation.backends.hf import TransformersBackend
 
-    inner = TransformersBackend(chat_llama, device="cpu", dtype="float32", batch_size=64)
+    inner = TransformersBackend(chat_llama, transformers_judge(chat_llama, batch_size=64))
     tokenizer = inner.tokenizer
     subqs = pq.read_table(small_pipeline["questions"] / "subquestions.parquet").to_pylist()
     poison = tokenizer.encode(subqs[1]["text"], add_special_tokens=False)  # the whole sub-question

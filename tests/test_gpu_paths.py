@@ -19,6 +19,7 @@ from generation.backends.batching import (
 )
 from generation.judging.judges import Pair, isolate_failures
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED
+from tests.helpers import transformers_judge
 from tests.test_token_batches import TokenLimited, judge, judge_pairs
 
 GIB = 2**30
@@ -109,7 +110,7 @@ def test_the_cache_is_emptied_once_the_failed_forward_is_unreferenced():
             raise torch.OutOfMemoryError("CUDA out of memory (test)")
 
     alive_at_empty = []
-    budget = TokenBudget(max_pairs=4, max_tokens=None, packed=False, setting="judge.max_batch_tokens")
+    budget = TokenBudget(transformers_judge("in-memory", batch_size=4), max_tokens=None)
     with pytest.warns(OutOfMemoryNotice):
         assert budget.run([[1] * 5] * 4, step, lambda: alive_at_empty.append(held[-1]() is not None)) == {}
     assert alive_at_empty and not any(alive_at_empty)
@@ -192,7 +193,8 @@ def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
 
     from generation.backends.hf import TransformersBackend
 
-    backend = TransformersBackend.wrap(model, AutoTokenizer.from_pretrained(str(tiny_qwen3)), packed=True)
+    section = transformers_judge(tiny_qwen3, packed=True)
+    backend = TransformersBackend.wrap(model, AutoTokenizer.from_pretrained(str(tiny_qwen3)), section)
     assert (backend.input_device, backend.hidden_device) == (torch.device("cpu"), torch.device("meta")), (
         "the packed step makes its index on the hidden states' device"
     )
@@ -331,7 +333,9 @@ def test_compiled_backend_gives_the_uncompiled_log_probabilities(chat_llama):
 
     def logprobs(compile):
         model = AutoModelForCausalLM.from_pretrained(str(chat_llama), dtype=torch.float32)
-        backend = TransformersBackend.wrap(model, tokenizer, batch_size=2, compile=compile)
+        backend = TransformersBackend.wrap(
+            model, tokenizer, transformers_judge(chat_llama, batch_size=2, compile=compile)
+        )
         assert (getattr(model, "_compiled_call_impl", None) is not None) == compile
         return backend.next_token_logprobs(sequences, [3, 4, 5])
 
@@ -372,7 +376,7 @@ def test_a_budget_lowered_by_one_failure_climbs_back_towards_what_fits():
             raise torch.OutOfMemoryError("CUDA out of memory (test)")
         ran.append(len(chosen))
 
-    budget = TokenBudget(max_pairs=8, max_tokens=None, packed=False, setting="judge.max_batch_tokens")
+    budget = TokenBudget(transformers_judge("in-memory", batch_size=8), max_tokens=None)
     with pytest.warns(OutOfMemoryNotice) as notices:
         assert budget.run(sequences, step) == {}
     assert ran == [8, 4, 6, *[7] * 6, 4] and failed == [1200], "one failure, then batches of seven"

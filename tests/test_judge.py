@@ -50,7 +50,7 @@ def test_distribution_mode_with_tiny_llama(tiny_llama):
 
     def grades(batch_size):
         config = llm_config(tiny_llama, mode="distribution", batch_size=batch_size)
-        backend = TransformersBackend(tiny_llama, device="cpu", dtype="float32", batch_size=batch_size)
+        backend = TransformersBackend(tiny_llama, config)
         return LLMJudge(config, backend, backend.tokenizer, "tiny").grade(pairs)
 
     one, eight = grades(1), grades(8)

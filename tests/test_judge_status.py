@@ -30,8 +30,9 @@ def judge_config(model, **extra):
 def test_generated_grades_carry_the_authors_status_class(tiny_llama):
     from generation.backends.hf import TransformersBackend
 
-    backend = TransformersBackend(tiny_llama, device="cpu", dtype="float32", batch_size=4)
-    judge = LLMJudge(judge_config(tiny_llama, prompt="crux-code"), backend, backend.tokenizer, "tiny")
+    config = judge_config(tiny_llama, prompt="crux-code", batch_size=4)
+    backend = TransformersBackend(tiny_llama, config)
+    judge = LLMJudge(config, backend, backend.tokenizer, "tiny")
     grades = judge.grade([Pair(f"question {i}?", DOCUMENT * (i + 1)) for i in range(8)])
     for grade in grades:
         expected = parse_first_digit(grade.raw)

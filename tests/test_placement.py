@@ -10,6 +10,7 @@ import torch
 from generation.backends.placement import ModelTooLarge, meta_model, plan_placement, reserve_for, weight_bytes
 from generation.model_shapes import LLAMA_31_8B, LLAMA_33_70B, PUBLISHED, shape_from_config
 from generation.profiles import ProfileError, load_profile
+from tests.helpers import transformers_judge
 
 GIB = 2**30
 H100 = 80 * GIB
@@ -86,9 +87,9 @@ def test_fp8_on_a_cpu_is_refused_before_loading(chat_llama, tmp_path):
     from generation.backends.hf import TransformersBackend
 
     with pytest.raises(ValueError, match=r"quantization: fp8 needs a CUDA GPU of compute capability >= 8.9"):
-        TransformersBackend(weightless_copy(chat_llama, tmp_path), device="cpu", quantization="fp8")
+        TransformersBackend(weightless_copy(chat_llama, tmp_path), transformers_judge(chat_llama, quantization="fp8"))
     with pytest.raises(OSError):  # what reading the missing weights gives: the refusal above came first
-        TransformersBackend(weightless_copy(chat_llama, tmp_path / "again"), device="cpu")
+        TransformersBackend(weightless_copy(chat_llama, tmp_path / "again"), transformers_judge(chat_llama))
 
 
 def test_profile_batch_settings_are_validated(tmp_path):

@@ -111,7 +111,7 @@ def judge(model_dir, mode, batch_size, max_batch_tokens=None, limit=None, prompt
             "max_batch_tokens": max_batch_tokens,
         }
     )
-    backend = TransformersBackend.from_config(model_dir, config, "judge")
+    backend = TransformersBackend(model_dir, config)
     if limit is not None:
         backend.model = TokenLimited(backend.model, limit, backend.token_costs.held)
     return LLMJudge(config, backend, backend.tokenizer, "tiny"), backend

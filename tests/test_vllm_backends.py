@@ -25,6 +25,7 @@ from generation.backends.vllm_adapter import (  # noqa: E402
 )
 from generation.judging.judges import LLMJudge, Pair  # noqa: E402
 from generation.profiles import load_profile  # noqa: E402
+from tests.helpers import transformers_judge  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 MAX_MODEL_LEN = 512
@@ -51,7 +52,7 @@ def chat_model(request, tmp_path_factory):
 def engines(chat_model):
     """One transformers backend and one vLLM engine per model, shared by both modes. The engine gets the profile's
     `judge.engine_args` (enforce_eager is also what the adapter sets on a CPU: the profile's value wins, no clash)."""
-    hf = TransformersBackend(chat_model, device="cpu", dtype="float32", batch_size=4)
+    hf = TransformersBackend(chat_model, transformers_judge(chat_model, batch_size=4))
     config = judge_config(chat_model, "generate").model_copy(update={"engine_args": ENGINE_ARGS})
     return chat_model, hf, VllmJudgeBackend(str(chat_model), config)
 

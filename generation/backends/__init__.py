@@ -42,19 +42,29 @@ def refuse_unrunnable(config, section: str = "judge") -> None:
     """Refuses, before a model loads or a lock or chunk is written, what the section (`judge`) asks and this machine
     cannot run: a backend whose engine is not installed (backend_registry.ENGINES), and on the transformers backend
     `quantization: fp8` without a CUDA GPU of compute capability >= 8.9 (placement.check_fp8_device, torchao's rule)
-    or without torchao. Ray actors (backend ray) run on other machines: not checked here."""
+    or without torchao, and `compile` without the compiler torch.compile needs on the device
+    (compiled_suffixes.missing_compiler). Ray actors (backend ray) run on other machines: not checked here."""
     if config.backend in ENGINES and find_spec(ENGINES[config.backend][0]) is None:
         module, install = ENGINES[config.backend]
         raise NotRunnableHere(
             f"{section}.backend: {config.backend} needs the {module} package, which this environment lacks: {install}; "
             f"or set {section}.backend: transformers"
         )
-    if config.backend != "transformers" or getattr(config, "quantization", None) != "fp8":
+    if config.backend != "transformers":
         return
+    from generation.backends.compiled_suffixes import missing_compiler
     from generation.backends.hf import pick_device
     from generation.backends.placement import check_fp8_device
 
     device = pick_device(config.device)
+    missing = missing_compiler(device) if config.compile else None
+    if missing:
+        raise NotRunnableHere(
+            f"{section}.compile: {str(config.compile).lower()} needs {missing} on {device} (torch.compile's inductor "
+            f"backend builds its kernels with it); or set {section}.compile: false"
+        )
+    if getattr(config, "quantization", None) != "fp8":
+        return
     try:
         check_fp8_device(device, config.fp8_granularity)
     except ValueError as refused:  # "quantization: fp8 needs ..." or "judge.fp8_granularity: ..."

@@ -12,12 +12,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from generation.errors import without_frames
 from generation.model_shapes import Shape
 from generation.notices import warn
+
+if TYPE_CHECKING:
+    from generation.profile_sections import JudgeConfig, Rerank
 
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual
@@ -176,21 +180,30 @@ class LengthBatches:
 
 class TokenBudget:
     """The budget batches are cut to, lowered when a batch runs out of memory and raised again as batches succeed.
-    `setting` names the profile key that sets it, for the notice.
+    It starts at `max_tokens` (the section's `max_batch_tokens`, auto resolved), cuts batches of at most the section's
+    `batch_size` pairs, padded or `packed` as the section says, and names the section's key in its notices.
 
     After a batch of cost C runs out of memory the budget is the larger of C / 2 and the largest batch that ran
     (below C); each batch that then runs moves it halfway back up towards the smallest cost that failed, so a budget
     lowered by one failure finds the largest batch that fits in a few steps instead of staying low (a binary search
     between what ran and what failed). The smallest failed cost is kept for later calls: it is never tried again."""
 
-    def __init__(self, max_pairs: int, max_tokens: int | None, packed: bool, setting: str):
-        self.max_pairs, self.max_tokens, self.packed, self.setting = max_pairs, max_tokens, packed, setting
+    def __init__(self, section: JudgeConfig | Rerank, max_tokens: int | None):
+        self.section, self.max_tokens = section, max_tokens
         self.largest_fitted = 0  # tokens of the largest batch that ran
         self.smallest_failed: int | None = None  # tokens of the smallest batch of several that ran out of memory
         self.fitted_after_failure = 0  # tokens of the largest batch that ran after the first failure
         self.noticed = False
         self.first_failure: tuple[int, int] | None = None  # (sequences, tokens) of the first batch that did not fit
         self.checked_alone = False  # whether a call's prompts were checked against the budget (once a backend)
+
+    @property
+    def max_pairs(self) -> int:
+        return self.section.batch_size
+
+    @property
+    def setting(self) -> str:
+        return f"{self.section.SECTION}.max_batch_tokens"
 
     def run(
         self,
@@ -205,7 +218,7 @@ class TokenBudget:
         that runs out of memory alone is given up with one notice; the others go on. Returns the errors of those
         given up, by index (empty when all ran). `on_oom` (emptying the allocator's cache) runs after the `except`
         block, once the failed forward's tensors are no longer referenced by the error being handled."""
-        batches = batches or LengthBatches([len(s) for s in sequences], self.packed)
+        batches = batches or LengthBatches([len(s) for s in sequences], self.section.packed)
         pending = batches.cut(list(range(len(sequences))), self.max_pairs, self.max_tokens)
         if not self.checked_alone and self.max_tokens is not None and sequences:
             self.checked_alone = True

@@ -31,6 +31,7 @@ import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, get_layer_types_and_kwargs
 
 from generation.backends.batching import TokenCosts
+from generation.backends.compiled_suffixes import LEAST_SIZE
 from generation.backends.prefix_groups import shared_prefix_length
 
 
@@ -85,6 +86,15 @@ class RowPrefixCache(DynamicCache):
         Cache.__init__(self, layers=layers)
 
 
+class EagerLayoutCache(RowPrefixCache):
+    """The row-prefix cache of a compiled suffix forward: its update runs eagerly, a break in the compiled graphs (the
+    layout is a Python loop over the batch's documents: compiled_suffixes.py)."""
+
+    @torch.compiler.disable
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+
 def rows_selector(rows: list[int]) -> slice | None:
     """The rows as a slice when they are consecutive (a batch's members of one group are: `DocumentBatches.cut`),
     else None."""
@@ -126,9 +136,17 @@ class DocumentBatches:
     Groups are taken shortest prefix first (little padding in a prefix pass), held ones first after an out-of-memory
     re-cut (their prefixes are already computed); a group's members shortest suffix first. `costs`: the budget tokens
     a held prefix token and a position's logits cost (batching.token_costs); by default a held prefix token is a
-    whole token and logits are not counted."""
+    whole token and logits are not counted. `compiled`: for compiled suffix forwards (compiled_suffixes.py), a slot
+    layout at least LEAST_SIZE rows, slots and slot positions wide (its cost counting the padding) whose cache lays
+    the prefixes out eagerly (EagerLayoutCache)."""
 
-    def __init__(self, sequences: Sequence[Sequence[int]], keys: Sequence[Hashable], costs: TokenCosts | None = None):
+    def __init__(
+        self,
+        sequences: Sequence[Sequence[int]],
+        keys: Sequence[Hashable],
+        costs: TokenCosts | None = None,
+        compiled: bool = False,
+    ):
         members: dict[Hashable, list[int]] = {}
         for i, key in enumerate(keys):
             members.setdefault(key, []).append(i)
@@ -140,6 +158,8 @@ class DocumentBatches:
         self.first_member = [indices[0] for indices in members.values()]
         self.sequences = sequences
         self.costs = costs or TokenCosts()
+        self.least_size = LEAST_SIZE if compiled else 1
+        self.cache_type = EagerLayoutCache if compiled else RowPrefixCache
         self.max_tokens: int | None = None  # the budget of the last cut: the prefix passes are cut to it too
         self.held: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # group -> its prefix, layer by layer
         self.prefix_passes = 0
@@ -183,11 +203,12 @@ class DocumentBatches:
         passes = self.passes([n for n in lengths if n])
         prefixes = [n for n in lengths if n]
         held = sum(len(rows) * max(prefixes[k] for k in rows) for rows, _ in passes)
+        rows, slots, widest_suffix = (max(n, self.least_size) for n in (len(lengths), slots, widest_suffix))
         positions, width = slots * widest_suffix, max(lengths, default=0)
         slot_forward = (
             held * self.costs.held
-            + len(lengths) * slots * (widest_suffix + self.costs.logits)
-            + len(lengths) * positions * (width + positions) * self.costs.mask
+            + rows * slots * (widest_suffix + self.costs.logits)
+            + rows * positions * (width + positions) * self.costs.mask
         )
         return math.ceil(max([slot_forward, *(cost for _, cost in passes)]))
 
@@ -264,7 +285,7 @@ class DocumentBatches:
         for layer in range(len(self.held[with_prefix[0]])):
             parts = [(selector(g, self.held[g][layer][0].device), *self.held[g][layer]) for g in with_prefix]
             layers.append(RowPrefixLayer(parts, rows, width))
-        return RowPrefixCache(layers)
+        return self.cache_type(layers)
 
     def prefix_cache(self, batch: Sequence[int], prefill: Callable[[list[Sequence[int]]], DynamicCache]):
         """The batch's prefix width (its longest prefix), each row's prefix length, and the cache its rows continue
@@ -282,12 +303,14 @@ class DocumentBatches:
         `SlotLayout`. Each suffix sees its own group's prefix and itself, causally; a padding position sees itself
         alone (a query that sees nothing would give NaN). The last position of slot j is (j + 1) x the slot width - 1
         in every row, so one `logits_to_keep` serves all rows. The prefixes are the held ones, not copied into a
-        padded cache: each layer lays them out while it runs (RowPrefixLayer)."""
+        padded cache: each layer lays them out while it runs (RowPrefixLayer). Rows, slots and slot positions are
+        padded up to `least_size` (a padding row has no prefix)."""
         groups = self.hold_prefixes(batch, prefill)
         members = {g: [i for i in batch if self.group_of[i] == g] for g in groups}
         slots, slot = max(len(m) for m in members.values()), max(self.suffix_length(i) for i in batch)
+        rows, slots, slot = (max(n, self.least_size) for n in (len(groups), slots, slot))
         width = max(self.prefix_lengths[g] for g in groups)
-        rows, length = len(groups), slots * slot
+        length = slots * slot
         ids = torch.full((rows, length), pad_id, dtype=torch.long)
         positions = torch.zeros((rows, length), dtype=torch.long)
         seen = torch.zeros((rows, length, width + length), dtype=torch.bool)

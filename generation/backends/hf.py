@@ -17,6 +17,7 @@ from generation.backends.batching import (
     token_batches,
     token_costs,
 )
+from generation.backends.compiled_suffixes import compiled_suffixes
 from generation.backends.document_batches import DocumentBatches, full_attention_only
 from generation.backends.grouped_attention import NAME as GROUPED_SDPA
 from generation.backends.grouped_attention import use_grouped_attention
@@ -42,6 +43,8 @@ from generation.models import resolve_model
 from generation.profiles import JudgeConfig
 from generation.profiles import Rerank as RerankConfig
 from generation.progress import console
+
+Section = JudgeConfig | RerankConfig  # the profile sections the backend runs as (both TransformersSettings)
 
 DTYPES = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -79,55 +82,54 @@ ATTENTION_FOR_PACKING = ("flex_attention", "flash_attention_2", "flash_attention
 
 
 class TransformersBackend:
-    """A causal LM through transformers. Batches are cut by `max_batch_tokens` (an int, "auto": from the GPU's
-    free memory after loading, or None: `batch_size` pairs alone, as "auto" is on a CPU), lowered with one notice when a batch runs out
-    of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU `attention` must
-    be one of ATTENTION_FOR_PACKING; a CPU runs it with any). A model larger than one GPU is spread over the visible
-    GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a batch of
-    `max_batch_tokens` tokens, or of one `max_length`-token sequence when the budget is auto or unset."""
+    """A causal LM through transformers, run as its profile section (`judge` or `rerank`) says; the backend keeps the
+    section and reads each key where it is used. Batches are cut by `max_batch_tokens` (an int, "auto": from the GPU's
+    free memory after loading, or None: `batch_size` pairs alone, as "auto" is on a CPU), lowered with one notice when
+    a batch runs out of memory. `packed` lays a batch's sequences end to end in one row without padding (on a GPU
+    `attention` must be one of ATTENTION_FOR_PACKING; a CPU runs it with any). A model larger than one GPU is spread
+    over the visible GPUs, or refused before loading (generation/backends/placement.py), keeping room on each GPU for a
+    batch of `max_batch_tokens` tokens, or of one longest sequence (`max_model_len`, the reranker's `max_length`)
+    when the budget is auto or unset. `device` (default: the judge section's; the rerank section has none: auto)."""
 
-    def __init__(
-        self,
-        model_path: str | Path,
-        device: str = "auto",
-        dtype: str = "auto",
-        batch_size: int = 8,
-        max_batch_tokens: int | str | None = None,
-        quantization: str | None = None,
-        attention: str | None = None,
-        packed: bool = False,
-        gpu_memory_utilization: float = 0.9,
-        max_length: int = 8192,
-        setting: str = "max_batch_tokens",
-        compile: bool = False,
-        fp8_granularity: str = "per-tensor",
-    ):
+    def __init__(self, model_path: str | Path, section: Section, device: str | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.device = pick_device(device)
-        if packed and self.device != "cpu" and attention not in ATTENTION_FOR_PACKING:
+        judge = section if isinstance(section, JudgeConfig) else None  # device and fp8: the judge section's keys
+        self.device = pick_device(device or (judge.device if judge else "auto"))
+        if section.packed and self.device != "cpu" and section.attention not in ATTENTION_FOR_PACKING:
             # sdpa and eager would get a block-diagonal mask over the whole packed row: right, but quadratic in it
             raise ValueError(
-                f"packed: true on {self.device} needs variable-length attention: `attention:` one of "
-                f"{', '.join(ATTENTION_FOR_PACKING)}, not {attention!r}"
+                f"{section.SECTION}.packed: true on {self.device} needs variable-length attention: "
+                f"`{section.SECTION}.attention:` one of {', '.join(ATTENTION_FOR_PACKING)}, not {section.attention!r}"
             )
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        torch_dtype = DTYPES[dtype]
+        torch_dtype = DTYPES[section.dtype]
         if torch_dtype == "auto":
             torch_dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
         config = placement.read_config(model_path)
         self.shape = shape_from_config(config, str(model_path))
-        load = {"dtype": torch_dtype, **({"attn_implementation": attention} if attention else {})}
-        if quantization == "fp8":
-            load.update(placement.fp8_load_settings(self.device, fp8_granularity))
+        load = {"dtype": torch_dtype, **({"attn_implementation": section.attention} if section.attention else {})}
+        quantization = judge.quantization if judge else None
+        if judge and quantization == "fp8":
+            load.update(placement.fp8_load_settings(self.device, judge.fp8_granularity))
         self.placement = None
         if self.device.startswith("cuda"):
-            reserve_tokens = max_batch_tokens if isinstance(max_batch_tokens, int) else max_length
-            reserve = placement.reserve_for(self.shape, reserve_tokens, torch_dtype.itemsize)
+            longest = section.max_model_len if isinstance(section, JudgeConfig) else section.max_length
+            budget = section.max_batch_tokens
+            reserve = placement.reserve_for(
+                self.shape, budget if isinstance(budget, int) else longest, torch_dtype.itemsize
+            )
             index = torch.device(self.device).index  # "cuda:N": that GPU alone; "cuda": all the visible ones
             totals, free = placement.visible_gpu_memory(index)
             self.placement = placement.plan_placement(
-                config, torch_dtype, quantization, totals, gpu_memory_utilization, reserve, str(model_path), free
+                config,
+                torch_dtype,
+                quantization,
+                totals,
+                section.gpu_memory_utilization,
+                reserve,
+                str(model_path),
+                free,
             )
             load["device_map"] = (
                 {module: index for module in self.placement.device_map}
@@ -137,54 +139,42 @@ class TransformersBackend:
         self.model = AutoModelForCausalLM.from_pretrained(str(model_path), **load)
         if self.placement is None:
             self.model.to(self.device)
-        self._adopt(
-            self.model, self.tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile
-        )
+        self._adopt(self.model, self.tokenizer, section)
 
     @classmethod
-    def wrap(
-        cls,
-        model,
-        tokenizer,
-        batch_size: int = 8,
-        max_batch_tokens: int | str | None = None,
-        packed: bool = False,
-        gpu_memory_utilization: float = 0.9,
-        setting: str = "max_batch_tokens",
-        compile: bool = False,
-    ):
-        """The backend around a model already in memory (the GPU benchmark builds random-weight ones)."""
+    def wrap(cls, model, tokenizer, section: Section):
+        """The backend around a model already in memory (the GPU benchmark builds random-weight ones): the section's
+        batching keys apply; those that load a model (dtype, attention, quantization, device) do not."""
         self = cls.__new__(cls)
         self.shape, self.placement = shape_from_config(model.config), None
-        self._adopt(model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile)
+        self._adopt(model, tokenizer, section)
         self.device = str(self.input_device)
         return self
 
-    def _adopt(
-        self, model, tokenizer, batch_size, max_batch_tokens, packed, gpu_memory_utilization, setting, compile=False
-    ) -> None:
+    def _adopt(self, model, tokenizer, section: Section) -> None:
+        self.section = section
         self.model, self.tokenizer = model.eval(), tokenizer
         use_grouped_attention(self.model)  # SDPA without keys and values repeated per query head (grouped_attention.py)
-        if compile:
+        if section.compile is True:
             # the forward compiled in place (nn.Module.compile), shapes marked dynamic so batches of new lengths reuse
             # the graph; torchao's float8 config sets inductor up for this (set_inductor_config=True)
             self.model.compile(dynamic=True)
         self.input_device = self.model.get_input_embeddings().weight.device
         self.hidden_device = hidden_states_device(self.model)
-        self.batch_size, self.packed = batch_size, packed
+        max_batch_tokens = section.max_batch_tokens
         if max_batch_tokens == "auto" and self.input_device.type != "cuda":
             max_batch_tokens = None  # a CPU's memory is the machine's: the pair count alone, as before
         elif max_batch_tokens == "auto":
             max_batch_tokens, line = auto_budget_for(
                 self.shape,
                 self.model.dtype.itemsize,
-                packed,
+                section.packed,
                 read_gpu_memory(self.input_device),
-                gpu_memory_utilization,
-                setting,
+                section.gpu_memory_utilization,
+                f"{section.SECTION}.max_batch_tokens",
             )
             console.print(f"notice: {line}", highlight=False, markup=False, soft_wrap=True)
-        self.budget = TokenBudget(batch_size, max_batch_tokens, packed, setting)
+        self.budget = TokenBudget(section, max_batch_tokens)
         # groups of several keys share forwards (document_batches.py) where a padded prefix stands in for a cache
         self.several_groups = full_attention_only(self.model.config)
         # a document a row, its suffixes in slots, needs an attention that takes a 4D mask as it is (masking_utils:
@@ -193,33 +183,16 @@ class TransformersBackend:
         # generate mode in the slot layout decodes greedily itself (slot_steps.py): where that is what generate() does
         self.slot_generate = self.slot_layout and greedy_is_argmax(self.model)
         self.end_tokens = end_tokens(self.model)
+        self.compiled_suffixes = compiled_suffixes(self, section)  # compile: suffix (compiled_suffixes.py)
         self.token_costs = token_costs(self.shape, self.model.dtype.itemsize)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
 
-    @classmethod
-    def from_config(cls, model_path: str | Path, config, section: str, device: str | None = None):
-        """The backend a profile section (`judge` or `rerank`) asks for."""
-        return cls(
-            model_path,
-            device=device or str(getattr(config, "device", "auto")),  # the judge section has a device, rerank none
-            dtype=config.dtype,
-            batch_size=config.batch_size,
-            max_batch_tokens=config.max_batch_tokens,
-            quantization=getattr(config, "quantization", None),
-            attention=config.attention,
-            packed=config.packed,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-            max_length=getattr(config, "max_model_len", None) or config.max_length,
-            setting=f"{section}.max_batch_tokens",
-            compile=config.compile,
-            fp8_granularity=getattr(config, "fp8_granularity", "per-tensor"),
-        )
-
     def _batches(self, sequences: Sequence[Sequence[int]]):
         """Length-sorted batches within the budget, yielded with the original positions (no out-of-memory
         fallback: the benchmark's raw loops use it)."""
-        for chosen in token_batches([len(s) for s in sequences], self.batch_size, self.budget.max_tokens, self.packed):
+        lengths, section = [len(s) for s in sequences], self.section
+        for chosen in token_batches(lengths, section.batch_size, self.budget.max_tokens, section.packed):
             yield chosen, [sequences[i] for i in chosen]
 
     @staticmethod
@@ -263,7 +236,7 @@ class TransformersBackend:
         """How a call's batches are cut: several groups a batch (document_batches.py) when the prompts come with
         keys and the model's layers allow it, else one group's prefix at a time (prefix_groups.py)."""
         if groups is not None and self.several_groups:
-            return DocumentBatches(sequences, groups, self.token_costs)
+            return DocumentBatches(sequences, groups, self.token_costs, compiled=self.compiled_suffixes is not None)
         return GroupBatches(sequences, groups)
 
     def _document_inputs(self, sequences, chosen: list[int], plan: DocumentBatches):
@@ -308,7 +281,7 @@ class TransformersBackend:
         wanted = torch.tensor(list(token_ids), dtype=torch.long, device=self.hidden_device)
         if not sequences:
             return out
-        if self.packed:
+        if self.section.packed:
             return self._answers(
                 out,
                 self.budget.run(
@@ -400,7 +373,7 @@ class QwenRerankerScorer:
 
     def __init__(self, config: RerankConfig, device: str = "auto"):
         path = resolve_model(config.model)
-        self.backend = TransformersBackend.from_config(path, config, "rerank", device=device)
+        self.backend = TransformersBackend(path, config, device)
         self.encoder = make_encoder(config, self.backend.tokenizer)
         tokenizer = self.backend.tokenizer
         self.no_id, self.yes_id = tokenizer.convert_tokens_to_ids("no"), tokenizer.convert_tokens_to_ids("yes")
@@ -417,5 +390,5 @@ def make_scorer(config: RerankConfig) -> QwenRerankerScorer:
 
 
 def make_judge(config: JudgeConfig):
-    backend = TransformersBackend.from_config(resolve_model(config.model), config, "judge")
+    backend = TransformersBackend(resolve_model(config.model), config)
     return LLMJudge(config, backend, backend.tokenizer, f"{config.model} (transformers)")

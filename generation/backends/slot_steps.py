@@ -54,8 +54,9 @@ def end_tokens(model) -> list[int]:
 
 
 def slot_forward(backend, ids, mask, positions, cache, keep: torch.Tensor | None = None):
-    """One forward of the slot layout (inputs on the input device): its output, logits [rows, kept, vocab]."""
-    return backend.model(
+    """One forward of the slot layout (inputs on the input device): its output, logits [rows, kept, vocab]. Compiled
+    under `compile: suffix` (compiled_suffixes.py)."""
+    return (backend.compiled_suffixes or backend.model)(
         input_ids=ids,
         attention_mask=mask,
         position_ids=positions,
