@@ -37,7 +37,9 @@ def order_text(key: list[tuple]) -> str:
 
 
 # ---- method: the completeness quartiles
-QUARTILE_METHOD: Final = "linear"  # numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile
+# numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile (Final: numpy types the
+# argument as a Literal)
+QUARTILE_METHOD: Final = "linear"
 QUARTILE_WORDS = "numpy.quantile, method 'linear': the default of numpy and pandas"
 
 
