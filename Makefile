@@ -73,8 +73,9 @@ lint: $(STAMP)
 
 # The vLLM tests, and the backend, reranker and chat-prompt tests again on the other end of the transformers range (5.19).
 test-vllm: $(VLLM_STAMP)
-	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/test_vllm_*.py \
-		tests/test_backend_hf.py tests/test_reranker.py tests/test_chat_prompts.py
+	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest -q -p no:cacheprovider tests/generation/backends/test_vllm_*.py \
+		tests/end_to_end/test_vllm_end_to_end.py \
+		tests/generation/backends/test_hf.py tests/generation/stages/test_rerank.py tests/generation/judging/test_chat_prompts.py
 
 # Each GPU extra (`.[vllm]`, `.[fp8]`, and `.[gpu]`, both) must resolve together with the base requirements, as a
 # GPU user installs it (docs/performance.md, "vLLM and GPUs"); the versions each resolves to are printed, one extra a line.

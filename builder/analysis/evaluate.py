@@ -1,6 +1,6 @@
 """Score a TREC run against a judged release: alpha-nDCG with the sub-questions as aspects, and nDCG.
 
-Conventions, as trec_eval and ndeval have them (ir-measures wraps both; tests/test_evaluate.py checks the
+Conventions, as trec_eval and ndeval have them (ir-measures wraps both; tests/builder/analysis/test_evaluate.py checks the
 numbers against it):
 - the mean is over EVERY question of the release (each question with judgments): a question missing from the
   run scores 0, as `trec_eval -c`; a run query id that is no question of the release is ignored (and counted);

@@ -4,6 +4,7 @@ work: an empty selection, a budget or alpha outside (0, 1], a cut-off of 0 are u
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -17,10 +18,11 @@ from builder.cli.support import (
     fail,
     guard_commands,
     new_app,
-    output_option,
     policy_names,
     positive,
+    with_options,
 )
+from builder.command_options import REQUIRED, option
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
@@ -29,26 +31,31 @@ from generation.storage import write_text_atomic
 app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
 
 
-@app.command()
-def agreement(
-    judgments: Path = typer.Option(
-        ..., "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file"
-    ),
-    against: Path = typer.Option(..., "--against", help="labels B: the same kinds"),
-    map_a: str | None = typer.Option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3"),
-    map_b: str | None = typer.Option(None, help="scale mapping for B"),
-    binary_at: int | None = typer.Option(None, min=1, help="after mapping, grade >= T counts as relevant (1)"),
-    runs: Path | None = typer.Option(None, help="folder of TREC runs: Kendall tau of the system orderings"),
-    resamples: int = typer.Option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)"),
-    json_out: Path | None = output_option(
+@dataclass(frozen=True, kw_only=True)
+class AgreementOptions:
+    """The two label sets, how each maps onto a shared scale, the runs to order, and where the result goes."""
+
+    judgments: Path = option(REQUIRED, "--judgments", help="labels A: judgment shards, a release, or a TREC qrels file")
+    against: Path = option(REQUIRED, "--against", help="labels B: the same kinds")
+    map_a: str | None = option(None, help="scale mapping for A, e.g. 0:0,1:0,2:1,3:2,4:3,5:3")
+    map_b: str | None = option(None, help="scale mapping for B")
+    binary_at: int | None = option(None, min=1, help="after mapping, grade >= T counts as relevant (1)")
+    runs: Path | None = option(None, help="folder of TREC runs: Kendall tau of the system orderings")
+    resamples: int = option(1000, min=0, help="bootstrap resamples for the 95% intervals (0: none)")
+    json_out: Path | None = option(
         None, "--json", output="file", help=JSON_HELP + " (`build-release --agreement` reads the file)"
-    ),
-) -> None:
+    )
+
+
+@app.command()
+@with_options
+def agreement(options: AgreementOptions) -> None:
     """Agreement between two label sets: kappa, weighted kappa, Krippendorff's alpha, correlations, ..."""
     from builder.analysis.agreement import agreement as measure
     from builder.analysis.labels import parse_mapping
     from builder.cli.reports import print_agreement
 
+    judgments, against, runs, json_out = options.judgments, options.against, options.runs, options.json_out
     check_writable_file(json_out, "--json")
     for path in (judgments, against):
         if not path.exists():
@@ -56,13 +63,13 @@ def agreement(
     if runs is not None and not runs.is_dir():
         fail(f"{runs}: no such folder (--runs takes a folder of TREC run files)")
     try:
-        mappings = parse_mapping(map_a), parse_mapping(map_b)
+        mappings = parse_mapping(options.map_a), parse_mapping(options.map_b)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--map-a/--map-b") from None
     run_files = sorted(p for p in runs.glob("*") if p.is_file()) if runs else None
     if runs is not None and not run_files:
         fail(f"{runs}: holds no run files")
-    result = measure(judgments, against, *mappings, binary_at, run_files, resamples)
+    result = measure(judgments, against, *mappings, options.binary_at, run_files, options.resamples)
     if result["coverage"]["both"] == 0:
         fail(f"no (query, document) pair is labelled in both {judgments} and {against}: nothing to compare")
     if not emit_json(result, json_out):
@@ -101,36 +108,43 @@ def parse_policies(text: str) -> list[str]:
     return chosen
 
 
-@app.command()
-def simulate(
-    release: Path = RELEASE,
-    policies: str = typer.Option(
+@dataclass(frozen=True, kw_only=True)
+class SimulateOptions:
+    """The policies and budgets to simulate, how often and on what, and where the results go."""
+
+    policies: str = option(
         ",".join(p for p in policy_names() if p not in NEEDS_EMBEDDINGS),
         help=f"comma-separated, of: {', '.join(policy_names())} (the last three need --index)",
-    ),
-    budgets: str = typer.Option(
+    )
+    budgets: str = option(
         "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0", help="comma-separated shares of the pairs, each in (0, 1]"
-    ),
-    repeats: int = typer.Option(20, min=1, help="seeded repeats per policy and budget"),
-    threshold: int = typer.Option(4, min=0, max=5, help="relevant = level >= threshold"),
-    split: str = typer.Option("train", help="the release split to simulate on"),
-    hierarchical: bool = typer.Option(False, help="headers as parent arms, bullets as children (section 3.5)"),
-    index: Path | None = typer.Option(None, help="Lucene index: document texts for the diversity policies"),
-    limit: int | None = typer.Option(None, min=1, help="simulate on the first N questions only"),
-    out: Path | None = output_option(None, "--out", help="folder for simulation.json and simulation.png"),
-    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
-) -> None:
+    )
+    repeats: int = option(20, min=1, help="seeded repeats per policy and budget")
+    threshold: int = option(4, min=0, max=5, help="relevant = level >= threshold")
+    split: str = option("train", help="the release split to simulate on")
+    hierarchical: bool = option(False, help="headers as parent arms, bullets as children (section 3.5)")
+    index: Path | None = option(None, help="Lucene index: document texts for the diversity policies")
+    limit: int | None = option(None, min=1, help="simulate on the first N questions only")
+    out: Path | None = option(None, "--out", output="folder", help="folder for simulation.json and simulation.png")
+    json_out: Path | None = option(None, "--json", output="file", help=JSON_HELP)
+
+
+@app.command()
+@with_options
+def simulate(release: Path = RELEASE, *, options: SimulateOptions) -> None:
     """Offline budgeted judging on a judged release: precision, recall and alpha-nDCG@10 per budget."""
     from builder.analysis.simulate import document_embeddings, load_instances, plot
     from builder.analysis.simulate import simulate as run_simulation
     from builder.cli.reports import print_simulation
 
-    chosen, shares = parse_policies(policies), parse_budgets(budgets)
+    split, repeats, threshold, hierarchical = options.split, options.repeats, options.threshold, options.hierarchical
+    out, json_out, index = options.out, options.json_out, options.index
+    chosen, shares = parse_policies(options.policies), parse_budgets(options.budgets)
     existing_release(release)
     if out is not None and out.exists() and not out.is_dir():
         fail(f"{out}: is a file; --out takes a folder")
     check_writable_file(json_out, "--json")
-    instances = load_instances(release, split, limit)
+    instances = load_instances(release, split, options.limit)
     if not instances:
         fail(f"{release}: no {split} questions with judgments to simulate on")
     embedding = None
@@ -191,24 +205,30 @@ def parse_metrics(text: str) -> list[str]:
     return metrics
 
 
-@app.command()
-def evaluate(
-    release: Path = RELEASE,
-    run: Path = typer.Option(..., "--run", help="TREC run file whose query ids are question ids"),
-    metrics: str = typer.Option(
+@dataclass(frozen=True, kw_only=True)
+class EvaluateOptions:
+    """The run to score, the metrics and their threshold, the questions averaged over, and where the result goes."""
+
+    run: Path = option(REQUIRED, "--run", help="TREC run file whose query ids are question ids")
+    metrics: str = option(
         "alpha-ndcg@10,alpha-ndcg@20,ndcg@10",
         help="comma-separated alpha-ndcg@K, alpha-ndcg@K:ALPHA (K >= 1, ALPHA in (0, 1], default 0.5) or ndcg@K",
-    ),
-    threshold: int = typer.Option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold"),
-    split: str | None = typer.Option(None, help="average over this split's questions only (default: all)"),
-    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
-) -> None:
+    )
+    threshold: int = option(4, min=0, max=5, help="a sub-question (aspect) is covered at level >= threshold")
+    split: str | None = option(None, help="average over this split's questions only (default: all)")
+    json_out: Path | None = option(None, "--json", output="file", help=JSON_HELP)
+
+
+@app.command()
+@with_options
+def evaluate(release: Path = RELEASE, *, options: EvaluateOptions) -> None:
     """alpha-nDCG (sub-questions as aspects) and nDCG (gain = the document's highest level) of a TREC run,
     averaged over every question of the release (a question missing from the run scores 0)."""
     from builder.analysis.evaluate import evaluate_run
     from builder.analysis.labels import read_trec_run
 
-    names = parse_metrics(metrics)
+    run, threshold, split, json_out = options.run, options.threshold, options.split, options.json_out
+    names = parse_metrics(options.metrics)
     existing_release(release)
     check_writable_file(json_out, "--json")
     ranking = read_trec_run(run)

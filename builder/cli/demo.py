@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -72,7 +73,10 @@ class DemoLayout:
         self.out, self.profile = out, profile  # `profile`: what --profile takes (a name, or a derived profile's file)
 
     def folder(self, what: str, split: str | None) -> Path:
-        return self.out / what if what in self.SHARED else self.out / what / split
+        if what in self.SHARED:
+            return self.out / what
+        assert split is not None, f"{what}: a folder per split"
+        return self.out / what / split
 
     def input_folder(self, option: str, split: str | None) -> Path:
         return self.folder(
@@ -82,12 +86,13 @@ class DemoLayout:
     def splits(self, stage: type[Stage]) -> list[str | None]:
         return [None] if stage.name in self.SHARED else list(RESEARCHY)
 
-    def arguments(self, stage: type[Stage], split: str | None) -> tuple[dict, list[str]]:
+    def arguments(self, stage: type[Stage], split: str | None) -> tuple[dict[str, Any], list[str]]:
         """The stage's keyword arguments and the same as the command's options, so the printed line runs as printed."""
         out = self.folder(self.OUTPUT[stage.name], split)
-        inputs = {given.option: self.input_folder(given.option, split) for given in stage.reads}
+        inputs: dict[str, Any] = {given.option: self.input_folder(given.option, split) for given in stage.reads}
         flags = [f"--{option} {folder}" for option, folder in inputs.items()]
         if stage.name == "questions":
+            assert split is not None, "questions: a run per split"
             inputs.update(records=[RESEARCHY[split]], split=split)
             flags = [f"--input {RESEARCHY[split]}", f"--split {split}"]
         elif stage.name == "corpus":

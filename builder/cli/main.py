@@ -4,6 +4,7 @@ and `demo` under one name. It only wires; no library module imports it, and it i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -13,7 +14,8 @@ from builder.cli import analysis as analysis_commands
 from builder.cli import release as release_commands
 from builder.cli import retriever as retriever_commands
 from builder.cli import stages as stage_commands
-from builder.cli.support import check_folder_arg, guard_commands, new_app, output_option, version_callback
+from builder.cli.support import check_folder_arg, guard_commands, new_app, version_callback, with_options
+from builder.command_options import option
 from generation.progress import results
 
 app = new_app("Regenerate, package, validate and publish the Researchy Questions sub-question judgments.")
@@ -28,17 +30,25 @@ def researchy_subq(
     """Regenerate, package, validate and publish the Researchy Questions sub-question judgments."""
 
 
-@app.command()
-def demo(
-    out: Path = output_option(
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions:
+    """Where the demo writes."""
+
+    out: Path = option(
         Path("demo-output"),
         "--out",
+        output="folder",
         help="where every stage writes: a new or empty folder, or one an earlier demo made (it is replaced)",
-    ),
-) -> None:
+    )
+
+
+@app.command()
+@with_options
+def demo(options: DemoOptions) -> None:
     """Run every stage on the bundled sample, offline on a CPU, and say what was written where."""
     from builder.cli.demo import next_steps, run_demo
 
+    out = options.out
     check_folder_arg(out, "--out")
     written = run_demo(out)
     table = Table(title=f"researchy-subq demo: what was written under {out}")

@@ -1,22 +1,21 @@
 """`researchy-subq pilot`: two judge settings on one sample of pairs, their agreement, their bill and a verdict
-(builder/pilot/run.py). Its options are `PilotOptions`' fields (builder/pilot/options.py), then --shard, --num-shards
-and --json. Registered by builder/cli/analysis.py; results on stdout, progress and notes on stderr."""
+(builder/pilot/run.py). Its options are `PilotOptions`' fields (builder/pilot/options.py), then `Sharding`'s (--shard,
+--num-shards) and `JsonOutput`'s (--json). Registered by builder/cli/analysis.py; results on stdout, progress and
+notes on stderr."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 
 from rich.table import Table
 
-from builder.cli.reports import JSON_HELP, emit_json, print_agreement, stage_report
+from builder.cli.reports import JsonOutput, emit_json, print_agreement, stage_report
+from builder.cli.shared_options import Sharding
 from builder.cli.support import (
-    NUM_SHARDS,
-    SHARD,
     check_folder_arg,
     check_writable_file,
     fail,
     notice,
-    output_option,
     run_stage,
     say,
     shard_of,
@@ -30,28 +29,23 @@ STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/b
 
 
 @with_options
-def pilot(
-    options: PilotOptions,
-    shard: int = SHARD,
-    num_shards: int = NUM_SHARDS,
-    json_out: Path | None = output_option(None, "--json", output="file", help=JSON_HELP),
-) -> None:
+def pilot(options: PilotOptions, sharding: Sharding, output: JsonOutput) -> None:
     """Judge one question-stratified sample of pairs under two judge settings; print their agreement, both
     settings' paper-scale GPU-hours from `plan`, and a verdict; write the pilot record (OUT/pilot.json)."""
     from builder.pilot.run import Pilot
 
-    out = options.out
+    out, json_out = options.out, output.json_out
     check_folder_arg(out, "--out")
     check_writable_file(json_out, "--json")
     folders = {"--subquestions": options.subquestions, "--candidates": options.candidates, "--index": options.index}
     for flag, folder in folders.items():
         if not folder.is_dir():
             fail(f"{folder}: no such folder ({flag})")
-    run = Pilot(options, shard_of(shard, num_shards))
+    run = Pilot(options, shard_of(sharding.shard, sharding.num_shards))
     run.prepare()
     for setting in run.settings:
         label = f"pilot: setting {setting.label} on shard {run.shard.label}"
-        summary = run_stage(label, "pairs", lambda advance, s=setting: run.judge(s, advance))
+        summary = run_stage(label, "pairs", functools.partial(run.judge, setting))
         line = f"{setting.label} ({setting.describe()}): " + stage_report(
             summary, setting.profile, out / setting.folder
         )

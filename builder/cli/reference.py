@@ -1,12 +1,13 @@
 """The generated reference pages of `docs/reference/`: profiles (from the pydantic models), stages (from the stage
 registry), the CLI (from the typer app's own definitions) and the release's columns (from the schema module). Each
-page is written by `scripts/make_reference.py`; `--check` (run by `tests/test_docs.py`) fails when a page is stale."""
+page is written by `scripts/make_reference.py`; `--check` (run by `tests/docs/test_docs.py`) fails when a page is stale."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
 from generation.profile_reference import cell
 from generation.storage import write_text_atomic
@@ -89,6 +90,7 @@ def cli_page() -> str:
     from builder.cli.main import app
 
     top = typer.main.get_command(app)
+    assert isinstance(top, TyperGroup), "the app has more than one command, so typer makes it a group"
     lines = [
         HEADER.format(source="builder/cli/") + "# Command reference",
         "",

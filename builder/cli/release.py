@@ -3,9 +3,8 @@ positional RELEASE argument (as in `simulate` and `evaluate`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-import typer
 
 from builder.cli.support import (
     RELEASE,
@@ -17,6 +16,7 @@ from builder.cli.support import (
     run_stage,
     with_options,
 )
+from builder.command_options import REQUIRED, option
 from builder.release.assemble.options import ReleaseOptions
 from builder.release.validate.expectations import ExpectationError
 from generation.progress import results
@@ -49,28 +49,34 @@ def build_release_command(options: ReleaseOptions) -> None:
     )
 
 
-@app.command()
-def validate(
-    release: Path = RELEASE,
-    expect: Path | None = typer.Option(
+@dataclass(frozen=True, kw_only=True)
+class ValidateOptions:
+    """The bounds a release is held to, the release it is compared with, and whether every config is loaded."""
+
+    expect: Path | None = option(
         None,
         help="YAML bounds: levels: {5: [low, high], ...}, unparsed_max, "
         "tolerance, min_judgments (see expectations/expected_levels.yaml)",
-    ),
-    against: Path | None = typer.Option(None, help="a previous release: level shares must stay within tolerance"),
-    load: bool = typer.Option(True, help="also load every config with datasets.load_dataset"),
-) -> None:
+    )
+    against: Path | None = option(None, help="a previous release: level shares must stay within tolerance")
+    load: bool = option(True, help="also load every config with datasets.load_dataset")
+
+
+@app.command()
+@with_options
+def validate(release: Path = RELEASE, *, options: ValidateOptions) -> None:
     """Check a release folder; exit status 1 if any check fails."""
     from builder.cli.reports import print_validation
     from builder.release.validate.expectations import load_expectations
     from builder.release.validate.folder import validate as run_validate
 
+    expect, against = options.expect, options.against
     existing_release(release)
     if against is not None:
         existing_release(against)
     try:
         load_expectations(expect)  # before the long checks: a misspelt key is an error, not a bound switched off
-        report = run_validate(release, expect, against, load)
+        report = run_validate(release, expect, against, options.load)
     except ExpectationError as e:
         fail(str(e))
     print_validation(report)
@@ -79,16 +85,21 @@ def validate(
     results.print(report.summary())
 
 
+@dataclass(frozen=True, kw_only=True)
+class PublishOptions:
+    """Where the release goes on the Hub (repository, tag, branch, or a pull request), and whether it really goes."""
+
+    repo: str = option(REQUIRED, "--repo", help="ORG/NAME on the Hub")
+    tag: str | None = option(None, help="tag to create on the commit, e.g. v1.0.0")
+    revision: str = option("main", help="branch to commit to; created from main when missing")
+    create_pr: bool = option(False, "--create-pr", help="open a pull request instead of committing")
+    private: bool = option(False, "--private", help="create the repository private (a new repository only)")
+    yes: bool = option(False, "--yes", help="really publish (default: a dry run)")
+
+
 @app.command()
-def publish(
-    release: Path = RELEASE,
-    repo: str = typer.Option(..., "--repo", help="ORG/NAME on the Hub"),
-    tag: str | None = typer.Option(None, help="tag to create on the commit, e.g. v1.0.0"),
-    revision: str = typer.Option("main", help="branch to commit to; created from main when missing"),
-    create_pr: bool = typer.Option(False, "--create-pr", help="open a pull request instead of committing"),
-    private: bool = typer.Option(False, "--private", help="create the repository private (a new repository only)"),
-    yes: bool = typer.Option(False, "--yes", help="really publish (default: a dry run)"),
-) -> None:
+@with_options
+def publish(release: Path = RELEASE, *, options: PublishOptions) -> None:
     """Validate, then push the release in one commit (and tag it). Token: HF_TOKEN or the stored login. Without
     --yes, a dry run: it lists what would be sent, and works offline (then every file is listed)."""
     from builder.release.publish.to_hub import PublishRefused
@@ -98,13 +109,13 @@ def publish(
     try:
         run_publish(
             release,
-            repo,
-            tag,
-            revision,
-            create_pr,
-            yes,
+            options.repo,
+            options.tag,
+            options.revision,
+            options.create_pr,
+            options.yes,
             say=lambda line: results.print(line, highlight=False, markup=False, soft_wrap=True),
-            private=private,
+            private=options.private,
             notice=notice,
         )
     except PublishRefused as e:

@@ -4,16 +4,25 @@ simulation, validation; and `emit_json`, the `--json PATH` (`-` for stdout) of p
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
+from builder.command_options import option
 from generation.progress import console, results
 from generation.storage import write_text_atomic
 
 JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout instead of the table"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonOutput:
+    """The --json option of a command whose record has no field for it (`pilot`): where `emit_json` writes."""
+
+    json_out: Path | None = option(None, "--json", output="file", help=JSON_HELP)
 
 
 def print_agreement(result: dict) -> None:

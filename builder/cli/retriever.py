@@ -5,66 +5,76 @@ builder/training/recipe.py, and its push to the Hub)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-import typer
-
+from builder.cli.shared_options import Sharding
 from builder.cli.support import (
-    NUM_SHARDS,
     RELEASE,
-    SHARD,
     check_folder_arg,
     existing_release,
     fail,
     guard_commands,
     new_app,
     notice,
-    output_option,
     run_stage,
     shard_of,
     with_options,
 )
+from builder.command_options import REQUIRED, option
 from builder.training.options import TrainOptions
 from generation.progress import results
 
 app = new_app("Training commands: texts, training-files, train.")
 
 
-@app.command()
-def texts(
-    release: Path = RELEASE,
-    copy: Path = typer.Option(
-        ...,
+@dataclass(frozen=True, kw_only=True)
+class TextsOptions:
+    """The user's copy the texts come from, where they go, how the copy is read, and which documents."""
+
+    copy: Path = option(
+        REQUIRED,
         "--from",
         help="your licensed copy: a ClueWeb22 folder (holding txt/, or txt/ "
         "itself; the tree ir_datasets' clueweb22 reads), or the kit's corpus Parquet "
         "(`researchy-subq corpus` output)",
-    ),
-    out: Path = output_option(..., "--out", help="where the texts go: a local folder outside any release"),
-    offsets: bool = typer.Option(
+    )
+    out: Path = option(
+        REQUIRED, "--out", output="folder", help="where the texts go: a local folder outside any release"
+    )
+    offsets: bool = option(
         True,
         help="read ClueWeb22 records through their .offset files when present "
         "(--no-offsets: stream each file to its last judged record)",
-    ),
-    all_retrieved: bool = typer.Option(
+    )
+    all_retrieved: bool = option(
         False,
         "--all-retrieved",
         help="also every document of questions.retrieved_unjudged (for training-files with a larger --negatives)",
-    ),
-    shard: int = SHARD,
-    num_shards: int = NUM_SHARDS,
-) -> None:
+    )
+
+
+@app.command()
+@with_options
+def texts(release: Path = RELEASE, *, options: TextsOptions, sharding: Sharding) -> None:
     """Texts of the release's documents from your copy (the judged ones and the hard-negatives rows' unjudged
     negatives): as the judge saw them and whole; lists the documents the copy lacks. Sharded and resumable; refuses
     to write into a release folder."""
     from builder.training.texts import write_texts
 
+    copy = options.copy
     existing_release(release)
     summary = run_stage(
         "texts",
         "docs",
         lambda advance: write_texts(
-            release, copy, out, shard_of(shard, num_shards), offsets, progress=advance, all_retrieved=all_retrieved
+            release,
+            copy,
+            options.out,
+            shard_of(sharding.shard, sharding.num_shards),
+            options.offsets,
+            progress=advance,
+            all_retrieved=options.all_retrieved,
         ),
     )
     if summary.skipped:
@@ -87,43 +97,51 @@ def texts(
     )
 
 
-@app.command(name="training-files")
-def training_files(
-    release: Path = RELEASE,
-    texts_folder: Path = typer.Option(..., "--texts", help="the folder `researchy-subq texts` wrote"),
-    out: Path = output_option(..., "--out", help="where the trainers' files go: a local folder outside any release"),
-    whole: bool = typer.Option(False, "--whole", help="use whole documents (default: as the judge saw them)"),
-    negatives: int | None = typer.Option(None, min=1, help="negatives per row, k (default: the release's)"),
-    negative_level: int | None = typer.Option(
+@dataclass(frozen=True, kw_only=True)
+class TrainingFilesOptions:
+    """The texts the files are made from, where they go, the hard negatives re-derived, and which formats."""
+
+    texts_folder: Path = option(REQUIRED, "--texts", help="the folder `researchy-subq texts` wrote")
+    out: Path = option(
+        REQUIRED, "--out", output="folder", help="where the trainers' files go: a local folder outside any release"
+    )
+    whole: bool = option(False, "--whole", help="use whole documents (default: as the judge saw them)")
+    negatives: int | None = option(None, min=1, help="negatives per row, k (default: the release's)")
+    negative_level: int | None = option(
         None, min=0, help="a judged document at this level or below is a negative (default: the release's)"
-    ),
-    fill_order: str | None = typer.Option(
+    )
+    fill_order: str | None = option(
         None,
         help="where negatives come from, in order, comma-separated: judged, retrieved_unjudged, other_question "
         "(default: the release's)",
-    ),
-    formats: list[str] | None = typer.Option(
+    )
+    formats: list[str] | None = option(
         None,
         "--format",
         help="write only these (repeatable): sentence-transformers, flagembedding, beir, tevatron (default: all)",
-    ),
-) -> None:
+    )
+
+
+@app.command(name="training-files")
+@with_options
+def training_files(release: Path = RELEASE, *, options: TrainingFilesOptions) -> None:
     """sentence-transformers dataset (+ id sidecar), FlagEmbedding JSONL, BEIR folder and Tevatron corpus from the
     release and your texts; the hard-negatives rows re-derived from its graded lists (the release's own by default,
     or another k, negative level or fill order)."""
     from builder.training.files import write_training_files
 
+    fill_order, formats = options.fill_order, options.formats
     existing_release(release)
     summary = run_stage(
         "training files",
         "rows",
         lambda advance: write_training_files(
             release,
-            texts_folder,
-            out,
-            whole=whole,
-            negatives=negatives,
-            negative_level=negative_level,
+            options.texts_folder,
+            options.out,
+            whole=options.whole,
+            negatives=options.negatives,
+            negative_level=options.negative_level,
             fill_order=None if fill_order is None else tuple(p.strip() for p in fill_order.split(",") if p.strip()),
             progress=advance,
             **({"formats": tuple(formats)} if formats else {}),

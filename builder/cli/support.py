@@ -1,8 +1,8 @@
 """What every `researchy-subq` command module shares: `fail` (one red line, exit 1), `notice` (a line on stderr),
 `say` (a result line on stdout), `warn_stand_in`, `guard_commands` (an error from bad input becomes that one line,
 never a traceback; help reads as English), `output_option` (every option naming a path the command writes),
-`with_options` (a command's options from its options record, builder/command_options.py), argument checks, and
-`new_app`."""
+`with_options` and `options_command` (a command's options from its options records, builder/command_options.py),
+argument checks, and `new_app`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import functools
 import inspect
 import os
 import typing
+from collections.abc import Callable, ItemsView
 from enum import Enum
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
-import click
 import typer
 from rich.text import Text
+from typer import _click  # typer 0.29 carries its own copy of click: its commands, contexts and errors are these
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 from typer.models import ArgumentInfo, OptionInfo
@@ -27,11 +29,15 @@ from generation.errors import ArgumentError, BackendError, InputError
 from generation.executors.errors import ClusterError
 from generation.java import JavaError
 from generation.models import ModelNotAvailable
-from generation.profiles import ProfileError, bundled_profiles, load_profile
+from generation.profiles import Profile, ProfileError, load_profile
 from generation.progress import console, counter, results
 from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
 from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Number = TypeVar("Number", int, float)
 
 HELP = {"help_option_names": ["-h", "--help"]}
 DEBUG_ENV = "RESEARCHY_SUBQ_DEBUG"  # set to 1 to see the traceback behind an error line
@@ -112,14 +118,14 @@ def error_line(error: BaseException) -> str:
     )
 
 
-def guarded(callback):
+def guarded(callback: Callable[P, R]) -> Callable[P, R]:
     """A command callback whose exceptions end in one error line (unless RESEARCHY_SUBQ_DEBUG=1)."""
 
     @functools.wraps(callback)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return callback(*args, **kwargs)
-        except (typer.Exit, typer.Abort, TyperException, click.ClickException, KeyboardInterrupt, SystemExit):
+        except (typer.Exit, typer.Abort, TyperException, _click.ClickException, KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - the one place errors become lines
             if os.environ.get(DEBUG_ENV) == "1":
@@ -131,11 +137,13 @@ def guarded(callback):
 
 def guard_commands(typer_app: typer.Typer) -> typer.Typer:
     for command in typer_app.registered_commands:
-        name_metavars(command.callback)
+        callback = command.callback
+        assert callback is not None, f"{command.name}: a command registered with its function"
+        name_metavars(callback)
         if command.cls in (None, TyperCommand):
             command.cls = PlainCommand
-        if not getattr(command.callback, "__wrapped__", None):
-            command.callback = guarded(command.callback)
+        if not getattr(callback, "__wrapped__", None):
+            command.callback = guarded(callback)
     return typer_app
 
 
@@ -143,7 +151,7 @@ def guard_commands(typer_app: typer.Typer) -> typer.Typer:
 METAVARS = {Path: "PATH", int: "N", float: "NUMBER", str: "TEXT"}
 
 
-def metavar_of(annotation) -> str | None:
+def metavar_of(annotation: Any) -> str | None:
     """PATH, N, NUMBER, TEXT or [a|b|c] for an option's type (a list: its items' type; a flag: none)."""
     arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) is not None and arguments:
@@ -153,7 +161,7 @@ def metavar_of(annotation) -> str | None:
     return METAVARS.get(annotation)
 
 
-def name_metavars(callback) -> None:
+def name_metavars(callback: Callable[..., Any]) -> None:
     hints = typing.get_type_hints(callback) if not hasattr(callback, "__signature__") else {}
     for name, parameter in inspect_parameters(callback):
         info, annotation = parameter.default, hints.get(name, parameter.annotation)
@@ -163,7 +171,7 @@ def name_metavars(callback) -> None:
             info.metavar = metavar_of(annotation)
 
 
-def inspect_parameters(callback):
+def inspect_parameters(callback: Callable[..., Any]) -> ItemsView[str, inspect.Parameter]:
     return inspect.signature(callback).parameters.items()
 
 
@@ -171,7 +179,7 @@ class PlainCommand(TyperCommand):
     """Usage `researchy-subq validate [OPTIONS] RELEASE` and argument rows `RELEASE  what it is`, as click writes
     them, instead of typer's `{release}` and `release <path>`."""
 
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
@@ -179,7 +187,7 @@ class PlainCommand(TyperCommand):
                 pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
         return pieces
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
         arguments = [
             (p.metavar or p.name.upper(), getattr(p, "help", None) or "")
@@ -199,7 +207,7 @@ def version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def positive(name: str, value, upper: float | None = None, include_upper: bool = True):
+def positive(name: str, value: Number | None, upper: float | None = None, include_upper: bool = True) -> Number | None:
     """A number > 0 (and <= upper, or < upper), or a usage error naming the option."""
     if value is None:
         return value
@@ -210,11 +218,11 @@ def positive(name: str, value, upper: float | None = None, include_upper: bool =
     return value
 
 
-def _output_guard(kind: str):
+def _output_guard(kind: str) -> Callable[[_click.Context, _click.Parameter, Any], Any]:
     """The callback of an `output_option` of `kind` (folder or file): the one link guard on the value as the command
     line is read, so a link is refused, naming the option and the path, before the command writes anything."""
 
-    def guard(ctx, param, value):
+    def guard(ctx: _click.Context, param: _click.Parameter, value: Any) -> Any:
         if value is None or str(value) == "-":  # `--json -`: stdout
             return value
         option, path = (param.opts or [param.name])[0], Path(value)
@@ -233,10 +241,10 @@ def _output_guard(kind: str):
 OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file")}
 
 
-def output_option(default, *flags: str, output: str = "folder", **settings):
+def output_option(default: Any, *flags: str, output: str = "folder", **settings: Any) -> Any:
     """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
     `--json`). Every such option is made here, so each goes through the one link guard (generation/storage.py
-    `refuse_links`); tests/test_output_links.py walks every command and fails on a path option that is neither this
+    `refuse_links`); tests/reliability/test_output_links.py walks every command and fails on a path option that is neither this
     nor a declared input."""
     return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)
 
@@ -256,31 +264,60 @@ def option_parameters(record: type) -> list[inspect.Parameter]:
     return made
 
 
-def with_options(callback):
-    """The command `callback` with its parameter annotated by an options record (PilotOptions, ReleaseOptions, ...)
-    standing for the record's options, in their place among its other parameters; the callback gets the record built
-    from the parsed values. What typer reads is the signature made here."""
+OPTIONS_RECORDS = "options_records"  # the attribute naming the records a command's options come from, in order
+
+
+def with_options(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """The command `callback` with each parameter annotated by an options record (PilotOptions, Sharding, ...)
+    standing for that record's options, in its place among the callback's arguments; the callback gets each record
+    built from the parsed values. Its other parameters are its arguments (typer.Argument): a command's options come
+    from records alone. What typer reads is the signature made here."""
     hints = typing.get_type_hints(callback)
     signature = inspect.signature(callback)
-    records = [(n, hints[n]) for n in signature.parameters if is_options_record(hints.get(n))]
-    assert len(records) == 1, f"{callback.__name__}: one parameter annotated with an options record"
-    ((name, record),) = records
-    taken = [o.name for o in command_options(record)]
+    records = {n: hints[n] for n in signature.parameters if is_options_record(hints.get(n))}
+    if not records:
+        raise TypeError(f"{callback.__name__}: no parameter is annotated with an options record")
     params: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
-        if parameter.name == name:
-            params += option_parameters(record)
+        if parameter.name in records:
+            params += option_parameters(records[parameter.name])
+        elif not isinstance(parameter.default, ArgumentInfo):
+            raise TypeError(
+                f"{callback.__name__}: {parameter.name} is neither an options record nor a typer.Argument "
+                "(an option is a record's field, builder/command_options.py)"
+            )
         else:
             params.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
-    assert len({p.name for p in params}) == len(params), f"{callback.__name__}: a parameter is also a record's option"
 
-    def command(**values):
-        options = record(**{n: values.pop(n) for n in taken})
-        return callback(**values, **{name: options})
+    def command(**values: Any) -> Any:
+        built = {
+            name: record(**{o.name: values.pop(o.name) for o in command_options(record)})
+            for name, record in records.items()
+        }
+        return callback(**values, **built)
 
-    typing.cast(typing.Any, command).__signature__ = inspect.Signature(params)
-    command.__name__, command.__doc__, command.__module__ = callback.__name__, callback.__doc__, callback.__module__
-    return command
+    return options_command(
+        command, params, tuple(records.values()), callback.__name__, callback.__doc__, callback.__module__
+    )
+
+
+def options_command(
+    command: Callable[..., Any],
+    params: list[inspect.Parameter],
+    records: tuple[type, ...],
+    name: str,
+    doc: str | None,
+    module: str,
+) -> Callable[..., Any]:
+    """`command`, which takes its parsed values by keyword, as typer reads it: the signature `params` (its arguments
+    and the options of `records`, made by `option_parameters`), its name, help and module, and the records its options
+    come from (`OPTIONS_RECORDS`: tests/builder/test_command_options.py holds every command to them)."""
+    assert len({p.name for p in params}) == len(params), f"{name}: two of its options or arguments share a name"
+    made: Any = command
+    made.__signature__ = inspect.Signature(params)
+    made.__name__, made.__doc__, made.__module__ = name, doc, module
+    setattr(made, OPTIONS_RECORDS, records)
+    return made
 
 
 def check_folder_arg(path: Path | None, option: str) -> None:
@@ -295,16 +332,6 @@ def check_writable_file(path: Path | None, option: str) -> None:
 
 # -- what more than one command module needs: the release argument, profiles, shards, a stage run with progress ----
 RELEASE = typer.Argument(..., help="the release folder (= the Hub repository's files)")
-SHARD = typer.Option(
-    0, "--shard", min=0, help="this worker's shard (0-based); with --num-shards, e.g. a Slurm array rank"
-)
-NUM_SHARDS = typer.Option(1, "--num-shards", min=1, help="how many shards the stage is cut into")
-PROFILE = typer.Option(
-    ...,
-    "--profile",
-    help=f"a bundled profile ({', '.join(bundled_profiles())}) or a YAML "
-    "file (a .yaml path, or any path with a folder in it)",
-)
 
 
 def existing_release(release: Path) -> Path:
@@ -322,14 +349,14 @@ def shard_of(index: int, count: int) -> Shard:
         fail(str(e))
 
 
-def profile_of(name: str):
+def profile_of(name: str) -> Profile:
     try:
         return load_profile(name)
     except ProfileError as e:
         fail(str(e))
 
 
-def run_stage(description: str, unit: str, work, total: int | None = None):
+def run_stage(description: str, unit: str, work: Callable[[Callable[..., None]], R], total: int | None = None) -> R:
     """Runs a library call with a progress bar (errors: see `guard_commands`)."""
     with counter(description, total=total, unit=unit) as advance:
         return work(advance)
@@ -341,4 +368,5 @@ def policy_names() -> list[str]:
     return list(POLICIES)
 
 
-Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # so -h lists the choices
+# so -h lists the choices; the members come from the policy registry, which mypy's Enum() types only as a literal
+Policy = Enum("Policy", {name: name for name in policy_names()}, type=str)  # type: ignore[misc]

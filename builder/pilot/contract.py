@@ -5,7 +5,7 @@ another type is refused naming the key; the release's readers (the card's pilot 
 attributes.
 
 Every model forbids keys it does not name. A record is written with sorted keys and read back whole:
-`model_dump()` of a parsed record is the record (tests/test_pilot_release.py checks it on a release). Figures a
+`model_dump()` of a parsed record is the record (tests/builder/release/test_pilot_release.py checks it on a release). Figures a
 computation may give as an integer or a float are `Number`, so neither is rewritten as the other. Undefined figures
 (an undefined correlation, a precision with no positive predicted) are null."""
 

@@ -38,7 +38,7 @@ ARROW_NBYTES = b"arrow_nbytes"  # footer key: the Arrow size of the rows written
 def read_back_nbytes(table) -> int:
     """The Arrow size of `table` as `datasets` counts it after reading it back, to within its reader's own choice
     of validity bitmaps: a column without nulls in a row group mostly comes back without one (measured within
-    0.5% in tests/test_card.py; reading every file back to count exactly would cost a full decode)."""
+    0.5% in tests/builder/release/assemble/test_card.py; reading every file back to count exactly would cost a full decode)."""
     total = table.nbytes
     for column in table.columns:
         if column.null_count == 0:

@@ -31,7 +31,7 @@ def record_name(ref: str) -> str:
 
 def record_link(name: str) -> str:
     """A link to a record's table. Its heading is the name in a code span; GitHub's anchor of it is the name lower-cased
-    without the characters it drops (github.com/Flet/github-slugger; tests/test_docs.py checks every link)."""
+    without the characters it drops (github.com/Flet/github-slugger; tests/docs/test_docs.py checks every link)."""
     return f"[`{name}`](#{re.sub(r'[^a-z0-9_-]', '', name.lower())})"
 
 

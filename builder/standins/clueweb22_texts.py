@@ -1,5 +1,5 @@
 """A synthetic ClueWeb22 txt tree and the stub of a release over it, for `researchy-subq texts` in
-tests/test_texts.py and scripts/bench_texts.py.
+tests/builder/training/test_texts.py and scripts/bench_texts.py.
 
 The tree has ClueWeb22's published shape (lemurproject/ClueWeb22, ClueWeb22Api.py): txt/en/en00/en0000/en0000-NN.json.gz,
 one record per line, each record its own gzip member, and `en0000-NN.offset` with one '{:010d}\\n' offset per

@@ -5,8 +5,8 @@ the card, the YAML's counts and sizes and the plot are made consistent with the 
 for `validate` is to re-derive the determined values (builder/release/validate/: rederive.py, derived.py,
 card.py).
 
-Used by scripts/hostile.py (the figures of docs/benchmarks.md), tests/test_release_semantics.py and
-tests/test_training_configs.py.
+Used by scripts/hostile.py (the figures of docs/benchmarks.md), tests/builder/release/validate/test_rederive.py and
+tests/builder/release/assemble/test_training_configs.py.
 `GENERATE_FAULTS` run on a generate-mode release (the `paper` profile), `DISTRIBUTION_FAULTS` on a
 distribution-mode one; each maps a name to (corrupt(release), the checks that may fail, the one that must).
 """

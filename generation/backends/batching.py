@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # alive at once: that covers the keys and values SDPA attention repeats to every query head over a forward's own
 # tokens (2 x heads x head_dim a token: 51k values a token in the attention at the 70B shape, 129k counted). Repeats
 # over a cached prefix's keys, once per row, are not per token: the kit's attention folds the heads instead
-# (generation/backends/grouped_attention.py), and tests/test_document_batches.py checks a batch's cost against the
+# (generation/backends/grouped_attention.py), and tests/generation/backends/test_document_batches.py checks a batch's cost against the
 # tensors its forwards allocate.
 def activation_bytes_per_token(shape: Shape, dtype_bytes: int) -> int:
     width = 4 * shape.hidden + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate

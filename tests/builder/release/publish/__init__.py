@@ -1,0 +1,1 @@
+"""Tests of builder/release/publish/, in files named after its modules where one module is tested."""

@@ -1,0 +1,1 @@
+"""Tests of builder/release/validate/, in files named after its modules where one module is tested."""

@@ -1,0 +1,1 @@
+"""The repository's own machinery: the Makefile, the CI workflows, the wheel."""
