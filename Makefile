@@ -65,7 +65,7 @@ test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)" -n $(TEST_WORKERS) --dist loadscope
 
 # ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra. mypy checks the
-# paths of [tool.mypy] `files` (the release's contract, plan, stages, backends, judging); it comes with the dev extra too.
+# paths of [tool.mypy] `files` (builder, generation, scripts, examples); it comes with the dev extra too.
 lint: $(STAMP)
 	$(BIN)/ruff check generation builder tests scripts examples
 	$(BIN)/ruff format --check generation builder tests scripts examples
