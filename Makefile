@@ -52,8 +52,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/researchy-subq demo --out demo-output
 
+# All the tests, in TEST_WORKERS processes as the fast lane: the demo's module (~17 minutes) runs beside the rest.
 test: $(STAMP) check-workflows lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # While you work: lint, then the tests that start no Java, Ray, other process or demo and take no long run (the
 # markers of pyproject.toml's [tool.pytest.ini_options]). `make test` runs them all, as CI does.
