@@ -52,8 +52,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/researchy-subq demo --out demo-output
 
+# All the tests, in TEST_WORKERS processes as the fast lane: the demo's module (~17 minutes) runs beside the rest.
 test: $(STAMP) check-workflows lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 # While you work: lint, then the tests that start no Java, Ray, other process or demo and take no long run (the
 # markers of pyproject.toml's [tool.pytest.ini_options]). `make test` runs them all, as CI does.
@@ -65,7 +66,7 @@ test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m "$(FAST_TESTS)" -n $(TEST_WORKERS) --dist loadscope
 
 # ruff's rules and line length are in pyproject.toml ([tool.ruff]); ruff comes with the dev extra. mypy checks the
-# paths of [tool.mypy] `files` (the release's contract, plan, stages, backends, judging); it comes with the dev extra too.
+# paths of [tool.mypy] `files` (builder, generation, scripts, examples); it comes with the dev extra too.
 lint: $(STAMP)
 	$(BIN)/ruff check generation builder tests scripts examples
 	$(BIN)/ruff format --check generation builder tests scripts examples

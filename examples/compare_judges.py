@@ -46,6 +46,7 @@ def main() -> None:
     a, b = " ".join([options.a, *options.a_set]), " ".join([options.b, *options.b_set])
     print(f"judging the sample under A ({a}), then B ({b})", file=sys.stderr)
     _, record = run_pilot(options)
+    assert record is not None  # one process judged every shard, so the record is written
 
     taken = record.sample.taken
     print(f"sample: {taken.pairs:,} pairs of {taken.questions:,} questions")

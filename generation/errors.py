@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 class InputError(ValueError):
     """A record that cannot be used, with its file, line (or row) and field."""
 
+    reason = "malformed"  # the class of problem, as rejects count them (generation/labels/importer.py sets others)
+
     def __init__(
         self, path: str | Path, line: int, message: str, field: str | None = None, record_id: str | None = None
     ):
@@ -82,7 +84,8 @@ def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         raise InputError(path, lineno + 1, "truncated gzip file (it ends before its end-of-stream marker)") from None
     except (OSError, zlib.error) as e:
         kind = "not a gzip file or corrupt" if path.name.lower().endswith(".gz") else "cannot be read"
-        raise InputError(path, lineno + 1, f"{kind} ({e.strerror or e})") from None
+        detail = (e.strerror if isinstance(e, OSError) else None) or e  # zlib.error has no strerror
+        raise InputError(path, lineno + 1, f"{kind} ({detail})") from None
 
 
 class PartlyFailed(RuntimeError):

@@ -28,8 +28,9 @@ class FullWidthConsole(Console):
         return super().size if self.is_terminal else ConsoleDimensions(self.UNBOUNDED, super().size.height)
 
     @size.setter
-    def size(self, new_size) -> None:
-        Console.size.fset(self, new_size)
+    def size(self, new_size: tuple[int, int]) -> None:
+        # rich's own setter: mypy reads `Console.size` as the getter, so take the property object from the class
+        vars(Console)["size"].fset(self, new_size)
 
 
 console = FullWidthConsole(stderr=True)  # progress, notices, errors

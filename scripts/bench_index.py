@@ -56,7 +56,9 @@ def measure(command: list[str], watch: list[Path]) -> dict:
     sampler.start()
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr_reader = threading.Thread(target=lambda: setattr(child, "err", child.stderr.read()), daemon=True)
+    stderr, said = child.stderr, []  # what the child wrote on stderr, read as it runs
+    assert stderr is not None  # stderr=PIPE
+    stderr_reader = threading.Thread(target=lambda: said.append(stderr.read()), daemon=True)
     stderr_reader.start()
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
@@ -65,7 +67,7 @@ def measure(command: list[str], watch: list[Path]) -> dict:
     sampler.join()
     peak[0] = max(peak[0], disk_bytes(watch))
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {' '.join(command)}\n{child.err.decode()[-3000:]}")
+        raise SystemExit(f"failed: {' '.join(command)}\n{said[0].decode()[-3000:]}")
     return {
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime,

@@ -21,6 +21,10 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from generation.judging.judges import TokenBackend
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -86,17 +90,18 @@ def raw_vllm(backend, sequences, token_ids):
 def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: int, repeats: int) -> list[tuple]:
     from generation.judging.judges import LLMJudge
 
+    backend: TokenBackend
     if backend_name == "vllm":
         from generation.backends.vllm_adapter import VllmJudgeBackend
 
-        backend = VllmJudgeBackend(str(model), judge_config(model, "vllm", "generate", batch_size))
-        tokenizer, raw = backend.llm.get_tokenizer(), raw_vllm
-        reset = backend.llm.reset_prefix_cache
+        served = VllmJudgeBackend(str(model), judge_config(model, "vllm", "generate", batch_size))
+        backend, tokenizer, raw = served, served.llm.get_tokenizer(), raw_vllm
+        reset = served.llm.reset_prefix_cache
     else:
         from generation.backends.hf import TransformersBackend
 
-        backend = TransformersBackend(model, judge_config(model, "transformers", "distribution", batch_size))
-        tokenizer, raw, reset = backend.tokenizer, raw_transformers, (lambda: None)
+        local = TransformersBackend(model, judge_config(model, "transformers", "distribution", batch_size))
+        backend, tokenizer, raw, reset = local, local.tokenizer, raw_transformers, (lambda: None)
     judges = {
         mode: LLMJudge(judge_config(model, backend_name, mode, batch_size), backend, tokenizer, family)
         for mode in ("generate", "distribution")
@@ -118,18 +123,19 @@ def bench_model(family: str, model: Path, backend_name: str, pairs, batch_size: 
             wall, cpu = time.perf_counter(), time.process_time()
             run()
             seconds[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-    wall = {name: len(pairs) / statistics.median(w for w, _ in s) for name, s in seconds.items()}
-    cpu = {name: len(pairs) / statistics.median(c for _, c in s) for name, s in seconds.items()}
+    # pairs a second, by wall clock and by CPU time
+    wall_rate = {name: len(pairs) / statistics.median(w for w, _ in s) for name, s in seconds.items()}
+    cpu_rate = {name: len(pairs) / statistics.median(c for _, c in s) for name, s in seconds.items()}
     tokens = statistics.mean(len(s) for s in sequences)
     return [
         (
             backend_name,
             family,
             name,
-            wall[name],
-            cpu[name],
-            cpu[name] / cpu["raw one step"],
-            cpu[name] / cpu["generate"],
+            wall_rate[name],
+            cpu_rate[name],
+            cpu_rate[name] / cpu_rate["raw one step"],
+            cpu_rate[name] / cpu_rate["generate"],
             tokens,
         )
         for name in runs

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for mode in args.mode:
         profiles = {b: write_profile(work, b, model, mode, args.batch_size, args.max_batch_tokens) for b in PROMPTS}
-        seconds = {b: [] for b in PROMPTS}
+        seconds: dict[str, list[tuple[float, float]]] = {b: [] for b in PROMPTS}  # (wall s, CPU s) per run
         for repeat in range(args.repeats):
             for base, profile in profiles.items():
                 seconds[base].append(run_judge_command(profile, inputs, work / "out" / base))
@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
             pairs = pq.read_metadata(next((work / "out" / "paper").glob("judgments-*.parquet"))).num_rows
         for base in PROMPTS:
             rows.append((mode, base, seconds[base]))
+    assert pairs is not None  # counted after the first mode's runs
     subqs = pq.read_table(inputs["subquestions"] / "subquestions.parquet").num_rows
     print(
         f"`researchy-subq judge`, one process a run, start-up included; {subqs} sub-questions x {pairs // subqs} "

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -83,7 +84,7 @@ def sample_vocabulary() -> tuple[list[str], list[int]]:
     return [w for w, _ in words], [n for _, n in words]
 
 
-def web_text(rng: random.Random, vocabulary: list[str], weights: list[float], words: int) -> str:
+def web_text(rng: random.Random, vocabulary: list[str], weights: Sequence[float], words: int) -> str:
     return " ".join(rng.choices(vocabulary, weights, k=words))
 
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -120,7 +122,8 @@ def main() -> None:
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(model))
             in_process = VllmJudgeBackend(str(model), judge_config(model, "generate", server.endpoint, 1))
-            runs, resets = {}, {}
+            runs: dict[tuple[str, str], Callable[[], object]] = {}  # (mode, path) -> one timed run
+            resets: dict[tuple[str, str], Callable[[], object]] = {}  # its prefix cache's reset
             for mode in ("generate", "distribution"):
                 config = judge_config(model, mode, server.endpoint, args.concurrency)
                 kit = make_judge(config, tokenizer)
@@ -139,10 +142,10 @@ def main() -> None:
 
                 local = LLMJudge(config, in_process, tokenizer, "in-process")
                 bare = BareLoop(backend.url, args.concurrency)
-                runs[(mode, "bare loop")] = lambda loop=bare, b=bodies: loop.run(b)
+                runs[(mode, "bare loop")] = functools.partial(bare.run, bodies)
                 runs[(mode, "backend")] = call
-                runs[(mode, "kit")] = lambda k=kit: k.grade(pairs)
-                runs[(mode, "in-process vLLM")] = lambda j=local: j.grade(pairs)
+                runs[(mode, "kit")] = functools.partial(kit.grade, pairs)
+                runs[(mode, "in-process vLLM")] = functools.partial(local.grade, pairs)
                 resets[(mode, "in-process vLLM")] = in_process.llm.reset_prefix_cache
 
             def reset_server():

@@ -52,7 +52,8 @@ def run_step(code: str, **fields) -> tuple[float, float, float]:
     if result.returncode != 0 or line is None:
         raise SystemExit(f"step failed:\n{result.stderr[-3000:]}")
     LAST_STDOUT[0] = result.stdout
-    return tuple(float(x) for x in line.split()[1:])
+    wall, cpu, peak = (float(x) for x in line.split()[1:])
+    return wall, cpu, peak
 
 
 TRAINING = """

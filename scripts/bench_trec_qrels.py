@@ -24,7 +24,7 @@ from rich.table import Table
 
 from builder.release.assemble.trec import TrecQrelsWriter
 from builder.release.assemble.writer import RollingWriter
-from generation.labels.trec_qrels import read_trec_qrels
+from generation.labels.trec_qrels import BadLine, read_trec_qrels
 
 BATCH = 262_144
 
@@ -73,7 +73,7 @@ def main() -> None:
         rows = sum(pq.ParquetFile(p).read(columns=["query-id", "corpus-id", "score"]).num_rows for p in parquet_files)
         read["parquet"] = (time.perf_counter() - start, rows)
         start = time.perf_counter()
-        failures = []
+        failures: list[BadLine] = []
         rows = sum(t.num_rows for t in read_trec_qrels(work / "test.qrels.txt", failures.append))
         read["trec"] = (time.perf_counter() - start, rows)
         assert not failures and read["trec"][1] == read["parquet"][1] == args.rows, (failures, read)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -143,7 +144,10 @@ def corruptions(w: Path, env: dict) -> list[tuple[str, str]]:
         ),
     }
     faults.update(links_out_of_the_release())
-    cases = [(name, fault, env["release"], None) for name, fault in faults.items()]
+    # (name, the fault applied to a release copy, the release it corrupts, the check that must fail)
+    cases: list[tuple[str, Callable[[Path], object], Path, str | None]] = [
+        (name, fault, env["release"], None) for name, fault in faults.items()
+    ]
     cases += [
         (f"re-sealed: {name}", fault, env["release"], required)
         for name, (fault, _, required) in GENERATE_FAULTS.items()

@@ -7,10 +7,11 @@ import gzip
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from generation.profiles.profile import PROFILE_DIR
 
-GOOD_RECORD = {
+GOOD_RECORD: dict[str, Any] = {  # a Researchy Questions record, as JSON gives it
     "id": 7,
     "question": "why do cats purr?",
     "DocStream": [],

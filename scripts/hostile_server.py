@@ -60,7 +60,8 @@ def served_judge(w: Path, env: dict) -> list[tuple[str, bool, str]]:
         code, said = run(judge_command(env, profile, root / "reference", *endpoint))
         reference = rows(root / "reference") if code == 0 else None
 
-        on, target = [True], []  # the first pair's connection drops on every attempt while on[0]
+        on = [True]  # the first pair's connection drops on every attempt while on[0]
+        target: list[int] = []  # the first pair's fingerprint
 
         def poisoned(body):
             if PROBE in json.dumps(body):
@@ -104,7 +105,7 @@ def served_judge(w: Path, env: dict) -> list[tuple[str, bool, str]]:
         ok = (
             failed > 16
             and kills > 0
-            and finished
+            and finished == 1
             and rows(root / "killed-retry") == reference
             and failed_pairs(root / "killed-retry") == 0
             and not leftovers(root / "killed-retry")

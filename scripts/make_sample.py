@@ -350,7 +350,8 @@ def build() -> dict[Path, bytes]:
     source = yaml.safe_load(SOURCE.read_text())
     rng = random.Random(SEED)
     topics, filler = source["topics"], source["filler"]
-    pages, records = [], {"train": [], "test": []}
+    pages: list[dict] = []
+    records: dict[str, list[dict]] = {"train": [], "test": []}  # split -> its Researchy records
     for t_index, topic in enumerate(topics):
         own = topic_pages(rng, t_index, topic, filler)
         pages.extend(own)

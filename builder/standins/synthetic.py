@@ -105,7 +105,8 @@ def synthesize(
     )
     url_hashes = pa.array([hashlib.md5(str(i).encode()).hexdigest().upper() for i in range(n_docs)])
 
-    folders = {"questions": {}, "judgments": out / "judgments"}
+    question_folders: dict[str, Path] = {}
+    judgments_folder = out / "judgments"
     for split in sorted(set(splits)):
         mask = splits == split
         folder = out / "questions" / split
@@ -137,7 +138,7 @@ def synthesize(
             ),
             folder / "subquestions.parquet",
         )
-        folders["questions"][split] = folder
+        question_folders[split] = folder
 
     # Every (sub-question, candidate of its question) pair, trimmed to the exact total.
     subq_of_pair = np.repeat(np.arange(len(q_of_subq)), cand_per_q[q_of_subq])[:judgments]
@@ -152,8 +153,8 @@ def synthesize(
         weights[-1] = weights[:-1].sum() * unparsed_share / (1 - unparsed_share)
     level_code = rng.choice(7, size=len(subq_of_pair), p=weights / weights.sum())
     judged = judge_columns(level_code, profile.judge.mode, rng)
-    stage = StageOutput(folders["judgments"], "judgments", stage_hash(profile, "judgments"))
-    folders["judgments"].mkdir(parents=True, exist_ok=True)
+    stage = StageOutput(judgments_folder, "judgments", stage_hash(profile, "judgments"))
+    judgments_folder.mkdir(parents=True, exist_ok=True)
     bounds = np.linspace(0, len(subq_of_pair), shards + 1).astype(np.int64)
     for i in range(shards):
         lo, hi = int(bounds[i]), int(bounds[i + 1])
@@ -189,17 +190,18 @@ def synthesize(
                 )
         stage.mark_done(shard, judge="synthetic (Table 1 level mix)")
     counts = {k: int(v) for k, v in zip((0, 1, 2, 3, 4, 5, None), np.bincount(level_code, minlength=7))}
-    if runs_depth:
-        folders["runs"] = write_runs(
-            out / "runs", qids, doc_offsets, cand_per_q, n_docs, runs_depth, profile, rng, runs_pool_only_every
-        )
+    runs = (
+        write_runs(out / "runs", qids, doc_offsets, cand_per_q, n_docs, runs_depth, profile, rng, runs_pool_only_every)
+        if runs_depth
+        else None
+    )
     return {
-        "questions": folders["questions"],
-        "judgments": folders["judgments"],
+        "questions": question_folders,
+        "judgments": judgments_folder,
         "levels": counts,
         "judgments_total": len(subq_of_pair),
         "subquestions": len(q_of_subq),
-        **({"runs": folders["runs"]} if runs_depth else {}),
+        **({"runs": runs} if runs_depth else {}),
     }
 
 

@@ -31,9 +31,16 @@ OFFSET_ENTRY = len(f"{0:010d}\n")  # 11 bytes, as ClueWeb22Api.py reads them
 @dataclass(frozen=True)
 class Found:
     docid: str
-    text: str | None  # None: missing, `reason` says why
+    text: str
     url_hash: str | None = None
-    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A wanted document whose text the copy does not give, and why (`no_file`, `no_line`, `empty_text`, ...)."""
+
+    docid: str
+    reason: str
 
 
 def txt_root(copy: Path) -> Path:
@@ -44,17 +51,17 @@ def txt_root(copy: Path) -> Path:
 
 def json_path(root: Path, key: str) -> Path:
     lang_stream_subdir = key.split("-")[0]  # en0000
-    lang = re.match(r"[a-z_]+", lang_stream_subdir).group(0)
+    lang = lang_stream_subdir.rstrip("0123456789")  # en (CLUEWEB22_ID: letters, then four digits)
     stream = lang_stream_subdir[: len(lang) + 2]  # en00
     return root / lang / stream / lang_stream_subdir / f"{key}.json.gz"
 
 
-def _record(doc: dict, docid: str) -> Found:
+def _record(doc: dict, docid: str) -> Found | Missing:
     """What the record at the line `docid` names gives (parsed as the corpus stage parses ClueWeb22 txt)."""
     if doc["docid"] != docid:
-        return Found(docid, None, reason="other_id")
+        return Missing(docid, "other_id")
     if not doc["text"].strip():
-        return Found(docid, None, reason="empty_text")
+        return Missing(docid, "empty_text")
     return Found(docid, doc["text"], doc["url_hash"])
 
 
@@ -63,7 +70,7 @@ class OffsetMismatch:
     """A record the offset file does not lead to: what reading at its offsets gave (None: nothing readable), and why."""
 
     index: int  # position in the file's wanted list
-    found: Found | None
+    found: Found | Missing | None
     why: str
 
 
@@ -79,7 +86,7 @@ def _last_offset(index, size: int) -> int | None:
     return int(tail[-1]) if tail and tail[-1].isdigit() else None
 
 
-def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Iterator[Found | OffsetMismatch]:
+def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Iterator[Found | Missing | OffsetMismatch]:
     """The wanted records read at their offsets, each checked against the ClueWeb22-ID expected there; the first that
     is not where the offsets say is an OffsetMismatch, and nothing is read after it."""
     data_size, index_size = path.stat().st_size, offsets.stat().st_size
@@ -90,11 +97,11 @@ def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Ite
             if len(pair) < 2:
                 last = _last_offset(index, index_size)
                 if last == data_size:  # the offsets cover the whole file: it has no such record
-                    yield Found(docid, None, reason="no_line")
+                    yield Missing(docid, "no_line")
                     continue
                 yield OffsetMismatch(
                     position,
-                    Found(docid, None, reason="no_line"),
+                    Missing(docid, "no_line"),
                     f"it ends before record {record}, at offset {last} of the {data_size:,} bytes of {path.name}",
                 )
                 return
@@ -102,7 +109,7 @@ def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Ite
             if wrong is not None:
                 yield OffsetMismatch(position, None, wrong)
                 return
-            start, end = pair
+            start, end = (entry for entry in pair if isinstance(entry, int))  # every entry, none being wrong
             data.seek(start)
             try:
                 doc = parse_line(gzip.decompress(data.read(max(0, end - start))), path, record + 1)
@@ -117,7 +124,7 @@ def _by_offsets(path: Path, offsets: Path, wanted: list[tuple[int, str]]) -> Ite
             yield _record(doc, docid)
 
 
-def _by_streaming(path: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:
+def _by_streaming(path: Path, wanted: list[tuple[int, str]]) -> Iterator[Found | Missing]:
     pending = iter(wanted)
     record, docid = next(pending)
     lineno = -1
@@ -126,14 +133,14 @@ def _by_streaming(path: Path, wanted: list[tuple[int, str]]) -> Iterator[Found]:
             for lineno, line in enumerate(f):
                 while lineno == record:
                     yield _record(parse_line(line, path, lineno + 1), docid)
-                    record, docid = next(pending, (None, None))
-                    if record is None:
+                    following = next(pending, None)
+                    if following is None:
                         return
+                    record, docid = following
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(path, lineno + 2, f"not a readable gzip file ({e})") from None  # the line after the last read
-    while record is not None:
-        yield Found(docid, None, reason="no_line")
-        record, docid = next(pending, (None, None))
+    yield Missing(docid, "no_line")  # the file ends before this record, and before every one still pending
+    yield from (Missing(later, "no_line") for _, later in pending)
 
 
 def read_file_records(
@@ -141,21 +148,21 @@ def read_file_records(
     key: str,
     wanted: list[tuple[int, str]],
     use_offsets: bool = True,
-    wrong_offsets: Callable[[Path, str], None] = lambda offsets, why: None,
-) -> Iterator[Found]:
+    wrong_offsets: Callable[[Path, str], object] = lambda offsets, why: None,
+) -> Iterator[Found | Missing]:
     """The documents `wanted` ((record number, docid), sorted by record) of one ClueWeb22 file, in that order. Through
     its offset file when there is one (and `use_offsets`); from the first record not where the offsets say, by
     streaming the file, and `wrong_offsets(offset file, why)` is called when streaming finds what the offsets missed."""
     path = json_path(root, key)
     if not path.is_file():
-        yield from (Found(docid, None, reason="no_file") for _, docid in wanted)
+        yield from (Missing(docid, "no_file") for _, docid in wanted)
         return
     offsets = path.with_name(f"{key}.offset")
     if not (use_offsets and offsets.is_file()):
         yield from _by_streaming(path, wanted)
         return
     for found in _by_offsets(path, offsets, wanted):
-        if isinstance(found, Found):
+        if not isinstance(found, OffsetMismatch):
             yield found
             continue
         streamed = _by_streaming(path, wanted[found.index :])

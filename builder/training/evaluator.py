@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sentence_transformers.base.evaluation import BaseEvaluator
 
-from builder.training.measure import METRICS, RankingSet, measure_splits
+from builder.training.measure import METRICS, RankingSet, SplitScores, measure_splits
 
 PRIMARY = "ndcg@10"  # over sub-questions, gain = the level
 KEYS = dict(zip(METRICS, (PRIMARY, "alpha-ndcg@10_questions", "ndcg@10_questions")))
@@ -27,7 +27,7 @@ class GradedRetrievalEvaluator(BaseEvaluator):
         self.release, self.name, self.ranking = Path(release), split, ranking
         self.answer_level, self.depth = answer_level, depth
         self.primary_metric = PRIMARY
-        self.last: dict[str, float] = {}  # measure_splits' whole result of the last call
+        self.last: SplitScores = {}  # measure_splits' whole result of the last call
 
     def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
         self.last = measure_splits(model, self.release, [self.name], self.ranking, self.answer_level, self.depth)[

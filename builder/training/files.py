@@ -83,6 +83,7 @@ class TrainingFilesSummary:
         splits = ", ".join(f"{s}: {self.rows[s]:,} rows ({self.left_out_reasons(s)})" for s in self.rows)
         by_source = ", ".join(f"{s} {n:,}" for s, n in self.counts.negatives_by_source().items())
         rule = self.rule
+        assert rule is not None  # write_training_files sets it
         corpus = (
             f"corpus {self.corpus:,} documents"
             if {"beir", "tevatron"} & set(self.formats)
@@ -213,7 +214,8 @@ def level_lookup(release: Path, splits: list[str], out: Path, earlier: Path | No
 
 def select_in(db: sqlite3.Connection, query: str, keys: list[str]) -> list[tuple]:
     """The rows of `query` (ending in `IN`) for every key, `SQL_VARIABLES` keys a statement."""
-    unique, found = sorted(set(keys)), []
+    unique = sorted(set(keys))
+    found: list[tuple] = []
     for start in range(0, len(unique), SQL_VARIABLES):
         part = unique[start : start + SQL_VARIABLES]
         found.extend(db.execute(f"{query} ({','.join('?' * len(part))})", part))

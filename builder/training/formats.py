@@ -4,8 +4,10 @@ id sidecar, FlagEmbedding lines, Tevatron rows; and the atomic JSON-lines writer
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -120,6 +122,18 @@ class TevatronRows(AtomicLines):
             )
 
 
+class RowWriter(Protocol):
+    """One format's files of a split: rows written a batch at a time, then committed by `close`."""
+
+    def write(self, kept: list[TrainingRow], texts: dict[str, str], levels: dict[tuple[str, str], int]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 # what each format writes per split from the hard-negatives rows (BEIR needs none: its files are corpus and qrels)
-ROW_WRITERS = {"sentence-transformers": NTupleWriters, "flagembedding": FlagEmbeddingLines, "tevatron": TevatronRows}
+ROW_WRITERS: dict[str, Callable[[Path, str, int], RowWriter]] = {
+    "sentence-transformers": NTupleWriters,
+    "flagembedding": FlagEmbeddingLines,
+    "tevatron": TevatronRows,
+}
 FORMATS = ("sentence-transformers", "flagembedding", "beir", "tevatron")

@@ -29,6 +29,9 @@ RANKINGS = ("corpus", "judged")
 QUERY_CHUNK = 1024  # queries scored against a chunk of documents at once (memory: QUERY_CHUNK x CORPUS_CHUNK floats)
 CORPUS_CHUNK = 20_000  # documents encoded at a time
 METRICS = ("ndcg@10 sub-questions", "alpha-ndcg@10 questions", "ndcg@10 questions")
+# one split's figures, as training_report.json holds them: METRICS, query counts, documents ranked and missing, the
+# ranking set in words
+SplitScores = dict[str, float | int | str]
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class RankingSet:
                 for batch in pq.ParquetFile(path).iter_batches(batch_size=CORPUS_CHUNK, columns=["docid", "text"]):
                     yield batch["docid"].to_pylist(), batch["text"].to_pylist()
             return
+        assert topics is not None  # only the corpus ranking set is the same for every split
         for start in range(0, len(topics.documents), CORPUS_CHUNK):
             found = self.texts(topics.documents[start : start + CORPUS_CHUNK])
             docids = [d for d in topics.documents[start : start + CORPUS_CHUNK] if d in found]
@@ -79,6 +83,7 @@ class RankingSet:
     def describe(self, documents: int, judged: int | None = None) -> str:
         """What was ranked, in words; for the corpus, its documents by kind (`judged` of them judged in the release)."""
         if self.kind == "corpus":
+            assert judged is not None  # measure_splits counts the judged documents of a corpus ranking set
             return (
                 f"the texts corpus: {documents:,} documents ({judged:,} judged in the release, {documents - judged:,} "
                 "never judged: the hard-negatives rows' unjudged negatives; as the card's mteb task)"
@@ -150,7 +155,7 @@ def scores_of(release: Path, split: str, run: dict[str, list[str]], answer_level
 
 def measure_splits(
     model, release: Path, splits: list[str], ranking: RankingSet, answer_level: int, depth: int, batch_size: int = 64
-) -> dict[str, dict[str, float]]:
+) -> dict[str, SplitScores]:
     """The three METRICS of `model` on each split, with what was ranked (`documents`, `ranking`) and how many of the
     split's judged documents have no text in the user's copy (`documents missing`: never retrieved). The texts
     corpus is encoded once for all the splits."""
@@ -159,7 +164,7 @@ def measure_splits(
         queries = {k: v for t in topics.values() for k, v in (*t.subquestions.items(), *t.questions.items())}
         shared = rank(model, queries, ranking.chunks(None), depth, batch_size)
         judged = ranking.judged_in(release)
-    results = {}
+    results: dict[str, SplitScores] = {}
     for split, topic in topics.items():
         if ranking.kind == "corpus":
             run, documents = shared

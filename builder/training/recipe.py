@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -50,6 +51,9 @@ from generation.errors import ArgumentError
 from generation.profiles.profile import Profile
 from generation.storage.atomic_files import files_under, prepare_output_folder, replace_file, write_text_atomic
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 TRAIN_SPLIT, DEV_SPLIT, TEST_SPLIT = "train", "dev", "test"
 REPORT = "training_report.json"
 
@@ -59,7 +63,7 @@ class TrainingRows:
     """The trainer's dataset (texts only: the collator tokenizes every column it is given) and, row for row, the
     ids the sampler needs; rows left out because the user's copy lacks one of their documents."""
 
-    dataset: object  # datasets.Dataset: anchor, positive, negative_1..k
+    dataset: Dataset  # anchor, positive, negative_1..k
     guard: FalseNegativeGuard
     left_out: int = 0
 
@@ -322,5 +326,5 @@ def train_and_measure(
     write_text_atomic(staged / REPORT, json.dumps(report.as_json(), indent=1) + "\n")
     for name in report.model_files:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
-        replace_file(out, name, lambda tmp, name=name: shutil.copyfile(staged / name, tmp))
+        replace_file(out, name, functools.partial(shutil.copyfile, staged / name))
     return report

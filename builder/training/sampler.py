@@ -219,7 +219,7 @@ class QuestionApartBatchSampler(DefaultBatchSampler):
         and O(deferred x batches) at worst (a sample of a dozen questions)."""
         generator = self.generator or torch.Generator()
         generator.manual_seed(seed)
-        stream = iter(spread_order(self.guard.questions, generator).tolist())
+        stream: Iterator[int] = iter(spread_order(self.guard.questions, generator).tolist())
         pending: list[int] = []
         batches = []
         exhausted = False
@@ -235,13 +235,13 @@ class QuestionApartBatchSampler(DefaultBatchSampler):
                 else:
                     still.append(row)
             while len(batch.rows) < self.batch_size and not exhausted:
-                row = next(stream, None)
-                if row is None:
+                fresh = next(stream, None)
+                if fresh is None:
                     exhausted = True
-                elif batch.admits(row):
-                    batch.add(row)
+                elif batch.admits(fresh):
+                    batch.add(fresh)
                 else:
-                    still.append(row)
+                    still.append(fresh)
             pending = still
             batches.append(batch.rows)
         return batches

@@ -90,7 +90,9 @@ class FolderShingles:
     BITMAP = 1 << 24
 
     def __init__(self, folder: Path, decoded_bytes: int = DECODED_BYTES):
-        folder, self.files, self.unread = Path(folder), {}, []
+        folder = Path(folder)
+        self.files: dict[int, str] = {}  # shingle hash -> the first file holding it
+        self.unread: list[str] = []
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
             name, budget = str(path.relative_to(folder)), DecodeBudget(decoded_bytes)
             runs = list(file_texts(path, budget))

@@ -29,7 +29,7 @@ from builder.release.contract import Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.release.ranking_documents import judged_docids, unjudged_negatives
-from builder.training.clueweb22 import CLUEWEB22_ID, Found, read_file_records, txt_root
+from builder.training.clueweb22 import CLUEWEB22_ID, Found, Missing, read_file_records, txt_root
 from generation.corpus.docstore import cut_words
 from generation.errors import ArgumentError, InputError
 from generation.storage.atomic_files import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
@@ -131,13 +131,13 @@ def row_of(found: Found, context_words: int) -> dict:
 
 def clueweb22_found(
     copy: Path, docs: pa.Table, shard: Shard, summary: TextsSummary, use_offsets: bool
-) -> Iterator[Found]:
+) -> Iterator[Found | Missing]:
     """The shard's documents, file by file: the ids are parsed in Arrow, so only this shard's reach Python."""
     parts = pc.extract_regex(docs["docid"], CLUEWEB22_ID.pattern)  # RE2 takes (?P<name>)
     valid = pc.is_valid(parts)
     for docid in docs["docid"].filter(pc.invert(valid)).to_pylist():
         if shard.owns_key(docid):
-            yield Found(docid, None, reason="not_clueweb22_id")
+            yield Missing(docid, "not_clueweb22_id")
     parts, ids = parts.filter(valid), docs["docid"].filter(valid)
     keys = pc.binary_join_element_wise(*(pc.struct_field(parts, f) for f in ("lang", "stream", "subdir")), "")
     keys = pc.binary_join_element_wise(keys, pc.struct_field(parts, "file"), "-")
@@ -157,7 +157,7 @@ def clueweb22_found(
         )
 
 
-def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
+def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found | Missing]:
     wanted = pa.array([d for d in docs["docid"].to_pylist() if shard.owns_key(d)], pa.string())
     files = [copy] if Path(copy).is_file() else sorted(Path(copy).glob("corpus-*.parquet"))
     seen: set[str] = set()
@@ -170,15 +170,13 @@ def parquet_found(copy: Path, docs: pa.Table, shard: Shard) -> Iterator[Found]:
                 if row["docid"] not in seen:
                     seen.add(row["docid"])
                     text = row["text"]
-                    yield Found(
-                        row["docid"],
-                        text if text and text.strip() else None,
-                        row["url_hash"],
-                        None if text and text.strip() else "empty_text",
+                    has_text = text and text.strip()
+                    yield (
+                        Found(row["docid"], text, row["url_hash"]) if has_text else Missing(row["docid"], "empty_text")
                     )
     for docid in wanted.to_pylist():
         if docid not in seen:
-            yield Found(docid, None, reason="not_in_copy")
+            yield Missing(docid, "not_in_copy")
 
 
 class MissingList:
@@ -269,7 +267,7 @@ def write_texts(
         with ParquetSink(output.path(shard), "document_texts", rows_per_batch=ROWS_PER_GROUP) as sink:
             for item in found:
                 summary.documents += 1
-                if item.text is None:
+                if isinstance(item, Missing):
                     missing.add(item.docid, item.reason)
                     summary.missing[item.reason] += 1
                 else:

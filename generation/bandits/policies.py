@@ -42,8 +42,8 @@ class Arm:
     size: int  # N: documents in its ranked list
     alpha: float = 1.0
     beta: float = 1.0
-    rewards: list = field(default_factory=list)
-    observed: set = field(default_factory=set)  # observed ranks, 1-based
+    rewards: list[float] = field(default_factory=list)
+    observed: set[int] = field(default_factory=set)  # observed ranks, 1-based
 
     @property
     def next_rank(self) -> int | None:
@@ -111,8 +111,9 @@ class Bandit:
         if self.policy == "random-rank-aware":
             arm = arms[self.rng.integers(len(arms))]
         elif self.policy == "epsilon-greedy":
-            stay = self._last is not None and self._last[1] >= 1 and self.rng.random() >= self.epsilon
-            previous = self.all_arms[self._last[0]] if stay else None
+            last = self._last
+            stay = last is not None and last[1] >= 1 and self.rng.random() >= self.epsilon
+            previous = self.all_arms[last[0]] if last is not None and stay else None
             arm = (
                 previous
                 if previous is not None and previous.next_rank is not None
@@ -126,7 +127,9 @@ class Bandit:
             arm = arms[int(np.argmax(samples))]
         else:
             arm = arms[int(np.argmax([self.rng.beta(a.alpha, a.beta) for a in arms]))]
-        return arm.id, arm.next_rank
+        rank = arm.next_rank
+        assert rank is not None  # every arm chosen above is open: it has a rank left
+        return arm.id, rank
 
     # --- observing ------------------------------------------------------------------------------
     def reward(self, arm: Arm, rank: int, rel: float, window: Sequence[float]) -> float:
@@ -141,12 +144,14 @@ class Bandit:
             return R.bernoulli_rank_aware(rel, rank)
         if p == "gaussian":
             return rel
-        vector = self.embedding(arm.id, rank)
+        embedding = self.embedding
+        assert embedding is not None  # the policies left need embeddings, which the constructor requires
+        vector = embedding(arm.id, rank)
         max_observed = max((float(vector @ v) for v in self._vectors), default=None)
         if p == "diversity":
             return R.diversity(rel, max_observed)
         if p == "diversity-concave":
-            same_arm = [float(vector @ self.embedding(arm.id, j)) for j in sorted(arm.observed) if j < rank]
+            same_arm = [float(vector @ embedding(arm.id, j)) for j in sorted(arm.observed) if j < rank]
             return R.diversity_concave(rel, max(same_arm, default=None), max_observed)
         return R.topk_ucb_diversity(window, max_observed, rank)
 

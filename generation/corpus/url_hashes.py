@@ -81,7 +81,8 @@ def first_document_per_hash(batches, where: Path, memory: int | None = None) -> 
         table = table.filter(pc.is_valid(table["url_hash"]))
         # url_hash is 32 hex digits, so the concatenation sorts as (url_hash, docid)
         runs.add(table.append_column("key", pc.binary_join_element_wise(table["url_hash"], table["docid"], "")))
-    previous, docid, repeats, example = None, None, 0, None
+    previous, docid, repeats = None, None, 0
+    example: tuple[str, str | None, str] | None = None  # (url_hash, earlier docid, later docid)
     for chunk in runs.merged():
         hashes = chunk["url_hash"].combine_chunks()
         if not len(hashes):
@@ -96,7 +97,7 @@ def first_document_per_hash(batches, where: Path, memory: int | None = None) -> 
                 example = (hashes[first].as_py(), earlier, chunk["docid"][first].as_py())
         previous, docid = hashes[-1].as_py(), chunk["docid"][-1].as_py()
         yield chunk.filter(pa.array(~repeated)).select(["url_hash", "docid"])
-    if repeats:
+    if example is not None:  # set at the first repeat
         warn(
             f"{where}: {repeats:,} documents share a URL-hash with another document (e.g. {example[0]}: {example[1]} "
             f"and {example[2]}); a clicked document with such a URL-hash is taken to be the first docid in id order"

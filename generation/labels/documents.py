@@ -47,7 +47,7 @@ class DocumentKeys:
         wanted = sorted(set(docids))
         self.known = {}
         in_corpus, by_hash = {}, {}
-        if self.files and wanted:
+        if self.corpus is not None and self.files and wanted:
             in_corpus = url_hashes_of(self.files, set(wanted))
             hashes = sorted({d.upper() for d in wanted if URL_HASH.match(d) and d not in in_corpus})
             if hashes:

@@ -74,7 +74,8 @@ def _json_lines(path: Path) -> Iterator[tuple[int, object]]:
         try:
             yield line, json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            yield line, InputError(path, line, f"not valid JSON ({getattr(e, 'msg', None) or e.reason})")
+            detail = e.msg if isinstance(e, json.JSONDecodeError) else e.reason
+            yield line, InputError(path, line, f"not valid JSON ({detail})")
 
 
 RATINGS_KEYS = {"id", "docid", "rating"}

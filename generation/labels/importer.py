@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
+from typing import TypeGuard, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +25,7 @@ from generation.judging.prompts import Prompt
 from generation.labels.account import FileCounts
 from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
-from generation.labels.formats import LabelFormat, LabelLine, read_label_file
+from generation.labels.formats import Label, LabelFormat, LabelLine, read_label_file
 from generation.storage.atomic_files import ParquetSink
 from generation.storage.rejects import Rejects
 from generation.storage.schema import JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
@@ -38,6 +39,12 @@ def problem(path: Path, line: int, reason: str, message: str, record_id: str | N
     error = InputError(path, line, message, record_id=record_id)
     error.reason = reason
     return error
+
+
+def position(label: Label) -> int:
+    """A label's place in its question's sub-question list: a line that names its question (crux-ratings,
+    openai-batch) labels positions, only a qrels line (no question) names a subq_id."""
+    return cast(int, label.subquestion)
 
 
 class QuestionLists:
@@ -70,8 +77,8 @@ class Columns:
 
     FILLED = ("subq_id", "qid", "docid", "url_hash", "level", "raw", "status", "clicked")
 
-    def __init__(self):
-        self.values = {name: [] for name in self.FILLED}
+    def __init__(self) -> None:
+        self.values: dict[str, list[object]] = {name: [] for name in self.FILLED}
 
     def add(
         self,
@@ -80,7 +87,7 @@ class Columns:
         url_hash: str | None,
         clicked: bool,
         subq_ids: list[str],
-        labels,
+        labels: tuple[Label, ...],
         statuses: list[str],
     ) -> None:
         n = len(subq_ids)
@@ -106,7 +113,8 @@ class FirstCopies:
     file has millions of keys. A second copy is the same line when the hashes agree."""
 
     def __init__(self, names: list[str]):
-        self.names, self.entries = names, {}
+        self.names = names
+        self.entries: dict[bytes, int] = {}  # key digest -> fingerprint << 64 | source << 40 | line
 
     def repeat(self, key: str, value: object, source: int, line: int) -> tuple[bool, str] | None:
         """None for a first copy (now recorded); else (same value?, "file:line" of the first copy)."""
@@ -128,12 +136,14 @@ class ShardImport:
     documents: DocumentKeys
     rejects: Rejects
     seen: FirstCopies | None = None
-    covered: dict = field(default_factory=dict)  # openai-batch: (qid, docid) -> the positions labelled (a bit mask)
-    statuses: Counter = field(default_factory=Counter)
-    levels: Counter = field(default_factory=Counter)
-    documents_by_way: Counter = field(default_factory=Counter)  # rows by how their document id was resolved
+    # openai-batch: (qid, docid) -> the positions labelled (a bit mask)
+    covered: dict[tuple[str, str], int] = field(default_factory=dict)
+    statuses: Counter[str] = field(default_factory=Counter)
+    levels: Counter[int] = field(default_factory=Counter)
+    documents_by_way: Counter[str] = field(default_factory=Counter)  # rows by how their document id was resolved
     clicked_unknown: int = 0  # rows whose document has no known URL-hash, so no known click
-    other_text: dict = field(default_factory=dict)  # (qid, url_hash) -> the URL-hash whose text the authors sent
+    # (qid, url_hash) -> the URL-hash whose text the authors sent
+    other_text: dict[tuple[str, str], str] = field(default_factory=dict)
     other_text_documents: int = 0  # (question, document) lines whose ratings were graded on another's text
     other_text_without_level: int = 0  # of their ratings, those without a level (the authors' -1, -2, 7)
 
@@ -166,7 +176,7 @@ class ShardImport:
                         if self.mine(item, path, line):
                             source.rows += self.add(item, path, line, source, index, columns)
                     except InputError as error:
-                        self.rejects.reject(error, None, getattr(error, "reason", "malformed"))
+                        self.rejects.reject(error, None, error.reason)
                         source.rejected += 1
                 if columns.values["subq_id"]:
                     sink.write_table(columns.table())
@@ -183,7 +193,8 @@ class ShardImport:
         qid = item.qid if item.qid is not None else self.questions.question_of.get(item.identity[0], item.identity[0])
         return self.shard.owns_key(qid)
 
-    def mine(self, item: LabelLine | InputError, path: Path, line: int) -> bool:
+    def mine(self, item: LabelLine | InputError, path: Path, line: int) -> TypeGuard[LabelLine]:
+        """Whether this shard imports the line; a malformed line this shard owns is raised."""
         if isinstance(item, InputError):
             if self.shard.owns_key(f"{path.name}:{line}"):
                 raise item
@@ -227,12 +238,13 @@ class ShardImport:
                 f"{item.qid}'s {len(positions)} sub-questions in {where}",
                 record_id=item.qid,
             )
-        return item.qid, [positions[label.subquestion] for label in item.labels]
+        return item.qid, [positions[position(label)] for label in item.labels]
 
     def add(self, item: LabelLine, path: Path, line: int, source: FileCounts, index: int, columns: Columns) -> int:
         """The line's rows into `columns`; how many (none for an exact repeat of an earlier line)."""
         qid, subq_ids = self.subquestions_of(item, path, line)
         docid, url_hash, how = self.documents.resolve(item.docid)
+        assert self.seen is not None  # run() sets it before the first line
         repeat = self.seen.repeat(item.key(docid), item.value, index, line)
         if repeat is not None:
             same, first = repeat
@@ -247,7 +259,7 @@ class ShardImport:
             source.duplicates += 1
             return 0
         if self.kind is LabelFormat.openai_batch:
-            self.covered[(qid, docid)] = self.covered.get((qid, docid), 0) | (1 << item.labels[0].subquestion)
+            self.covered[(qid, docid)] = self.covered.get((qid, docid), 0) | (1 << position(item.labels[0]))
         self.documents_by_way[how] += len(subq_ids)
         if url_hash is None:
             self.clicked_unknown += len(subq_ids)

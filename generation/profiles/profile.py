@@ -70,7 +70,10 @@ class Profile(Strict):
         server's address, key variable, concurrency, timeout and retries (OpenAIServer.NOT_HASHED), and the judge's vLLM
         `engine_args`, for the same reason (a smaller `gpu_memory_utilization` or `max_num_seqs`)."""
         execution_only = set(TransformersSettings.model_fields)
-        judge_only = {**dict.fromkeys(execution_only, True), "openai": set(OpenAIServer.NOT_HASHED)}
+        judge_only: dict[str, bool | set[str]] = {
+            **dict.fromkeys(execution_only, True),
+            "openai": set(OpenAIServer.NOT_HASHED),
+        }
         data = self.model_dump(
             include=set(sections) if sections else None,
             exclude={"judge": {**judge_only, "engine_args": True}, "rerank": execution_only},

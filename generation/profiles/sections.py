@@ -5,11 +5,20 @@ own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from generation.profiles.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
+
+# The backend names come from the registry at run time (one entry in generation/profiles/backend_registry.py adds one), which a
+# static checker cannot read: to mypy they are strings, to pydantic the Literal that refuses any other name.
+if TYPE_CHECKING:
+    RerankBackend = str
+    JudgeBackend = str
+else:
+    RerankBackend = Literal[tuple(RERANK_BACKENDS)]
+    JudgeBackend = Literal[(*JUDGE_BACKENDS, "ray")]  # "ray": Ray actors (generation/executors/ray.py)
 
 
 class Strict(BaseModel):
@@ -75,7 +84,7 @@ class Rerank(TransformersSettings):
 
     SECTION: ClassVar[str] = "rerank"
 
-    backend: Literal[tuple(RERANK_BACKENDS)] = Field(  # one entry in generation/profiles/backend_registry.py adds one
+    backend: RerankBackend = Field(
         description="what scores the documents: transformers (CPU or GPU), vllm (GPU), or the MiniLM bi-encoder "
         "stand-in"
     )
@@ -212,7 +221,7 @@ class JudgeConfig(TransformersSettings):
 
     SECTION: ClassVar[str] = "judge"
 
-    backend: Literal[(*JUDGE_BACKENDS, "ray")] = Field(  # "ray": Ray actors (generation/executors/ray.py)
+    backend: JudgeBackend = Field(
         description="what grades the pairs: vllm (GPU), transformers (CPU or GPU), ray (Ray actors, each running "
         "ray_backend), openai (any OpenAI-compatible server, the `openai` section), or the MiniLM bi-encoder stand-in"
     )

@@ -128,7 +128,7 @@ def clean_stale_tmp(folder: str | Path, names: Iterable[str] | None = None) -> l
     """Removes temporary files left by killed writers of `names` (all when None) in `folder`: any whose
     writer pid is gone, and old-style ones without a pid; a live writer's file on this host is kept."""
     folder, wanted = Path(folder), None if names is None else set(names)
-    removed = []
+    removed: list[Path] = []
     if not folder.is_dir():
         return removed
     for path in folder.iterdir():

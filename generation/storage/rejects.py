@@ -6,7 +6,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from generation.errors import InputError
 from generation.storage.atomic_files import refuse_links
@@ -21,7 +21,7 @@ class Rejects:
         self.stop = stop
         self.count = 0
         self.reasons: Counter[str] = Counter()
-        self._file = None
+        self._file: TextIO | None = None
         if self.path is not None:  # a link to a user's file is refused before the run writes anything
             refuse_links(self.path.parent, self.path.name)
 

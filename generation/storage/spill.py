@@ -31,7 +31,9 @@ class _Folder:
     """A temporary folder made on first use, removed on close or when its owner is collected."""
 
     def __init__(self, prefix: str):
-        self.prefix, self.path, self._finalizer = prefix, None, None
+        self.prefix = prefix
+        self.path: Path | None = None
+        self._finalizer: weakref.finalize | None = None
 
     def file(self, name: str) -> Path:
         if self.path is None:
@@ -181,9 +183,7 @@ class TableRuns:
         if self._buffered >= self.memory:
             self._spill()
 
-    def _sorted_buffer(self) -> pa.Table | None:
-        if not self._buffer:
-            return None
+    def _sorted_buffer(self) -> pa.Table:
         table = first_of_each(pa.concat_tables(self._buffer).combine_chunks(), self.key)
         self._buffer, self._buffered = [], 0
         return table
@@ -198,9 +198,8 @@ class TableRuns:
 
     def merged(self) -> Iterator[pa.Table]:
         if not self._runs:
-            table = self._sorted_buffer()
-            if table is not None:
-                yield table
+            if self._buffer:
+                yield self._sorted_buffer()
             return
         if self._buffered:
             self._spill()
@@ -208,7 +207,7 @@ class TableRuns:
         try:
             while True:
                 blocks = [(r, r.block()) for r in readers]
-                blocks = [(r, b) for r, b in blocks if b is not None and b.num_rows]
+                blocks = [(r, b) for r, b in blocks if b.num_rows]
                 if not blocks:
                     return
                 if len(blocks) == 1:  # one run left: its rows are sorted and above every key handed on
@@ -218,7 +217,7 @@ class TableRuns:
                 bound = min(b[self.key][-1].as_py() for _, b in blocks)
                 taken = []
                 for reader, _ in blocks:  # every row up to the bound, from the next blocks too
-                    while (block := reader.block()) is not None and block.num_rows:
+                    while (block := reader.block()).num_rows:
                         n = pc.sum(pc.less_equal(block[self.key], bound)).as_py() or 0
                         taken.append(reader.take(n))
                         if n < block.num_rows:
@@ -241,10 +240,11 @@ class _TableReader:
         self._source = pa.OSFile(str(path), "rb")
         self._file = pa.ipc.open_file(self._source)
         self._next = 0
-        self._block: pa.Table | None = None
+        self._block: pa.Table = self._file.schema.empty_table()  # no rows: the next block() reads a batch
 
-    def block(self) -> pa.Table | None:
-        if (self._block is None or self._block.num_rows == 0) and self._next < self._file.num_record_batches:
+    def block(self) -> pa.Table:
+        """The rows of the current batch not yet taken; none once every batch is taken."""
+        if self._block.num_rows == 0 and self._next < self._file.num_record_batches:
             self._block = pa.Table.from_batches([self._file.get_batch(self._next)])
             self._next += 1
         return self._block

@@ -7,6 +7,8 @@ few runs as the input has places out of order; `TableRuns` itself sorts fixed-si
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 
@@ -19,9 +21,8 @@ class NaturalRuns(TableRuns):
     def __init__(self, key: str = "key", block_rows: int = BLOCK_ROWS):
         super().__init__(key)
         self.block_rows = block_rows
-        self._writer = None
-        self._sink = None
-        self._last: int | None = None
+        self._run: tuple[pa.NativeFile, pa.ipc.RecordBatchFileWriter] | None = None  # the open run's file, its writer
+        self._last = 0  # the open run's last key
 
     def add(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -30,26 +31,27 @@ class NaturalRuns(TableRuns):
         if len(keys) > 1 and (keys[1:] < keys[:-1]).any():
             order = np.argsort(keys, kind="stable")
             table, keys = table.take(pa.array(order)), keys[order]
-        if self._writer is None or int(keys[0]) < self._last:
-            self._start(table.schema)
+        writer = self._start(table.schema) if self._run is None or int(keys[0]) < self._last else self._run[1]
         for batch in table.to_batches(max_chunksize=self.block_rows):
-            self._writer.write_batch(batch)
+            writer.write_batch(batch)
         self._last = int(keys[-1])
 
-    def _start(self, schema: pa.Schema) -> None:
+    def _start(self, schema: pa.Schema) -> pa.ipc.RecordBatchFileWriter:
         self._finish()
         path = self._folder.file(f"run-{len(self._runs):05d}.arrow")
-        self._sink = pa.OSFile(str(path), "wb")
-        self._writer = pa.ipc.new_file(self._sink, schema)
+        sink = pa.OSFile(str(path), "wb")
+        self._run = (sink, pa.ipc.new_file(sink, schema))
         self._runs.append(path)
+        return self._run[1]
 
     def _finish(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = self._sink = None
+        if self._run is not None:
+            sink, writer = self._run
+            writer.close()
+            sink.close()
+            self._run = None
 
-    def merged(self):
+    def merged(self) -> Iterator[pa.Table]:
         self._finish()
         yield from super().merged()
 

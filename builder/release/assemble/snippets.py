@@ -156,7 +156,7 @@ def loading_snippets(
             }
         )
     if has("queries") and has("qrels") and has("corpus-ids"):
-        evaluated = [s for s in ("dev", "test") if s in splits] or [test]
+        evaluated: list[str] = [s for s in ("dev", "test") if s in splits] or [test]
         snippets.append(
             {
                 "title": MTEB_TITLE,

@@ -51,25 +51,25 @@ class TrecQrelsWriter:
         self.path = Path(path)
         self.tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self.rows = 0
-        self._sink = None
-        self._writer: csv.CSVWriter | None = None
+        self._file: tuple[pa.NativeFile, csv.CSVWriter] | None = None  # the temporary file and its writer, once written
 
     def write(self, qrels: pa.Table) -> None:
         if qrels.num_rows == 0:
             return
         lines = trec_lines(qrels)
-        if self._writer is None:
+        if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._sink = pa.OSFile(str(self.tmp), "wb")
-            self._writer = csv.CSVWriter(self._sink, lines.schema, write_options=WRITE_OPTIONS)
-        self._writer.write_table(lines)
+            sink = pa.OSFile(str(self.tmp), "wb")
+            self._file = (sink, csv.CSVWriter(sink, lines.schema, write_options=WRITE_OPTIONS))
+        self._file[1].write_table(lines)
         self.rows += qrels.num_rows
 
     def close(self) -> list[Path]:
-        if self._writer is None:
+        if self._file is None:
             return []
-        self._writer.close()
-        self._sink.close()
+        sink, writer = self._file
+        writer.close()
+        sink.close()
         with open(self.tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(self.tmp, self.path)

@@ -46,14 +46,15 @@ class RollingWriter:
         self._pending, self._pending_rows = [], 0
         start = 0
         while start < table.num_rows:
-            if self._writer is None or self._in_file >= self.rows_per_file:
-                self._open()
+            writer = self._writer
+            if writer is None or self._in_file >= self.rows_per_file:
+                writer = self._open()
             take = min(self.rows_per_file - self._in_file, table.num_rows - start)
-            self._writer.write_table(table.slice(start, take), row_group_size=ROW_GROUP_ROWS)
+            writer.write_table(table.slice(start, take), row_group_size=ROW_GROUP_ROWS)
             self._in_file += take
             start += take
 
-    def _open(self) -> None:
+    def _open(self) -> pq.ParquetWriter:
         if self._writer is not None:
             self._writer.close()
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -61,6 +62,7 @@ class RollingWriter:
         self.files.append(path)
         self._writer = open_parquet_writer(path, self.schema)
         self._in_file = 0
+        return self._writer
 
     def close(self) -> list[Path]:
         """Renames the files to their final names; a split with no rows gets no file (and no config split)."""

@@ -17,7 +17,7 @@ class HubUnreachable(PublishRefused):
     """The Hub was not reached at all (offline mode, no network): a dry run can still plan without it."""
 
 
-WHAT_TO_DO = {
+WHAT_TO_DO: dict[int | None, str] = {  # an HTTP status (None: no response) -> what to do
     401: "the token is missing, invalid or expired: set HF_TOKEN or run `hf auth login`",
     403: "the token may not write to {repo}: use a token with write access to its namespace",
     404: "{repo} or its revision does not exist (or is not visible to this token): check --repo and --revision",
@@ -40,7 +40,7 @@ def checked_repo_id(repo: str, option: str = "--repo") -> str:
     return repo
 
 
-def one_line(text: str) -> str:
+def one_line(text: object) -> str:
     return " ".join(str(text).split())[:300]
 
 

@@ -92,7 +92,8 @@ class Rederivation:
         self.checks = {key: report.check(name) for key, name in CHECKS.items()}
         self.findings = FileFindings(self.checks)
         self.imported = imported
-        self.profile, self.cache = profile, {}
+        self.profile = profile
+        self.cache: dict[str | None, tuple[int, int, int]] = {}  # a raw -> what `_parse` gives for it
         self.prompt = (
             get_prompt(profile.judge.prompt) if self.imported and profile is not None else self._prompt(stated, profile)
         )
@@ -133,8 +134,9 @@ class Rederivation:
         if self.profile is None:
             return
         check_provenance(self.findings, self.profile, self.imported, table, offset)
-        if self.rule is None:
+        if self.rule is None or self.prompt is None:  # no rule without a prompt (__init__)
             return
+        prompt = self.prompt
         level = as_numpy(table["level"].cast(pa.int16()), -1)
         status = status_codes(table["status"])
         ok = np.isin(status, [STATUS[s] for s in GRADED_STATUSES])
@@ -158,16 +160,16 @@ class Rederivation:
             offset,
             lambda r: f"status {table['status'][r]}",
         )
-        self._scale(table, offset, level, status, ok, underivable)
+        self._scale(prompt, table, offset, level, status, ok, underivable)
         if self.rule == "distribution":
-            check_distribution(self.findings, self.prompt.max_level, table, offset, level, ok, underivable)
+            check_distribution(self.findings, prompt.max_level, table, offset, level, ok, underivable)
         else:
-            self._generate(table, offset, level, status, underivable)
+            self._generate(prompt, table, offset, level, status, underivable)
 
     def end_file(self, name: str) -> None:
         self.findings.flush(name)
 
-    def _scale(self, table, offset, level, status, ok, underivable) -> None:
+    def _scale(self, prompt: Prompt, table, offset, level, status, ok, underivable) -> None:
         add = self.findings.add
         graded = "/".join(GRADED_STATUSES)
         needs_level = np.isin(status, [STATUS[s] for s in LEVEL_STATUSES])
@@ -182,8 +184,8 @@ class Rederivation:
         )
         add(
             "level",
-            f"a level off the prompt's scale 0-{self.prompt.max_level}",
-            ok & (level > self.prompt.max_level),
+            f"a level off the prompt's scale 0-{prompt.max_level}",
+            ok & (level > prompt.max_level),
             table,
             offset,
             lambda r: f"level {level[r]}",
@@ -197,18 +199,18 @@ class Rederivation:
             offset,
         )
 
-    def _parsed(self, raw: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _parsed(self, prompt: Prompt, raw: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the level (-1: none), status code and second acceptable level (-1: none) its raw gives,
         each distinct raw parsed once by the judge's own rule (NOT_STAND_IN: not a stand-in's raw)."""
         encoded = pc.dictionary_encode(raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw)
         values = encoded.dictionary.to_pylist() + [None]
-        parsed = [self.cache.get(v) or self._parse(v) for v in values]
+        parsed = [self.cache.get(v) or self._parse(prompt, v) for v in values]
         if len(self.cache) < 100_000:
             self.cache.update(zip(values, parsed))
         codes = encoded.indices.fill_null(len(values) - 1).to_numpy(zero_copy_only=False)
         return tuple(np.array([p[i] for p in parsed], np.int16)[codes] for i in range(3))
 
-    def _parse(self, raw: str | None) -> tuple[int, int, int]:
+    def _parse(self, prompt: Prompt, raw: str | None) -> tuple[int, int, int]:
         if self.rule == "stand-in":
             cosine = stand_in_cosine(raw)
             if cosine is None:
@@ -216,14 +218,15 @@ class Rederivation:
             cuts = self.profile.judge.cut_points or []
             low, high = (cut_level(cosine + d, cuts) for d in (-STAND_IN_ROUNDING, STAND_IN_ROUNDING))
             return low, STATUS["ok"], high
-        parsed = self.prompt.parse(r3a_answer(raw) if self.prompt.id == "r3a" else raw)
+        # a null raw parses as an empty answer, as every parser takes it
+        parsed = prompt.parse(r3a_answer(raw) if prompt.id == "r3a" else raw or "")
         level = -1 if parsed.level is None else parsed.level
         # r3a: an ok grade whose extract is not in the document becomes not_verbatim (level null)
-        return level, STATUS[parsed.status], (-1 if self.prompt.id == "r3a" and parsed.status == "ok" else level)
+        return level, STATUS[parsed.status], (-1 if prompt.id == "r3a" and parsed.status == "ok" else level)
 
-    def _generate(self, table, offset, level, stored, underivable) -> None:
+    def _generate(self, prompt: Prompt, table, offset, level, stored, underivable) -> None:
         add = self.findings.add
-        expected, status, other = self._parsed(table["raw"])
+        expected, status, other = self._parsed(prompt, table["raw"])
         if self.rule == "stand-in":
             add(
                 "level",
@@ -247,7 +250,7 @@ class Rederivation:
                 f"stored {_level(level[r])} ({table['status'][r]})"
             ),
         )
-        if self.prompt.id == "r3a":
+        if prompt.id == "r3a":
             verbatim = as_numpy(table["extract_verbatim"].cast(pa.int8()), -1)
             add(
                 "level",

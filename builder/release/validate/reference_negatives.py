@@ -191,7 +191,7 @@ class Walk:
         place = (start[row] + t) % size[row]
         stride = int(self.size.max()) + 1
         free = ~np.isin(self.owner[group[row]] * stride + place, self.keys)
-        free_before = np.cumsum(free) - free
+        free_before: np.ndarray = np.cumsum(free) - free
         row_first = np.cumsum(window) - window
         taken = free & (free_before - free_before[row_first][row] < m[row])
         if int(taken.sum()) != int(count.sum()):  # the window holds them all, by its size
