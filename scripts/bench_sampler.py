@@ -5,8 +5,8 @@ question in a batch, and the sampler's CPU time.
 - on a release's train rows (`--release` and the `--training-files` folder `training-files` wrote from it): every
   batching `researchy-subq train` compares (file order, sentence-transformers' random and NO_DUPLICATES samplers,
   the kit's with drop_last False and True);
-- else on rows shaped as the paper's (builder/standins/paper_shaped.py: `--questions` questions of 14 sub-questions and 19
-  judged documents, Table 1's level mix, one row per positive): the kit's sampler.
+- else on rows shaped as the paper's (builder/standins/paper_shaped.py: `--questions` questions of 14 sub-questions and
+  19 judged documents, Table 1's level mix, one row per positive): the kit's sampler.
 
 Usage: python scripts/bench_sampler.py [--questions 10000] [--batch-sizes 32,64,128] [--seed 0]
        python scripts/bench_sampler.py --release R --training-files F [--profile demo] [--batch-sizes 4,8,16,32,64]

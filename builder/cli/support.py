@@ -243,9 +243,9 @@ OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file"
 
 def output_option(default: Any, *flags: str, output: str = "folder", **settings: Any) -> Any:
     """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
-    `--json`). Every such option is made here, so each goes through the one link guard (generation/storage/atomic_files.py
-    `refuse_links`); tests/reliability/test_output_links.py walks every command and fails on a path option that is neither this
-    nor a declared input."""
+    `--json`). Every such option is made here, so each goes through the one link guard
+    (generation/storage/atomic_files.py `refuse_links`); tests/reliability/test_output_links.py walks every command and
+    fails on a path option that is neither this nor a declared input."""
     return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)
 
 

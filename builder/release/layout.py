@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.release.card_statements import sources_text
-from generation.storage.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by the release modules
+from generation.storage.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by release modules
 
 LEVELS = tuple(range(6))
 PARTITIONS = tuple(f"level_{n}" for n in LEVELS) + ("unparsed",)

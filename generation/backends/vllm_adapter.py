@@ -62,8 +62,8 @@ class VllmReranker:
 
 def judge_engine_args(model: str, config) -> dict:
     """`vllm.LLM` arguments for the judge: the profile's `judge.engine_args` as given, then the judge section's own
-    keys (a profile cannot give one twice: generation/profiles/sections.py refuses it). Log-probabilities stay vLLM's default,
-    "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
+    keys (a profile cannot give one twice: generation/profiles/sections.py refuses it). Log-probabilities stay vLLM's
+    default, "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
     transformers backend returns."""
     args = {
         **config.engine_args,

@@ -2,9 +2,9 @@
 need texts (rerank, pool, judge) read them from the corpus and the Lucene index holds postings only.
 
 The map is one Parquet file sorted by docid, written in row groups of `ROW_GROUP_ROWS` from spilled sorted runs
-(generation/storage/spill.py), so building it takes bounded memory at 86M documents. A reader keeps only each row group's
-first docid (from the Parquet statistics) and the few row groups it read last; a lookup is a bisection over those
-first docids and one row group read.
+(generation/storage/spill.py), so building it takes bounded memory at 86M documents. A reader keeps only each row
+group's first docid (from the Parquet statistics) and the few row groups it read last; a lookup is a bisection over
+those first docids and one row group read.
 """
 
 from __future__ import annotations

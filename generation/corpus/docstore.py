@@ -1,6 +1,6 @@
 """Document text and url_hash by docid: from the Parquet corpus the index was built from (the index's record names
-it and its docid map, generation/corpus/docid_map.py), or, for an index built with its raw JSON stored (`-storeRaw`: this
-kit before it stopped storing texts twice, or an index built elsewhere), from the index itself."""
+it and its docid map, generation/corpus/docid_map.py), or, for an index built with its raw JSON stored (`-storeRaw`:
+this kit before it stopped storing texts twice, or an index built elsewhere), from the index itself."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The profile's sections after judging (generation/profiles/profile.py `Profile`): the analysis's complexity, the release's
-training configs, budgeted judging and `train`. Strict models, as the stage sections of generation/profiles/sections.py.
+"""The profile's sections after judging (generation/profiles/profile.py `Profile`): the analysis's complexity, the
+release's training configs, budgeted judging and `train`. Strict models, as the stage sections of
+generation/profiles/sections.py.
 """
 
 from __future__ import annotations

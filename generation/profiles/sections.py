@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from generation.profiles.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
 
-# The backend names come from the registry at run time (one entry in generation/profiles/backend_registry.py adds one), which a
-# static checker cannot read: to mypy they are strings, to pydantic the Literal that refuses any other name.
+# The backend names come from the registry at run time (one entry in generation/profiles/backend_registry.py adds one),
+# which a static checker cannot read: to mypy they are strings, to pydantic the Literal that refuses any other name.
 if TYPE_CHECKING:
     RerankBackend = str
     JudgeBackend = str

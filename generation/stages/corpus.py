@@ -32,9 +32,9 @@ from generation.storage.shards import Shard, StageOutput
 NAME = CORPUS
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
 URL_HASH = re.compile(r"[0-9A-Fa-f]{32}")
-# One Parquet row group per 128 documents: the docstore reads a document's whole row group (generation/corpus/docstore.py).
-# Measured on synthetic ~600-word texts: one document read costs 6.1 ms of CPU with 512-row groups, 1.8 ms with 128,
-# 1.0 ms with 64, for +0.6% / +1.5% bytes against 512.
+# One Parquet row group per 128 documents: the docstore reads a document's whole row group
+# (generation/corpus/docstore.py). Measured on synthetic ~600-word texts: one document read costs 6.1 ms of CPU with
+# 512-row groups, 1.8 ms with 128, 1.0 ms with 64, for +0.6% / +1.5% bytes against 512.
 ROW_GROUP_ROWS = 128
 MAP_BATCH_ROWS = 65_536  # (url_hash, docid) rows read at a time while the URL-hash map is built
 

@@ -1,5 +1,5 @@
-"""One link guard (generation/storage/atomic_files.py `refuse_links`) for every writer and every output option: the test walks
-every command of the real CLI, so a path option that is neither a declared input nor made by `output_option` fails
+"""One link guard (generation/storage/atomic_files.py `refuse_links`) for every writer and every output option: the test
+walks every command of the real CLI, so a path option that is neither a declared input nor made by `output_option` fails
 here; a link at each output option is refused, naming the option and the path, before anything is written; and the
 library's writers (the questions stage's Parquet and rejects) refuse it when called from Python."""
 

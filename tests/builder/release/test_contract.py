@@ -183,8 +183,8 @@ def test_completeness_exactly_at_the_threshold_is_not_retrieval_complex_in_any_o
 
 def test_validates_complexity_spilled_to_disk_is_what_it_gives_in_memory(monkeypatch):
     """validate's retrieval complexity keeps the answering (question, document) rows in sorted runs on disk
-    (generation/storage/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit for bit
-    what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
+    (generation/storage/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit
+    for bit what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
     import numpy as np
     import pyarrow as pa
 

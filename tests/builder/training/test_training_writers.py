@@ -1,7 +1,7 @@
 """The training surfaces' writers held to build-release's bar: `texts`, `training-files` and
 `train` write no file through a link out of their folder (refused with one line naming the link, as
-generation/storage/atomic_files.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves an
-earlier run's files as they were, and no temporary file behind once it runs again."""
+generation/storage/atomic_files.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run
+leaves an earlier run's files as they were, and no temporary file behind once it runs again."""
 
 import os
 import signal

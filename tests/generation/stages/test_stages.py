@@ -154,8 +154,8 @@ def module_imports() -> dict[str, set[str]]:
 
 
 def test_a_backend_is_a_registry_entry_that_profiles_accept(tmp_path):
-    """Adding a backend is its module and one entry in generation/profiles/backend_registry.py: profiles take their choices
-    from the registries (ray: the Ray executor over a judge backend)."""
+    """Adding a backend is its module and one entry in generation/profiles/backend_registry.py: profiles take their
+    choices from the registries (ray: the Ray executor over a judge backend)."""
     from typing import get_args
 
     from generation.backends import JUDGE_BACKENDS, RERANK_BACKENDS, make_judge
