@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from generation.profiles import Profile, bundled_profiles, load_profile
-from generation.storage import write_text_atomic
+from generation.profiles.profile import Profile, bundled_profiles, load_profile
+from generation.storage.atomic_files import write_text_atomic
 
 KIT = "researchy-subq"
 

@@ -25,8 +25,8 @@ from builder.release.validate.expectations import ExpectationError, load_expecta
 from builder.release.validate.folder import validate
 from generation.errors import ArgumentError
 from generation.labels.formats import LabelFormat
-from generation.profiles import load_profile
-from generation.stages.import_labels import import_labels
+from generation.profiles.profile import load_profile
+from generation.stages.import_labels import ImportLabelsStage
 
 
 def main() -> None:
@@ -51,9 +51,9 @@ def main() -> None:
     profile = load_profile(args.profile)
     judgments, release = args.out / "judgments", args.out / "release"
     print(f"importing {len(args.files)} file(s) -> {judgments}", file=sys.stderr)
-    summary = import_labels(
-        profile, args.subquestions, args.files, args.format, args.judge, judgments, corpus=args.corpus
-    )
+    summary = ImportLabelsStage(
+        profile, judgments, args.subquestions, args.files, args.format, args.judge, corpus=args.corpus
+    ).run()
     print(f"imported: {summary.rows:,} judgments from {summary.lines:,} lines; statuses: "
           + ", ".join(f"{s} {n:,}" for s, n in sorted(summary.statuses.items())))  # fmt: skip
 

@@ -27,8 +27,8 @@ from builder.cli.script import run
 from builder.cli.support import check_folder_arg
 from builder.pasteable import profile_argument
 from generation.errors import ArgumentError
-from generation.profiles import judge_run_profile, load_profile, validated, with_overrides
-from generation.stages.judge import run_judge
+from generation.profiles.profile import judge_run_profile, load_profile, validated, with_overrides
+from generation.stages.judge import JudgeStage
 
 
 def main() -> None:
@@ -59,7 +59,7 @@ def main() -> None:
             profile, [f"judge.openai.served_model={json.dumps(args.served_model)}"], "--served-model"
         )
     print(f"judging through {args.endpoint} ({profile.judge.model}) -> {args.out}", file=sys.stderr)
-    summary = run_judge(profile, args.subquestions, args.candidates, args.index, args.out)
+    summary = JudgeStage(profile, args.out, args.subquestions, args.candidates, args.index).run()
     print(f"profile for build-release: {profile_argument(profile, args.out)}", file=sys.stderr)
 
     if summary.skipped:

@@ -1,16 +1,14 @@
-"""Bad input: one error type that names where it is, and a rejects file for runs that go on."""
+"""Bad input: one error type that names where it is. A run that goes on writes its rejects with storage/rejects.py."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import traceback
 import zlib
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -71,48 +69,6 @@ class ArgumentError(ValueError):
 class BackendError(RuntimeError):
     """A judge backend that cannot judge under this profile (a server down, a wrong URL, key or model): one line,
     named with the backend, before or instead of a chunk."""
-
-
-class Rejects:
-    """Where bad records go. With `stop`, the first one raises unless a path is given; without it,
-    each is counted by reason (and written to the path when there is one) and the run goes on."""
-
-    def __init__(self, path: str | Path | None, stop: bool = True):
-        from generation.storage import refuse_links
-
-        self.path = Path(path) if path else None
-        self.stop = stop
-        self.count = 0
-        self.reasons: Counter[str] = Counter()
-        self._file: TextIO | None = None
-        if self.path is not None:  # a link to a user's file is refused before the run writes anything
-            refuse_links(self.path.parent, self.path.name)
-
-    def reject(self, error: InputError, raw: Any, reason: str = "malformed") -> None:
-        self.reasons[reason] += 1
-        if self.path is None:
-            if self.stop:
-                raise error
-            self.count += 1
-            return
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # O_NOFOLLOW: a link made since __init__ is refused by the OS, never written through
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-            self._file = open(os.open(self.path, flags, 0o644), "w", encoding="utf-8")
-        self._file.write(json.dumps({**error.as_dict(), "record": raw}, ensure_ascii=False, default=str) + "\n")
-        self.count += 1
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> Rejects:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:

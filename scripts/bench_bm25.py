@@ -21,20 +21,20 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.sample import RESEARCHY
-from generation.schema import arrow_schema
-from generation.shards import stage_files
-from generation.stages.corpus import build_corpus
-from generation.stages.index import build_index
-from generation.stages.questions import read_researchy
-from generation.stages.retrieve import open_searcher, retrieve
-from generation.storage import ParquetSink
+from generation.stages.corpus import CorpusStage
+from generation.stages.index import IndexStage
+from generation.stages.questions import QuestionsStage
+from generation.stages.retrieve import RetrieveStage, open_searcher
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.schema import arrow_schema
+from generation.storage.shards import stage_files
 
 
 def synthetic_questions(work: Path, count: int) -> Path:
     """Sample questions and sub-questions as BM25 topics, repeated to `count` (a questions folder)."""
-    read_researchy(list(RESEARCHY.values()), work / "sample-questions")
+    QuestionsStage(None, work / "sample-questions", list(RESEARCHY.values())).run()
     texts = pq.read_table(work / "sample-questions" / "subquestions.parquet")["text"].to_pylist()
     texts += pq.read_table(work / "sample-questions" / "questions.parquet")["question"].to_pylist()
     folder = work / "questions"
@@ -49,7 +49,7 @@ def synthetic_questions(work: Path, count: int) -> Path:
 def replicated_corpus(work: Path, copies: int) -> Path:
     from generation.sample import CLUEWEB22
 
-    build_corpus([CLUEWEB22], work / "corpus-sample")
+    CorpusStage(None, work / "corpus-sample", [CLUEWEB22]).run()
     rows = pq.read_table(stage_files(work / "corpus-sample", "corpus")[0]).to_pylist()
     jsonl = work / "replicated.jsonl"
     with open(jsonl, "w") as f:
@@ -58,7 +58,7 @@ def replicated_corpus(work: Path, copies: int) -> Path:
                 f.write(
                     json.dumps({"id": f"{r['docid']}-c{c}", "contents": r["text"], "url": f"{r['url']}?c={c}"}) + "\n"
                 )
-    build_corpus([jsonl], work / "corpus")
+    CorpusStage(None, work / "corpus", [jsonl]).run()
     return work / "corpus"
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     profile = load_profile("paper")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        summary = build_index(replicated_corpus(work, args.copies), work / "index", threads=2)
+        summary = IndexStage(None, work / "index", replicated_corpus(work, args.copies), threads=2).run()
         questions = synthetic_questions(work, args.queries)
         qids = pq.read_table(questions / "questions.parquet")["qid"].to_pylist()
         queries = pq.read_table(questions / "questions.parquet")["question"].to_pylist()
@@ -92,7 +92,9 @@ def main() -> None:
                 [(h.docid, h.score) for q in qids for h in hits[q]]
                 raw_read.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                retrieve(profile, questions, work / "index", work / f"runs-{threads}-{repeat}", threads=threads)
+                RetrieveStage(
+                    profile, work / f"runs-{threads}-{repeat}", questions, work / "index", threads=threads
+                ).run()
                 ours.append(time.perf_counter() - start)
             r, rr, o = (statistics.median(x) for x in (raw, raw_read, ours))
             table.add_row(

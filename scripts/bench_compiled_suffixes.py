@@ -54,7 +54,7 @@ def measure(args, setting: str) -> dict:
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
     from generation.model_shapes import LLAMA_31_8B, LLAMA_33_70B, PUBLISHED, TINY
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     shape = {
         "tiny-llama": TINY["tiny-llama"],

@@ -71,7 +71,7 @@ def measure(args) -> dict:
     from builder.standins.models import build_model, chat_tokenizer
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     shape = shapes(args.layers)[args.shape]
     dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
@@ -127,7 +127,7 @@ def vllm_rows(args) -> list[dict]:
     from builder.standins.models import save_vllm_chat_model
     from generation.backends.vllm_adapter import VllmJudgeBackend
     from generation.judging.judges import LLMJudge
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     folder = Path(tempfile.mkdtemp(prefix="bench-vllm-"))
     save_vllm_chat_model(folder, "llama3", 5, 2048)

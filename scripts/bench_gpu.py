@@ -64,7 +64,7 @@ def judge_sequences(args, pairs: int):
     import random
 
     from generation.judging.judges import Pair
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     rng = random.Random(0)
     config = load_profile("paper").judge.model_copy(
@@ -88,7 +88,7 @@ def rerank_sequences(tokenizer, args, pairs: int):
     import random
 
     from generation.judging.reranker_input import RerankEncoder
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     rng = random.Random(1)
     encoder = RerankEncoder(tokenizer, max_length=args.rerank_tokens)
@@ -106,7 +106,7 @@ def rerank_sequences(tokenizer, args, pairs: int):
 def bench_shape(name: str, args, precision: str) -> list[dict]:
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     shape = SHAPES[name]
     if name == "llama-70b" and args.layers:

@@ -22,10 +22,10 @@ from rich.table import Table
 SUBQUESTIONS, DOCUMENTS = 13, 19
 
 IMPORT = """
-from generation.profiles import load_profile
-from generation.stages.import_labels import import_labels
-summary = import_labels(load_profile("crux-code"), Path({questions!r}), [Path({ratings!r})], "crux-ratings", "bench",
-                        Path({out!r}))
+from generation.profiles.profile import load_profile
+from generation.stages.import_labels import ImportLabelsStage
+summary = ImportLabelsStage(load_profile("crux-code"), Path({out!r}), Path({questions!r}), [Path({ratings!r})],
+                            "crux-ratings", "bench").run()
 assert summary.rows == {rows}, summary.rows
 """
 
@@ -44,12 +44,12 @@ def researchy_record(qid: int) -> dict:
 
 def make_inputs(root: Path, lines: int) -> tuple[Path, Path, int]:
     """A questions folder and a ratings file of `lines` (question, document) lines; its judgment count."""
-    from generation.stages.questions import read_researchy
+    from generation.stages.questions import QuestionsStage
 
     questions = -(-lines // DOCUMENTS)
     records = root / "researchy.jsonl"
     records.write_text("".join(json.dumps(researchy_record(q)) + "\n" for q in range(questions)))
-    read_researchy([records], root / "questions")
+    QuestionsStage(None, root / "questions", [records]).run()
     rng = random.Random(0)
     ratings = root / "ratings.jsonl"
     with open(ratings, "w") as f:

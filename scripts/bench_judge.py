@@ -49,7 +49,7 @@ def make_pairs(n_subquestions: int, n_documents: int, seed: int = 0):
 
 
 def judge_config(model: Path, backend: str, mode: str, batch_size: int):
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     return load_profile("paper").judge.model_copy(
         update={

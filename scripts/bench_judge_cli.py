@@ -32,20 +32,20 @@ PROMPTS = {"paper": "crux-paper", "paper-document-first": "crux-paper-document-f
 
 def make_inputs(work: Path) -> dict[str, Path]:
     """The demo's first train question, its sub-questions and its pool (the demo profile's stages)."""
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
-    from generation.stages.corpus import build_corpus, write_url_map
-    from generation.stages.index import build_index
-    from generation.stages.pool import build_pool
-    from generation.stages.questions import read_researchy
-    from generation.stages.rerank import rerank
-    from generation.stages.retrieve import retrieve
+    from generation.stages.corpus import CorpusStage, write_url_map
+    from generation.stages.index import IndexStage
+    from generation.stages.pool import PoolStage
+    from generation.stages.questions import QuestionsStage
+    from generation.stages.rerank import RerankStage
+    from generation.stages.retrieve import RetrieveStage
 
     paths = {"subquestions": work / "questions", "candidates": work / "candidates", "index": work / "index"}
     if (work / "inputs.done").exists():
         return paths
     profile = load_profile("demo")
-    read_researchy([RESEARCHY["train"]], work / "all-questions")
+    QuestionsStage(None, work / "all-questions", [RESEARCHY["train"]]).run()
     questions = pq.read_table(work / "all-questions" / "questions.parquet")
     first = questions["qid"].to_pylist()[:1]
     paths["subquestions"].mkdir(parents=True, exist_ok=True)
@@ -55,12 +55,12 @@ def make_inputs(work: Path) -> dict[str, Path]:
             table.filter(pc.is_in(table["qid"], value_set=pc.cast(first, table["qid"].type))),
             paths["subquestions"] / name,
         )
-    build_corpus([CLUEWEB22], work / "corpus")
+    CorpusStage(None, work / "corpus", [CLUEWEB22]).run()
     write_url_map(work / "corpus")
-    build_index(work / "corpus", paths["index"], threads=2)
-    retrieve(profile, paths["subquestions"], paths["index"], work / "runs")
-    rerank(profile, paths["subquestions"], work / "runs", paths["index"], work / "runs")
-    build_pool(profile, paths["subquestions"], work / "runs", work / "corpus", paths["candidates"])
+    IndexStage(None, paths["index"], work / "corpus", threads=2).run()
+    RetrieveStage(profile, work / "runs", paths["subquestions"], paths["index"]).run()
+    RerankStage(profile, work / "runs", paths["subquestions"], work / "runs", paths["index"]).run()
+    PoolStage(profile, paths["candidates"], paths["subquestions"], work / "runs", work / "corpus").run()
     (work / "inputs.done").write_text("")
     return paths
 
@@ -82,7 +82,7 @@ def write_profile(work: Path, base: str, model: Path, mode: str, batch_size: int
     ones the candidates were made with: the judge stage checks them)."""
     import yaml
 
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     demo = load_profile("demo")
     data = {

@@ -34,7 +34,6 @@ from rich.console import Console
 from rich.table import Table
 
 from generation.judging.judges import LLMJudge
-from generation.models import MINILM, resolve_model
 from generation.planning.plan import (
     LLAMA3_TOKENS_PER_WORD,
     PAPER_PAIRS,
@@ -43,14 +42,15 @@ from generation.planning.plan import (
     Scenario,
     node_pairs_per_second,
 )
-from generation.profiles import load_profile
+from generation.profiles.model_paths import MINILM, resolve_model
+from generation.profiles.profile import load_profile
 from generation.sample import CLUEWEB22
-from generation.schema import conform
-from generation.shards import Shard, StageOutput
-from generation.stages.corpus import build_corpus
-from generation.stages.index import build_index
-from generation.stages.judge import run_judge
-from generation.storage import ParquetSink
+from generation.stages.corpus import CorpusStage
+from generation.stages.index import IndexStage
+from generation.stages.judge import JudgeStage
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.schema import conform
+from generation.storage.shards import Shard, StageOutput
 
 SUBQUESTIONS_PER_QUESTION = 14
 CANDIDATES_PER_QUESTION = round(PAPER_PAIRS_PER_SUBQUESTION)
@@ -107,8 +107,8 @@ def make_inputs(work: Path, questions: int, median_words: int, profile, seed: in
                 )
                 + "\n"
             )
-    build_corpus([raw], work / "corpus")
-    build_index(work / "corpus", work / "index")
+    CorpusStage(None, work / "corpus", [raw]).run()
+    IndexStage(None, work / "index", work / "corpus").run()
     folder = work / "questions"
     folder.mkdir(parents=True, exist_ok=True)
     qids = [str(1_000_000 + q) for q in range(questions)]
@@ -182,9 +182,9 @@ def main() -> None:
         profile.judge, backend, AutoTokenizer.from_pretrained(str(resolve_model(MINILM))), "instant (benchmark fixture)"
     )
     wall, cpu = time.perf_counter(), time.process_time()
-    summary = run_judge(
-        profile, inputs["questions"], inputs["candidates"], inputs["index"], work / "judgments", judge=judge
-    )
+    summary = JudgeStage(
+        profile, work / "judgments", inputs["questions"], inputs["candidates"], inputs["index"], judge=judge
+    ).run()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     per_core = summary.pairs / cpu
     model = ModelSize()

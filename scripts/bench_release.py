@@ -37,7 +37,7 @@ from builder.standins.synthetic import PAPER_JUDGMENTS, PAPER_SUBQUESTIONS, synt
 
 FLOOR = """
 import pyarrow.compute as pc, pyarrow.parquet as pq
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 schema = arrow_schema("judgments")
 out = Path({out!r}); out.mkdir(parents=True, exist_ok=True)
 writers = {{}}
@@ -81,7 +81,7 @@ data_files.TrainingWriters = NoTrainingConfigs
 TRAINING = """
 from builder.release.assemble.data_files import ReleaseSummary, judgment_inputs, load_questions, present, route, topic_index
 from builder.release.assemble.training_configs import TrainingWriters, with_dev_split
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 profile = load_profile("paper")
 questions, subquestions = load_questions([Path(p) for p in {questions!r}])
 questions = with_dev_split(questions, profile.training)
@@ -110,7 +110,7 @@ def parquet_write_cost(release: Path, scratch: Path) -> dict[str, tuple[float, i
     import pyarrow.parquet as pq
 
     from builder.release.layout import open_parquet_writer
-    from generation.storage import COMPRESSION
+    from generation.storage.atomic_files import COMPRESSION
 
     files = sorted((release / "data" / "judgments").rglob("*.parquet"))
     writers = {

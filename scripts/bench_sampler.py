@@ -5,8 +5,8 @@ question in a batch, and the sampler's CPU time.
 - on a release's train rows (`--release` and the `--training-files` folder `training-files` wrote from it): every
   batching `researchy-subq train` compares (file order, sentence-transformers' random and NO_DUPLICATES samplers,
   the kit's with drop_last False and True);
-- else on rows shaped as the paper's (builder/training/shaped.py: `--questions` questions of 14 sub-questions and 19
-  judged documents, Table 1's level mix, one row per positive): the kit's sampler.
+- else on rows shaped as the paper's (builder/standins/paper_shaped.py: `--questions` questions of 14 sub-questions and
+  19 judged documents, Table 1's level mix, one row per positive): the kit's sampler.
 
 Usage: python scripts/bench_sampler.py [--questions 10000] [--batch-sizes 32,64,128] [--seed 0]
        python scripts/bench_sampler.py --release R --training-files F [--profile demo] [--batch-sizes 4,8,16,32,64]
@@ -31,7 +31,7 @@ COLUMNS = ("batch size", "batching", "batches", "rows a batch", "rows used", "fa
 
 def release_batchings(args, batch_size: int) -> tuple[int, dict]:
     from builder.training.recipe import batchings, training_rows
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     if not hasattr(args, "rows"):
         args.rows = training_rows(args.release, args.training_files, load_profile(args.profile))
@@ -41,7 +41,7 @@ def release_batchings(args, batch_size: int) -> tuple[int, dict]:
 
 
 def shaped_batchings(args, batch_size: int) -> tuple[int, dict]:
-    from builder.training.shaped import paper_shaped_guard
+    from builder.standins.paper_shaped import paper_shaped_guard
 
     if not hasattr(args, "guard"):
         args.guard = paper_shaped_guard(args.questions, args.seed)

@@ -67,7 +67,7 @@ class BareLoop:
 
 
 def judge_config(model: Path, mode: str, endpoint: str, concurrency: int):
-    from generation.profiles import JudgeConfig, load_profile
+    from generation.profiles.profile import JudgeConfig, load_profile
 
     data = load_profile("paper").judge.model_dump()
     return JudgeConfig.model_validate(

@@ -29,7 +29,7 @@ TEXTS = """
 import resource, time
 from pathlib import Path
 from builder.training.texts import write_texts
-from generation.shards import Shard
+from generation.storage.shards import Shard
 before = resource.getrusage(resource.RUSAGE_SELF)
 start = time.perf_counter()  # write_texts alone, not the imports
 summary = write_texts(Path({release!r}), Path({copy!r}), Path({out!r}), Shard(), use_offsets={offsets})

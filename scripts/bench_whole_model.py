@@ -133,7 +133,7 @@ def measure_prompt(model, tokenizer, shape, prompt: str, pairs, args) -> dict:
     from builder.standins.gpu_bench import timed
     from generation.backends.hf import TransformersBackend
     from generation.judging.judges import LLMJudge
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     config = load_profile("paper").judge.model_copy(
         update={

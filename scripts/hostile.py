@@ -36,26 +36,26 @@ def setup(w: Path) -> dict:
 
     from builder.release.assemble.folder import ReleaseOptions, build_release
     from builder.standins.synthetic import synthesize
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
     from generation.sample import CLUEWEB22, RESEARCHY
-    from generation.stages.corpus import build_corpus, write_url_map
-    from generation.stages.index import build_index
-    from generation.stages.judge import run_judge
-    from generation.stages.pool import build_pool
-    from generation.stages.questions import read_researchy
-    from generation.stages.rerank import rerank
-    from generation.stages.retrieve import retrieve
+    from generation.stages.corpus import CorpusStage, write_url_map
+    from generation.stages.index import IndexStage
+    from generation.stages.judge import JudgeStage
+    from generation.stages.pool import PoolStage
+    from generation.stages.questions import QuestionsStage
+    from generation.stages.rerank import RerankStage
+    from generation.stages.retrieve import RetrieveStage
 
-    read_researchy([RESEARCHY["test"]], w / "all-questions", split="test")
+    QuestionsStage(None, w / "all-questions", [RESEARCHY["test"]], split="test").run()
     q = w / "questions"
     q.mkdir()
     for name in ("questions", "subquestions"):
         table = pq.read_table(w / "all-questions" / f"{name}.parquet")
         keep = pq.read_table(w / "all-questions" / "questions.parquet")["qid"].to_pylist()[:2]
         pq.write_table(table.filter(pc.is_in(table["qid"], pa.array(keep))), q / f"{name}.parquet")
-    build_corpus([CLUEWEB22], w / "corpus")
+    CorpusStage(None, w / "corpus", [CLUEWEB22]).run()
     write_url_map(w / "corpus")
-    build_index(w / "corpus", w / "index", threads=2)
+    IndexStage(None, w / "index", w / "corpus", threads=2).run()
     demo = load_profile("demo")
     small = demo.model_copy(
         update={
@@ -70,10 +70,10 @@ def setup(w: Path) -> dict:
     for name, profile in (("small", small), ("other-depth", other)):
         profiles[name] = w / f"{name}.yaml"
         profiles[name].write_text(yaml.safe_dump(profile.model_dump(), sort_keys=False))
-    retrieve(small, q, w / "index", w / "runs")
-    rerank(small, q, w / "runs", w / "index", w / "runs")
-    build_pool(small, q, w / "runs", w / "corpus", w / "candidates")
-    run_judge(small, q, w / "candidates", w / "index", w / "judgments")
+    RetrieveStage(small, w / "runs", q, w / "index").run()
+    RerankStage(small, w / "runs", q, w / "runs", w / "index").run()
+    PoolStage(small, w / "candidates", q, w / "runs", w / "corpus").run()
+    JudgeStage(small, w / "judgments", q, w / "candidates", w / "index").run()
     synthetic = synthesize(
         w / "synthetic", subquestions=400, judgments=8_000, test_share=0.25, shards=2, seed=1, unparsed_share=0.004
     )

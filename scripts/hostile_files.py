@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from generation.profiles import PROFILE_DIR
+from generation.profiles.profile import PROFILE_DIR
 
 GOOD_RECORD: dict[str, Any] = {  # a Researchy Questions record, as JSON gives it
     "id": 7,

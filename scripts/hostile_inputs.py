@@ -54,7 +54,7 @@ def cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     no_map = copy_tree(corpus, w / "corpus-no-map")
     (no_map / "url_hash_map.parquet").unlink()
     ghost_cands = copy_tree(cands, w / "candidates-ghost")
-    from generation.shards import Shard, StageOutput
+    from generation.storage.shards import Shard, StageOutput
 
     shard_file = ghost_cands / "candidates-00000-of-00001.parquet"
     t = pq.read_table(shard_file)

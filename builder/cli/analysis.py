@@ -26,7 +26,7 @@ from builder.command_options import REQUIRED, option
 from generation.bandits.policies import NEEDS_EMBEDDINGS
 from generation.progress import console, counter
 from generation.progress import results as results_console
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 app = new_app("Analysis commands: agreement, simulate, evaluate, pilot.")
 

@@ -20,14 +20,14 @@ import pyarrow.parquet as pq
 from builder.cli.reports import stage_report
 from builder.pasteable import executable, kit_command, profile_argument, python_command, shown_path
 from builder.release.assemble.snippets import MTEB_TITLE, card_snippets
-from generation.models import ModelNotAvailable, resolve_model
-from generation.profiles import Profile, load_profile
+from generation.profiles.model_paths import ModelNotAvailable, resolve_model
+from generation.profiles.profile import Profile, load_profile
 from generation.progress import console, counter, results
 from generation.sample import CLUEWEB22, RESEARCHY
 from generation.stages import PIPELINE, Stage
 from generation.stages.corpus import write_url_map
-from generation.stages.judge import run_judge
-from generation.storage import reset_claimed_folder, write_text_atomic
+from generation.stages.judge import JudgeStage
+from generation.storage.atomic_files import reset_claimed_folder, write_text_atomic
 
 PROFILE = "demo"
 QWEN3_RERANKER = "Qwen/Qwen3-Reranker-0.6B"
@@ -175,8 +175,8 @@ def agreement_demo(out: Path, profile: Profile) -> list[tuple[str, Path, int | N
         f"--out {second}"
     )
     with counter("judge (train, 64 words)", unit="pairs") as advance:
-        run_judge(
-            short, out / "questions" / "train", out / "candidates" / "train", out / "index", second, progress=advance
+        JudgeStage(short, second, out / "questions" / "train", out / "candidates" / "train", out / "index").run(
+            progress=advance
         )
     step(
         f"researchy-subq agreement --judgments {out / 'judgments' / 'train'} --against {second} --resamples 200 "

@@ -16,11 +16,11 @@ import typer
 
 from builder.cli.support import Policy, check_folder_arg, fail, notice, positive, say, warn_stand_in
 from builder.command_options import option
-from generation.profiles import Profile
-from generation.shards import Shard
+from generation.profiles.profile import Profile
 from generation.stages import Stage
 from generation.stages.budgeted import BudgetedJudgeStage
 from generation.stages.judge import JudgeStage
+from generation.storage.shards import Shard
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +81,7 @@ def write_overridden_profile(profile, out: Path):
 def judged_profile(options: JudgeOptions) -> Profile:
     """The profile every variant judges with: the given one, or with --backend/--endpoint/--concurrency a judge
     section of its own, written beside the judgments."""
-    from generation.profiles import judge_run_profile
+    from generation.profiles.profile import judge_run_profile
 
     try:
         profile, own_section = judge_run_profile(

@@ -25,7 +25,7 @@ from builder.pilot.contract import PilotGpuHours, PilotRecord
 from builder.pilot.options import PilotOptions
 from generation.progress import results
 
-STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/backend_registry.py)
+STAND_IN = "bi-encoder"  # the judge backend that builds no prompt (generation/profiles/backend_registry.py)
 
 
 @with_options

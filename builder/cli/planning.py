@@ -15,7 +15,7 @@ from builder.cli.support import check_writable_file, fail, positive, profile_of,
 from builder.command_options import REQUIRED, option
 from generation.progress import results
 from generation.stages import PIPELINE, REGISTRY
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from builder.command_options import REQUIRED, option
 from builder.release.assemble.options import ReleaseOptions
 from builder.release.validate.expectations import ExpectationError
 from generation.progress import results
-from generation.storage import MARKER, OwnershipError, claim_folder
+from generation.storage.atomic_files import MARKER, OwnershipError, claim_folder
 
 app = new_app("Release commands: build-release, validate, publish.")
 

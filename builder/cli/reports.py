@@ -13,7 +13,7 @@ from rich.text import Text
 
 from builder.command_options import option
 from generation.progress import console, results
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 JSON_HELP = "write the result as JSON to this file; `-` writes it to stdout instead of the table"
 
@@ -263,7 +263,7 @@ def emit_json(data, target: Path | None) -> bool:
 
 def print_profile(name: str, profile) -> None:
     """The profile's file byte for byte on stdout (so `> mine.yaml` is a profile to edit); where it is on stderr."""
-    from generation.profiles import profile_path
+    from generation.profiles.profile import profile_path
 
     path = profile_path(name)
     console.print(
@@ -273,6 +273,6 @@ def print_profile(name: str, profile) -> None:
 
 
 def print_reference() -> None:
-    from generation.profile_reference import profile_reference
+    from generation.profiles.reference import profile_reference
 
     typer.echo(profile_reference(), nl=False)

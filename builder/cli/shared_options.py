@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder.command_options import REQUIRED, option
-from generation.profiles import bundled_profiles
+from generation.profiles.profile import bundled_profiles
 from generation.stages import Stage
 
 

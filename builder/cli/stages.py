@@ -36,12 +36,12 @@ from builder.cli.support import (
 )
 from builder.command_options import REQUIRED, option
 from generation.errors import InputError
-from generation.profiles import Profile, bundled_profiles, load_profile
-from generation.shards import Shard, ShardError
+from generation.profiles.profile import Profile, bundled_profiles, load_profile
 from generation.stages import REGISTRY, Stage, StageSummary, pipeline_table
 from generation.stages.corpus import CorpusStage, write_url_map
 from generation.stages.index import IndexStage
 from generation.stages.questions import Decomposition, QuestionsStage
+from generation.storage.shards import Shard, ShardError
 
 app = new_app(
     "Stage commands: questions, corpus, index, retrieve, rerank, pool, judge, import-labels, plan, profiles, "

@@ -24,16 +24,16 @@ from typer.models import ArgumentInfo, OptionInfo
 
 from builder.command_options import command_options, is_options_record
 from generation import __version__
-from generation.docstore import MissingDocument, NotAnIndex
+from generation.corpus.docstore import MissingDocument, NotAnIndex
+from generation.corpus.java import JavaError
 from generation.errors import ArgumentError, BackendError, InputError
 from generation.executors.errors import ClusterError
-from generation.java import JavaError
-from generation.models import ModelNotAvailable
-from generation.profiles import Profile, ProfileError, load_profile
+from generation.profiles.model_paths import ModelNotAvailable
+from generation.profiles.profile import Profile, ProfileError, load_profile
 from generation.progress import console, counter, results
-from generation.shards import Shard, ShardError
 from generation.stages.index import IndexBuildError
-from generation.storage import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+from generation.storage.atomic_files import LinkRefused, OwnershipError, refuse_links, refuse_links_under
+from generation.storage.shards import Shard, ShardError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -243,9 +243,9 @@ OUTPUT_GUARDS = {"folder": _output_guard("folder"), "file": _output_guard("file"
 
 def output_option(default: Any, *flags: str, output: str = "folder", **settings: Any) -> Any:
     """The typer.Option of a path the command writes: a folder (`--out`) or a file (`output="file"`: `--rejects`,
-    `--json`). Every such option is made here, so each goes through the one link guard (generation/storage.py
-    `refuse_links`); tests/reliability/test_output_links.py walks every command and fails on a path option that is neither this
-    nor a declared input."""
+    `--json`). Every such option is made here, so each goes through the one link guard
+    (generation/storage/atomic_files.py `refuse_links`); tests/reliability/test_output_links.py walks every command and
+    fails on a path option that is neither this nor a declared input."""
     return typer.Option(default, *flags, callback=OUTPUT_GUARDS[output], **settings)
 
 

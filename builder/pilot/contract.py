@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 Number = int | float  # kept as given: an int stays an int, a float a float
 Interval = list[float | None]  # a 95% interval [low, high]; null where no resample defined it

@@ -20,7 +20,7 @@ from builder.pilot.contract import PilotAgreement, PilotBill, PilotSaving
 from builder.pilot.record import finite
 from generation.pilot.judge_stage import PILOT_JUDGMENTS
 from generation.pilot.settings import Setting
-from generation.shards import stage_files
+from generation.storage.shards import stage_files
 
 COLUMNS = ["subq_id", "qid", "docid", "level", "expected", "probs", "status"]
 

@@ -37,7 +37,7 @@ NEEDED = ("settings", "sample", "agreement", "gpu_hours", "verdict")
 
 
 def setting_record(setting: Setting) -> PilotSetting:
-    from generation.profiles import looks_like_path, withhold_endpoint
+    from generation.profiles.profile import looks_like_path, withhold_endpoint
     from generation.stages.judge import JudgeStage, judge_description
 
     profile, prompt = setting.profile, setting.prompt

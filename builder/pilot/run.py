@@ -25,10 +25,10 @@ from generation.notices import warn
 from generation.pilot.judge_stage import PilotJudgeStage
 from generation.pilot.sample import SAMPLE_FILE, read_population, sample_for
 from generation.pilot.settings import Setting, check_batch_comparison, check_comparable, judge_differences
-from generation.shards import Shard, ShardError, sha256_file
 from generation.stages.judge_record import JudgeSummary
 from generation.stages.pool import PoolStage
-from generation.storage import clean_stale_tmp, refuse_links_under, write_text_atomic
+from generation.storage.atomic_files import clean_stale_tmp, refuse_links_under, write_text_atomic
+from generation.storage.shards import Shard, ShardError, sha256_file
 
 
 def check_settings(a: Setting, b: Setting, options: PilotOptions) -> list[str]:

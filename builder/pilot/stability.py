@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from builder.pilot.contract import PilotStability
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 
 def label_stability(a: pa.Table, b: pa.Table) -> PilotStability:

@@ -10,7 +10,7 @@ from pathlib import Path
 from builder.release.card_statements import QUARTILE_WORDS
 from builder.release.contract import ComplexityStats, ProvenanceShare, SplitStats
 from builder.release.layout import ARROW_NBYTES, CONFIGS
-from generation.storage import replace_file
+from generation.storage.atomic_files import replace_file
 
 PLOT = "level_distribution.png"
 

@@ -27,8 +27,8 @@ from builder.pilot.contract import PilotEntry
 from builder.release.layout import MANIFEST
 from generation.errors import first_problem
 from generation.labels.account import OtherTextAccount  # the import's own account, written by import-labels
-from generation.profiles import Profile, TrainingConfigsSettings
-from generation.schema import SPLITS
+from generation.profiles.profile import Profile, TrainingConfigsSettings
+from generation.storage.schema import SPLITS
 
 MANIFEST_SCHEMA = "manifest.schema.json"  # beside manifest.json: its JSON schema (`manifest_schema()`)
 # the schema's file in the kit's repository, written by scripts/make_reference.py
@@ -194,7 +194,7 @@ class Manifest(Contract):
 
     repo: str = Field(description="the Hub dataset repository the card's snippets name")
     code_version: str = Field(description="the kit's version that built it")
-    profile: Profile = Field(description="the profile the judgments were made under (generation/profiles.py)")
+    profile: Profile = Field(description="the profile the judgments were made under (generation/profiles/profile.py)")
     profile_hash: str = Field(description="the profile's config hash")
     models: Models = Field(description="the reranker and judge that made the labels")
     prompt: PromptRef | None = Field(description="the judge's prompt; null for imported labels")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.release.card_statements import sources_text
-from generation.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by the release modules
+from generation.storage.schema import SPLITS  # noqa: F401 - the release's splits, imported from here by release modules
 
 LEVELS = tuple(range(6))
 PARTITIONS = tuple(f"level_{n}" for n in LEVELS) + ("unparsed",)
@@ -56,7 +56,7 @@ def open_parquet_writer(path: Path, schema):
     import pyarrow.parquet as pq
     from datasets.config import DEFAULT_CDC_OPTIONS
 
-    from generation.storage import COMPRESSION
+    from generation.storage.atomic_files import COMPRESSION
 
     class CountingWriter(pq.ParquetWriter):
         arrow_nbytes = 0
@@ -171,6 +171,6 @@ def file_rows(path: Path) -> int:
 def binary_threshold(profile) -> int:
     """The level from which a judgment counts as relevant in `qrels-binary`: the profile's answer level
     (complexity.answer_level, 4 in every bundled profile: "mostly relevant and complete")."""
-    from generation.profiles import Complexity
+    from generation.profiles.profile import Complexity
 
     return (profile.complexity if profile is not None else Complexity()).answer_level

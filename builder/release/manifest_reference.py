@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from generation.profile_reference import cell
+from generation.profiles.reference import cell
 
 ROOT = "manifest.json"  # the heading of the top-level record
 BOUNDS = (

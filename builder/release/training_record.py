@@ -8,7 +8,7 @@ from typing import Protocol
 
 from builder.release.contract import TrainingRecord
 from builder.release.training_rule import DEV_RULE, OTHER_QUESTIONS
-from generation.profiles import Complexity, Profile, TrainingConfigsSettings
+from generation.profiles.profile import Complexity, Profile, TrainingConfigsSettings
 
 
 class NegativeTally(Protocol):

@@ -62,7 +62,7 @@ def write_tree(
 
 def write_release_stub(folder: Path, docids: list[str], context_words: int = 2048) -> Path:
     """The two things `texts` reads of a release: manifest.json (its profile) and the corpus-ids config."""
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     profile = load_profile("paper")
     profile = profile.model_copy(update={"judge": profile.judge.model_copy(update={"context_words": context_words})})

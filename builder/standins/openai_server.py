@@ -245,7 +245,7 @@ def served_judge_profile(profile: dict, model, **server) -> dict:
     chat requests, 120-word contexts, chunks of 16 and a 10 ms retry backoff. `server` sets more of the openai
     section, and the name says which (`served`, `served-max_retry_after_s1`). The endpoint is a placeholder:
     `researchy-subq judge --endpoint` gives the stand-in's address."""
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     judge = {
         **load_profile("paper").judge.model_dump(),

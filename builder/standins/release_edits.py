@@ -59,7 +59,7 @@ def reseal(release: Path, plot: bool = True) -> None:
     from builder.release.card_text import STATS_BEGIN, STATS_END, config_rows, plot_levels, stats_markdown
     from builder.release.layout import CONFIGS
     from builder.release.validate.folder import validate
-    from generation.schema import features
+    from generation.storage.schema import features
 
     report = validate(release, load=False)  # what the data gives, whatever it fails
     manifest = read_manifest(release)

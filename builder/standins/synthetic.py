@@ -13,12 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.profiles import Profile, load_profile
-from generation.provenance import admitted_by
-from generation.schema import arrow_schema, conform
-from generation.shards import Shard, StageOutput
+from generation.profiles.profile import Profile, load_profile
 from generation.stages import stage_hash
-from generation.storage import COMPRESSION
+from generation.stages.pool import admitted_by
+from generation.storage.atomic_files import COMPRESSION
+from generation.storage.schema import arrow_schema, conform
+from generation.storage.shards import Shard, StageOutput
 
 ROW_GROUP_ROWS = 65_536  # the judge stage writes one row group per chunk (4,096 pairs by default)
 

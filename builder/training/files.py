@@ -18,8 +18,8 @@ by the state of their inputs, carried from one run to the next), so memory stays
 negative the copy lacks is left out of every file and counted; BEIR qrels keep every judgment.
 
 Every check and refusal comes before OUT changes: a run writes its files into a new folder beside OUT and swaps it in
-whole once they are all written (generation/storage.py `staged_folder`); a refusal, an error or a kill leaves an
-earlier run's files as they were. So OUT holds the files of one run, and nothing else: a file there that
+whole once they are all written (generation/storage/atomic_files.py `staged_folder`); a refusal, an error or a kill
+leaves an earlier run's files as they were. So OUT holds the files of one run, and nothing else: a file there that
 `training-files` does not write is refused, never swept away.
 """
 
@@ -45,7 +45,7 @@ from builder.training.formats import FORMATS, ROW_WRITERS, AtomicLines, Training
 from builder.training.rows import release_rows, rule_of_release
 from builder.training.texts import all_retrieved_command, missing_documents, release_context_words, text_files
 from generation.errors import ArgumentError, InputError
-from generation.storage import (
+from generation.storage.atomic_files import (
     OwnershipError,
     commit,
     files_under,

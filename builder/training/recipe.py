@@ -48,8 +48,8 @@ from builder.training.sampler import (
 )
 from builder.training.texts import release_context_words, text_files
 from generation.errors import ArgumentError
-from generation.profiles import Profile
-from generation.storage import files_under, prepare_output_folder, replace_file, write_text_atomic
+from generation.profiles.profile import Profile
+from generation.storage.atomic_files import files_under, prepare_output_folder, replace_file, write_text_atomic
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -253,7 +253,7 @@ def train_and_measure(
     OUT/training_report.json."""
     from sentence_transformers import SentenceTransformer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     out = Path(out)
     settings, answer_level = profile.train, profile.complexity.answer_level

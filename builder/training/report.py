@@ -5,7 +5,7 @@ it started from), as Markdown tables that name what was ranked (they paste into 
 from __future__ import annotations
 
 from builder.training.measure import METRICS
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 
 def in_batch_lines(report, profile: Profile) -> list[str]:

@@ -11,7 +11,7 @@ from builder.command_options import command_options
 from builder.training.options import TrainOptions
 from builder.training.texts import release_context_words
 from generation.errors import ArgumentError
-from generation.profiles import Profile, load_profile, merged, validated
+from generation.profiles.profile import Profile, load_profile, merged, validated
 
 # what made the release's rows: retrieval (bm25, rerank, pool), the judge, the answer level and the training configs
 RELEASE_SECTIONS = ("bm25", "rerank", "pool", "judge", "complexity", "training")

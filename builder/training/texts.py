@@ -30,11 +30,11 @@ from builder.release.layout import MANIFEST, SPLITS, config
 from builder.release.no_text import TEXTS_MARKER, refuse_release_target
 from builder.release.ranking_documents import judged_docids, unjudged_negatives
 from builder.training.clueweb22 import CLUEWEB22_ID, Found, Missing, read_file_records, txt_root
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.errors import ArgumentError, InputError
-from generation.schema import columns
-from generation.shards import Shard, StageOutput, skip_if_done
-from generation.storage import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
+from generation.storage.atomic_files import ParquetSink, commit, prepare_output_folder, tmp_path, write_text_atomic
+from generation.storage.schema import columns
+from generation.storage.shards import Shard, StageOutput, skip_if_done
 
 NAME = "texts"
 ROWS_PER_GROUP = 1_000  # texts held before a row group is written (whole ClueWeb22 pages run to ~100 KB)
@@ -294,6 +294,6 @@ def write_texts(
 
 def text_files(out: Path) -> list[Path]:
     """The finished texts shards of a `texts` output folder (checked against their completion records)."""
-    from generation.shards import stage_files
+    from generation.storage.shards import stage_files
 
     return stage_files(out, NAME, full=False)

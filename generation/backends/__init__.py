@@ -1,8 +1,8 @@
 """Backends: what turns the kit's prompts into grades (the judge) and scores (the reranker).
 
 Each backend is one module with a `make_judge(config)` and/or a `make_scorer(config)`, and one entry in
-generation/backend_registry.py. The entries are import paths, so a backend's heavy engine (torch, vLLM, an HTTP client)
-loads only when it is used.
+generation/profiles/backend_registry.py. The entries are import paths, so a backend's heavy engine (torch, vLLM, an HTTP
+client) loads only when it is used.
 `transformers` runs anywhere (CPU or GPU), `vllm` on GPUs (tested on vLLM's CPU build by `make test-vllm`), and
 `bi-encoder` is the MiniLM stand-in for machines without the models.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from importlib.util import find_spec
 
-from generation.backend_registry import ENGINES, JUDGE_BACKENDS, RERANK_BACKENDS
 from generation.errors import BackendError
+from generation.profiles.backend_registry import ENGINES, JUDGE_BACKENDS, RERANK_BACKENDS
 
 
 def _load(registry: dict[str, str], name: str, what: str):

@@ -21,7 +21,7 @@ from generation.model_shapes import Shape
 from generation.notices import warn
 
 if TYPE_CHECKING:
-    from generation.profile_sections import JudgeConfig, Rerank
+    from generation.profiles.sections import JudgeConfig, Rerank
 
 
 # Bytes of activations per token in flight beyond the KV cache, in units of the model's dtype size: the residual

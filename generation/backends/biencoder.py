@@ -9,12 +9,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.judging.judges import Grade, Pair
 from generation.judging.parsing import STAND_IN_RAW, cut_level
-from generation.models import resolve_model
-from generation.profiles import JudgeConfig
-from generation.profiles import Rerank as RerankConfig
+from generation.profiles.model_paths import resolve_model
+from generation.profiles.profile import JudgeConfig
+from generation.profiles.profile import Rerank as RerankConfig
 
 # Follows the model name in every description ("{model} ({STAND_IN_NOTE})"): it does not name the model again.
 STAND_IN_NOTE = "stand-in: MiniLM bi-encoder cosine, not the paper's model"

@@ -39,9 +39,9 @@ from generation.errors import PartlyFailed
 from generation.judging.judges import LLMJudge
 from generation.judging.reranker_input import make_encoder
 from generation.model_shapes import shape_from_config
-from generation.models import resolve_model
-from generation.profiles import JudgeConfig
-from generation.profiles import Rerank as RerankConfig
+from generation.profiles.model_paths import resolve_model
+from generation.profiles.profile import JudgeConfig
+from generation.profiles.profile import Rerank as RerankConfig
 from generation.progress import console
 
 Section = JudgeConfig | RerankConfig  # the profile sections the backend runs as (both TransformersSettings)

@@ -43,7 +43,7 @@ from generation.backends.request_order import leaders
 from generation.judging.judges import BackendUnavailable, RequestFailed
 from generation.judging.openai_format import AnswerUnreadable, RequestFormat, ServerError, check_shape
 from generation.notices import warn
-from generation.profiles import OpenAIServer
+from generation.profiles.profile import OpenAIServer
 
 MAX_BACKOFF_S = 60.0
 MESSAGE_CHARS = 300  # of a server's error text, in a pair's `raw` or an error line
@@ -350,7 +350,7 @@ def make_judge(config, tokenizer=None):
     if tokenizer is None:
         from transformers import AutoTokenizer
 
-        from generation.models import resolve_model
+        from generation.profiles.model_paths import resolve_model
 
         tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model)))
     check_shape(config, config.openai.request_shape)

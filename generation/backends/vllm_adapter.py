@@ -15,9 +15,9 @@ from generation.backends.request_order import grouped_order
 from generation.judging.judges import LLMJudge
 from generation.judging.openai_format import distribution_params, generate_params
 from generation.judging.reranker_input import VLLM_HF_OVERRIDES, make_encoder
-from generation.models import resolve_model
-from generation.profiles import JudgeConfig
-from generation.profiles import Rerank as RerankConfig
+from generation.profiles.model_paths import resolve_model
+from generation.profiles.profile import JudgeConfig
+from generation.profiles.profile import Rerank as RerankConfig
 
 
 def platform_engine_args() -> dict:
@@ -62,8 +62,8 @@ class VllmReranker:
 
 def judge_engine_args(model: str, config) -> dict:
     """`vllm.LLM` arguments for the judge: the profile's `judge.engine_args` as given, then the judge section's own
-    keys (a profile cannot give one twice: generation/profile_sections.py refuses it). Log-probabilities stay vLLM's default,
-    "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
+    keys (a profile cannot give one twice: generation/profiles/sections.py refuses it). Log-probabilities stay vLLM's
+    default, "raw_logprobs" (taken over the full vocabulary before `allowed_token_ids` masks it), the same quantity the
     transformers backend returns."""
     args = {
         **config.engine_args,

@@ -10,15 +10,15 @@ from pathlib import Path
 
 from generation.executors.errors import ClusterError
 from generation.executors.stall import StallWatch, describe_ray_job
-from generation.shards import Shard
+from generation.storage.shards import Shard
 
 
 class ChunkActor:
     """A Ray Data actor: the work of one shard, rebuilt from its recipe, and a worker to run its chunks."""
 
     def __init__(self, stage_class: type, arguments: dict, shard_index: int, shard_count: int, backend: str | None):
-        from generation.profiles import Profile
-        from generation.shards import Shard
+        from generation.profiles.profile import Profile
+        from generation.storage.shards import Shard
 
         arguments = dict(arguments)
         profile = Profile.model_validate_json(arguments.pop("profile_json"))

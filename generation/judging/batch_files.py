@@ -35,7 +35,7 @@ from generation.errors import ArgumentError
 from generation.judging.batch_manifest import BatchManifest, NotExported, RequestFile, check_manifest
 from generation.judging.judges import LLMJudge, Pair, PromptTooLong, failed
 from generation.judging.openai_format import RequestFormat, check_shape
-from generation.storage import commit, tmp_path
+from generation.storage.atomic_files import commit, tmp_path
 
 MAX_LINES = 50_000
 MAX_BYTES = 200_000_000  # 200 MB, counted in decimal megabytes to stay within either reading

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generation.errors import InputError, Rejects, read_lines
+from generation.errors import InputError, read_lines
 from generation.judging.batch_files import judge_format, parse_custom_id
 from generation.judging.batch_results import BatchResult, read_result_lines
 from generation.judging.judges import Grade, LLMJudge, RequestFailed, failed
 from generation.judging.openai_format import AnswerUnreadable
+from generation.storage.rejects import Rejects
 
 EXAMPLES = 5  # examples kept per kind of problem
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from generation.errors import ArgumentError, InputError, first_problem
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 MANIFEST = "manifest.json"
 

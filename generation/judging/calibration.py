@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
 
 REFERENCE = Path(__file__).with_name("calibration-h100-2026-11-23.json")
 

@@ -10,14 +10,14 @@ from typing import Protocol
 
 import numpy as np
 
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.errors import BackendError, PartlyFailed, without_frames
 from generation.judging.document_prompts import DocumentPrompts, document_pieces, pipelined
 from generation.judging.parsing import Parsed, check_r3a_extract, extract_is_verbatim, parse_intent, r3a_raw
 from generation.judging.prompt_encoding import PromptEncoder, PromptTooLong, fit_context
 from generation.judging.prompts import Prompt, get_prompt, r3a_intent_turn
 from generation.notices import warn
-from generation.profiles import JudgeConfig
+from generation.profiles.profile import JudgeConfig
 
 
 @dataclass(frozen=True)

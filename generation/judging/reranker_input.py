@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.judging.prompts import authors_subquestion
-from generation.profiles import Rerank
+from generation.profiles.profile import Rerank
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

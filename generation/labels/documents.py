@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.schema import CORPUS
-from generation.shards import stage_files
-from generation.url_hashes import URL_MAP, url_hashes_of
+from generation.corpus.url_hashes import URL_MAP, url_hashes_of
+from generation.storage.schema import CORPUS
+from generation.storage.shards import stage_files
 
 URL_HASH = re.compile(r"^[0-9A-Fa-f]{32}$")
 

@@ -19,16 +19,17 @@ from typing import TypeGuard, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.errors import InputError, Rejects
+from generation.corpus.topics import question_files
+from generation.errors import InputError
 from generation.judging.prompts import Prompt
 from generation.labels.account import FileCounts
 from generation.labels.authors_pass import graded_on_other_text
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import Label, LabelFormat, LabelLine, read_label_file
-from generation.schema import JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
-from generation.shards import Shard
-from generation.storage import ParquetSink
-from generation.topics import question_files
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.rejects import Rejects
+from generation.storage.schema import JUDGMENTS, OTHER_TEXT_STATUS, arrow_schema
+from generation.storage.shards import Shard
 
 BLOCK_LINES = 20_000  # lines whose document ids are resolved together (and rows written as one table)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.profiles import Profile
-from generation.shards import Shard, StageOutput, sha256_file
+from generation.profiles.profile import Profile
 from generation.stages.judge import JudgeStage, ShardJob
+from generation.storage.shards import Shard, StageOutput, sha256_file
 
 PILOT_JUDGMENTS = "pilot-judgments"
 

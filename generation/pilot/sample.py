@@ -27,14 +27,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from generation.corpus.topics import question_files
 from generation.errors import ArgumentError
 from generation.notices import warn
-from generation.schema import arrow_schema
-from generation.shards import DONE_DIR, Completion, ShardError, sha256_file
-from generation.storage import replace_file
-from generation.topics import question_files
+from generation.storage.atomic_files import replace_file
+from generation.storage.schema import arrow_schema
+from generation.storage.shards import DONE_DIR, Completion, ShardError, sha256_file
 
-SAMPLE = "pilot_sample"  # the table (generation/schema.py) and the file's stem
+SAMPLE = "pilot_sample"  # the table (generation/storage/schema.py) and the file's stem
 SAMPLE_FILE = f"{SAMPLE}.parquet"
 METADATA_KEY = b"pilot_sample"
 SAMPLE_RULE = (

@@ -1,5 +1,5 @@
 """The two judge settings a pilot compares: each a profile, or a profile with SECTION.KEY=VALUE overrides
-(`generation.profiles.with_overrides`), checked to be comparable before anything is judged.
+(`generation.profiles.profile.with_overrides`), checked to be comparable before anything is judged.
 
 Comparable means: both judge on the same scale (crux's 0-5 and umbrela's 0-2 levels are not one measure), and both
 judge the same pairs (their bm25, rerank and pool sections agree, so one candidates folder serves both)."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from generation.errors import ArgumentError
 from generation.judging.prompts import Prompt, get_prompt
-from generation.profiles import Profile, load_profile, with_overrides
+from generation.profiles.profile import Profile, load_profile, with_overrides
 
 POOL_SECTIONS = ("bm25", "rerank", "pool")  # what makes the pairs; the judge section is what a pilot varies
 COMPARED_SECTION = "judge"  # the only section --a-set/--b-set may set

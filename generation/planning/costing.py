@@ -287,7 +287,7 @@ def model_shape(name: str) -> tuple[Shape, str | None]:
     """The shape of a profile's model: its config.json when on disk, else the published shape of that name, else
     Llama-3.3-70B's, with a note saying it stood in."""
     from generation.model_shapes import shape_from_config
-    from generation.models import ModelNotAvailable, resolve_model
+    from generation.profiles.model_paths import ModelNotAvailable, resolve_model
 
     try:
         from transformers import AutoConfig

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generation.docstore import DocStore, cut_words
+from generation.corpus.docstore import DocStore, cut_words
 from generation.judging.judges import PromptEncoder
 from generation.judging.prompts import Prompt
 from generation.model_shapes import Shape, prompt_flops

@@ -12,14 +12,14 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from generation.docstore import DocStore, cut_words
+from generation.corpus.docstore import DocStore, cut_words
 from generation.judging.judges import PromptEncoder
 from generation.judging.prompts import get_prompt, question_and_document_first
-from generation.models import MINILM, ModelNotAvailable, resolve_model
 from generation.planning.document_first import PAPER_PAIRS_PER_GROUP, GroupMeasure, Groups, measure_groups
-from generation.profiles import Profile
-from generation.shards import Shard
+from generation.profiles.model_paths import MINILM, ModelNotAvailable, resolve_model
+from generation.profiles.profile import Profile
 from generation.stages.judge import plan_pairs
+from generation.storage.shards import Shard
 
 PAPER_PAIRS = 24_316_320
 PAPER_SUBQUESTIONS = 1_288_976

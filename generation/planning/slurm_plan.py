@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generation.executors.errors import SlurmError
 from generation.judging.prompts import get_prompt
-from generation.profiles import ProfileError, load_profile
+from generation.profiles.profile import ProfileError, load_profile
 
 MEASURED_ROW = "these pairs"
 

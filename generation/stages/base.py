@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from generation.profiles import Profile
-from generation.shards import Shard, StageOutput, skip_if_done, stage_files
+from generation.profiles.profile import Profile
+from generation.storage.shards import Shard, StageOutput, skip_if_done, stage_files
 
 
 @dataclass(frozen=True)

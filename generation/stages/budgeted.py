@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 
 from generation.backends import make_judge, refuse_unrunnable
 from generation.bandits.policies import NEEDS_EMBEDDINGS, Bandit, Hierarchy
-from generation.docstore import DocStore, cut_words
+from generation.corpus.docstore import DocStore, cut_words
 from generation.judging.judges import Judge, Pair
-from generation.profiles import Profile
-from generation.shards import Shard, ShardError, StageOutput
+from generation.profiles.profile import Profile
 from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.judge import NAME, JudgeStage, judgment_row, pairs_of
-from generation.storage import ParquetSink
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.shards import Shard, ShardError, StageOutput
 
 MAX_LEVEL = 5
 
@@ -220,21 +220,3 @@ class BudgetedJudgeStage(ProfiledStage[BudgetedJudgeSummary]):
             "judged": summary.judged,
             "relevant": summary.relevant,
         }
-
-
-def run_budgeted_judge(
-    profile: Profile,
-    subquestions: Path,
-    candidates: Path,
-    index: Path,
-    out: Path,
-    budget: float,
-    policy: str,
-    shard: Shard = Shard(),
-    judge: Judge | None = None,
-    seed: int = 0,
-    progress=None,
-) -> BudgetedJudgeSummary:
-    return BudgetedJudgeStage(profile, out, subquestions, candidates, index, budget, policy, judge, seed).run(
-        shard, progress
-    )

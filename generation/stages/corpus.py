@@ -19,20 +19,22 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation import input_fingerprints, url_hashes
-from generation.errors import InputError, Rejects, read_lines
-from generation.schema import CORPUS, arrow_schema
-from generation.shards import Shard, StageOutput
+from generation.corpus import url_hashes
+from generation.corpus.url_hashes import URL_MAP
+from generation.errors import InputError, read_lines
 from generation.stages.base import Stage, StageSummary
-from generation.storage import ParquetSink, commit, tmp_path
-from generation.url_hashes import URL_MAP
+from generation.storage import input_fingerprints
+from generation.storage.atomic_files import ParquetSink, commit, tmp_path
+from generation.storage.rejects import Rejects
+from generation.storage.schema import CORPUS, arrow_schema
+from generation.storage.shards import Shard, StageOutput
 
 NAME = CORPUS
 SUFFIXES = (".json.gz", ".jsonl.gz", ".jsonl", ".json")
 URL_HASH = re.compile(r"[0-9A-Fa-f]{32}")
-# One Parquet row group per 128 documents: the docstore reads a document's whole row group (generation/docstore.py).
-# Measured on synthetic ~600-word texts: one document read costs 6.1 ms of CPU with 512-row groups, 1.8 ms with 128,
-# 1.0 ms with 64, for +0.6% / +1.5% bytes against 512.
+# One Parquet row group per 128 documents: the docstore reads a document's whole row group
+# (generation/corpus/docstore.py). Measured on synthetic ~600-word texts: one document read costs 6.1 ms of CPU with
+# 512-row groups, 1.8 ms with 128, 1.0 ms with 64, for +0.6% / +1.5% bytes against 512.
 ROW_GROUP_ROWS = 128
 MAP_BATCH_ROWS = 65_536  # (url_hash, docid) rows read at a time while the URL-hash map is built
 
@@ -228,12 +230,6 @@ class CorpusStage(Stage[CorpusSummary]):
             "files": [str(p) for p in shard.take(self.files)],
             input_fingerprints.KEY: input_fingerprints.fingerprint(shard.take(self.files)),
         }
-
-
-def build_corpus(
-    inputs: list[Path], out: Path, shard: Shard = Shard(), rejects_path: Path | None = None, progress=None
-) -> CorpusSummary:
-    return CorpusStage(None, out, inputs, rejects_path).run(shard, progress)
 
 
 def write_url_map(out: Path, memory: int | None = None) -> tuple[Path, int]:

@@ -16,19 +16,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generation.errors import InputError, Rejects
+from generation.errors import InputError
 from generation.judging.prompts import get_prompt
 from generation.labels.account import FileCounts, ImportAccount, OtherTextAccount, read_account, source_identity
 from generation.labels.documents import DocumentKeys
 from generation.labels.formats import LabelFormat
 from generation.labels.importer import QuestionLists, ShardImport
-from generation.profiles import Profile
-from generation.schema import OTHER_TEXT_STATUS
-from generation.shards import DONE_DIR, Shard, ShardError, StageOutput, sha256_file
+from generation.profiles.profile import Profile
 from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.judge import NAME, JudgeStage
 from generation.stages.questions import SUBQUESTIONS_FOLDER
-from generation.storage import ParquetSink
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.rejects import Rejects
+from generation.storage.schema import OTHER_TEXT_STATUS
+from generation.storage.shards import DONE_DIR, Shard, ShardError, StageOutput, sha256_file
 
 IMPORTED_PREFIX = "imported-"
 
@@ -178,18 +179,3 @@ class ImportLabelsStage(ProfiledStage[ImportSummary]):
         summary.rows = sum(s.rows for s in self.sources)
         summary.duplicates = sum(s.duplicates for s in self.sources)
         return {"judge": self.judge_name, "imported": self.account(summary, other_text).model_dump()}
-
-
-def import_labels(
-    profile: Profile,
-    subquestions: Path,
-    files: list[Path],
-    format: str,
-    judge: str,
-    out: Path,
-    shard: Shard = Shard(),
-    corpus: Path | None = None,
-    rejects: Path | None = None,
-    progress=None,
-) -> ImportSummary:
-    return ImportLabelsStage(profile, out, subquestions, files, format, judge, corpus, rejects).run(shard, progress)

@@ -4,7 +4,7 @@ Each document is handed to Anserini's JsonCollection as {"id", "contents", "url_
 pipes that Polars writes JSON lines into in parallel (`JsonPipes`: no copy of the corpus on disk), at least one per
 indexing thread, since Anserini gives each input file to one thread. url_hash is an indexed field
 (-fields url_hash). The raw JSON is not stored (no -storeRaw): later stages read texts from the Parquet corpus
-through a docid map (generation/docid_map.py, built while Java indexes) kept in the index folder, and the
+through a docid map (generation/corpus/docid_map.py, built while Java indexes) kept in the index folder, and the
 record says `stored_raw: false`; an index built before, with its texts stored, keeps being read from itself.
 The index is built beside its target and renamed into place only when Anserini succeeds, with a completion record
 naming the corpus shards it was built from.
@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from generation.docid_map import NAME as DOCID_MAP
-from generation.docid_map import write_docid_map
-from generation.docstore import RECORD, require_index
-from generation.java import anserini_jar, java_binary
-from generation.shards import DONE_DIR, Completion, Shard, ShardLock
+from generation.corpus.docid_map import NAME as DOCID_MAP
+from generation.corpus.docid_map import write_docid_map
+from generation.corpus.docstore import RECORD, require_index
+from generation.corpus.java import anserini_jar, java_binary
 from generation.stages.base import Input, Stage, StageSummary
 from generation.stages.corpus import CorpusStage
-from generation.storage import write_text_atomic
+from generation.storage.atomic_files import write_text_atomic
+from generation.storage.shards import DONE_DIR, Completion, Shard, ShardLock
 
 EXPORT_BATCH_ROWS = 4096  # documents turned into JSON lines at a time by one pipe's writer
 
@@ -256,12 +256,6 @@ def index_collection_command(
         "url_hash",
         *buffer,
     ]
-
-
-def build_index(
-    corpus: Path, index: Path, threads: int = 1, stemmer: str = "porter", memory_mb: int = 1024, progress=None, log=None
-) -> IndexSummary:
-    return IndexStage(None, index, corpus, threads, memory_mb, stemmer, log).run(progress=progress)
 
 
 def _build_locked(files, sources, index: Path, threads, stemmer, memory_mb, progress, log) -> int:

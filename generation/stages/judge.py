@@ -22,23 +22,23 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from generation.backends import make_judge, refuse_unrunnable
-from generation.docstore import DocStore
+from generation.corpus.docstore import DocStore
+from generation.corpus.topics import question_files
 from generation.executors import executor_for
 from generation.judging.judges import Grade, Judge, Pair
 from generation.judging.prompts import get_prompt
-from generation.models import resolve_model
 from generation.notices import warn
-from generation.profiles import JudgeConfig, Profile
-from generation.schema import JUDGMENTS
-from generation.shards import Shard, ShardError, StageOutput, read_record
+from generation.profiles.model_paths import resolve_model
+from generation.profiles.profile import JudgeConfig, Profile
 from generation.stages.base import Executor, Input, ProfiledStage
 from generation.stages.index import INDEX_TEXTS
 from generation.stages.judge_record import FAILED_STATUS, JudgeSummary, record_fields, tally
 from generation.stages.judge_retry import finish_swap, retry_failed_pairs
 from generation.stages.pool import PoolStage
 from generation.stages.questions import SUBQUESTIONS_FOLDER
-from generation.storage import ParquetSink, write_text_atomic
-from generation.topics import question_files
+from generation.storage.atomic_files import ParquetSink, write_text_atomic
+from generation.storage.schema import JUDGMENTS
+from generation.storage.shards import Shard, ShardError, StageOutput, read_record
 
 NAME = JUDGMENTS
 SHOWN_FAILURES = 5  # failed pairs named on stderr per shard run; the rest are counted in the last line
@@ -319,16 +319,3 @@ class JudgeStage(ProfiledStage[JudgeSummary]):
                 job.drop_if_untouched()
                 raise
         return job.merge(summary)
-
-
-def run_judge(
-    profile: Profile,
-    subquestions: Path,
-    candidates: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    judge: Judge | None = None,
-    progress=None,
-) -> JudgeSummary:
-    return JudgeStage(profile, out, subquestions, candidates, index, judge).run(shard, progress)

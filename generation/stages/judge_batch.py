@@ -21,11 +21,11 @@ from generation.judging.batch_files import check_export, custom_id, export_batch
 from generation.judging.batch_import import answer_grader, import_results
 from generation.judging.batch_manifest import BatchManifest, load_manifest
 from generation.judging.judges import Grade, LLMJudge, Pair
-from generation.models import resolve_model
-from generation.shards import Shard, ShardError, StageOutput
+from generation.profiles.model_paths import resolve_model
 from generation.stages.judge import NAME, JudgeStage, ShardJob, judgment_row
 from generation.stages.judge_record import JudgeSummary
-from generation.storage import ParquetSink
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.shards import Shard, ShardError, StageOutput
 
 PARTIAL = "batch-imported.parquet"
 SET_ASIDE = ("not_in_shard", "another_export", "malformed_ids")  # result lines that grade no pair of the shard

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from generation.shards import Completion
 from generation.stages.base import StageSummary
+from generation.storage.shards import Completion
 
 FAILED_STATUS = "request_failed"  # schema.JUDGMENT_STATUSES: the request failed after its retries
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.shards import Completion, Shard, ShardError, read_record, sha256_file
 from generation.stages.judge_record import FAILED_STATUS, JudgeSummary, failed_pairs, record_fields, tally
-from generation.storage import ParquetSink, clean_stale_tmp, write_text_atomic
+from generation.storage.atomic_files import ParquetSink, clean_stale_tmp, write_text_atomic
+from generation.storage.shards import Completion, Shard, ShardError, read_record, sha256_file
 
 MERGED = "merged.parquet"
 MERGED_RECORD = "merged.json"

@@ -14,11 +14,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from generation.profiles import Profile
-from generation.shards import Shard, StageOutput
+from generation.profiles.profile import Profile
 from generation.stages.base import Executor
 from generation.stages.judge import JudgeStage, ShardJob
 from generation.stages.judge_record import JudgeSummary
+from generation.storage.shards import Shard, StageOutput
 
 LIMITED = "limited-judgments"
 

@@ -14,40 +14,72 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from generation.profiles import Pool, Profile
-from generation.shards import Shard, StageOutput
+from generation.corpus.topics import Topic, load_topics
+from generation.corpus.url_hashes import URL_MAP, url_hashes_of
+from generation.profiles.profile import Pool, Profile
 from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.corpus import CorpusStage
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.rerank import RerankStage
 from generation.stages.retrieve import RetrieveStage
-from generation.storage import ParquetSink, commit, tmp_path
-from generation.topics import Topic, load_topics
-from generation.url_hashes import URL_MAP, url_hashes_of
+from generation.storage.atomic_files import ParquetSink, commit, tmp_path
+from generation.storage.shards import Shard, StageOutput
 
 NAME = "candidates"
 
 
-def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: Sequence[str]) -> list[tuple[str, str]]:
-    """(docid, source) in admission order. `bm25` and `reranked` are ranked docids, `clicked` docids present
-    in the corpus, most-clicked first."""
-    chosen: dict[str, str] = {}
-    for docid in bm25[: config.bm25_top]:
-        chosen.setdefault(docid, "bm25")
+SOURCES = ("bm25", "rerank", "clicked")  # the order in which the rule admits
+NO_RULE = None  # a row no pool rule admits: a rank beyond the cut-offs and not clicked
+
+
+def within(ranks: pa.Array | pa.ChunkedArray, top: int) -> pa.Array | pa.ChunkedArray:
+    """rank in 1..top (false for a missing rank)."""
+    return pc.and_(pc.greater_equal(ranks, 1), pc.less_equal(ranks, top)).fill_null(False)
+
+
+def admitted_by(bm25_rank, rerank_rank, clicked, config: Pool) -> pa.Array | pa.ChunkedArray:
+    """The pool rule, row by row: `bm25`, `rerank` or `clicked`, what admits a document first given its ranks and
+    clicks; null where nothing admits it. `select` builds the pool with it, validate re-derives `source` with it and
+    the synthetic stand-in release writes its sources with it."""
     # Both rules take the reranker's top k by rank and keep those not already in. The authors' sequential run
     # (crux-researchy/slurm/generate_ratings_offload.sh: --top_k 20 over the reranked run) loads ranks <= 20
     # (crux/tools/generic/ir_utils.py lines 17-18) and drops the pairs judged in the BM25 top-5 pass
     # (crux/augmentation/gen_ratings_offload.py lines 71-80): no rank below 20 is ever judged.
-    for docid in reranked[: config.rerank_top]:
-        chosen.setdefault(docid, "rerank")
-    if config.include_clicked:
-        for docid in clicked:
-            chosen.setdefault(docid, "clicked")
-    return list(chosen.items())
+    by_click = pc.and_(pc.fill_null(clicked, False), pa.scalar(bool(config.include_clicked)))
+    nothing = pa.scalar(NO_RULE, pa.string())
+    return pc.if_else(
+        within(bm25_rank, config.bm25_top),
+        SOURCES[0],
+        pc.if_else(within(rerank_rank, config.rerank_top), SOURCES[1], pc.if_else(by_click, SOURCES[2], nothing)),
+    )
+
+
+def first_positions(docids: Sequence[str]) -> dict[str, int]:
+    """docid -> its first position, from 1 (its rank in a run)."""
+    positions: dict[str, int] = {}
+    for position, docid in enumerate(docids, 1):
+        positions.setdefault(docid, position)
+    return positions
+
+
+def select(config: Pool, bm25: Sequence[str], reranked: Sequence[str], clicked: Sequence[str]) -> list[tuple[str, str]]:
+    """(docid, source) in admission order: the BM25 admissions by rank, then the reranker's, then the clicked
+    documents. `bm25` and `reranked` are ranked docids, `clicked` docids present in the corpus, most-clicked first."""
+    positions = dict(zip(SOURCES, (first_positions(bm25), first_positions(reranked), first_positions(clicked))))
+    docids = list(dict.fromkeys([*bm25, *reranked, *clicked]))
+    sources = admitted_by(
+        pa.array([positions["bm25"].get(d) for d in docids], pa.int64()),
+        pa.array([positions["rerank"].get(d) for d in docids], pa.int64()),
+        pa.array([d in positions["clicked"] for d in docids], pa.bool_()),
+        config,
+    ).to_pylist()
+    admitted = [(docid, source) for docid, source in zip(docids, sources) if source is not NO_RULE]
+    return sorted(admitted, key=lambda pair: (SOURCES.index(pair[1]), positions[pair[1]][pair[0]]))
 
 
 def ranked_runs(files: list[Path], qids: list[str]) -> dict[str, list[str]]:
@@ -149,9 +181,3 @@ class PoolStage(ProfiledStage[PoolSummary]):
         commit(missing_tmp, missing_path)
         summary.outputs.append(missing_path)
         return {"clicked_missing": summary.clicked_missing, "clicked_total": summary.clicked_total}
-
-
-def build_pool(
-    profile: Profile, questions: Path, runs: Path, corpus: Path, out: Path, shard: Shard = Shard(), progress=None
-) -> PoolSummary:
-    return PoolStage(profile, out, questions, runs, corpus).run(shard, progress)

@@ -17,13 +17,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from generation.errors import ArgumentError, InputError, Rejects, read_lines
+from generation.corpus.topics import question_files
+from generation.errors import ArgumentError, InputError, read_lines
 from generation.notices import warn
-from generation.schema import SOURCE_SPLITS
-from generation.shards import Shard
 from generation.stages.base import Input, Stage, StageSummary
-from generation.storage import ParquetSink
-from generation.topics import question_files
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.rejects import Rejects
+from generation.storage.schema import SOURCE_SPLITS
+from generation.storage.shards import Shard
 
 
 class Decomposition(str, Enum):
@@ -252,18 +253,6 @@ class QuestionsStage(Stage[QuestionsSummary]):
         write_tables(self.records, self.out, self.split, self.decomposition, self.rejects, summary, progress)
         summary.outputs = [self.out / "questions.parquet", self.out / "subquestions.parquet"]
         return summary
-
-
-def read_researchy(
-    inputs: list[Path],
-    out_dir: Path,
-    split: str = "train",
-    decomposition: Decomposition = Decomposition.subquestions,
-    rejects_path: Path | None = None,
-    progress=None,
-) -> QuestionsSummary:
-    """Streams the records of `inputs` into out_dir/questions.parquet and out_dir/subquestions.parquet."""
-    return QuestionsStage(None, out_dir, inputs, split, decomposition, rejects_path).run(progress=progress)
 
 
 def write_tables(

@@ -15,15 +15,15 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from generation.backends import make_scorer
-from generation.docstore import DocStore
+from generation.corpus.docstore import DocStore
+from generation.corpus.topics import load_topics
 from generation.judging.reranker_input import rerank_query
-from generation.profiles import Profile
-from generation.shards import Shard, StageOutput
+from generation.profiles.profile import Profile
 from generation.stages.base import Input, ProfiledStage
 from generation.stages.index import INDEX_TEXTS
 from generation.stages.questions import QUESTIONS_FOLDER
 from generation.stages.retrieve import RetrieveStage, RunSummary, RunWriter
-from generation.topics import load_topics
+from generation.storage.shards import Shard, StageOutput
 
 NAME = "rerank"
 
@@ -99,16 +99,3 @@ class RerankStage(ProfiledStage[RunSummary]):
         writer.close()
         summary.outputs.append(writer.trec_path)
         return {"queries": summary.queries, "scorer": scorer.description}
-
-
-def rerank(
-    profile: Profile,
-    questions: Path,
-    runs: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    scorer: Scorer | None = None,
-    progress=None,
-) -> RunSummary:
-    return RerankStage(profile, out, questions, runs, index, scorer).run(shard, progress)

@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv
 
-from generation.profiles import BM25, Profile
-from generation.shards import Shard, StageOutput
+from generation.corpus.topics import Topic, load_topics
+from generation.profiles.profile import BM25, Profile
 from generation.stages.base import Input, ProfiledStage, StageSummary
 from generation.stages.index import IndexStage
 from generation.stages.questions import QUESTIONS_FOLDER
-from generation.storage import ParquetSink, commit, tmp_path
-from generation.topics import Topic, load_topics
+from generation.storage.atomic_files import ParquetSink, commit, tmp_path
+from generation.storage.shards import Shard, StageOutput
 
 NAME = "bm25"
 RUN_TAG = "researchy-subq-bm25"
@@ -36,14 +36,14 @@ def query_analyzer(stemmer: str):
     """The analyzer Anserini's IndexCollection builds for `-stemmer` (porter, krovetz or none): its bytecode
     calls DefaultEnglishAnalyzer.fromArguments(stemmer, keepStopwords=false, stopwords=null), so queries are
     analysed exactly as the index was. LuceneSearcher's own default is the Porter instance."""
-    from generation.java import java_class
+    from generation.corpus.java import java_class
 
     return java_class("io.anserini.analysis.DefaultEnglishAnalyzer").fromArguments(stemmer, False, None)
 
 
 def open_searcher(index: Path, config: BM25):
-    from generation.docstore import require_index
-    from generation.java import lucene_searcher_class
+    from generation.corpus.docstore import require_index
+    from generation.corpus.java import lucene_searcher_class
     from generation.stages.index import IndexBuildError, index_stemmer
 
     built_with = index_stemmer(require_index(index))
@@ -189,16 +189,3 @@ class RetrieveStage(ProfiledStage[RunSummary]):
         writer.close()
         summary.outputs.append(writer.trec_path)
         return {"queries": summary.queries}
-
-
-def retrieve(
-    profile: Profile,
-    questions: Path,
-    index: Path,
-    out: Path,
-    shard: Shard = Shard(),
-    threads: int | None = None,
-    chunk: int = 500,
-    progress=None,
-) -> RunSummary:
-    return RetrieveStage(profile, out, questions, index, threads, chunk).run(shard, progress)

@@ -21,7 +21,7 @@ from builder.pilot.options import PilotOptions
 from builder.release.assemble.options import ReleaseOptions
 from builder.training.options import TrainOptions
 from generation.errors import ArgumentError
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 # the group's one option, which no record declares: `--version`, eager, with a callback that exits (typer's idiom)
 GROUP_OPTIONS = ["version"]

@@ -73,8 +73,8 @@ def test_the_reference_pages_cover_every_command_key_and_column():
     import typer.main
 
     from builder.cli.main import app
-    from generation.profile_reference import section_models
-    from generation.schema import columns
+    from generation.profiles.reference import section_models
+    from generation.storage.schema import columns
 
     cli = (ROOT / "docs" / "reference" / "cli.md").read_text()
     for name in typer.main.get_command(app).commands:

@@ -19,7 +19,7 @@ import yaml
 
 from builder.release.layout import config, present_splits
 from builder.training.texts import write_texts
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from tests.builder.pilot.test_run import B_CUTS
 from tests.builder.training.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 from tests.generation.stages.test_import_labels import LABELS, hub_questions

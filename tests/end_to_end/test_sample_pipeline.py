@@ -9,14 +9,14 @@ import pytest
 
 from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.release.validate.folder import validate
-from generation.docstore import DocStore
+from generation.corpus.docstore import DocStore
 from generation.judging.judges import LLMJudge, Pair
 from generation.judging.prompts import get_prompt
-from generation.profiles import load_profile
-from generation.stages.judge import run_judge
-from generation.stages.pool import build_pool
-from generation.stages.rerank import rerank
-from generation.stages.retrieve import retrieve
+from generation.profiles.profile import load_profile
+from generation.stages.judge import JudgeStage
+from generation.stages.pool import PoolStage
+from generation.stages.rerank import RerankStage
+from generation.stages.retrieve import RetrieveStage
 
 # Llama-3.3-Instruct's template with no system message (builder/standins/chat_templates/llama-3.3-instruct.jinja):
 # BOS, the default system header, the user turn trimmed, the assistant header as the generation prompt.
@@ -84,10 +84,10 @@ def expected_pool(rule, bm25, reranked, clicked, bm25_top, rerank_top):
 def test_profile_end_to_end_with_chat_templates(name, two_questions, sample_index, chat_llama, chat_qwen3, tmp_path):
     profile = tiny_profile(name, chat_llama, chat_qwen3)
     index, corpus, runs = sample_index / "index", sample_index / "corpus", tmp_path / "runs"
-    retrieve(profile, two_questions, index, runs)
-    rerank(profile, two_questions, runs, index, runs)
-    build_pool(profile, two_questions, runs, corpus, tmp_path / "candidates")
-    summary = run_judge(profile, two_questions, tmp_path / "candidates", index, tmp_path / "judgments")
+    RetrieveStage(profile, runs, two_questions, index).run()
+    RerankStage(profile, runs, two_questions, runs, index).run()
+    PoolStage(profile, tmp_path / "candidates", two_questions, runs, corpus).run()
+    summary = JudgeStage(profile, tmp_path / "judgments", two_questions, tmp_path / "candidates", index).run()
 
     candidates = pq.read_table(tmp_path / "candidates" / "candidates-00000-of-00001.parquet").to_pylist()
     subqs = pq.read_table(two_questions / "subquestions.parquet").to_pylist()

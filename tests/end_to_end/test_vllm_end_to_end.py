@@ -14,10 +14,10 @@ pytest.importorskip("vllm", reason="vLLM tests run under `make test-vllm` (.venv
 from builder.release.assemble.folder import ReleaseOptions, build_release  # noqa: E402
 from builder.release.validate.folder import validate  # noqa: E402
 from builder.standins.models import answer_with_digits, save_tiny_causal_lm  # noqa: E402
-from generation.stages.judge import run_judge  # noqa: E402
-from generation.stages.pool import build_pool  # noqa: E402
-from generation.stages.rerank import rerank  # noqa: E402
-from generation.stages.retrieve import retrieve  # noqa: E402
+from generation.stages.judge import JudgeStage  # noqa: E402
+from generation.stages.pool import PoolStage  # noqa: E402
+from generation.stages.rerank import RerankStage  # noqa: E402
+from generation.stages.retrieve import RetrieveStage  # noqa: E402
 from tests.end_to_end.test_sample_pipeline import tiny_profile
 
 pytestmark = pytest.mark.vllm
@@ -39,10 +39,10 @@ def vllm_models(tmp_path_factory):
 
 def run_pipeline(profile, questions, sample_index, out):
     index, runs = sample_index / "index", out / "runs"
-    retrieve(profile, questions, index, runs)
-    rerank(profile, questions, runs, index, runs)
-    build_pool(profile, questions, runs, sample_index / "corpus", out / "candidates")
-    run_judge(profile, questions, out / "candidates", index, out / "judgments")
+    RetrieveStage(profile, runs, questions, index).run()
+    RerankStage(profile, runs, questions, runs, index).run()
+    PoolStage(profile, out / "candidates", questions, runs, sample_index / "corpus").run()
+    JudgeStage(profile, out / "judgments", questions, out / "candidates", index).run()
     return {
         stage: pq.read_table(out / folder / f"{stage}-00000-of-00001.parquet")
         for folder, stage in (("runs", "rerank"), ("candidates", "candidates"), ("judgments", "judgments"))

@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 
 from builder.cli.main import app
 from generation.errors import InputError
-from generation.profiles import judge_overrides, judge_run_profile, load_profile
-from generation.stages.corpus import build_corpus
-from generation.stages.import_labels import import_labels
-from generation.stages.questions import read_researchy
+from generation.profiles.profile import judge_overrides, judge_run_profile, load_profile
+from generation.stages.corpus import CorpusStage
+from generation.stages.import_labels import ImportLabelsStage
+from generation.stages.questions import QuestionsStage
 from tests.helpers import hub_record
 
 runner = CliRunner()
@@ -70,7 +70,7 @@ def test_a_corpus_file_with_no_line_is_an_error_naming_it(tmp_path, name, conten
     path = tmp_path / name
     path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
     with pytest.raises(InputError, match="holds no lines") as error:
-        build_corpus([path], tmp_path / "corpus")
+        CorpusStage(None, tmp_path / "corpus", [path]).run()
     assert str(path) in str(error.value)
     assert not list((tmp_path / "corpus").glob("_done/*.json"))  # before: a completed shard of 0 documents
 
@@ -88,7 +88,7 @@ def questions(tmp_path_factory):
     root = tmp_path_factory.mktemp("questions")
     records = root / "researchy.jsonl"
     records.write_text(json.dumps(hub_record()) + "\n")
-    read_researchy([records], root / "questions")
+    QuestionsStage(None, root / "questions", [records]).run()
     return root / "questions"
 
 
@@ -100,6 +100,6 @@ def test_a_label_file_with_no_line_is_an_error_naming_it(tmp_path, questions, ki
     path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
     out = tmp_path / "imported"
     with pytest.raises(InputError, match="holds no label lines") as error:
-        import_labels(load_profile("paper"), questions, [path], kind, "someone", out)
+        ImportLabelsStage(load_profile("paper"), out, questions, [path], kind, "someone").run()
     assert str(path) in str(error.value)
     assert not list(out.glob("_done/*.json")) and not list(out.glob("judgments-*.parquet"))

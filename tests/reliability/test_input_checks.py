@@ -11,12 +11,12 @@ import pytest
 
 from builder.analysis.evaluate import RunWarning, read_run
 from builder.release.validate.folder import validate
+from generation.corpus.topics import load_topics
 from generation.errors import InputError
-from generation.shards import ShardError
 from generation.stages import read_stage
-from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
-from generation.stages.questions import read_researchy
-from generation.topics import load_topics
+from generation.stages.corpus import CorpusStage, url_hash_of, write_url_map
+from generation.stages.questions import QuestionsStage
+from generation.storage.shards import ShardError
 from tests.helpers import assert_one_line_error as one_line_error
 from tests.helpers import cli_one_line as cli
 from tests.helpers import hub_record
@@ -66,19 +66,19 @@ def test_agreement_mapping_without_a_target_and_a_threshold_no_grade_reaches(jud
 
 
 def test_a_garbage_chunk_record_is_named(small_pipeline, tmp_path):
-    from generation.stages.judge import run_judge
+    from generation.stages.judge import JudgeStage
 
     chunks = tmp_path / "j" / "judgments-00000-of-00001.chunks"
     chunks.mkdir(parents=True)
     (chunks / "config.json").write_text("\x00garbage")
     with pytest.raises(ShardError, match=r"config.json: not a valid chunk record .*remove the folder"):
-        run_judge(
+        JudgeStage(
             small_pipeline["profile"],
+            tmp_path / "j",
             small_pipeline["questions"],
             small_pipeline["candidates"],
             small_pipeline["index"],
-            tmp_path / "j",
-        )
+        ).run()
 
 
 def test_validate_a_release_whose_subquestions_name_no_question(judged, tmp_path):
@@ -107,7 +107,7 @@ def test_click_shares_must_be_a_distribution(tmp_path, write_jsonl):
     rounded = hub_record("3")
     rounded["DocStream"][0]["Click_Cnt"] = 0.7501  # 1.0001: the rounding of the Hub's shares
     rejects = tmp_path / "rejects.jsonl"
-    summary = read_researchy([write_jsonl([huge, over, rounded])], tmp_path / "q", rejects_path=rejects)
+    summary = QuestionsStage(None, tmp_path / "q", [write_jsonl([huge, over, rounded])], rejects=rejects).run()
     assert summary.questions == 1 and summary.rejected == 2
     errors = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert errors[0]["field"] == "DocStream[0].Click_Cnt" and "in [0, 1], got 1e+30" in errors[0]["error"]
@@ -131,7 +131,7 @@ def test_url_hashes_that_are_not_32_hex_digits_are_rejected(tmp_path):
     with gzip.open(docs / "en0000-00.json.gz", "wt") as f:
         f.write("".join(json.dumps(line) + "\n" for line in lines))
     rejects = tmp_path / "rejects.jsonl"
-    summary = build_corpus([docs], tmp_path / "corpus", rejects_path=rejects)
+    summary = CorpusStage(None, tmp_path / "corpus", [docs], rejects=rejects).run()
     assert summary.documents == 1 and summary.rejected["undecodable or malformed"] == 3
     kept = read_stage(tmp_path / "corpus", "corpus").to_table()
     assert kept["url_hash"].to_pylist() == [url_hash_of("https://c")]  # upper-cased, as Researchy's
@@ -147,7 +147,7 @@ def test_one_url_hash_of_two_documents_is_said_and_resolved_the_same_way_every_t
     (docs / "a.jsonl").write_text(
         "".join(json.dumps({"id": i, "contents": "text", "url_hash": same}) + "\n" for i in ("doc-b", "doc-a"))
     )
-    build_corpus([docs], tmp_path / "corpus")
+    CorpusStage(None, tmp_path / "corpus", [docs]).run()
     path, rows = write_url_map(tmp_path / "corpus")
     err = " ".join(capsys.readouterr().err.split())
     assert "warning:" in err and "1 documents share a URL-hash" in err and "doc-a and doc-b" in err
@@ -191,11 +191,12 @@ def test_an_empty_questions_file_and_a_question_without_subquestions(tmp_path, w
         "field 'gpt4_decomposition.subquestions': no sub-questions",
         "nothing to judge",
     )
-    summary = read_researchy(
-        [write_jsonl([bare, hub_record("6")], name="two.jsonl")],
+    summary = QuestionsStage(
+        None,
         tmp_path / "q2",
-        rejects_path=tmp_path / "rejects.jsonl",
-    )
+        [write_jsonl([bare, hub_record("6")], name="two.jsonl")],
+        rejects=tmp_path / "rejects.jsonl",
+    ).run()
     assert (summary.questions, summary.rejected) == (1, 1)
     code, output = cli(
         "questions",
@@ -222,17 +223,17 @@ def test_a_corpus_input_changed_or_deleted_after_its_shard_was_done(tmp_path, ca
     docs.mkdir()
     for name in ("a", "b"):
         (docs / f"{name}.jsonl").write_text(json.dumps({"id": f"doc-{name}", "contents": "text"}) + "\n")
-    build_corpus([docs], tmp_path / "corpus")
-    assert build_corpus([docs], tmp_path / "corpus").skipped_shards == 1  # unchanged: skipped as before
+    CorpusStage(None, tmp_path / "corpus", [docs]).run()
+    assert CorpusStage(None, tmp_path / "corpus", [docs]).run().skipped_shards == 1  # unchanged: skipped as before
     (docs / "b.jsonl").unlink()
     with pytest.raises(ShardError, match=r"made from other inputs than now: .*b.jsonl is gone.*remove the shard"):
-        build_corpus([docs], tmp_path / "corpus")
+        CorpusStage(None, tmp_path / "corpus", [docs]).run()
     read_stage(tmp_path / "corpus", "corpus", full=False)  # a reader goes on, and says what it serves
     err = " ".join(capsys.readouterr().err.split())
     assert "warning:" in err and "b.jsonl is gone" in err and "still holds the documents they had then" in err
     (docs / "a.jsonl").write_text(json.dumps({"id": "doc-a", "contents": "other text"}) + "\n")
     with pytest.raises(ShardError, match=r"a.jsonl changed"):
-        build_corpus([docs / "a.jsonl"], tmp_path / "corpus")
+        CorpusStage(None, tmp_path / "corpus", [docs / "a.jsonl"]).run()
 
 
 def test_plan_with_a_tokenizer_that_is_not_there(tmp_path):
@@ -267,7 +268,7 @@ def test_publish_tag_checked_before_anything(judged):
 
 
 def test_a_questions_table_without_its_question_column_names_the_file(tmp_path, write_jsonl):
-    read_researchy([write_jsonl([hub_record("1")])], tmp_path / "q")
+    QuestionsStage(None, tmp_path / "q", [write_jsonl([hub_record("1")])]).run()
     table = pq.read_table(tmp_path / "q" / "questions.parquet")
     pq.write_table(table.drop_columns(["question"]), tmp_path / "q" / "questions.parquet")
     with pytest.raises(InputError, match=r"questions.parquet:0: no column 'question' \(it has qid, split"):

@@ -1,5 +1,5 @@
-"""One link guard (generation/storage.py `refuse_links`) for every writer and every output option: the test walks
-every command of the real CLI, so a path option that is neither a declared input nor made by `output_option` fails
+"""One link guard (generation/storage/atomic_files.py `refuse_links`) for every writer and every output option: the test
+walks every command of the real CLI, so a path option that is neither a declared input nor made by `output_option` fails
 here; a link at each output option is refused, naming the option and the path, before anything is written; and the
 library's writers (the questions stage's Parquet and rejects) refuse it when called from Python."""
 
@@ -10,8 +10,8 @@ import typer.main
 
 from builder.cli.main import app
 from builder.cli.support import OUTPUT_GUARDS
-from generation.stages.questions import read_researchy
-from generation.storage import LinkRefused
+from generation.stages.questions import QuestionsStage
+from generation.storage.atomic_files import LinkRefused
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
 # every path a command only reads, by command: any other path option must be an `output_option`
@@ -109,7 +109,7 @@ def test_questions_refuses_a_rejects_link_to_a_users_file_and_writes_nothing(tmp
     assert users.read_text() == "the user's own text\n"  # before: the malformed record was written over it
     assert not out.exists()
     with pytest.raises(LinkRefused, match="rej.jsonl: is a symbolic link"):  # the library, called from Python
-        read_researchy([records], out, rejects_path=rejects)
+        QuestionsStage(None, out, [records], rejects=rejects).run()
     assert users.read_text() == "the user's own text\n" and not out.exists()
     rejects.unlink()
     code, output = cli_one_line("questions", "--input", records, "--out", out, "--rejects", rejects)
@@ -128,7 +128,7 @@ def test_questions_refuses_a_table_that_links_to_a_users_file(tmp_path):
     code, output = cli_one_line("questions", "--input", records, "--out", out)
     assert_one_line_error(code, output, f"--out {out}: {out / 'questions.parquet'}: is a symbolic link")
     with pytest.raises(LinkRefused, match="questions.parquet: is a symbolic link"):
-        read_researchy([records], out)
+        QuestionsStage(None, out, [records]).run()
     assert users.read_text() == "the user's own file\n" and sorted(p.name for p in out.iterdir()) == [
         "questions.parquet"
     ]

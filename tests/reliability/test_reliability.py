@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError, StageOutput
+from generation.profiles.profile import load_profile
 from generation.stages import stage_hash
-from generation.stages.questions import Decomposition, read_researchy
-from generation.storage import MARKER, OwnershipError, claim_folder
+from generation.stages.questions import Decomposition, QuestionsStage
+from generation.storage.atomic_files import MARKER, OwnershipError, claim_folder
+from generation.storage.shards import Shard, ShardError, StageOutput
 from tests.helpers import assert_one_line_error, cli_one_line, hub_record
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -142,10 +142,10 @@ def test_decomposition_both_cannot_give_two_subquestions_one_id(tmp_path, write_
     z["gpt4_decomposition"]["headers"] = [["A header only here?", "- a bullet only here?"]]
     path = write_jsonl([z, hub_record("Z-h0")])
     with pytest.raises(Exception, match="sub-question id 'Z-h0-1' is also the id of a sub-question of question 'Z'"):
-        read_researchy([path], tmp_path / "out", decomposition=Decomposition.both)
-    summary = read_researchy(
-        [path], tmp_path / "out2", decomposition=Decomposition.both, rejects_path=tmp_path / "rejects.jsonl"
-    )
+        QuestionsStage(None, tmp_path / "out", [path], decomposition=Decomposition.both).run()
+    summary = QuestionsStage(
+        None, tmp_path / "out2", [path], decomposition=Decomposition.both, rejects=tmp_path / "rejects.jsonl"
+    ).run()
     ids = pq.read_table(tmp_path / "out2" / "subquestions.parquet")["subq_id"].to_pylist()
     assert summary.rejected == 1 and len(ids) == len(set(ids))
 
@@ -166,7 +166,7 @@ def test_ids_with_whitespace_are_refused_at_the_door(tmp_path, write_jsonl):
     ],
 )
 def test_profiles_do_not_coerce(tmp_path, edit, message):
-    from generation.profiles import PROFILE_DIR, ProfileError
+    from generation.profiles.profile import PROFILE_DIR, ProfileError
 
     path = tmp_path / "p.yaml"
     path.write_text((PROFILE_DIR / "demo.yaml").read_text().replace(*edit))
@@ -212,8 +212,8 @@ def test_stages_refuse_inputs_changed_or_made_under_other_sections(tmp_path):
     stage = StageOutput(runs, "bm25", stage_hash(profile, "bm25"))
     runs.mkdir()
     rows = [{"qid": "q1", "docid": f"d{r}", "rank": r, "score": 100.0 - r, "stage": "bm25"} for r in range(1, 101)]
-    from generation.schema import arrow_schema
     from generation.stages import read_stage
+    from generation.storage.schema import arrow_schema
 
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema("runs")), stage.path(Shard()))
     stage.mark_done(Shard())

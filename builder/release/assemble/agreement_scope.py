@@ -11,7 +11,7 @@ from pathlib import Path
 
 from builder.analysis.agreement import short_path
 from builder.release.layout import SPLITS, config
-from generation.shards import stage_files
+from generation.storage.shards import stage_files
 
 BATCH_ROWS = 262_144
 UNKNOWN = (

@@ -17,7 +17,7 @@ from builder.release.card_text import arrow_bytes, config_rows, published_config
 from builder.release.contract import CardContext, ConfigFiles, SplitFiles
 from builder.release.layout import DEFAULT_CONFIG
 from builder.release.ranking_documents import negatives_by_split, ranking_documents
-from generation.storage import replace_file
+from generation.storage.atomic_files import replace_file
 
 # Package data (pyproject's package-data), read through importlib.resources so an installed wheel builds releases.
 TEMPLATE = ("cards", "dataset_card.md")

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from builder.release.card_statements import quartiles
 from builder.release.contract import ComplexityStats
 from builder.release.topic_index import mix
-from generation.spill import KeyRuns
+from generation.storage.spill import KeyRuns
 
 PAIR = np.dtype([("key", np.uint64), ("q", np.int64), ("count", np.int64)])  # key = mix(question, document)
 COLUMNS = ("answerable", "answerable_share", "completeness", "retrieval_complex")
@@ -42,7 +42,7 @@ class ComplexityAccumulator:
         self.judged: np.ndarray = np.zeros(len(subquestions_of), bool)
         self.answered: np.ndarray = np.zeros(len(subq_question), bool)  # per sub-question: some candidate answers it
         # distinct (question, document) pairs with an answer per batch, and how many sub-questions each answers
-        # there: sorted runs that spill to disk (generation/spill.py), so memory stays flat
+        # there: sorted runs that spill to disk (generation/storage/spill.py), so memory stays flat
         self._pairs = KeyRuns(dtype=PAIR, key="key")
 
     def add(self, question: np.ndarray, subquestion: np.ndarray, document: np.ndarray, level: pa.Array) -> None:

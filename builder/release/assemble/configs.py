@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from generation.errors import InputError
-from generation.schema import arrow_schema
-from generation.spill import TableRuns
+from generation.storage.schema import arrow_schema
+from generation.storage.spill import TableRuns
 
 BATCH_ROWS = 262_144
 
@@ -121,7 +121,7 @@ def with_urls(docs: pa.Table, urls: pa.Table) -> pa.Table:
 
 class CorpusIds:
     """The distinct judged documents of a split, in docid order. Each batch's distinct (docid, url_hash) rows go
-    to sorted runs that spill to disk past a fixed number of rows (generation/spill.py), so memory stays
+    to sorted runs that spill to disk past a fixed number of rows (generation/storage/spill.py), so memory stays
     flat however many documents are judged; a document's first row wins (its url_hash is the same in every row)."""
 
     def __init__(self, questions: pa.Table, memory: int | None = None):

@@ -35,12 +35,12 @@ from builder.release.assemble.writer import RollingWriter
 from builder.release.contract import SplitStats
 from builder.release.layout import PARTITIONS, SPLITS, binary_threshold, config_of_partition, data_files, file_rows
 from builder.release.topic_index import MISSING, TopicIndex, string_hashes
+from generation.corpus.topics import question_files
 from generation.errors import InputError
-from generation.profiles import Complexity, TrainingConfigsSettings
-from generation.schema import SOURCE_SPLITS, conform
-from generation.shards import sha256_file, stage_files
-from generation.storage import read_batches, refuse_links, write_text_atomic
-from generation.topics import question_files
+from generation.profiles.profile import Complexity, TrainingConfigsSettings
+from generation.storage.atomic_files import read_batches, refuse_links, write_text_atomic
+from generation.storage.schema import SOURCE_SPLITS, conform
+from generation.storage.shards import sha256_file, stage_files
 
 ROWS_PER_FILE = 5_000_000
 BATCH_ROWS = 262_144

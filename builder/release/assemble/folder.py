@@ -31,10 +31,10 @@ from builder.release.training_record import settings_record
 from generation import __version__
 from generation.errors import InputError
 from generation.judging.prompts import get_prompt
-from generation.profiles import Profile, load_profile, withhold_endpoint
-from generation.schema import OTHER_TEXT_STATUS, features
+from generation.profiles.profile import Profile, load_profile, withhold_endpoint
 from generation.stages.judge import named_prompts
-from generation.storage import refuse_links
+from generation.storage.atomic_files import refuse_links
+from generation.storage.schema import OTHER_TEXT_STATUS, features
 
 
 def rubric(prompt_text: str) -> list[tuple[int, str]]:

@@ -25,8 +25,8 @@ from builder.release.assemble.data_files import (
     with_complexity,
 )
 from builder.release.layout import CONFIGS, DEFAULT_CONFIG, PARTITIONS, binary_threshold, config
-from generation.profiles import load_profile
-from generation.schema import arrow_schema, features
+from generation.profiles.profile import load_profile
+from generation.storage.schema import arrow_schema, features
 
 DERIVED = ("queries", "qrels-binary", "diversity-qrels", "corpus-ids")
 

@@ -1,5 +1,5 @@
 """Where a release comes from: the profile and judge the judgment shards were made under, read from
-their completion records (`_done/judgments-*.json`, generation/shards.py), never from the command line
+their completion records (`_done/judgments-*.json`, generation/storage/shards.py), never from the command line
 alone. A `--profile` that is not the one the judgments were made under is an error. Imported labels
 (`import-labels`) are made under the profile the import named."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from generation.errors import InputError
-from generation.profiles import Profile, bundled_profiles, load_profile
-from generation.shards import DONE_DIR, Completion, ShardError
+from generation.profiles.profile import Profile, bundled_profiles, load_profile
 from generation.stages import stage_hash
 from generation.stages.import_labels import IMPORTED_PREFIX
+from generation.storage.shards import DONE_DIR, Completion, ShardError
 
 
 def judgment_config_hash(profile: Profile) -> str:

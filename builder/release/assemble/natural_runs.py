@@ -1,8 +1,9 @@
 """Rows keyed by a unique uint64 `key`, added in any order, handed back sorted by key in bounded memory: a natural
 merge sort. Each batch is sorted by key (a no-op when it comes sorted) and appended to the run on disk while its
 keys go on rising; a batch that starts below the run's last key starts a new run. Judgment shards arrive question by
-question, so a shard or a whole input becomes one run, and the merge (generation/spill.py `TableRuns.merged`) has as
-few runs as the input has places out of order; `TableRuns` itself sorts fixed-size buffers, and so sorts everything.
+question, so a shard or a whole input becomes one run, and the merge (generation/storage/spill.py `TableRuns.merged`)
+has as few runs as the input has places out of order; `TableRuns` itself sorts fixed-size buffers, and so sorts
+everything.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from generation.spill import TableRuns
+from generation.storage.spill import TableRuns
 
 BLOCK_ROWS = 8_192  # rows of a run read at a time while merging (a hundred runs hold ~800k rows)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.command_options import REQUIRED, option
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 
 @dataclass(frozen=True, kw_only=True)

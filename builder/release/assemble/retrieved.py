@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.assemble.hard_negatives import RowLists
-from generation.schema import RETRIEVED_DOC
-from generation.spill import TableRuns
+from generation.storage.schema import RETRIEVED_DOC
+from generation.storage.spill import TableRuns
 
 SERIAL_BITS = 36
 RUN_COLUMNS = ["qid", "docid", "rank", "stage"]

@@ -13,7 +13,7 @@ from builder.release.assemble.training_configs import LIST_ORDER
 from builder.release.card_statements import order_text
 from builder.release.layout import TREC_QRELS_SUFFIX, config
 from builder.release.ranking_documents import ranking_sentence
-from generation.schema import columns
+from generation.storage.schema import columns
 
 MTEB_TITLE = "mteb: a retrieval task over your ClueWeb22 texts"
 CARD_SNIPPET = re.compile(r"^### ([^\n]+)\n\n(?:[^`\n][^\n]*\n\n)?```python\n(.*?)\n```", re.MULTILINE | re.DOTALL)

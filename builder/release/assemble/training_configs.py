@@ -6,7 +6,7 @@
 - `graded-lists`: one row per sub-question: every graded judgment, level descending, then rerank rank, then BM25
   rank (a missing rank last), then docid, so each level's hardest come first; with its level and, in distribution
   mode, the judge's `expected` and `probs`.
-- `hard-negatives` (Tevatron v2's columns, generation/schema.py): one row per (sub-question, positive judged at
+- `hard-negatives` (Tevatron v2's columns, generation/storage/schema.py): one row per (sub-question, positive judged at
   level >= `complexity.answer_level`), its k negatives from the sources of `training.fill_order`, derived from the
   graded lists (builder/release/assemble/hard_negatives.py).
 
@@ -40,7 +40,7 @@ from builder.release.assemble.hard_negatives import (
 from builder.release.assemble.natural_runs import NaturalRuns
 from builder.release.assemble.retrieved import HARDNESS, RunsOfQuestions, lists_by_row
 from builder.release.training_rule import COLUMNS, CONFIGS, DEV, TRAIN, dev_questions
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 
 # a graded list's order, hardest first within a level; the card states it in words (card_statements.order_text)
 LIST_ORDER = [("level", "descending"), *HARDNESS]
@@ -282,7 +282,7 @@ class TrainingWriters:
         from builder.release.assemble.retrieved import run_files
         from builder.release.assemble.writer import RollingWriter
         from builder.release.layout import config
-        from generation.profiles import Complexity, TrainingConfigsSettings
+        from generation.profiles.profile import Complexity, TrainingConfigsSettings
 
         training = profile.training if profile is not None else TrainingConfigsSettings()
         answer_level = (profile.complexity if profile is not None else Complexity()).answer_level

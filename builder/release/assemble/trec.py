@@ -20,7 +20,7 @@ from builder.release.assemble.writer import RollingWriter
 from builder.release.layout import config, trec_qrels_path
 from generation.errors import InputError
 from generation.labels.trec_qrels import COLUMNS
-from generation.storage import fsync_dir
+from generation.storage.atomic_files import fsync_dir
 
 WRITE_OPTIONS = csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
 

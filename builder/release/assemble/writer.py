@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from builder.release.layout import open_parquet_writer
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 
 ROW_GROUP_ROWS = 65_536  # rows buffered per writer before a row group is written
 

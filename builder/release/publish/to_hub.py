@@ -18,10 +18,12 @@ from builder.release.assemble.imported import imported_line
 from builder.release.contract import MANIFEST_SCHEMA, Manifest, ManifestError, read_manifest
 from builder.release.layout import MANIFEST, data_files
 from builder.release.publish.hub_errors import HubUnreachable, PublishRefused, checked_repo_id, hub_errors
-from generation.shards import sha256_file
+from generation.storage.shards import sha256_file
 
 ROOT_FILES = ("README.md", MANIFEST, MANIFEST_SCHEMA, "level_distribution.png")
-STAND_IN_BACKEND = "bi-encoder"  # the MiniLM cosine the demo's judge and reranker use (generation/backend_registry.py)
+STAND_IN_BACKEND = (
+    "bi-encoder"  # the MiniLM cosine the demo's judge and reranker use (generation/profiles/backend_registry.py)
+)
 __all__ = ["PublishRefused", "PublishPlan", "plan_publish", "publish", "check_repo_id", "commit_description"]
 
 

@@ -11,7 +11,7 @@
 Multisets are compared by an order-free fingerprint (a sum of 64-bit row hashes of the ids' strings, mod 2^64)
 and their row counts, accumulated while the judgments stream by (`DerivedPrints`, fed by
 rows.scan_judgments); the distinct documents are counted through sorted runs on disk
-(generation/spill.py), so memory stays flat. Only when a fingerprint differs are the rows looked at one by
+(generation/storage/spill.py), so memory stays flat. Only when a fingerprint differs are the rows looked at one by
 one, to name the first that is wrong.
 """
 
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from builder.release.topic_index import MISSING, TopicIndex, mix, string_hashes
 from builder.release.validate.derived_columns import clicked_urls, subtopic_numbers, urls_of
 from builder.release.validate.reading import Readable, batches, fingerprint
-from generation.spill import KeyRuns
+from generation.storage.spill import KeyRuns
 
 CHECKS = {
     "qrels-binary": "qrels-binary is the graded judgments of its split, score 1 where level >= the answer level",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from generation.profiles import UniqueKeyLoader
+from generation.profiles.profile import UniqueKeyLoader
 
 KEYS = {"levels", "unparsed_max", "tolerance", "min_judgments"}
 LEVELS = {0, 1, 2, 3, 4, 5}

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from builder.release.contract import Manifest, SplitStats
-from generation.schema import IMPORTED_STATUS, IMPORTED_STATUSES
+from generation.storage.schema import IMPORTED_STATUS, IMPORTED_STATUSES
 
 CHECK = (
     "imported labels: status `imported` only where manifest.json records an import, with a level; the rows, "

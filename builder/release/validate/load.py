@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from builder.release.card_text import published_configs
-from generation.schema import features
+from generation.storage.schema import features
 
 
 def check_loads(release: Path, rows: dict, splits: list[str], card: dict | None, load: bool, loads) -> None:

@@ -16,8 +16,8 @@ from jsonschema.validators import Draft202012Validator, validator_for
 from builder.release.contract import MANIFEST_SCHEMA, Manifest, ManifestError, SplitStats, manifest_json_schema
 from builder.release.contract import read_manifest as contract_manifest
 from builder.release.layout import CONFIGS, FILE_NAME, MANIFEST, TREC_QRELS_SUFFIX, data_files, file_rows
-from generation.profiles import Profile
-from generation.shards import sha256_file
+from generation.profiles.profile import Profile
+from generation.storage.shards import sha256_file
 
 
 def check_links(release: Path, check) -> None:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from builder.release.layout import CONFIGS
 from builder.release.topic_index import mix
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 
 BATCH_ROWS = 262_144
 FLOAT_COLUMNS = {

@@ -12,7 +12,7 @@ consistent again) still cannot state a level its judge's output does not give.
   generation/judging/judges.py `distribution` picks it); `expected` is sum p x level; `raw` is the level's digit;
 - every mode: a level is set exactly for the graded statuses (`ok`, `imported`), and is on the prompt's scale;
 - provenance (rederive_provenance.py): `source` is what the profile's pool rule admits first given `bm25_rank`, `rerank_rank` and
-  `clicked` (generation/provenance.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
+  `clicked` (generation/stages/pool.py); a rank outside 1..the profile's depth, or a row no rule admits, is an error.
 
 Statuses no rule derives from `raw` are listed in UNDERIVABLE with what they require instead (`engine_error`:
 no level, no probabilities; `request_failed`: no level, the error in raw; `imported`: raw null). A release of
@@ -37,7 +37,13 @@ from builder.release.validate.rederive_findings import FileFindings, as_numpy
 from builder.release.validate.rederive_provenance import check_provenance
 from generation.judging.parsing import cut_level, r3a_answer, stand_in_cosine
 from generation.judging.prompts import Prompt, get_prompt
-from generation.schema import GRADED_STATUSES, IMPORTED_STATUS, JUDGMENT_STATUSES, LEVEL_STATUSES, OTHER_TEXT_STATUS
+from generation.storage.schema import (
+    GRADED_STATUSES,
+    IMPORTED_STATUS,
+    JUDGMENT_STATUSES,
+    LEVEL_STATUSES,
+    OTHER_TEXT_STATUS,
+)
 
 STAND_IN_ROUNDING = 5e-5  # the stand-in's raw states its cosine to 4 decimals
 UNDERIVABLE = {

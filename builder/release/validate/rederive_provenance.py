@@ -1,6 +1,7 @@
 """The re-derivation (rederive.py) of a judgment's pool provenance: `source` is what the profile's pool rule admits
-first given `bm25_rank`, `rerank_rank` and `clicked` (generation/provenance.py); a rank outside 1..the profile's
-depth, or a row no rule admits, is an error. An imported label carries no provenance (ranks and source null)."""
+first given `bm25_rank`, `rerank_rank` and `clicked` (generation/stages/pool.py `admitted_by`, the rule the pool
+stage selects with); a rank outside 1..the profile's depth, or a row no rule admits, is an error. An imported label
+carries no provenance (ranks and source null)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builder.release.validate.rederive_findings import as_numpy
-from generation.provenance import admitted_by
+from generation.stages.pool import admitted_by
 
 
 def check_provenance(findings, profile, imported: bool, table: pa.Table, offset: int) -> None:

@@ -9,11 +9,11 @@ answers,
 - completeness: the mean over the documents with m_d >= 1 of log(m_d) / log(K) (1 when K = 1), 0 when none;
 - retrieval_complex: not answerable and completeness under the profile's threshold.
 
-Here every answering judgment's (question, document) goes to sorted runs on disk by question (generation/spill.py,
-a fixed memory however many judgments answer), and each chunk of whole questions the merge gives back is grouped by
-an exact lexicographic sort of (question, document). The build counts (question, document) pairs by a 64-bit hash
-of both instead (assemble/complexity.py). The summary's quartiles come from the one quantile function the card names
-(builder/release/card_statements.py `quartiles`)."""
+Here every answering judgment's (question, document) goes to sorted runs on disk by question
+(generation/storage/spill.py, a fixed memory however many judgments answer), and each chunk of whole questions the merge
+gives back is grouped by an exact lexicographic sort of (question, document). The build counts (question, document)
+pairs by a 64-bit hash of both instead (assemble/complexity.py). The summary's quartiles come from the one quantile
+function the card names (builder/release/card_statements.py `quartiles`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from builder.release.card_statements import quartiles
 from builder.release.contract import ComplexityStats
-from generation.spill import KeyRuns
+from generation.storage.spill import KeyRuns
 
 COLUMNS = {"answerable": pa.bool_(), "answerable_share": pa.float32(), "completeness": pa.float32()}
 COLUMNS["retrieval_complex"] = pa.bool_()

@@ -24,8 +24,8 @@ from builder.release.topic_index import MISSING, TopicIndex, hashed_codes, mix, 
 from builder.release.validate.reading import Readable, batches, fingerprint, nan_count, read_all
 from builder.release.validate.retrieval_complexity import Answers, complexity_summary, with_complexity
 from builder.release.validate.statistics import SplitCount
-from generation.profiles import Complexity, Profile
-from generation.spill import KeyRuns
+from generation.profiles.profile import Complexity, Profile
+from generation.storage.spill import KeyRuns
 
 JUDGMENT_COLUMNS = [
     "subq_id",
@@ -232,7 +232,7 @@ def scan_qrels(
 
 def find_duplicates(release: Path, split: str, files: Readable, index: TopicIndex, keys: KeyRuns, check) -> None:
     """Pairs whose 64-bit key repeats are re-read as strings and counted exactly (hash collisions pass). The
-    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (generation/spill.py)."""
+    keys, 8 bytes a judgment, are sorted in runs on disk past a fixed memory (generation/storage/spill.py)."""
     repeated = keys.repeated()
     if len(repeated) == 0:
         return

@@ -12,7 +12,7 @@ from builder.release.validate.expectations import load_expectations
 
 DEFAULT_UNPARSED_MAX = 0.01
 DEFAULT_TOLERANCE = 0.02
-FAILED = "request_failed"  # a request without an answer: generation/schema.py JUDGMENT_STATUSES
+FAILED = "request_failed"  # a request without an answer: generation/storage/schema.py JUDGMENT_STATUSES
 
 
 def previous_shares(release: Path, check) -> dict[str, dict[str, float]]:

@@ -40,7 +40,7 @@ import pyarrow.ipc as ipc
 from builder.release.training_rule import COLUMNS, CONFIGS, OTHER_QUESTIONS, SAMPLE_SALT, SOURCES, sha_numbers
 from builder.release.validate.reference_negatives import Candidates, GradedLists, hard_negatives, ragged
 from builder.release.validate.stored_lists import StoredLists
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 
 BUCKET_ROWS = 100_000  # judgments a bucket holds, about
 SPILL = ipc.IpcWriteOptions(compression="zstd")  # Arrow IPC: a third of Parquet's CPU to write, smaller on disk
@@ -249,7 +249,7 @@ class TrainingReference:
 
 
 def as_table(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.Table:
-    """The derived columns as a table of the config's schema (generation/schema.py)."""
+    """The derived columns as a table of the config's schema (generation/storage/schema.py)."""
     if list(columns) != schema.names:
         raise ValueError(
             f"{schema.metadata[b'table'].decode()}: columns {schema.names}, the derivation gives {list(columns)}"

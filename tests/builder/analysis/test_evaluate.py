@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from builder.analysis.evaluate import RunWarning, evaluate_run, evaluate_subquestion_run, ndcg, read_run
-from generation.schema import arrow_schema
+from generation.storage.schema import arrow_schema
 
 THRESHOLD = 4
 

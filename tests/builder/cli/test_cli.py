@@ -165,8 +165,8 @@ def test_the_cli_sits_on_top_of_the_import_graph():
 def test_judge_options_choose_one_variant_from_the_table_and_refuse_batch_mixed_with_another(tmp_path):
     from builder.cli.judge import JUDGE_VARIANTS, JudgeOptions
     from builder.command_options import command_options
-    from generation.profiles import load_profile
-    from generation.shards import Shard
+    from generation.profiles.profile import load_profile
+    from generation.storage.shards import Shard
 
     given = dict(zip(("subquestions", "candidates", "index"), (tmp_path / "s", tmp_path / "c", tmp_path / "i")))
     base = JudgeOptions(profile=load_profile("paper"), out=tmp_path / "j", shard=Shard(0, 1), **given)

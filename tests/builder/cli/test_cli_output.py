@@ -14,7 +14,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from builder.cli.main import app
-from generation.profiles import PROFILE_DIR, load_profile
+from generation.profiles.profile import PROFILE_DIR, load_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
@@ -150,7 +150,7 @@ def test_help_reads_as_english():
 
 
 def test_profile_reference_is_the_docs_page_and_describes_every_key():
-    from generation.profile_reference import profile_reference, section_models
+    from generation.profiles.reference import profile_reference, section_models
 
     undocumented = [
         f"{section}.{name}".lstrip(".")
@@ -164,7 +164,7 @@ def test_profile_reference_is_the_docs_page_and_describes_every_key():
     page = (ROOT / "docs" / "reference" / "profiles.md").read_text()
     assert page.endswith(printed), "docs/reference/profiles.md is stale: run python scripts/make_reference.py"
     for section, model in [("judge", "JudgeConfig"), ("bm25", "BM25")]:
-        from generation import profiles
+        from generation.profiles import profile as profiles
 
         for key in getattr(profiles, model).model_fields:
             assert f"| `{section}.{key}` |" in printed

@@ -272,8 +272,8 @@ def test_a_ray_actor_rebuilds_the_same_sampled_job_from_its_recipe(small_pipelin
     from pathlib import Path
 
     from generation.pilot.judge_stage import PilotJudgeStage
-    from generation.profiles import Profile
-    from generation.shards import Shard
+    from generation.profiles.profile import Profile
+    from generation.storage.shards import Shard
 
     pilot, _ = run_pilot(options(small_pipeline, tmp_path / "p", profile_file, pairs=30, questions=2, resamples=0))
     stage = pilot.stage(pilot.settings[1])

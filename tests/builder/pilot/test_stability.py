@@ -9,7 +9,7 @@ import yaml
 
 from generation.backends.placement import check_fp8_device
 from generation.backends.vllm_adapter import judge_engine_args, judge_engine_env
-from generation.profiles import ProfileError, load_profile, with_overrides
+from generation.profiles.profile import ProfileError, load_profile, with_overrides
 from tests.helpers import assert_one_line_error, cli_one_line
 
 FP8_ON_TRANSFORMERS = ["judge.backend=transformers", "judge.quantization=fp8"]

@@ -18,7 +18,7 @@ from builder.pilot.run import run_pilot
 from builder.pilot.verdict import FAIL, PASS, UNDECIDED, VerdictRule, decide, verdict_problems
 from generation.errors import ArgumentError
 from generation.pilot.sample import SAMPLE_FILE
-from generation.storage import LinkRefused
+from generation.storage.atomic_files import LinkRefused
 from tests.builder.pilot.test_run import B_CUTS, pilot_args
 from tests.helpers import assert_one_line_error, cli_one_line
 

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from builder.release.validate.folder import validate
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 SYNTHETIC_RELEASE = dict(subquestions=300, judgments=4000, test_share=0.25, shards=2, seed=5)
 
@@ -183,12 +183,12 @@ def test_completeness_exactly_at_the_threshold_is_not_retrieval_complex_in_any_o
 
 def test_validates_complexity_spilled_to_disk_is_what_it_gives_in_memory(monkeypatch):
     """validate's retrieval complexity keeps the answering (question, document) rows in sorted runs on disk
-    (generation/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit for bit
-    what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
+    (generation/storage/spill.py): with runs of 64 rows, merged back in chunks of whole questions, every column is bit
+    for bit what one run in memory gives, and the build's (assemble/complexity.py, its own code) agrees."""
     import numpy as np
     import pyarrow as pa
 
-    import generation.spill as spill
+    import generation.storage.spill as spill
     from builder.release.assemble.complexity import ComplexityAccumulator
     from builder.release.validate.retrieval_complexity import Answers
 

@@ -6,7 +6,7 @@ import json
 import yaml
 
 from builder.release.validate.folder import validate
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 
 SYNTHETIC = dict(subquestions=60, judgments=1_000, shards=1, seed=3)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import ShardError, sha256_file
-from generation.stages.import_labels import import_labels
+from generation.profiles.profile import load_profile
+from generation.stages.import_labels import ImportLabelsStage
+from generation.storage.shards import ShardError, sha256_file
 from tests.generation.stages.test_import_labels import LABELS, hub_questions
 from tests.helpers import cli
 
@@ -188,9 +188,9 @@ def documented_commands() -> list[list[str]]:
 
 def test_the_documented_import_commands_run(questions, tmp_path):
     from generation.sample import CLUEWEB22
-    from generation.stages.corpus import build_corpus, write_url_map
+    from generation.stages.corpus import CorpusStage, write_url_map
 
-    build_corpus([CLUEWEB22], tmp_path / "corpus")
+    CorpusStage(None, tmp_path / "corpus", [CLUEWEB22]).run()
     write_url_map(tmp_path / "corpus")
     (tmp_path / "bounds.yaml").write_text(BOUNDS)
     paths = {
@@ -262,7 +262,9 @@ def test_publish_takes_a_release_of_imported_labels(questions, tmp_path, monkeyp
     from builder.release.publish.to_hub import publish
     from tests.builder.release.publish.test_to_hub import RecordingHub
 
-    import_labels(load_profile("paper"), questions, [LABELS / "judge-b.qrels"], "qrels", "judge B", tmp_path / "j")
+    ImportLabelsStage(
+        load_profile("paper"), tmp_path / "j", questions, [LABELS / "judge-b.qrels"], "qrels", "judge B"
+    ).run()
     release = tmp_path / "release"
     build_release(
         ReleaseOptions(

@@ -23,8 +23,8 @@ from builder.release.contract import MANIFEST_SCHEMA
 from builder.release.validate.folder import validate
 from builder.release.validate.pilot import ONE_PROMPT, PILOT
 from generation.errors import InputError
-from generation.profiles import load_profile
-from generation.stages.judge import run_judge
+from generation.profiles.profile import load_profile
+from generation.stages.judge import JudgeStage
 
 B_CUTS = "judge.cut_points=[0.30, 0.42, 0.55, 0.62, 0.75]"
 
@@ -39,7 +39,9 @@ def piloted(small_pipeline, tmp_path_factory):
         "questions"], out=root / "p", pairs=80, questions=2, resamples=100, **folders))  # fmt: skip
     judge_profile = load_profile(pilot.profiles["B"])  # the file the pilot wrote beside B's judgments
     assert judge_profile == pilot.settings[1].profile
-    run_judge(judge_profile, *(small_pipeline[k] for k in ("questions", "candidates", "index")), root / "judgments")
+    JudgeStage(
+        judge_profile, root / "judgments", *(small_pipeline[k] for k in ("questions", "candidates", "index"))
+    ).run()
     release = root / "release"
     build_release(ReleaseOptions(judgments=[root / "judgments"], questions=[small_pipeline["questions"]], out=release,
                                  profile=pilot.profiles["B"], repo="o/r", pilot=root / "p" / "pilot.json"))  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 from builder.release.assemble.hf_builder import ResearchySubqJudgments
 from builder.release.layout import CONFIGS, file_rows, trec_qrels_path
 from builder.release.validate.folder import CHECKS, validate
-from generation.schema import features
+from generation.storage.schema import features
 
 SYNTHETIC_RELEASE = dict(
     rows_per_file=4000, subquestions=1500, judgments=28_000, test_share=0.25, shards=3, seed=3, unparsed_share=0.004
@@ -244,7 +244,7 @@ def copy_to(source, target):
 
 def relist(release, path):
     """Adds a file to the manifest with its true checksum, so only the layout check can object."""
-    from generation.shards import sha256_file
+    from generation.storage.shards import sha256_file
 
     edit_manifest(
         release,

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from builder.cli.main import app
 from builder.release.validate.folder import validate
-from generation.storage import LinkRefused, refuse_links, replace_file
+from generation.storage.atomic_files import LinkRefused, refuse_links, replace_file
 
 runner = CliRunner()
 

@@ -18,9 +18,9 @@ from builder.release.validate.folder import validate
 from builder.training.files import write_training_files
 from builder.training.texts import judged_docids, write_texts
 from generation.errors import ArgumentError
-from generation.models import MINILM, resolve_model
-from generation.profiles import load_profile
-from generation.schema import conform
+from generation.profiles.model_paths import MINILM, resolve_model
+from generation.profiles.profile import load_profile
+from generation.storage.schema import conform
 from tests.builder.training.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 from tests.helpers import assert_one_line_error, cli_one_line
 

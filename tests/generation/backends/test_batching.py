@@ -16,7 +16,7 @@ from generation.backends.hf import TransformersBackend
 from generation.backends.prefix_groups import SharedPrefixCache
 from generation.judging.judges import LLMJudge, Pair
 from generation.model_shapes import LLAMA_33_70B, PUBLISHED
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 
 
 class TokenLimited(torch.nn.Module):

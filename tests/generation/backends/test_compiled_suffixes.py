@@ -20,8 +20,8 @@ from generation.backends.hf import TransformersBackend
 from generation.backends.slot_steps import slot_logprobs
 from generation.judging.judges import LLMJudge
 from generation.judging.prompts import get_prompt
-from generation.profile_sections import DOCUMENT_FIRST_PROMPTS, JudgeConfig
-from generation.profiles import ProfileError, load_profile, with_overrides
+from generation.profiles.profile import ProfileError, load_profile, with_overrides
+from generation.profiles.sections import DOCUMENT_FIRST_PROMPTS, JudgeConfig
 from tests.generation.backends.test_grouped_attention import LiveBytes
 from tests.generation.backends.test_prefix_groups import assert_same_grades, grouped_pairs
 from tests.generation.backends.test_slot_layout import with_generation_config

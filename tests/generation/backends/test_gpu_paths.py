@@ -204,7 +204,7 @@ def test_the_packed_index_is_made_where_the_hidden_states_are(tiny_qwen3):
 
 
 def transformers_profile(**judge):
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     profile = load_profile("paper")
     return profile.model_copy(update={"judge": profile.judge.model_copy(update={"backend": "transformers", **judge})})
@@ -347,7 +347,7 @@ def test_compile_is_a_profile_setting_outside_the_config_hash(tmp_path):
 
     import yaml
 
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     data = json.loads(load_profile("paper").model_dump_json())
     data["judge"]["compile"] = True

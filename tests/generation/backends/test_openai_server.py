@@ -9,7 +9,7 @@ from builder.standins.openai_server import Fault, StandIn, fingerprint
 from generation.backends.openai_server import ServerError, make_judge, retry_after_seconds
 from generation.judging.batch_files import export_judge
 from generation.judging.judges import BackendUnavailable, LLMJudge, Pair, distribution
-from generation.profiles import JudgeConfig, load_profile
+from generation.profiles.profile import JudgeConfig, load_profile
 
 QUESTIONS = ["Why are honey bee populations declining?", "Do neonicotinoid pesticides harm bees?"]
 DOCUMENTS = [

@@ -9,7 +9,7 @@ import torch
 
 from generation.backends.placement import ModelTooLarge, meta_model, plan_placement, reserve_for, weight_bytes
 from generation.model_shapes import LLAMA_31_8B, LLAMA_33_70B, PUBLISHED, shape_from_config
-from generation.profiles import ProfileError, load_profile
+from generation.profiles.profile import ProfileError, load_profile
 from tests.helpers import transformers_judge
 
 GIB = 2**30

@@ -11,7 +11,7 @@ import torch
 from generation.backends.document_batches import DocumentBatches
 from generation.backends.prefix_groups import GroupBatches, SharedPrefixCache, shared_prefix_length
 from generation.judging.judges import Pair
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from tests.generation.backends.test_batching import judge
 
 WORDS = "bee hive varroa mite pollen nectar queen drone colony winter loss forage comb brood swarm".split()
@@ -125,8 +125,8 @@ def test_a_document_first_judge_lays_out_pairs_by_document_and_its_shard_equals_
     nothing: the shard equals one judged with whole prompts."""
     import pyarrow.parquet as pq
 
-    from generation.shards import Shard
-    from generation.stages.judge import plan_pairs, run_judge
+    from generation.stages.judge import JudgeStage, plan_pairs
+    from generation.storage.shards import Shard
 
     paper = load_profile("paper-document-first")
     profile = small_pipeline["profile"].model_copy(
@@ -156,7 +156,7 @@ def test_a_document_first_judge_lays_out_pairs_by_document_and_its_shard_equals_
     assert len(runs) == len(set(groups)), "each (question, document)'s pairs are contiguous"
 
     def shard_rows(out, judge=None):
-        run_judge(profile, *inputs, small_pipeline["index"], out, judge=judge)
+        JudgeStage(profile, out, *inputs, small_pipeline["index"], judge=judge).run()
         table = pq.read_table(next(out.glob("judgments-*.parquet")))
         return {(r["subq_id"], r["docid"]): r for r in table.to_pylist()}
 

@@ -24,7 +24,7 @@ from generation.backends.vllm_adapter import (  # noqa: E402
     token_prompts,
 )
 from generation.judging.judges import LLMJudge, Pair  # noqa: E402
-from generation.profiles import load_profile  # noqa: E402
+from generation.profiles.profile import load_profile  # noqa: E402
 from tests.helpers import transformers_judge  # noqa: E402
 
 pytestmark = pytest.mark.vllm

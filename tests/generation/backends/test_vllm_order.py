@@ -6,10 +6,10 @@ steps before it: the judge stage's layout and the backend's request order, on th
 import random
 
 from generation.backends.request_order import grouped_order, leaders
-from generation.docstore import DocStore
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.corpus.docstore import DocStore
+from generation.profiles.profile import load_profile
 from generation.stages.judge import plan_pairs
+from generation.storage.shards import Shard
 
 
 def runs(keys: list) -> int:

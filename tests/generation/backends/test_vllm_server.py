@@ -23,8 +23,8 @@ from generation.backends.vllm_adapter import VllmJudgeBackend  # noqa: E402
 from generation.judging.batch_files import export_batch, export_judge  # noqa: E402
 from generation.judging.batch_import import answer_grader, import_results  # noqa: E402
 from generation.judging.judges import BackendUnavailable, LLMJudge  # noqa: E402
-from generation.profiles import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
-from generation.stages.judge import run_judge  # noqa: E402
+from generation.profiles.profile import JudgeConfig, OpenAIServer, load_profile  # noqa: E402
+from generation.stages.judge import JudgeStage  # noqa: E402
 from tests.generation.backends.test_vllm_backends import DOCUMENTS, MAX_MODEL_LEN, PAIRS, QUESTIONS  # noqa: E402
 from tests.helpers import cli, plan_ids  # noqa: E402
 
@@ -172,10 +172,10 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
         update={"openai": OpenAIServer(**{**config.openai.model_dump(), "max_retries": 1, "retry_backoff_s": 0.1})}
     )
     stages = (
+        tmp_path / "judgments",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "judgments",
     )
     chunks_seen = []
 
@@ -187,7 +187,9 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
 
     judge = make_judge(config)
     with pytest.raises(BackendUnavailable) as caught:
-        run_judge(profile.model_copy(update={"judge": config}), *stages, judge=judge, progress=kill_after_two_chunks)
+        JudgeStage(profile.model_copy(update={"judge": config}), *stages, judge=judge).run(
+            progress=kill_after_two_chunks
+        )
     judge.backend.close()
     message = str(caught.value)
     assert "\n" not in message and "the server stopped answering" in message, message
@@ -197,7 +199,7 @@ def test_a_server_killed_mid_run_is_one_line_and_a_rerun_finishes_the_shard(serv
     server.start()  # on another port: the endpoint is outside the config hash, so the shard resumes
     moved = config.model_copy(update={"openai": config.openai.model_copy(update={"endpoint": server.endpoint})})
     judge = make_judge(moved)
-    summary = run_judge(profile.model_copy(update={"judge": moved}), *stages, judge=judge)
+    summary = JudgeStage(profile.model_copy(update={"judge": moved}), *stages, judge=judge).run()
     judge.backend.close()
     assert summary.chunks_done_before == 2 and summary.judged_now == summary.pairs - 32
     table = pq.read_table(tmp_path / "judgments" / "judgments-00000-of-00001.parquet")

@@ -18,7 +18,7 @@ from builder.cli.main import app
 from builder.pasteable import profile_argument
 from generation.backends.vllm_adapter import judge_engine_args
 from generation.executors.stall import StallWatch
-from generation.profiles import PROFILE_DIR, ProfileError, load_profile
+from generation.profiles.profile import PROFILE_DIR, ProfileError, load_profile
 from tests.helpers import in_a_fresh_process, judge_args
 
 ROOT = Path(__file__).resolve().parents[3]

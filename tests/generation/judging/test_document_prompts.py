@@ -9,7 +9,7 @@ from transformers import PreTrainedTokenizerFast
 
 from builder.standins.models import tiny_tokenizer
 from generation.judging.judges import LLMJudge, Pair
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 
 QUESTIONS = [
     "How do varroa mites spread?",

@@ -6,8 +6,8 @@ from transformers import AutoTokenizer
 
 from generation.judging.judges import LLMJudge, Pair
 from generation.judging.parsing import parse_first_digit
-from generation.profiles import load_profile
-from generation.schema import JUDGMENT_STATUSES
+from generation.profiles.profile import load_profile
+from generation.storage.schema import JUDGMENT_STATUSES
 
 DOCUMENT = "Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."
 

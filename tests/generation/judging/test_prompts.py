@@ -11,7 +11,7 @@ from generation.judging.parsing import (
     parse_umbrela,
 )
 from generation.judging.prompts import REGISTRY, get_prompt, r3a_intent_turn
-from generation.schema import JUDGMENT_STATUSES
+from generation.storage.schema import JUDGMENT_STATUSES
 
 QUESTION = "How do neonicotinoids affect honey bees?"
 CONTEXT = "Neonicotinoid pesticides are absorbed by plants and appear in pollen and nectar."
@@ -217,7 +217,7 @@ def test_crux_code_goes_through_the_llama_chat_template_as_the_authors_litellm_p
     the user turn, so the completion prompt's trailing "Rating: " space does not reach the model."""
     from builder.standins.models import tiny_tokenizer
     from generation.judging.judges import PromptEncoder
-    from generation.profiles import load_profile
+    from generation.profiles.profile import load_profile
 
     config = load_profile("crux-code").judge
     assert config.chat_template is True

@@ -19,7 +19,7 @@ from generation.judging.reranker_input import (
     make_encoder,
     rerank_query,
 )
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."
 QUERY = "[why are bees declining, What harms bees?]"

@@ -11,8 +11,8 @@ import pytest
 
 from builder.release.validate.folder import validate
 from generation.labels.authors_pass import clicked_pass, graded_on_other_text
-from generation.stages.corpus import build_corpus, write_url_map
-from generation.stages.questions import read_researchy
+from generation.stages.corpus import CorpusStage, write_url_map
+from generation.stages.questions import QuestionsStage
 from tests.helpers import cli, hub_record
 
 A, B, C, D = (f"{c}" * 32 for c in "ABCD")  # clicked URL-hashes in DocStream order; B is missing from the corpus
@@ -90,7 +90,7 @@ def imported(tmp_path_factory):
     ]
     records = root / "researchy.jsonl"
     records.write_text(json.dumps(hub_record(DocStream=stream)) + "\n")
-    read_researchy([records], root / "questions")
+    QuestionsStage(None, root / "questions", [records]).run()
     documents = root / "documents.jsonl"
     documents.write_text(
         "".join(
@@ -98,7 +98,7 @@ def imported(tmp_path_factory):
             for i, d in enumerate((A, C, D))
         )
     )
-    build_corpus([documents], root / "corpus")
+    CorpusStage(None, root / "corpus", [documents]).run()
     write_url_map(root / "corpus")
     ratings = root / "ratings.jsonl"  # as their merge writes the clicked pass: A on its text, B on C's, C on D's
     ratings.write_text(

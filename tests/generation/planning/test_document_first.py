@@ -11,7 +11,7 @@ from generation.planning.cost_report import plan_table
 from generation.planning.costing import costing_for, judge_rows
 from generation.planning.document_first import PAPER_PAIRS_PER_GROUP
 from generation.planning.plan import PAPER_PAIRS, measure
-from generation.profiles import load_profile, with_overrides
+from generation.profiles.profile import load_profile, with_overrides
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from generation.planning.plan import (
     measure,
     node_pairs_per_second,
 )
-from generation.profiles import load_profile
+from generation.profiles.profile import load_profile
 from generation.progress import FullWidthConsole
 
 

@@ -11,7 +11,7 @@ from generation.judging.calibration import REFERENCE, Calibration, CalibrationEr
 from generation.planning.costing import costing_for, judge_rows
 from generation.planning.plan import PAPER_PAIRS, measure
 from generation.planning.whole_model import Setting, documents_a_prefix_pass, figure_for
-from generation.profiles import load_profile, with_overrides
+from generation.profiles.profile import load_profile, with_overrides
 from tests.helpers import cli
 
 VARIANT, PAPER = "crux-paper-document-first", "crux-paper"

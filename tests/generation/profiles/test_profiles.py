@@ -1,6 +1,6 @@
 import pytest
 
-from generation.profiles import ProfileError, bundled_profiles, load_profile, profile_path, with_overrides
+from generation.profiles.profile import ProfileError, bundled_profiles, load_profile, profile_path, with_overrides
 
 
 def test_bundled_profiles_load():

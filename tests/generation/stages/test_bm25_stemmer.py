@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from generation.profiles import load_profile
-from generation.stages.corpus import build_corpus
-from generation.stages.index import IndexBuildError, build_index, index_stemmer
+from generation.profiles.profile import load_profile
+from generation.stages.corpus import CorpusStage
+from generation.stages.index import IndexBuildError, IndexStage, index_stemmer
 from generation.stages.retrieve import open_searcher
 
 # each test indexes its corpus with Anserini
@@ -26,7 +26,7 @@ def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("stem-corpus")
     source = root / "docs.jsonl"
     source.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in DOCS.items()))
-    build_corpus([source], root / "corpus")
+    CorpusStage(None, root / "corpus", [source]).run()
     return root / "corpus"
 
 
@@ -47,13 +47,13 @@ def bm25(stemmer):
 )
 def test_query_analysis_matches_the_index(corpus, tmp_path, stemmer, hits):
     index = tmp_path / f"index-{stemmer}"
-    build_index(corpus, index, stemmer=stemmer)
+    IndexStage(None, index, corpus, stemmer=stemmer).run()
     assert index_stemmer(index) == stemmer
     searcher = open_searcher(index, bm25(stemmer))
     assert {query: {h.docid for h in searcher.search(query, k=10)} for query in hits} == hits
 
 
 def test_an_index_built_with_another_stemmer_is_refused(corpus, tmp_path):
-    build_index(corpus, tmp_path / "index", stemmer="none")
+    IndexStage(None, tmp_path / "index", corpus, stemmer="none").run()
     with pytest.raises(IndexBuildError, match="built with stemmer 'none' but the profile's bm25.stemmer is 'porter'"):
         open_searcher(tmp_path / "index", bm25("porter"))

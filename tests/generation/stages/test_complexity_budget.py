@@ -6,11 +6,11 @@ import pytest
 
 from builder.release.assemble.complexity import COLUMNS
 from builder.release.assemble.data_files import judgment_inputs, topic_index, with_complexity
-from generation.profiles import Complexity
-from generation.schema import arrow_schema, conform
-from generation.shards import Shard, StageOutput
-from generation.stages.budgeted import run_budgeted_judge
-from generation.stages.judge import run_judge
+from generation.profiles.profile import Complexity
+from generation.stages.budgeted import BudgetedJudgeStage
+from generation.stages.judge import JudgeStage
+from generation.storage.schema import arrow_schema, conform
+from generation.storage.shards import Shard, StageOutput
 
 
 def judgments_file(tmp_path, rows):
@@ -114,7 +114,7 @@ def test_budgeted_judging_spends_the_budget_and_resumes_without_rejudging(small_
 
     profile = budget_profile(small_pipeline, relevant_level=3)
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])
-    reference = run_budgeted_judge(profile, *args, tmp_path / "once", 0.25, "topk-bernoulli")
+    reference = BudgetedJudgeStage(profile, tmp_path / "once", *args, 0.25, "topk-bernoulli").run()
     rows = pq.read_table(reference.outputs[0]).to_pylist()
     assert (
         reference.judged == len(rows) == pytest.approx(0.25 * reference.full_pairs, abs=len({r["qid"] for r in rows}))
@@ -136,11 +136,13 @@ def test_budgeted_judging_spends_the_budget_and_resumes_without_rejudging(small_
             return real.grade(pairs)
 
     with pytest.raises(KeyboardInterrupt):
-        run_budgeted_judge(profile, *args, tmp_path / "killed", 0.25, "topk-bernoulli", judge=DiesAfterThreeRounds())
-    resumed = run_budgeted_judge(profile, *args, tmp_path / "killed", 0.25, "topk-bernoulli", judge=real)
+        BudgetedJudgeStage(
+            profile, tmp_path / "killed", *args, 0.25, "topk-bernoulli", judge=DiesAfterThreeRounds()
+        ).run()
+    resumed = BudgetedJudgeStage(profile, tmp_path / "killed", *args, 0.25, "topk-bernoulli", judge=real).run()
     assert resumed.judged_now == reference.judged - 3 * len({r["qid"] for r in rows})
     assert pq.read_table(resumed.outputs[0]).to_pylist() == rows
 
-    full = run_judge(profile, *args, tmp_path / "full")
+    full = JudgeStage(profile, tmp_path / "full", *args).run()
     assert full.pairs == reference.full_pairs
     assert reference.relevant <= sum(n for level, n in full.levels.items() if level >= 3)

@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.shards import Shard, ShardError
 from generation.stages import read_stage
-from generation.stages.corpus import build_corpus, url_hash_of, write_url_map
+from generation.stages.corpus import CorpusStage, url_hash_of, write_url_map
+from generation.storage.shards import Shard, ShardError
 
 
 def clueweb(docid, text, url="https://example.org/a"):
@@ -43,7 +43,7 @@ def tree(tmp_path):
 
 def test_reads_clueweb22_and_jsonl_and_reports_every_reject(tree, tmp_path):
     rejects = tmp_path / "rejects.jsonl"
-    summary = build_corpus([tree / "txt", tree / "extra.jsonl"], tmp_path / "corpus", rejects_path=rejects)
+    summary = CorpusStage(None, tmp_path / "corpus", [tree / "txt", tree / "extra.jsonl"], rejects=rejects).run()
     assert summary.documents == 4
     assert dict(summary.rejected) == {"empty text": 1, "undecodable or malformed": 2, "duplicate id": 1}
     rows = read_stage(tmp_path / "corpus", "corpus").to_table().to_pylist()  # input files in sorted order
@@ -63,10 +63,10 @@ def test_reads_clueweb22_and_jsonl_and_reports_every_reject(tree, tmp_path):
 
 def test_shards_split_input_files_and_map_waits_for_all(tree, tmp_path):
     out = tmp_path / "corpus"
-    first = build_corpus([tree / "txt", tree / "extra.jsonl"], out, Shard(0, 2))
+    first = CorpusStage(None, out, [tree / "txt", tree / "extra.jsonl"]).run(Shard(0, 2))
     with pytest.raises(ShardError, match="1 of 2 corpus shards are not complete"):
         write_url_map(out)
-    second = build_corpus([tree / "txt", tree / "extra.jsonl"], out, Shard(1, 2))
+    second = CorpusStage(None, out, [tree / "txt", tree / "extra.jsonl"]).run(Shard(1, 2))
     assert first.documents + second.documents == 5  # the duplicate is in another file: caught by the map
     with pytest.raises(Exception, match="1 docids appear in more than one corpus shard"):
         write_url_map(out)
@@ -74,32 +74,32 @@ def test_shards_split_input_files_and_map_waits_for_all(tree, tmp_path):
 
 def test_completed_shard_is_skipped_and_other_shard_counts_refused(tree, tmp_path):
     out = tmp_path / "corpus"
-    build_corpus([tree / "extra.jsonl"], out)
-    again = build_corpus([tree / "extra.jsonl"], out)
+    CorpusStage(None, out, [tree / "extra.jsonl"]).run()
+    again = CorpusStage(None, out, [tree / "extra.jsonl"]).run()
     assert again.skipped_shards == 1 and again.documents == 0
     with pytest.raises(ShardError, match="cut into 1 shard, this run asks for 2"):
-        build_corpus([tree / "extra.jsonl"], out, Shard(0, 2))
-    build_corpus([tree / "extra.jsonl"], tmp_path / "three", Shard(0, 3))
+        CorpusStage(None, out, [tree / "extra.jsonl"]).run(Shard(0, 2))
+    CorpusStage(None, tmp_path / "three", [tree / "extra.jsonl"]).run(Shard(0, 3))
     with pytest.raises(ShardError, match="cut into 3 shards, this run asks for 1;"):
-        build_corpus([tree / "extra.jsonl"], tmp_path / "three")
+        CorpusStage(None, tmp_path / "three", [tree / "extra.jsonl"]).run()
     path, rows = write_url_map(out)
     assert rows == 1 and pq.read_table(path).column("docid").to_pylist() == ["doc-1"]
 
 
 def test_tampered_shard_is_detected(tree, tmp_path):
     out = tmp_path / "corpus"
-    build_corpus([tree / "extra.jsonl"], out)
+    CorpusStage(None, out, [tree / "extra.jsonl"]).run()
     shard_file = out / "corpus-00000-of-00001.parquet"
     shard_file.write_bytes(shard_file.read_bytes()[:-10])
     with pytest.raises(ShardError, match="does not match its completion record"):
-        build_corpus([tree / "extra.jsonl"], out)
+        CorpusStage(None, out, [tree / "extra.jsonl"]).run()
 
 
 def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatch, capsys):
     """The map is sorted in runs on disk (bounded memory at 86M documents): with a run every 97 rows and URL-hashes
     shared by up to 5 documents across run and chunk boundaries, it equals the whole-table answer, warning included;
     a docid repeated across shards is still found when its 64-bit hashes are spilled."""
-    from generation import url_hashes
+    from generation.corpus import url_hashes
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -115,7 +115,7 @@ def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatc
         )
     out = tmp_path / "corpus"
     for k in range(3):
-        build_corpus([docs], out, Shard(k, 3))
+        CorpusStage(None, out, [docs]).run(Shard(k, 3))
     whole = pa.concat_tables(
         pq.read_table(p, columns=["url_hash", "docid"]) for p in sorted(out.glob("corpus-*.parquet"))
     )
@@ -126,10 +126,10 @@ def test_url_map_from_spilled_runs_equals_the_in_memory_one(tmp_path, monkeypatc
     assert " ".join(capsys.readouterr().err.split()) == " ".join(expected_err.split())
     assert "1,300 documents share a URL-hash" in " ".join(expected_err.split())
 
-    monkeypatch.setattr("generation.spill.SPILL_BYTES", 8 * 64)  # a run of docid hashes every 64 rows
+    monkeypatch.setattr("generation.storage.spill.SPILL_BYTES", 8 * 64)  # a run of docid hashes every 64 rows
     (docs / "p3.jsonl").write_text(json.dumps({"id": ids[5], "contents": "again"}) + "\n")
     again = tmp_path / "again"
     for k in range(2):
-        build_corpus([docs], again, Shard(k, 2))
+        CorpusStage(None, again, [docs]).run(Shard(k, 2))
     with pytest.raises(Exception, match=f"1 docids appear in more than one corpus shard, e.g. \\['{ids[5]}'\\]"):
         write_url_map(again)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import Shard, sha256_file
-from generation.stages.import_labels import import_labels
-from generation.stages.questions import read_researchy
+from generation.profiles.profile import load_profile
+from generation.stages.import_labels import ImportLabelsStage
+from generation.stages.questions import QuestionsStage
+from generation.storage.shards import Shard, sha256_file
 from tests.helpers import cli, hub_record
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -47,7 +47,7 @@ def hub_questions(root: Path) -> Path:
     """The questions folder of two Hub records (tests/builder/release/test_imported_releases.py builds it too)."""
     records = root / "researchy.jsonl"
     records.write_text(json.dumps(hub_record()) + "\n" + json.dumps(second_record()) + "\n")
-    read_researchy([records], root / "questions")
+    QuestionsStage(None, root / "questions", [records]).run()
     return root / "questions"
 
 
@@ -65,14 +65,14 @@ def record(folder: Path, shard: str = "00000-of-00001") -> dict:
 
 
 def test_the_authors_ratings_become_judgments_with_their_parser_rules_statuses(questions, tmp_path):
-    summary = import_labels(
+    summary = ImportLabelsStage(
         load_profile("crux-code"),
+        tmp_path / "j",
         questions,
         [LABELS / "ratings.jsonl"],
         "crux-ratings",
         "Llama-3.3-70B-Instruct (the authors' ratings)",
-        tmp_path / "j",
-    )
+    ).run()
     rows = imported(tmp_path / "j")
     lines = [json.loads(line) for line in (LABELS / "ratings.jsonl").read_text().splitlines()]
     assert len(rows) == sum(len(line["rating"]) for line in lines) == summary.rows == 27
@@ -115,7 +115,7 @@ def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
         "# a comment line, skipped as trec_eval skips it\n"
         "1051894-2\t0  clueweb22-en0000-00-00003\t2\r\n"  # tabs, two spaces, CRLF: trec_eval's white space
     )
-    import_labels(load_profile("paper"), questions, [qrels], "qrels", "judge B", tmp_path / "j")
+    ImportLabelsStage(load_profile("paper"), tmp_path / "j", questions, [qrels], "qrels", "judge B").run()
     rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
     for line in (LABELS / "judge-b.qrels").read_text().splitlines():
         subq_id, _, docid, level = line.split()
@@ -130,14 +130,14 @@ def test_graded_qrels_import_with_no_sentinels(questions, tmp_path):
 
 
 def test_openai_batch_results_are_parsed_by_the_profiles_prompt(questions, tmp_path):
-    summary = import_labels(
+    summary = ImportLabelsStage(
         load_profile("crux-code"),
+        tmp_path / "j",
         questions,
         [LABELS / "results.jsonl", LABELS / "errors.jsonl"],
         "openai-batch",
         "tiny Llama (vllm run-batch)",
-        tmp_path / "j",
-    )
+    ).run()
     rows = {(r["subq_id"], r["docid"]): r for r in imported(tmp_path / "j")}
     assert len(rows) == 6 == summary.rows
     first = rows[("1051893-0", "8C3D0A1F7E2B4C5D6E7F8091A2B3C4D5")]
@@ -157,7 +157,7 @@ def test_openai_batch_refuses_a_prompt_whose_parser_needs_the_document(questions
     profile = load_profile("paper")
     r3a = profile.model_copy(update={"judge": profile.judge.model_copy(update={"prompt": "r3a"})})
     with pytest.raises(ValueError, match="r3a's <extract> must be checked against the document"):
-        import_labels(r3a, questions, [LABELS / "results.jsonl"], "openai-batch", "x", tmp_path / "j")
+        ImportLabelsStage(r3a, tmp_path / "j", questions, [LABELS / "results.jsonl"], "openai-batch", "x").run()
 
 
 GOOD = '{"id": 1051894, "docid": "3A4B5C6D7E8F90A1B2C3D4E5F6071829", "rating": [5, 2, 7]}'
@@ -249,7 +249,7 @@ def test_the_import_record_is_written_and_read_through_one_model(questions, tmp_
     from generation.labels.account import FileCounts, ImportAccount, read_account
 
     path = LABELS / "judge-b.qrels"
-    import_labels(load_profile("paper"), questions, [path], "qrels", "judge B", tmp_path / "j")
+    ImportLabelsStage(load_profile("paper"), tmp_path / "j", questions, [path], "qrels", "judge B").run()
     written = record(tmp_path / "j")["extra"]["imported"]
     assert list(written) == list(ImportAccount.model_fields)
     assert [list(f) for f in written["files"]] == [[f.name for f in fields(FileCounts)]]
@@ -261,33 +261,32 @@ def test_the_import_record_is_written_and_read_through_one_model(questions, tmp_
 def test_a_line_repeated_exactly_is_counted_and_kept_once(questions, tmp_path):
     path = tmp_path / "ratings.jsonl"
     path.write_text((LABELS / "ratings.jsonl").read_text() + GOOD + "\n")
-    summary = import_labels(load_profile("crux-code"), questions, [path], "crux-ratings", "j", tmp_path / "j")
+    summary = ImportLabelsStage(load_profile("crux-code"), tmp_path / "j", questions, [path], "crux-ratings", "j").run()
     assert summary.duplicates == 1 and summary.rows == 27 == len(imported(tmp_path / "j"))
 
 
 def test_shards_split_the_questions_and_report_a_bad_line_once(questions, tmp_path):
     path = tmp_path / "ratings.jsonl"
     path.write_text((LABELS / "ratings.jsonl").read_text() + "not json\n")
-    whole = import_labels(
+    whole = ImportLabelsStage(
         load_profile("crux-code"),
+        tmp_path / "one",
         questions,
         [path],
         "crux-ratings",
         "j",
-        tmp_path / "one",
         rejects=tmp_path / "one.rejects",
-    )
+    ).run()
     parts = [
-        import_labels(
+        ImportLabelsStage(
             load_profile("crux-code"),
+            tmp_path / "three",
             questions,
             [path],
             "crux-ratings",
             "j",
-            tmp_path / "three",
-            Shard(i, 3),
             rejects=tmp_path / "three.rejects",
-        )
+        ).run(Shard(i, 3))
         for i in range(3)
     ]
     assert sum(p.rows for p in parts) == whole.rows == 27
@@ -303,9 +302,9 @@ def test_shards_split_the_questions_and_report_a_bad_line_once(questions, tmp_pa
 
 def test_corpus_matches_url_hashes_and_clueweb22_ids(questions, tmp_path):
     from generation.sample import CLUEWEB22
-    from generation.stages.corpus import build_corpus, write_url_map
+    from generation.stages.corpus import CorpusStage, write_url_map
 
-    build_corpus([CLUEWEB22], tmp_path / "corpus")
+    CorpusStage(None, tmp_path / "corpus", [CLUEWEB22]).run()
     write_url_map(tmp_path / "corpus")
     docs = pq.read_table(next((tmp_path / "corpus").glob("corpus-*.parquet")), columns=["docid", "url_hash"]).slice(
         0, 2
@@ -316,9 +315,9 @@ def test_corpus_matches_url_hashes_and_clueweb22_ids(questions, tmp_path):
         f"1051893-0 0 {hash_a.lower()} 3\n1051893-0 0 {docid_b} 2\n1051893-0 0 ABCDEF0123456789ABCDEF0123456789 1\n"
         "1051893-0 0 somewhere-else 0\n"
     )
-    summary = import_labels(
-        load_profile("paper"), questions, [qrels], "qrels", "j", tmp_path / "j", corpus=tmp_path / "corpus"
-    )
+    summary = ImportLabelsStage(
+        load_profile("paper"), tmp_path / "j", questions, [qrels], "qrels", "j", corpus=tmp_path / "corpus"
+    ).run()
     rows = [(r["docid"], r["url_hash"]) for r in imported(tmp_path / "j")]
     assert rows == [
         (docid_a, hash_a),

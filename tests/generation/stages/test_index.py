@@ -9,13 +9,13 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 
-from generation.docid_map import DocidMap, write_docid_map
-from generation.docstore import DocStore, MissingDocument, NotAnIndex
-from generation.java import lucene_searcher_class
-from generation.profiles import load_profile
+from generation.corpus.docid_map import DocidMap, write_docid_map
+from generation.corpus.docstore import DocStore, MissingDocument, NotAnIndex
+from generation.corpus.java import lucene_searcher_class
+from generation.profiles.profile import load_profile
 from generation.stages.corpus import ROW_GROUP_ROWS
-from generation.stages.index import build_index, index_collection_command, json_parts, write_json_part
-from generation.stages.retrieve import retrieve
+from generation.stages.index import IndexStage, index_collection_command, json_parts, write_json_part
+from generation.stages.retrieve import RetrieveStage
 
 
 def corpus_rows(sample_index):
@@ -62,7 +62,7 @@ def test_json_parts_are_one_per_thread_at_least_and_hold_every_document(sample_i
 
 
 def test_docid_map_lookups_across_row_groups(tmp_path, sample_index, monkeypatch):
-    monkeypatch.setattr("generation.docid_map.ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr("generation.corpus.docid_map.ROW_GROUP_ROWS", 100)
     corpus = sample_index / "corpus" / "corpus-00000-of-00001.parquet"
     rows = write_docid_map([corpus], tmp_path / "map.parquet", memory=300)  # spilled runs
     assert rows == len(corpus_rows(sample_index)) and pq.ParquetFile(tmp_path / "map.parquet").num_row_groups > 20
@@ -107,15 +107,15 @@ def test_runs_equal_those_of_an_index_with_raw_stored_which_still_serves_texts(
     some = sorted(rows)[::97]
     assert [docs.text(d) for d in some] == [rows[d]["text"] for d in some]
     profile = load_profile("demo")
-    retrieve(profile, sample_questions, old, tmp_path / "old-runs")
-    retrieve(profile, sample_questions, sample_index / "index", tmp_path / "new-runs")
+    RetrieveStage(profile, tmp_path / "old-runs", sample_questions, old).run()
+    RetrieveStage(profile, tmp_path / "new-runs", sample_questions, sample_index / "index").run()
     for name in ("bm25-00000-of-00001.parquet", "bm25-00000-of-00001.trec"):
         assert (tmp_path / "old-runs" / name).read_bytes() == (tmp_path / "new-runs" / name).read_bytes()
 
 
 def test_an_index_whose_corpus_is_gone_says_so(sample_index, tmp_path):
     shutil.copytree(sample_index / "corpus", tmp_path / "corpus")
-    build_index(tmp_path / "corpus", tmp_path / "index", threads=2)
+    IndexStage(None, tmp_path / "index", tmp_path / "corpus", threads=2).run()
     moved = tmp_path / "elsewhere"
     (tmp_path / "index").rename(moved)  # the relative path breaks, the absolute one still finds the corpus
     assert DocStore(moved).text(next(iter(corpus_rows(sample_index))))
@@ -138,5 +138,5 @@ def test_a_failing_anserini_leaves_no_writer_waiting_and_says_why(sample_index, 
         index_module.IndexBuildError,
         match='having indexed no of 2,192 documents:\n.*"-noSuchOption" is not a valid option',
     ):
-        build_index(tmp_path / "corpus", tmp_path / "index", threads=3)
+        IndexStage(None, tmp_path / "index", tmp_path / "corpus", threads=3).run()
     assert not (tmp_path / "index").exists() and not list(tmp_path.glob(".index.*"))

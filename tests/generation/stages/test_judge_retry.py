@@ -11,9 +11,9 @@ import pytest
 
 from builder.standins.openai_server import Fault, fingerprint
 from generation.backends.openai_server import make_judge
-from generation.profiles import load_profile
-from generation.shards import StageOutput
-from generation.stages.judge import run_judge
+from generation.profiles.profile import load_profile
+from generation.stages.judge import JudgeStage
+from generation.storage.shards import StageOutput
 from tests.generation.backends.test_openai_server import PAIRS, config
 from tests.helpers import cli, folders, judge_args, rows
 
@@ -52,7 +52,7 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(
     tmp_path, small_pipeline, server_profile, standin
 ):
     reference = tmp_path / "reference"
-    run_judge(served(server_profile, standin), *folders(small_pipeline), reference)
+    JudgeStage(served(server_profile, standin), reference, *folders(small_pipeline)).run()
     on = poison(standin)
     out = tmp_path / "served"
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--endpoint", standin.endpoint))
@@ -100,14 +100,14 @@ def test_a_poison_pair_fails_alone_then_the_next_run_retries_exactly_it(
 def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline, server_profile, standin, monkeypatch):
     profile = served(server_profile, standin)
     reference = tmp_path / "reference"
-    run_judge(profile, *folders(small_pipeline), reference)
+    JudgeStage(profile, reference, *folders(small_pipeline)).run()
     on = [True]
     standin.fail(
         lambda body: on[0] and fingerprint(body) % 3 == 0 and "Is this a probe request?" not in json.dumps(body),
         *[Fault(503)] * 10000,
     )
     out = tmp_path / "out"
-    run_judge(profile, *folders(small_pipeline), out)
+    JudgeStage(profile, out, *folders(small_pipeline)).run()
     failed = record(out)["extra"]["failed_pairs"]
     assert failed > profile.judge.chunk_size, "more than one retry chunk"
     on[0] = False
@@ -117,7 +117,7 @@ def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline
             raise KeyboardInterrupt  # a kill after the first retry chunk was written
 
     with pytest.raises(KeyboardInterrupt):
-        run_judge(profile, *folders(small_pipeline), out, progress=stop_after_first_chunk)
+        JudgeStage(profile, out, *folders(small_pipeline)).run(progress=stop_after_first_chunk)
     retry = next(out.glob("*.retry"))
     assert len(list(retry.glob("chunk-*.parquet"))) == 1
     assert record(out)["extra"]["failed_pairs"] == failed, "the shard and its record are untouched"
@@ -130,11 +130,11 @@ def test_an_interrupted_retry_resumes_to_the_same_shard(tmp_path, small_pipeline
     monkeypatch.setattr(StageOutput, "mark_done", killed_before_the_record)
     sent = standin.answers()
     with pytest.raises(KeyboardInterrupt):
-        run_judge(profile, *folders(small_pipeline), out)
+        JudgeStage(profile, out, *folders(small_pipeline)).run()
     left = failed - profile.judge.chunk_size + 1  # the pairs of the chunks not yet done, and the start-up probe
     assert standin.answers() - sent == left, "only the pairs of the retry chunks not yet done"
     monkeypatch.setattr(StageOutput, "mark_done", real_mark_done)
-    summary = run_judge(profile, *folders(small_pipeline), out)
+    summary = JudgeStage(profile, out, *folders(small_pipeline)).run()
     assert summary.skipped and standin.answers() - sent == left, "the swap is recorded, nothing sent again"
     assert rows(out) == rows(reference) and record(out)["extra"]["failed_pairs"] == 0
     assert pq.read_metadata(next(out.glob("judgments-*.parquet"))).num_rows == len(rows(reference))

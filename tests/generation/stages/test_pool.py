@@ -2,11 +2,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import Pool, load_profile, profile_path
-from generation.shards import Shard, StageOutput
+from generation.profiles.profile import Pool, load_profile, profile_path
 from generation.stages import stage_hash
 from generation.stages.corpus import URL_MAP
-from generation.stages.pool import build_pool, select
+from generation.stages.pool import PoolStage, select
+from generation.storage.schema import arrow_schema
+from generation.storage.shards import Shard, StageOutput
 
 BM25 = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
 RERANK = ["d3", "d8", "d1", "d9", "d2", "d10", "d11"]
@@ -59,7 +60,7 @@ def write_stage(folder, name, table_name, rows):
     stage = StageOutput(folder, name, "handmade")
     shard = Shard()
     folder.mkdir(parents=True, exist_ok=True)
-    from generation.schema import arrow_schema
+    from generation.storage.schema import arrow_schema
 
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(table_name)), stage.path(shard))
     stage.mark_done(shard)
@@ -82,14 +83,14 @@ def handmade(tmp_path):
     pq.write_table(
         pa.Table.from_pylist(
             [{"qid": "q1", "question": "q?", "split": "train", "clicked": clicked}],
-            schema=__import__("generation.schema").schema.arrow_schema("questions"),
+            schema=arrow_schema("questions"),
         ),
         questions / "questions.parquet",
     )
     pq.write_table(
         pa.Table.from_pylist(
             [{"subq_id": "q1-0", "qid": "q1", "text": "s?", "header": None, "depth": None}],
-            schema=__import__("generation.schema").schema.arrow_schema("subquestions"),
+            schema=arrow_schema("subquestions"),
         ),
         questions / "subquestions.parquet",
     )
@@ -138,7 +139,7 @@ def test_pool_provenance_and_missing_clicks(handmade, tmp_path, profile, expecte
     questions, runs, corpus = handmade
     made_under(runs, load_profile(profile))
     out = tmp_path / "pool"
-    summary = build_pool(load_profile(profile), questions, runs, corpus, out)
+    summary = PoolStage(load_profile(profile), out, questions, runs, corpus).run()
     rows = pq.read_table(out / "candidates-00000-of-00001.parquet").to_pylist()
     assert [r["docid"] for r in rows] == expected
     by_doc = {r["docid"]: r for r in rows}

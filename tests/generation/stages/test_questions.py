@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from generation.errors import InputError
-from generation.stages.questions import Decomposition, read_researchy
+from generation.stages.questions import Decomposition, QuestionsStage
 from tests.helpers import hub_record
 
 
@@ -28,7 +28,7 @@ GOLDEN_SUBQUESTIONS = [
 @pytest.mark.parametrize("name", ["records.jsonl", "records.jsonl.gz"])
 def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
     path = write_jsonl([hub_record()], name)
-    summary = read_researchy([path], tmp_path / "out", split="train")
+    summary = QuestionsStage(None, tmp_path / "out", [path], split="train").run()
     assert (summary.questions, summary.subquestions, summary.clicked, summary.rejected) == (1, 7, 2, 0)
     assert read(tmp_path / "out" / "questions.parquet") == [
         {
@@ -62,7 +62,7 @@ def test_hub_record_golden_rows(tmp_path, write_jsonl, name):
 def test_parquet_input_as_on_the_hub(tmp_path):
     path = tmp_path / "train-00000-of-00001.parquet"
     pq.write_table(pa.Table.from_pylist([hub_record(), hub_record(77)]), path)
-    summary = read_researchy([path], tmp_path / "out", split="test")
+    summary = QuestionsStage(None, tmp_path / "out", [path], split="test").run()
     assert summary.questions == 2 and summary.subquestions == 14
     rows = read(tmp_path / "out" / "subquestions.parquet")
     assert [(r["subq_id"], r["text"], r["header"], r["depth"]) for r in rows[:7]] == GOLDEN_SUBQUESTIONS
@@ -75,7 +75,7 @@ def test_decomposition_modes_keep_ids_stable(tmp_path, write_jsonl):
     path = write_jsonl([record])
     by_mode = {}
     for mode in Decomposition:
-        read_researchy([path], tmp_path / mode.value, decomposition=mode)
+        QuestionsStage(None, tmp_path / mode.value, [path], decomposition=mode).run()
         by_mode[mode] = read(tmp_path / mode.value / "subquestions.parquet")
     assert [r["subq_id"] for r in by_mode[Decomposition.headers]] == ["1051893-0", "1051893-4", "1051893-h2"]
     assert all(r["depth"] == 1 for r in by_mode[Decomposition.headers])
@@ -117,7 +117,7 @@ def test_malformed_record_names_file_line_and_field(tmp_path, write_jsonl, mutat
     mutate(bad)
     path = write_jsonl([hub_record("1"), bad])
     with pytest.raises(InputError) as caught:
-        read_researchy([path], tmp_path / "out")
+        QuestionsStage(None, tmp_path / "out", [path]).run()
     error = caught.value
     assert (error.path, error.line, error.field) == (str(path), 2, field)
     assert message in error.message
@@ -131,12 +131,12 @@ def test_bad_json_line_and_rejects_file(tmp_path, write_jsonl):
     truncated = '{"id": "4", "question": '
     strict = write_jsonl([hub_record("1"), hub_record("2")], "strict.jsonl", raw_lines=[truncated])
     with pytest.raises(InputError, match=rf"{strict.name}:3: not valid JSON"):
-        read_researchy([strict], tmp_path / "strict")
+        QuestionsStage(None, tmp_path / "strict", [strict]).run()
 
     path = write_jsonl([hub_record("1"), missing], raw_lines=[truncated, json.dumps(hub_record("5"))])
 
     rejects = tmp_path / "rejects.jsonl"
-    summary = read_researchy([path], tmp_path / "out", rejects_path=rejects)
+    summary = QuestionsStage(None, tmp_path / "out", [path], rejects=rejects).run()
     assert (summary.questions, summary.rejected) == (2, 2)
     assert [r["qid"] for r in read(tmp_path / "out" / "questions.parquet")] == ["1", "5"]
     set_aside = [json.loads(line) for line in rejects.read_text().splitlines()]
@@ -150,13 +150,13 @@ def test_bad_json_line_and_rejects_file(tmp_path, write_jsonl):
 def test_duplicate_question_id_is_an_error(tmp_path, write_jsonl):
     path = write_jsonl([hub_record("9"), hub_record("8"), copy.deepcopy(hub_record("9"))])
     with pytest.raises(InputError, match=r"duplicate id, first seen at .*:1"):
-        read_researchy([path], tmp_path / "out")
+        QuestionsStage(None, tmp_path / "out", [path]).run()
 
 
 def test_reads_the_bundled_sample(tmp_path):
     from generation.sample import RESEARCHY
 
-    summary = read_researchy([RESEARCHY["train"], RESEARCHY["test"]], tmp_path / "out")
+    summary = QuestionsStage(None, tmp_path / "out", [RESEARCHY["train"], RESEARCHY["test"]]).run()
     assert summary.rejected == 0 and 18 <= summary.questions <= 25
     rows = read(tmp_path / "out" / "subquestions.parquet")
     assert {r["depth"] for r in rows} == {1, 2}
@@ -170,7 +170,7 @@ def test_published_types_and_optional_fields(tmp_path, write_jsonl):
     no_headers = hub_record(12)
     del no_headers["gpt4_decomposition"]["headers"]
     path = write_jsonl([hub_record(), no_stream, no_headers])
-    summary = read_researchy([path], tmp_path / "out")
+    summary = QuestionsStage(None, tmp_path / "out", [path]).run()
     assert (summary.questions, summary.subquestions, summary.clicked, summary.rejected) == (3, 21, 4, 0)
     questions = pq.read_table(tmp_path / "out" / "questions.parquet")
     assert questions["qid"].to_pylist() == ["1051893", "rq-7", "12"]

@@ -11,8 +11,8 @@ from generation.judging.reranker_input import (
     format_middle,
     rerank_query,
 )
-from generation.models import resolve_model
-from generation.profiles import load_profile
+from generation.profiles.model_paths import resolve_model
+from generation.profiles.profile import load_profile
 from generation.stages.rerank import rank_by_score
 
 INSTRUCTION = "Given the list of questions as query, retrieve relevant passages that answer the questions."

@@ -1,15 +1,15 @@
 import pyarrow.parquet as pq
 import pytest
 
-from generation.java import lucene_searcher_class
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError
-from generation.stages.retrieve import bm25_query, retrieve
-from generation.topics import load_topics
+from generation.corpus.java import lucene_searcher_class
+from generation.corpus.topics import load_topics
+from generation.profiles.profile import load_profile
+from generation.stages.retrieve import RetrieveStage, bm25_query
+from generation.storage.shards import Shard, ShardError
 
 
 def test_index_holds_the_whole_sample_with_raw_json(sample_index):
-    from generation.docstore import DocStore
+    from generation.corpus.docstore import DocStore
 
     docs = DocStore(sample_index / "index")
     assert len(docs) == pq.ParquetFile(sample_index / "corpus" / "corpus-00000-of-00001.parquet").metadata.num_rows
@@ -24,7 +24,7 @@ def test_rankings_equal_pyserini_search(sample_index, sample_questions, tmp_path
         update={"bm25": profile.bm25.model_copy(update={"query": query, "k1": 1.2, "b": 0.75})}
     )
     out = tmp_path / "runs"
-    summary = retrieve(profile, sample_questions, sample_index / "index", out, threads=2)
+    summary = RetrieveStage(profile, out, sample_questions, sample_index / "index", threads=2).run()
     ours = pq.read_table(out / "bm25-00000-of-00001.parquet").to_pylist()
     assert summary.queries == 21 and len(ours) == 21 * 100
 
@@ -46,9 +46,11 @@ def test_rankings_equal_pyserini_search(sample_index, sample_questions, tmp_path
 
 def test_shards_partition_questions_and_resume(sample_index, sample_questions, tmp_path):
     profile, out = load_profile("demo"), tmp_path / "runs"
-    queries = [retrieve(profile, sample_questions, sample_index / "index", out, Shard(i, 3)).queries for i in range(3)]
+    queries = [
+        RetrieveStage(profile, out, sample_questions, sample_index / "index").run(Shard(i, 3)).queries for i in range(3)
+    ]
     assert sum(queries) == 21 and all(queries)
-    assert retrieve(profile, sample_questions, sample_index / "index", out, Shard(1, 3)).skipped_shards == 1
+    assert RetrieveStage(profile, out, sample_questions, sample_index / "index").run(Shard(1, 3)).skipped_shards == 1
     other = profile.model_copy(update={"bm25": profile.bm25.model_copy(update={"k1": 1.5})})
     with pytest.raises(ShardError, match="was made under config"):
-        retrieve(other, sample_questions, sample_index / "index", out, Shard(0, 3))
+        RetrieveStage(other, out, sample_questions, sample_index / "index").run(Shard(0, 3))

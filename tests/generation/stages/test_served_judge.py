@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from builder.standins.openai_server import Fault, fingerprint, run_batch_on
-from generation.profiles import load_profile
-from generation.shards import Shard
+from generation.profiles.profile import load_profile
 from generation.stages import REGISTRY
-from generation.stages.judge import run_judge
+from generation.stages.judge import JudgeStage
 from generation.stages.judge_batch import BatchImportJudgeStage, IncompleteShard, export_shard
+from generation.storage.shards import Shard
 from tests.helpers import cli, folders, judge_args, rows
 
 
@@ -67,7 +67,7 @@ def test_batch_export_run_import_in_two_rounds_gives_the_served_rows(tmp_path, s
             )
         }
     )
-    run_judge(served, q, c, i, tmp_path / "served")
+    JudgeStage(served, tmp_path / "served", q, c, i).run()
 
     out, first = tmp_path / "batched", tmp_path / "round1"
     code, output = cli(*judge_args(server_profile, small_pipeline, out, "--export-batch", first))

@@ -11,14 +11,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from generation.profiles import load_profile
-from generation.shards import Shard, ShardError
+from generation.corpus.topics import load_topics
+from generation.profiles.profile import load_profile
 from generation.stages import PIPELINE, REGISTRY, Input, Stage, pipeline_table
 from generation.stages.base import ProfiledStage, StageSummary
 from generation.stages.pool import PoolStage, PoolSummary
 from generation.stages.questions import QuestionsStage
-from generation.storage import ParquetSink
-from generation.topics import load_topics
+from generation.storage.atomic_files import ParquetSink
+from generation.storage.shards import Shard, ShardError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -154,12 +154,12 @@ def module_imports() -> dict[str, set[str]]:
 
 
 def test_a_backend_is_a_registry_entry_that_profiles_accept(tmp_path):
-    """Adding a backend is its module and one entry in generation/backend_registry.py: profiles take their choices
-    from the registries (ray: the Ray executor over a judge backend)."""
+    """Adding a backend is its module and one entry in generation/profiles/backend_registry.py: profiles take their
+    choices from the registries (ray: the Ray executor over a judge backend)."""
     from typing import get_args
 
     from generation.backends import JUDGE_BACKENDS, RERANK_BACKENDS, make_judge
-    from generation.profiles import JudgeConfig, Rerank
+    from generation.profiles.profile import JudgeConfig, Rerank
 
     assert set(get_args(JudgeConfig.model_fields["backend"].annotation)) == {*JUDGE_BACKENDS, "ray"}
     assert set(get_args(Rerank.model_fields["backend"].annotation)) == set(RERANK_BACKENDS)
@@ -168,13 +168,13 @@ def test_a_backend_is_a_registry_entry_that_profiles_accept(tmp_path):
 
 
 def test_the_profiles_prompt_choices_are_the_prompt_registry():
-    """The prompt ids are listed twice: the profile's `judge.prompt` Literal (generation/profile_sections.py, a top
+    """The prompt ids are listed twice: the profile's `judge.prompt` Literal (generation/profiles/sections.py, a top
     module, which may not import generation.judging) and the keys of generation/judging/prompts.py's REGISTRY. Adding
     a prompt to one and not the other fails here."""
     from typing import get_args
 
     from generation.judging.prompts import REGISTRY
-    from generation.profiles import JudgeConfig
+    from generation.profiles.profile import JudgeConfig
 
     assert list(get_args(JudgeConfig.model_fields["prompt"].annotation)) == list(REGISTRY)
 
@@ -201,7 +201,7 @@ def test_no_import_loop_lazy_imports_included():
 
 def package_imports() -> dict[tuple[str, str], list[str]]:
     """(package, package it imports) -> the module imports that make the arrow. A module's package is the folder
-    it sits in (`generation` for generation/schema.py, `generation.stages` for generation/stages/judge.py)."""
+    it sits in (`generation` for generation/errors.py, `generation.stages` for generation/stages/judge.py)."""
     modules = kit_modules()
     package = {name: ".".join(path.relative_to(ROOT).parent.parts) for name, path in modules.items()}
     arrows: dict[tuple[str, str], list[str]] = {}
@@ -224,8 +224,20 @@ def test_packages_import_each_other_one_way():
     assert not both_ways, "packages importing each other:\n" + "\n".join(both_ways)
 
 
+def test_no_kit_module_imports_the_stand_ins():
+    """builder/standins/ holds the stand-ins of tests and benchmarks (shipped so an installed wheel can run them);
+    the kit's own modules build on none of them (builder/standins/paper_shaped.py imports the sampler, not back)."""
+    found = [
+        found
+        for (a, b), imports in package_imports().items()
+        if b.startswith("builder.standins") and not a.startswith("builder.standins")
+        for found in imports
+    ]
+    assert not found, "kit modules importing a stand-in:\n" + "\n".join(found)
+
+
 def test_a_package_s_own_modules_import_none_of_its_subpackages():
-    """The modules at a package's top (generation/schema.py, storage.py, shards.py...) are what its subpackages
+    """The modules at a package's top (generation/errors.py, notices.py, progress.py...) are what its subpackages
     build on; one of them importing a subpackage is an arrow back up."""
     arrows = package_imports()
     back_up = [f"{a} -> {b}: {', '.join(found)}" for (a, b), found in sorted(arrows.items()) if b.startswith(a + ".")]

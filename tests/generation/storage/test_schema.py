@@ -3,8 +3,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from generation import schema
-from generation.storage import ParquetSink
+from generation.storage import schema
+from generation.storage.atomic_files import ParquetSink
 
 EXAMPLE_ROWS = {
     "questions": {

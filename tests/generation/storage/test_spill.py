@@ -1,4 +1,4 @@
-"""Sorted runs on disk (generation/spill.py): what the merge gives back equals an in-memory sort, whether
+"""Sorted runs on disk (generation/storage/spill.py): what the merge gives back equals an in-memory sort, whether
 nothing, some or everything spilled, and the runs' folder is gone afterwards."""
 
 import numpy as np
@@ -6,12 +6,12 @@ import pyarrow as pa
 import pytest
 
 from builder.release.assemble.configs import CorpusIds
-from generation.spill import KeyRuns, TableRuns
+from generation.storage.spill import KeyRuns, TableRuns
 
 
 @pytest.mark.parametrize("memory", [10**9, 5_000, 999])
 def test_key_runs_give_every_key_back_sorted_and_find_the_repeated_ones(memory, monkeypatch):
-    monkeypatch.setattr("generation.spill.BLOCK", 700)  # many merge rounds per run
+    monkeypatch.setattr("generation.storage.spill.BLOCK", 700)  # many merge rounds per run
     rng = np.random.default_rng(4)
     batches = [rng.integers(0, 40_000, size=n, dtype=np.uint64) for n in (3_000, 1, 0, 8_000, 2_500)]
     everything = np.concatenate(batches)
@@ -31,7 +31,7 @@ def test_key_runs_give_every_key_back_sorted_and_find_the_repeated_ones(memory, 
 
 
 def test_a_key_repeated_across_a_chunk_boundary_is_found(monkeypatch):
-    monkeypatch.setattr("generation.spill.BLOCK", 2)
+    monkeypatch.setattr("generation.storage.spill.BLOCK", 2)
     runs = KeyRuns(memory=3)
     for keys in ([5, 1, 9], [5, 7, 2], [11, 12, 13]):
         runs.add(np.array(keys, np.uint64))
@@ -40,7 +40,7 @@ def test_a_key_repeated_across_a_chunk_boundary_is_found(monkeypatch):
 
 @pytest.mark.parametrize("memory", [10**9, 400, 37])
 def test_table_runs_keep_the_first_row_of_each_key_in_key_order(memory, monkeypatch):
-    monkeypatch.setattr("generation.spill.RUN_BATCH_ROWS", 50)
+    monkeypatch.setattr("generation.storage.spill.RUN_BATCH_ROWS", 50)
     rng = np.random.default_rng(9)
     keys = [f"doc-{k:05d}" for k in rng.integers(0, 600, size=2_000)]
     table = pa.table({"docid": keys, "added": np.arange(len(keys))})
@@ -73,7 +73,7 @@ def test_corpus_ids_spilled_equal_corpus_ids_in_memory():
 
 
 def test_records_sorted_by_their_key_field_keep_equal_keys_in_the_order_added(monkeypatch):
-    monkeypatch.setattr("generation.spill.BLOCK", 5)
+    monkeypatch.setattr("generation.storage.spill.BLOCK", 5)
     dtype = np.dtype([("key", np.uint64), ("added", np.int64)])
     rng = np.random.default_rng(2)
     keys = rng.integers(0, 30, size=200).astype(np.uint64)

@@ -95,16 +95,16 @@ def test_metadata(release):
 def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipeline, tmp_path):
     """The demo profile's judge (the MiniLM stand-in), run for real on two sample questions."""
     from generation.backends.biencoder import STAND_IN_NOTE
-    from generation.stages.judge import run_judge
+    from generation.stages.judge import JudgeStage
 
     profile = small_pipeline["profile"]
-    run_judge(
+    JudgeStage(
         profile,
+        tmp_path / "judgments",
         small_pipeline["questions"],
         small_pipeline["candidates"],
         small_pipeline["index"],
-        tmp_path / "judgments",
-    )
+    ).run()
     out = tmp_path / "release"
     questions = [small_pipeline["questions"]]
     build_release(
@@ -122,7 +122,7 @@ def test_a_stand_in_release_says_so_once_and_states_its_own_word_cut(small_pipel
 
 
 def test_data_fields_come_from_the_schema(release):
-    from generation.schema import columns
+    from generation.storage.schema import columns
 
     _, body = card(release)
     for table in ("judgments", "queries", "corpus_ids", "diversity_qrels"):
@@ -197,7 +197,7 @@ def test_the_mteb_snippet_evaluates_a_model(release, tmp_path):
     import subprocess
     import sys
 
-    from generation.models import resolve_model
+    from generation.profiles.model_paths import resolve_model
 
     code = dict(snippets(card(release)[1]))["mteb: a retrieval task over your ClueWeb22 texts"]
     assert "assert ResearchySubquestions.metadata.is_filled()" in code and 'annotations_creators="LM-generated"' in code
@@ -228,7 +228,7 @@ def test_trec_eval_scores_the_trec_file_as_pytrec_eval_scores_the_parquet(releas
     on the release's TREC qrels file: the same scores as pytrec_eval over the qrels config's Parquet files."""
     import subprocess
 
-    from generation.java import anserini_jar, java_binary
+    from generation.corpus.java import anserini_jar, java_binary
 
     _, body = card(release)
     commands = shell_lines(body)

@@ -8,7 +8,7 @@ import pytest
 from builder.release.assemble.folder import ReleaseOptions, build_release
 from builder.standins.synthetic import synthesize
 from generation.errors import InputError
-from generation.shards import ShardError
+from generation.storage.shards import ShardError
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from builder.release.assemble.training_configs import TrainingRows, dev_question
 from builder.release.layout import config
 from builder.release.validate.folder import validate
 from builder.standins.release_faults import data_file, rewrite
-from generation.profiles import Profile, load_profile
+from generation.profiles.profile import Profile, load_profile
 
 REPO = "org/researchy-subq-judgments"  # the repo synthetic_release (conftest.py) builds for
 K = 3

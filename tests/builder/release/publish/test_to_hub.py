@@ -10,7 +10,7 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from huggingface_hub.hf_api import GitRefInfo, GitRefs, RepoFile
 
 from builder.release.publish.to_hub import PublishRefused, git_blob_sha1, publish, release_files
-from generation.shards import sha256_file
+from generation.storage.shards import sha256_file
 
 # each test validates the release, loading every config, then publishes it
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from builder.release.validate.rederive import Rederivation
 from builder.standins.release_faults import DISTRIBUTION_FAULTS, GENERATE_FAULTS, failed_keys
 from generation.judging.parsing import STAND_IN_RAW, r3a_raw
 from generation.judging.prompts import get_prompt
-from generation.profiles import load_profile
-from generation.schema import arrow_schema
+from generation.profiles.profile import load_profile
+from generation.storage.schema import arrow_schema
 
 
 def distribution_profile():

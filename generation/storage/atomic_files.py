@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.schema import arrow_schema, conform
+from generation.storage.schema import arrow_schema, conform
 
 COMPRESSION = "zstd"
 MARKER = ".researchy-subq"  # written into every folder the kit may later wipe and rebuild

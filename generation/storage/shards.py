@@ -29,7 +29,7 @@ from typing import TypeVar
 import pyarrow.parquet as pq
 
 from generation import __version__
-from generation.storage import clean_stale_tmp, pid_alive, refuse_links_under, write_text_atomic
+from generation.storage.atomic_files import clean_stale_tmp, pid_alive, refuse_links_under, write_text_atomic
 
 T = TypeVar("T")
 DONE_DIR = "_done"

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from generation.errors import InputError
-from generation.shards import Shard
+from generation.storage.shards import Shard
 
 
 @dataclass(frozen=True)

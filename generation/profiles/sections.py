@@ -1,4 +1,4 @@
-"""The sections of a profile (generation/profiles.py `Profile`): one strict pydantic model per section, each key
+"""The sections of a profile (generation/profiles/profile.py `Profile`): one strict pydantic model per section, each key
 with its type, bounds, default and meaning (docs/reference/profiles.md is made from them), and the judge section's
 own checks. Strict: no coercion, no infinities or NaN, no unknown keys.
 """
@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from generation.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
+from generation.profiles.backend_registry import JUDGE_BACKENDS, RERANK_BACKENDS
 
-# The backend names come from the registry at run time (one entry in generation/backend_registry.py adds one), which a
-# static checker cannot read: to mypy they are strings, to pydantic the Literal that refuses any other name.
+# The backend names come from the registry at run time (one entry in generation/profiles/backend_registry.py adds one),
+# which a static checker cannot read: to mypy they are strings, to pydantic the Literal that refuses any other name.
 if TYPE_CHECKING:
     RerankBackend = str
     JudgeBackend = str

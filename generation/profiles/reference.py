@@ -1,6 +1,6 @@
 """The profile reference: every key of a profile, its type, default and description, read from the pydantic models
-of generation/profiles.py, generation/profile_sections.py and generation/profile_release_sections.py, so it cannot
-drift from what `load_profile` accepts.
+of generation/profiles/profile.py, generation/profiles/sections.py and generation/profiles/release_sections.py, so it
+cannot drift from what `load_profile` accepts.
 `researchy-subq profiles --reference` prints it; docs/reference/profiles.md is the same text (scripts/make_reference.py
 writes it; a test keeps them equal)."""
 
@@ -14,7 +14,7 @@ from enum import Enum
 from annotated_types import Ge, Gt, Le, Lt, MinLen
 from pydantic import BaseModel
 
-from generation.profiles import Profile
+from generation.profiles.profile import Profile
 
 INTRO = (
     "Every key a profile file may hold (`researchy-subq profiles --reference` prints this). A key without a "

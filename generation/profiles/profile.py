@@ -8,7 +8,7 @@ A profile file may start from another (`base: paper`, a bundled name or a path r
 the keys it changes; `with_overrides` sets single keys (`judge.prompt=crux-paper-document-first`) from a command line.
 
 This module holds `Profile`, its config hash and the loading (YAML, the bundled names, the errors); the models of
-its sections are in generation/profile_sections.py and generation/profile_release_sections.py, and are
+its sections are in generation/profiles/sections.py and generation/profiles/release_sections.py, and are
 imported from here as before.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from generation.profile_release_sections import BanditSettings, Complexity, TrainingConfigsSettings, TrainSettings
-from generation.profile_sections import (
+from generation.profiles.release_sections import BanditSettings, Complexity, TrainingConfigsSettings, TrainSettings
+from generation.profiles.sections import (
     BM25,
     JudgeConfig,
     OpenAIServer,
@@ -33,7 +33,7 @@ from generation.profile_sections import (
     TransformersSettings,
 )
 
-PROFILE_DIR = Path(__file__).parent / "profiles"
+PROFILE_DIR = Path(__file__).parent / "builtin"
 
 
 class Profile(Strict):

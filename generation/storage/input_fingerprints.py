@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from generation.notices import warn
-from generation.shards import DONE_DIR, Completion, ShardError
+from generation.storage.shards import DONE_DIR, Completion, ShardError
 
 KEY = "inputs"  # the completion record's `extra` entry
 

@@ -2,9 +2,9 @@
 need texts (rerank, pool, judge) read them from the corpus and the Lucene index holds postings only.
 
 The map is one Parquet file sorted by docid, written in row groups of `ROW_GROUP_ROWS` from spilled sorted runs
-(generation/spill.py), so building it takes bounded memory at 86M documents. A reader keeps only each row group's
-first docid (from the Parquet statistics) and the few row groups it read last; a lookup is a bisection over those
-first docids and one row group read.
+(generation/storage/spill.py), so building it takes bounded memory at 86M documents. A reader keeps only each row
+group's first docid (from the Parquet statistics) and the few row groups it read last; a lookup is a bisection over
+those first docids and one row group read.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from generation.storage import COMPRESSION, commit, tmp_path
+from generation.storage.atomic_files import COMPRESSION, commit, tmp_path
 
 NAME = "docid_map.parquet"
 ROW_GROUP_ROWS = 16_384  # ~0.5 MB a group: one group read per lookup that misses the cache
@@ -33,7 +33,7 @@ SCHEMA = pa.schema(
 
 def write_docid_map(corpus_files: list[Path], path: Path, memory: int | None = None) -> int:
     """The map of `corpus_files` (read a row group's docid column at a time) written atomically to `path`."""
-    from generation.spill import SPILL_ROWS, TableRuns
+    from generation.storage.spill import SPILL_ROWS, TableRuns
 
     runs = TableRuns("docid", memory or SPILL_ROWS)
     for corpus_file in corpus_files:

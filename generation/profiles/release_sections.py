@@ -1,5 +1,6 @@
-"""The profile's sections after judging (generation/profiles.py `Profile`): the analysis's complexity, the release's
-training configs, budgeted judging and `train`. Strict models, as the stage sections of generation/profile_sections.py.
+"""The profile's sections after judging (generation/profiles/profile.py `Profile`): the analysis's complexity, the
+release's training configs, budgeted judging and `train`. Strict models, as the stage sections of
+generation/profiles/sections.py.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from generation.profile_sections import Strict
+from generation.profiles.sections import Strict
 
 
 class Complexity(Strict):

@@ -1,6 +1,6 @@
 """Document text and url_hash by docid: from the Parquet corpus the index was built from (the index's record names
-it and its docid map, generation/docid_map.py), or, for an index built with its raw JSON stored (`-storeRaw`: this
-kit before it stopped storing texts twice, or an index built elsewhere), from the index itself."""
+it and its docid map, generation/corpus/docid_map.py), or, for an index built with its raw JSON stored (`-storeRaw`:
+this kit before it stopped storing texts twice, or an index built elsewhere), from the index itself."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from generation.docid_map import NAME as DOCID_MAP
-from generation.docid_map import DocidMap
+from generation.corpus.docid_map import NAME as DOCID_MAP
+from generation.corpus.docid_map import DocidMap
 
 RECORD = "researchy_subq_index.json"  # the index stage's completion record, in the index folder
 
@@ -71,7 +71,7 @@ class DocStore:
         self._cache_size = cache_size
         self._corpus = corpus_of(self.index)
         if self._corpus is None:
-            from generation.java import java_class
+            from generation.corpus.java import java_class
 
             self._searcher = java_class("io.anserini.search.SimpleSearcher")(str(index))
         else:

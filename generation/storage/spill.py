@@ -1,4 +1,4 @@
-"""Sorted runs on disk (also reachable as generation/spill.py), merged at the end (an external merge sort), so that what `build-release` and `validate`
+"""Sorted runs on disk, merged at the end (an external merge sort), so that what `build-release` and `validate`
 must see whole (the distinct judged documents of `corpus-ids`, the (subq_id, docid) keys of the uniqueness check)
 costs a fixed amount of memory however many judgments there are.
 

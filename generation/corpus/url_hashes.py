@@ -54,7 +54,7 @@ def duplicate_docids(batches) -> list[str]:
     """The docids found more than once in `batches` (a callable giving (url_hash, docid) tables anew each time),
     in bounded memory: their 64-bit hashes are sorted in spilled runs, and only the few repeated hashes send a
     second pass after the docids themselves (a hash collision is not taken for a duplicate)."""
-    from generation.spill import KeyRuns
+    from generation.storage.spill import KeyRuns
 
     keys = KeyRuns()
     for table in batches():
@@ -72,9 +72,9 @@ def duplicate_docids(batches) -> list[str]:
 
 def first_document_per_hash(batches, where: Path, memory: int | None = None) -> Iterator[pa.Table]:
     """`one_document_per_hash` over (url_hash, docid) tables too many to hold at once: the rows are sorted by
-    url_hash then docid in spilled runs (generation/spill.py) and handed on in sorted chunks, the first docid of
+    url_hash then docid in spilled runs (generation/storage/spill.py) and handed on in sorted chunks, the first docid of
     each url_hash only; the same warning once all are seen. Docids must be distinct (`duplicate_docids`)."""
-    from generation.spill import SPILL_ROWS, TableRuns
+    from generation.storage.spill import SPILL_ROWS, TableRuns
 
     runs = TableRuns("key", memory or SPILL_ROWS)
     for table in batches:

@@ -1,0 +1,1 @@
+"""Storage: the schema of every table, atomic files, shards and their completion records, spills."""
