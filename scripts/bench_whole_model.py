@@ -295,38 +295,6 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(temporary, path)
 
 
-def with_figures(entries: list[dict], device: str):
-    """The bundled calibration, its whole-model figures of these entries' setting and composition replaced by them,
-    named for the device they were measured on: the calibration's device becomes it (its peaks and bandwidth from
-    the device table), and the bundled shares keep the device they were measured on, row by row."""
-    from generation.judging.calibration import REFERENCE, Calibration, device_spec, same_device
-
-    def key(e):
-        setting = (
-            e["prompt"],
-            e["precision"],
-            e.get("fp8_granularity", "per-tensor"),
-            e.get("backend", "transformers"),
-        )
-        return (*setting, e["device"], round(e["rows_per_forward"]))
-
-    calibration = Calibration.load(REFERENCE)
-    if not same_device(device, calibration.device):
-        for row in calibration.rows:
-            row.setdefault("device", calibration.device)
-        spec = device_spec(device)
-        calibration.source += (
-            f". Whole-model figures of {device} added by scripts/bench_whole_model.py; the shares above stay the "
-            f"{calibration.device}'s, each row naming its device"
-        )
-        calibration.device = device
-        if spec is not None:
-            calibration.peak_flops, calibration.bandwidth = dict(spec.peak_flops), spec.bandwidth
-    replaced = {key(e) for e in entries}
-    calibration.whole_model = [e for e in calibration.whole_model if key(e) not in replaced] + entries
-    return calibration
-
-
 def table(rows: list[dict], device: str) -> str:
     lines = [
         f"{device}; torch {torch.__version__}",
@@ -418,7 +386,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     written = json.loads(record.read_text())
     if args.calibration:
-        with_figures(written["whole_model"], device).save(args.calibration)
+        from generation.judging.calibration import REFERENCE, Calibration
+
+        Calibration.load(REFERENCE).add_whole_model(written["whole_model"], device).save(args.calibration)
         print(f"calibration -> {args.calibration}", file=sys.stderr)
     print(table(written["rows"], device))
     print(f"rows -> {record}", file=sys.stderr)

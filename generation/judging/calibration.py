@@ -102,6 +102,36 @@ class Calibration:
     def share(self, backend: str, precision: str) -> float | None:
         return self.utilisation.get(backend, {}).get(precision)
 
+    def add_whole_model(self, entries: list[dict], device: str) -> Calibration:
+        """This calibration with `entries` (scripts/bench_whole_model.py's) replacing its whole-model figures of the
+        same setting and composition, named for the device they were measured on: the calibration's device becomes
+        it (its peaks and bandwidth from the device table), and the shares keep the device they were measured on,
+        row by row."""
+
+        def key(e: dict) -> tuple:
+            setting = (
+                e["prompt"],
+                e["precision"],
+                e.get("fp8_granularity", "per-tensor"),
+                e.get("backend", "transformers"),
+            )
+            return (*setting, e["device"], round(e["rows_per_forward"]))
+
+        if not same_device(device, self.device):
+            for row in self.rows:
+                row.setdefault("device", self.device)
+            self.source += (
+                f". Whole-model figures of {device} added by scripts/bench_whole_model.py; the shares above stay the "
+                f"{self.device}'s, each row naming its device"
+            )
+            self.device = device
+            spec = device_spec(device)
+            if spec is not None:
+                self.peak_flops, self.bandwidth = dict(spec.peak_flops), spec.bandwidth
+        replaced = {key(e) for e in entries}
+        self.whole_model = [e for e in self.whole_model if key(e) not in replaced] + entries
+        return self
+
     def save(self, path: Path) -> None:
         write_text_atomic(path, json.dumps(self.__dict__, indent=1) + "\n")
 

@@ -74,7 +74,7 @@ def test_the_composition_is_the_batches_the_budget_formed():
 
 
 def test_an_h200_figure_is_named_for_the_h200_and_its_shares_for_the_h100():
-    """with_figures on an H200: the calibration's device, peaks and bandwidth are the H200's; each bundled share
+    """Calibration.add_whole_model on an H200: the calibration's device, peaks and bandwidth are the H200's; each bundled share
     names the H100 it was measured on, and plan says so."""
     from generation.planning.origins import measured_on
 
@@ -86,11 +86,11 @@ def test_an_h200_figure_is_named_for_the_h200_and_its_shares_for_the_h100():
         "rows_per_forward": 18,
         "measured": "2026-12-01",
     }
-    calibration = bench().with_figures([figure], "NVIDIA H200")
+    calibration = Calibration.load(REFERENCE).add_whole_model([figure], "NVIDIA H200")
     assert calibration.device == "NVIDIA H200" and calibration.bandwidth == 4.8e12
     assert calibration.whole_model[-1] == figure and len(calibration.whole_model) == 3
     assert "(NVIDIA H100 80GB HBM3, 2026-11-23)" in measured_on(calibration, "bf16", 0.511)
-    again = bench().with_figures([{**figure, "pairs_per_s": 26.0}], "NVIDIA H200")
+    again = Calibration.load(REFERENCE).add_whole_model([{**figure, "pairs_per_s": 26.0}], "NVIDIA H200")
     assert [e["pairs_per_s"] for e in again.whole_model].count(25.0) == 0, "the same setting and composition replaced"
 
 
