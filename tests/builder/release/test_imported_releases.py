@@ -29,11 +29,9 @@ def questions(tmp_path_factory):
     return hub_questions(tmp_path_factory.mktemp("import-questions"))
 
 
-@pytest.fixture(scope="module")
-def release(questions, tmp_path_factory):
-    """import -> build-release through the CLI, as a user runs them."""
-    root = tmp_path_factory.mktemp("import-release")
-    code, output = cli(
+def import_ratings(questions, out):
+    """The authors' ratings imported through the CLI, as a user runs it."""
+    return cli(
         "import-labels",
         LABELS / "ratings.jsonl",
         "--format",
@@ -45,8 +43,15 @@ def release(questions, tmp_path_factory):
         "--subquestions",
         questions,
         "--out",
-        root / "judgments",
+        out,
     )
+
+
+@pytest.fixture(scope="module")
+def release(questions, tmp_path_factory):
+    """import -> build-release through the CLI, as a user runs them."""
+    root = tmp_path_factory.mktemp("import-release")
+    code, output = import_ratings(questions, root / "judgments")
     assert code == 0 and "27 judgments" in output, output
     code, output = cli(
         "build-release",
@@ -92,20 +97,7 @@ def test_import_build_validate_load_gives_the_imported_grades(release, tmp_path)
 
 def test_importing_twice_changes_nothing_and_other_files_are_refused(release, questions):
     before = {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()}
-    code, output = cli(
-        "import-labels",
-        LABELS / "ratings.jsonl",
-        "--format",
-        "crux-ratings",
-        "--profile",
-        "crux-code",
-        "--judge",
-        "Llama-3.3-70B-Instruct (the authors' ratings)",
-        "--subquestions",
-        questions,
-        "--out",
-        release / "judgments",
-    )
+    code, output = import_ratings(questions, release / "judgments")
     assert code == 0 and "skipped" in output, output
     assert {p.name: sha256_file(p) for p in (release / "judgments").rglob("*") if p.is_file()} == before
     code, output = cli(
